@@ -1,0 +1,102 @@
+// A loaded Petrel model: immutable after load, shareable across threads, owns the
+// mapped file. Loading verifies the whole file (see DESIGN.md §3); nothing here throws.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "petrel/status.h"
+
+namespace petrel {
+
+namespace detail {
+struct ModelWeights;
+}
+
+enum class DType { kF32, kF16, kInt8 };
+enum class Activation { kRelu, kGelu, kSwish };
+enum class NormPlacement { kPost, kPre };
+enum class PositionKind { kNone, kSinusoidalInterleaved, kSinusoidalConcatenated, kLearned };
+enum class FrequencyConvention { kPaper, kMarianCpp };
+
+const char* to_string(DType dtype);
+const char* to_string(Activation activation);
+const char* to_string(NormPlacement norm);
+const char* to_string(PositionKind kind);
+const char* to_string(FrequencyConvention frequency);
+
+struct TensorInfo {
+  std::string name;
+  DType dtype;
+  std::vector<uint64_t> shape;
+  uint64_t offset;  // in the data section
+  uint64_t bytes;   // data plus int8 scales
+};
+
+struct FoldInfo {
+  std::string what;
+  double value;
+  std::vector<std::string> targets;
+  std::string note;
+};
+
+struct PositionInfo {
+  PositionKind kind;
+  FrequencyConvention frequency;
+  uint32_t first_index;
+};
+
+struct ModelInfo {
+  uint32_t format_major = 0, format_minor = 0;
+  std::string producer, source;
+  std::string architecture;  // "encoder-decoder"
+  uint32_t d_model = 0, num_heads = 0, ffn_dim = 0, vocab_size = 0, max_positions = 0;
+  uint32_t encoder_layers = 0, decoder_layers = 0;
+  NormPlacement norm = NormPlacement::kPost;
+  Activation activation = Activation::kSwish;
+  float layer_norm_eps = 1e-5f;
+  int32_t pad_id = -1, eos_id = -1, decoder_start_id = -1;
+  std::vector<int32_t> bad_word_ids;
+  PositionInfo encoder_positions{}, decoder_positions{};
+  bool shared_embeddings = false;  // encoder and decoder use one table
+  bool tied_output = false;        // output projection uses the decoder embedding table
+  bool final_logits_bias = false;
+  bool has_text_tokenizer = false;  // vocab + a tokenizer Petrel implements
+  std::vector<std::string> vocab;   // id -> token; may be empty
+  std::vector<TensorInfo> tensors;
+  std::vector<FoldInfo> folds;
+  uint64_t file_size = 0;
+  uint64_t parameter_count = 0;
+};
+
+class Model {
+ public:
+  // Maps the file read-only and verifies it. Errors name the file and the field.
+  static Result<std::shared_ptr<const Model>> load(const std::string& path);
+  // Copies `size` bytes into aligned storage owned by the model (for models shipped
+  // inside app assets). `name` is used in error messages.
+  static Result<std::shared_ptr<const Model>> load_from_memory(const void* data, size_t size,
+                                                               const std::string& name = "<memory>");
+
+  const ModelInfo& info() const;
+  const detail::ModelWeights& weights() const;  // engine-internal view of the tensors
+
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  struct Impl;  // defined in the engine; users cannot construct one
+  explicit Model(std::unique_ptr<Impl> impl);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Library and newest readable file-format versions.
+const char* library_version();
+constexpr uint32_t kFormatMajor = 1;
+constexpr uint32_t kFormatMinor = 0;
+
+}  // namespace petrel

@@ -1,0 +1,382 @@
+#include "format/model_file.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "petrel_generated.h"
+
+namespace petrel::detail {
+namespace {
+
+// Upper bounds that keep every later size computation far from overflow and every
+// arena a hostile file could ask for within reason.
+constexpr uint32_t kMaxDModel = 1u << 16;
+constexpr uint32_t kMaxFfn = 1u << 18;
+constexpr uint32_t kMaxVocab = 1u << 24;
+constexpr uint32_t kMaxPositions = 1u << 20;
+constexpr uint32_t kMaxLayers = 1024;
+constexpr size_t kMaxRank = 4;
+
+bool checked_mul(uint64_t a, uint64_t b, uint64_t* out) {
+  return !__builtin_mul_overflow(a, b, out);
+}
+bool checked_add(uint64_t a, uint64_t b, uint64_t* out) {
+  return !__builtin_add_overflow(a, b, out);
+}
+
+size_t dtype_size(DType d) { return d == DType::kF32 ? 4 : d == DType::kF16 ? 2 : 1; }
+
+class Binder {
+ public:
+  Binder(const fb::Model* model, const uint8_t* data, uint64_t data_size, std::string name)
+      : model_(model), data_(data), data_size_(data_size), name_(std::move(name)) {}
+
+  Error fail(const std::string& what) const {
+    return Error{ErrorCode::kFormat, name_ + ": " + what};
+  }
+
+  // Checks every entry of the tensor table once; binding then only checks roles.
+  Status check_tensor_table(ModelInfo* info) {
+    const auto* tensors = model_->tensors();
+    if (tensors->size() > (1u << 20)) return fail("tensor table has too many entries");
+    for (uint32_t i = 0; i < tensors->size(); ++i) {
+      const fb::Tensor* t = tensors->Get(i);
+      std::string label = "tensor #" + std::to_string(i) + " '" + t->name()->str() + "'";
+      auto raw_dtype = static_cast<int>(t->dtype());
+      if (raw_dtype < 0 || raw_dtype > static_cast<int>(fb::DType::MAX))
+        return fail(label + ": unknown dtype " + std::to_string(raw_dtype));
+      if (t->layout() != fb::Layout::RowMajor)
+        return fail(label + ": unknown layout " + std::to_string(static_cast<int>(t->layout())));
+      DType dtype = static_cast<DType>(raw_dtype);
+      const auto* shape = t->shape();
+      if (shape->size() == 0 || shape->size() > kMaxRank)
+        return fail(label + ": rank " + std::to_string(shape->size()) + " is not in 1.." +
+                    std::to_string(kMaxRank));
+      uint64_t elements = 1;
+      for (uint64_t dim : *shape) {
+        if (dim == 0) return fail(label + ": has a zero dimension");
+        if (!checked_mul(elements, dim, &elements))
+          return fail(label + ": shape product overflows 64 bits");
+      }
+      uint64_t bytes = 0;
+      if (!checked_mul(elements, dtype_size(dtype), &bytes))
+        return fail(label + ": byte size overflows 64 bits");
+      if (t->data()->size() != bytes)
+        return fail(label + ": data size " + std::to_string(t->data()->size()) +
+                    " does not match shape and dtype (" + std::to_string(bytes) + " bytes)");
+      Status s = check_range(label + " data", *t->data());
+      if (!s) return s;
+      uint64_t scale_bytes = 0;
+      if (dtype == DType::kInt8) {
+        if (t->scales() == nullptr) return fail(label + ": int8 tensor without scales");
+        uint64_t rows = shape->Get(0);
+        if (t->scales()->size() != rows * 4)
+          return fail(label + ": scales hold " + std::to_string(t->scales()->size()) +
+                      " bytes, expected one f32 per row (" + std::to_string(rows * 4) + ")");
+        s = check_range(label + " scales", *t->scales());
+        if (!s) return s;
+        scale_bytes = rows * 4;
+      } else if (t->scales() != nullptr && t->scales()->size() != 0) {
+        return fail(label + ": scales given for a " + to_string(dtype) + " tensor");
+      }
+      TensorInfo ti{t->name()->str(), dtype, {shape->begin(), shape->end()},
+                    t->data()->offset(), bytes + scale_bytes};
+      info->tensors.push_back(std::move(ti));
+    }
+    return Status::ok();
+  }
+
+  Status check_range(const std::string& label, const fb::DataRef& ref) const {
+    uint64_t end = 0;
+    if (!checked_add(ref.offset(), ref.size(), &end) || end > data_size_)
+      return fail(label + ": range [" + std::to_string(ref.offset()) + ", +" +
+                  std::to_string(ref.size()) + ") lies past the end of the data section (" +
+                  std::to_string(data_size_) + " bytes)");
+    if (ref.offset() % kDataAlignment != 0)
+      return fail(label + ": offset " + std::to_string(ref.offset()) + " is not " +
+                  std::to_string(kDataAlignment) + "-byte aligned");
+    return Status::ok();
+  }
+
+  // Binds tensor `index` in `role` as a matrix of the given shape; any dtype.
+  Status matrix(int32_t index, const std::string& role, uint64_t rows, uint64_t cols,
+                Matrix* out, bool required = true) const {
+    const fb::Tensor* t = nullptr;
+    Status s = lookup(index, role, required, &t);
+    if (!s || t == nullptr) return s;
+    const auto* shape = t->shape();
+    if (shape->size() != 2 || shape->Get(0) != rows || shape->Get(1) != cols)
+      return fail(role + " (tensor '" + t->name()->str() + "'): shape " + shape_string(t) +
+                  ", expected [" + std::to_string(rows) + ", " + std::to_string(cols) + "]");
+    out->dtype = static_cast<DType>(t->dtype());
+    out->rows = rows;
+    out->cols = cols;
+    out->data = data_ + t->data()->offset();
+    out->scales = out->dtype == DType::kInt8
+                      ? reinterpret_cast<const float*>(data_ + t->scales()->offset())
+                      : nullptr;
+    return Status::ok();
+  }
+
+  // Binds tensor `index` in `role` as an f32 vector of `size` elements.
+  Status vector(int32_t index, const std::string& role, uint64_t size, const float** out,
+                bool required) const {
+    const fb::Tensor* t = nullptr;
+    Status s = lookup(index, role, required, &t);
+    if (!s || t == nullptr) return s;
+    const auto* shape = t->shape();
+    if (shape->size() != 1 || shape->Get(0) != size)
+      return fail(role + " (tensor '" + t->name()->str() + "'): shape " + shape_string(t) +
+                  ", expected [" + std::to_string(size) + "]");
+    if (t->dtype() != fb::DType::F32)
+      return fail(role + " (tensor '" + t->name()->str() + "'): dtype must be f32");
+    *out = reinterpret_cast<const float*>(data_ + t->data()->offset());
+    return Status::ok();
+  }
+
+  Status linear(const fb::Linear* l, const std::string& role, uint64_t out, uint64_t in,
+                Linear* dst) const {
+    if (l == nullptr) return fail(role + ": missing");
+    Status s = matrix(l->weight(), role + ".weight", out, in, &dst->weight);
+    if (!s) return s;
+    return vector(l->bias(), role + ".bias", out, &dst->bias, false);
+  }
+
+  Status norm(const fb::Norm* n, const std::string& role, uint64_t d, Norm* dst) const {
+    if (n == nullptr) return fail(role + ": missing");
+    Status s = vector(n->gamma(), role + ".gamma", d, &dst->gamma, true);
+    if (!s) return s;
+    return vector(n->beta(), role + ".beta", d, &dst->beta, true);
+  }
+
+  Status attention(const fb::Attention* a, const std::string& role, uint64_t d,
+                   Attention* dst) const {
+    if (a == nullptr) return fail(role + ": missing");
+    Status s = linear(a->q(), role + ".q", d, d, &dst->q);
+    if (s) s = linear(a->k(), role + ".k", d, d, &dst->k);
+    if (s) s = linear(a->v(), role + ".v", d, d, &dst->v);
+    if (s) s = linear(a->o(), role + ".o", d, d, &dst->o);
+    return s;
+  }
+
+ private:
+  Status lookup(int32_t index, const std::string& role, bool required,
+                const fb::Tensor** out) const {
+    *out = nullptr;
+    if (index == -1) return required ? Status(fail(role + ": missing")) : Status::ok();
+    if (index < 0 || static_cast<uint32_t>(index) >= model_->tensors()->size())
+      return fail(role + ": tensor index " + std::to_string(index) + " is out of range (" +
+                  std::to_string(model_->tensors()->size()) + " tensors)");
+    *out = model_->tensors()->Get(static_cast<uint32_t>(index));
+    return Status::ok();
+  }
+
+  static std::string shape_string(const fb::Tensor* t) {
+    std::string s = "[";
+    for (uint32_t i = 0; i < t->shape()->size(); ++i)
+      s += (i ? ", " : "") + std::to_string(t->shape()->Get(i));
+    return s + "]";
+  }
+
+  const fb::Model* model_;
+  const uint8_t* data_;
+  uint64_t data_size_;
+  std::string name_;
+};
+
+template <class Enum>
+bool enum_in_range(Enum value) {
+  auto raw = static_cast<int>(value);
+  return raw >= 0 && raw <= static_cast<int>(Enum::MAX);
+}
+
+}  // namespace
+
+Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std::string& name) {
+  auto fail = [&](const std::string& what) { return Error{ErrorCode::kFormat, name + ": " + what}; };
+  if (reinterpret_cast<uintptr_t>(bytes) % kDataAlignment != 0)
+    return Error{ErrorCode::kInvalidArgument, name + ": model bytes are not 64-byte aligned"};
+  if (size < 12) return fail("file is too small to be a Petrel model (" + std::to_string(size) + " bytes)");
+  if (!flatbuffers::BufferHasIdentifier(bytes, fb::ModelIdentifier(), /*size_prefixed=*/true))
+    return fail("not a Petrel model: file identifier is not \"PTRL\"");
+  uint32_t fb_size = flatbuffers::ReadScalar<uint32_t>(bytes);
+  uint64_t data_start = data_section_start(fb_size);
+  if (4ull + fb_size > size)
+    return fail("header says the metadata holds " + std::to_string(fb_size) +
+                " bytes but the file has only " + std::to_string(size) + " (truncated?)");
+  // Verified with its size prefix: alignment is checked relative to the buffer start.
+  flatbuffers::Verifier verifier(bytes, 4 + size_t{fb_size}, /*max_depth=*/64, /*max_tables=*/1u << 22);
+  if (!fb::VerifySizePrefixedModelBuffer(verifier))
+    return fail("metadata failed FlatBuffers verification (corrupt or truncated file)");
+  const fb::Model* m = fb::GetSizePrefixedModel(bytes);
+
+  if (m->format_major() != kFormatMajor)
+    return Error{ErrorCode::kUnsupported,
+                 name + ": format version " + std::to_string(m->format_major()) + "." +
+                     std::to_string(m->format_minor()) + " is not readable by this build (reads " +
+                     std::to_string(kFormatMajor) + ".x); " +
+                     (m->format_major() > kFormatMajor ? "upgrade Petrel" : "re-convert the model")};
+  if (data_start > size)
+    return fail("data section would start at byte " + std::to_string(data_start) +
+                " past the end of the file (" + std::to_string(size) + " bytes)");
+  if (m->data_size() != size - data_start)
+    return fail("data section holds " + std::to_string(size - data_start) +
+                " bytes but the header says " + std::to_string(m->data_size()) + " (truncated?)");
+
+  BoundModel out;
+  ModelInfo& info = out.info;
+  info.file_size = size;
+  info.format_major = m->format_major();
+  info.format_minor = m->format_minor();
+  if (m->producer()) info.producer = m->producer()->str();
+  if (m->source()) info.source = m->source()->str();
+
+  if (m->architecture() != fb::Architecture::EncoderDecoder)
+    return Error{ErrorCode::kUnsupported,
+                 name + ": architecture " + std::to_string(static_cast<int>(m->architecture())) +
+                     " is not supported by this build (encoder-decoder only)"};
+  info.architecture = "encoder-decoder";
+  if (!enum_in_range(m->norm())) return fail("field 'norm': unknown value");
+  if (!enum_in_range(m->activation())) return fail("field 'activation': unknown value");
+  info.norm = static_cast<NormPlacement>(m->norm());
+  info.activation = static_cast<Activation>(m->activation());
+
+  auto bounded = [&](uint32_t value, uint32_t max, const char* field, uint32_t* dst) -> Status {
+    if (value == 0 || value > max)
+      return fail(std::string("field '") + field + "' = " + std::to_string(value) +
+                  " is out of range 1.." + std::to_string(max));
+    *dst = value;
+    return Status::ok();
+  };
+  Status s = bounded(m->d_model(), kMaxDModel, "d_model", &info.d_model);
+  if (s) s = bounded(m->num_heads(), kMaxDModel, "num_heads", &info.num_heads);
+  if (s) s = bounded(m->ffn_dim(), kMaxFfn, "ffn_dim", &info.ffn_dim);
+  if (s) s = bounded(m->vocab_size(), kMaxVocab, "vocab_size", &info.vocab_size);
+  if (s) s = bounded(m->max_positions(), kMaxPositions, "max_positions", &info.max_positions);
+  if (!s) return s.error();
+  if (info.d_model % info.num_heads != 0)
+    return fail("d_model " + std::to_string(info.d_model) + " is not divisible by num_heads " +
+                std::to_string(info.num_heads));
+  info.layer_norm_eps = m->layer_norm_eps();
+  if (!(info.layer_norm_eps > 0.f && info.layer_norm_eps < 1.f))
+    return fail("field 'layer_norm_eps' must be in (0, 1)");
+
+  auto token = [&](int32_t id, const char* field, int32_t* dst) -> Status {
+    if (id < 0 || static_cast<uint32_t>(id) >= info.vocab_size)
+      return fail(std::string("field '") + field + "' = " + std::to_string(id) +
+                  " is not a token id (vocab_size " + std::to_string(info.vocab_size) + ")");
+    *dst = id;
+    return Status::ok();
+  };
+  s = token(m->pad_id(), "pad_id", &info.pad_id);
+  if (s) s = token(m->eos_id(), "eos_id", &info.eos_id);
+  if (s) s = token(m->decoder_start_id(), "decoder_start_id", &info.decoder_start_id);
+  if (!s) return s.error();
+  if (m->bad_word_ids()) {
+    for (int32_t id : *m->bad_word_ids()) {
+      int32_t checked = 0;
+      s = token(id, "bad_word_ids", &checked);
+      if (!s) return s.error();
+      info.bad_word_ids.push_back(checked);
+    }
+  }
+
+  Binder bind(m, bytes + data_start, m->data_size(), name);
+  s = bind.check_tensor_table(&info);
+  if (!s) return s.error();
+  for (const TensorInfo& t : info.tensors) {
+    uint64_t n = 1;
+    for (uint64_t d : t.shape) n *= d;  // no overflow: checked above
+    info.parameter_count += n;
+  }
+
+  const uint64_t d = info.d_model, ffn = info.ffn_dim, vocab = info.vocab_size;
+  auto bind_stack = [&](const fb::Stack* stack, const char* role, bool decoder,
+                        Stack* dst) -> Status {
+    std::string r = role;
+    if (stack == nullptr) return fail(r + ": missing");
+    if (stack->layers()->size() == 0 || stack->layers()->size() > kMaxLayers)
+      return fail(r + ": layer count " + std::to_string(stack->layers()->size()) +
+                  " is out of range 1.." + std::to_string(kMaxLayers));
+    Status st = bind.matrix(stack->embed_tokens(), r + ".embed_tokens", vocab, d, &dst->embed_tokens);
+    if (!st) return st;
+    const fb::Positions* p = stack->positions();
+    if (!enum_in_range(p->kind()) || !enum_in_range(p->frequency()))
+      return fail(r + ".positions: unknown kind or frequency convention");
+    dst->positions = {static_cast<PositionKind>(p->kind()),
+                      static_cast<FrequencyConvention>(p->frequency()), p->first_index()};
+    if (dst->positions.kind == PositionKind::kLearned) {
+      Matrix table;
+      st = bind.matrix(p->table(), r + ".positions.table", info.max_positions, d, &table);
+      if (!st) return st;
+      if (table.dtype != DType::kF32) return fail(r + ".positions.table: dtype must be f32");
+      dst->position_table = static_cast<const float*>(table.data);
+    } else if (dst->positions.kind != PositionKind::kNone) {
+      if (d % 2 != 0) return fail(r + ".positions: sinusoidal tables need an even d_model");
+      if (p->first_index() > kMaxPositions)
+        return fail(r + ".positions.first_index is out of range");
+    }
+    for (uint32_t i = 0; i < stack->layers()->size(); ++i) {
+      const fb::Layer* l = stack->layers()->Get(i);
+      std::string lr = r + ".layers." + std::to_string(i);
+      Layer layer;
+      st = bind.attention(l->self_attn(), lr + ".self_attn", d, &layer.self_attn);
+      if (st) st = bind.norm(l->self_attn_norm(), lr + ".self_attn_norm", d, &layer.self_attn_norm);
+      if (st && decoder) st = bind.attention(l->cross_attn(), lr + ".cross_attn", d, &layer.cross_attn);
+      if (st && decoder)
+        st = bind.norm(l->cross_attn_norm(), lr + ".cross_attn_norm", d, &layer.cross_attn_norm);
+      if (st) st = bind.linear(l->fc1(), lr + ".fc1", ffn, d, &layer.fc1);
+      if (st) st = bind.linear(l->fc2(), lr + ".fc2", d, ffn, &layer.fc2);
+      if (st) st = bind.norm(l->ffn_norm(), lr + ".ffn_norm", d, &layer.ffn_norm);
+      if (!st) return st;
+      dst->layers.push_back(layer);
+    }
+    if (info.norm == NormPlacement::kPre)
+      return bind.norm(stack->final_norm(), r + ".final_norm", d, &dst->final_norm);
+    return Status::ok();
+  };
+  ModelWeights& w = out.weights;
+  s = bind_stack(m->encoder(), "encoder", false, &w.encoder);
+  if (s) s = bind_stack(m->decoder(), "decoder", true, &w.decoder);
+  if (!s) return s.error();
+  info.encoder_layers = static_cast<uint32_t>(w.encoder.layers.size());
+  info.decoder_layers = static_cast<uint32_t>(w.decoder.layers.size());
+  info.encoder_positions = w.encoder.positions;
+  info.decoder_positions = w.decoder.positions;
+  info.shared_embeddings = m->encoder()->embed_tokens() == m->decoder()->embed_tokens();
+
+  info.tied_output = m->output_proj() == -1;
+  if (info.tied_output) {
+    w.output_proj = w.decoder.embed_tokens;
+  } else {
+    s = bind.matrix(m->output_proj(), "output_proj", vocab, d, &w.output_proj);
+    if (!s) return s.error();
+  }
+  s = bind.vector(m->final_logits_bias(), "final_logits_bias", vocab, &w.final_logits_bias, false);
+  if (!s) return s.error();
+  info.final_logits_bias = w.final_logits_bias != nullptr;
+
+  if (m->folds()) {
+    for (const fb::Fold* f : *m->folds()) {
+      FoldInfo fi{f->what()->str(), f->value(), {}, f->note() ? f->note()->str() : ""};
+      if (f->targets())
+        for (const auto* t : *f->targets()) fi.targets.push_back(t->str());
+      info.folds.push_back(std::move(fi));
+    }
+  }
+  if (const fb::Tokenizer* tok = m->tokenizer()) {
+    if (!enum_in_range(tok->kind())) return fail("tokenizer.kind: unknown value");
+    if (tok->vocab()) {
+      if (tok->vocab()->size() != info.vocab_size)
+        return fail("tokenizer.vocab holds " + std::to_string(tok->vocab()->size()) +
+                    " tokens, expected vocab_size " + std::to_string(info.vocab_size));
+      info.vocab.reserve(tok->vocab()->size());
+      for (const auto* t : *tok->vocab()) info.vocab.push_back(t->str());
+      info.has_text_tokenizer = tok->kind() == fb::TokenizerKind::WordsThenChars;
+    }
+  }
+  return out;
+}
+
+}  // namespace petrel::detail

@@ -1,0 +1,31 @@
+// Verifies a Petrel model file held in memory and binds its tensors.
+// Format only: no math happens here (position tables are made by the model).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "format/weights.h"
+#include "petrel/model.h"
+#include "petrel/status.h"
+
+namespace petrel::detail {
+
+struct BoundModel {
+  ModelInfo info;
+  ModelWeights weights;  // weights.info is left null; the owner points it at its info
+};
+
+// `bytes` must stay alive and unchanged while the result is used, and be 64-byte
+// aligned (mmap gives page alignment). `name` (a path) prefixes every error.
+Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std::string& name);
+
+// The first byte of the data section for a FlatBuffer of `flatbuffer_size` bytes
+// (without its 4-byte size prefix). Shared by the writer and the reader.
+constexpr uint64_t kDataAlignment = 64;
+inline uint64_t data_section_start(uint64_t flatbuffer_size) {
+  return (4 + flatbuffer_size + kDataAlignment - 1) / kDataAlignment * kDataAlignment;
+}
+
+}  // namespace petrel::detail

@@ -1,0 +1,171 @@
+#include "petrel/model.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "format/model_file.h"
+#include "kernels/positions.h"
+
+namespace petrel {
+
+const char* library_version() { return "0.1.0"; }
+
+const char* to_string(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return "f32";
+    case DType::kF16: return "f16";
+    case DType::kInt8: return "int8";
+  }
+  return "?";
+}
+const char* to_string(Activation a) {
+  switch (a) {
+    case Activation::kRelu: return "relu";
+    case Activation::kGelu: return "gelu";
+    case Activation::kSwish: return "swish";
+  }
+  return "?";
+}
+const char* to_string(NormPlacement n) { return n == NormPlacement::kPre ? "pre" : "post"; }
+const char* to_string(PositionKind k) {
+  switch (k) {
+    case PositionKind::kNone: return "none";
+    case PositionKind::kSinusoidalInterleaved: return "sinusoidal-interleaved";
+    case PositionKind::kSinusoidalConcatenated: return "sinusoidal-concatenated";
+    case PositionKind::kLearned: return "learned";
+  }
+  return "?";
+}
+const char* to_string(FrequencyConvention f) {
+  return f == FrequencyConvention::kPaper ? "paper" : "marian-cpp";
+}
+
+namespace {
+
+// The bytes a model reads: a read-only file mapping or an aligned heap copy.
+class Storage {
+ public:
+  virtual ~Storage() = default;
+  virtual const uint8_t* data() const = 0;
+  virtual size_t size() const = 0;
+};
+
+class MappedFile final : public Storage {
+ public:
+  MappedFile(void* addr, size_t size) : addr_(addr), size_(size) {}
+  ~MappedFile() override { munmap(addr_, size_); }
+  const uint8_t* data() const override { return static_cast<const uint8_t*>(addr_); }
+  size_t size() const override { return size_; }
+
+ private:
+  void* addr_;
+  size_t size_;
+};
+
+class AlignedCopy final : public Storage {
+ public:
+  AlignedCopy(uint8_t* data, size_t size) : data_(data), size_(size) {}
+  ~AlignedCopy() override { std::free(data_); }
+  const uint8_t* data() const override { return data_; }
+  size_t size() const override { return size_; }
+
+ private:
+  uint8_t* data_;
+  size_t size_;
+};
+
+// Sinusoidal tables above this many floats are refused: they would be generated
+// at load time, and a hostile header must not make us allocate gigabytes.
+constexpr uint64_t kMaxGeneratedTable = 1ull << 26;
+
+}  // namespace
+
+struct Model::Impl {
+  std::unique_ptr<Storage> storage;
+  ModelInfo info;
+  detail::ModelWeights weights;
+  std::vector<float> encoder_positions, decoder_positions;
+};
+
+Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Model::~Model() = default;
+const ModelInfo& Model::info() const { return impl_->info; }
+const detail::ModelWeights& Model::weights() const { return impl_->weights; }
+
+static Result<std::shared_ptr<const Model>> finish_load(std::unique_ptr<Storage> storage,
+                                                        const std::string& name) {
+  auto bound = detail::bind_model_file(storage->data(), storage->size(), name);
+  if (!bound) return bound.error();
+  auto impl = std::make_unique<Model::Impl>();
+  impl->storage = std::move(storage);
+  impl->info = std::move(bound.value().info);
+  impl->weights = std::move(bound.value().weights);
+  impl->weights.info = &impl->info;
+
+  const ModelInfo& info = impl->info;
+  auto make_table = [&](detail::Stack& stack, std::vector<float>& table) -> Status {
+    if (stack.positions.kind != PositionKind::kSinusoidalInterleaved &&
+        stack.positions.kind != PositionKind::kSinusoidalConcatenated)
+      return Status::ok();
+    uint64_t n = uint64_t{info.max_positions} * info.d_model;
+    if (n > kMaxGeneratedTable)
+      return Error{ErrorCode::kFormat, name + ": max_positions x d_model = " + std::to_string(n) +
+                                           " is too large for a generated position table"};
+    table.resize(n);
+    kernels::sinusoidal_table(stack.positions, info.max_positions, info.d_model, table.data());
+    stack.position_table = table.data();
+    return Status::ok();
+  };
+  Status s = make_table(impl->weights.encoder, impl->encoder_positions);
+  if (!s) return s.error();
+  const auto& ep = impl->weights.encoder.positions;
+  const auto& dp = impl->weights.decoder.positions;
+  if (ep.kind == dp.kind && ep.frequency == dp.frequency && ep.first_index == dp.first_index &&
+      !impl->encoder_positions.empty()) {
+    impl->weights.decoder.position_table = impl->encoder_positions.data();  // same table
+  } else {
+    s = make_table(impl->weights.decoder, impl->decoder_positions);
+    if (!s) return s.error();
+  }
+  return std::shared_ptr<const Model>(new Model(std::move(impl)));
+}
+
+Result<std::shared_ptr<const Model>> Model::load(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Error{ErrorCode::kIo, path + ": cannot open: " + std::strerror(errno)};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Error{ErrorCode::kIo, path + ": not a regular file"};
+  }
+  size_t size = static_cast<size_t>(st.st_size);
+  if (size == 0) {
+    ::close(fd);
+    return Error{ErrorCode::kFormat, path + ": file is empty"};
+  }
+  void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  int map_errno = errno;
+  ::close(fd);
+  if (addr == MAP_FAILED)
+    return Error{ErrorCode::kIo, path + ": cannot map: " + std::strerror(map_errno)};
+  return finish_load(std::make_unique<MappedFile>(addr, size), path);
+}
+
+Result<std::shared_ptr<const Model>> Model::load_from_memory(const void* data, size_t size,
+                                                             const std::string& name) {
+  if (data == nullptr || size == 0)
+    return Error{ErrorCode::kInvalidArgument, name + ": empty model buffer"};
+  size_t padded = (size + 63) / 64 * 64;
+  auto* copy = static_cast<uint8_t*>(std::aligned_alloc(64, padded));
+  if (copy == nullptr) return Error{ErrorCode::kIo, name + ": out of memory copying the model"};
+  std::memcpy(copy, data, size);
+  return finish_load(std::make_unique<AlignedCopy>(copy, size), name);
+}
+
+}  // namespace petrel

@@ -1,0 +1,74 @@
+#include "support/test_support.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "convert/safetensors.h"
+
+namespace fs = std::filesystem;
+
+namespace petrel::test {
+
+std::string fixture_dir() { return PETREL_FIXTURES_DIR; }
+std::string oracle_dir(const std::string& name) { return fixture_dir() + "/oracle/" + name; }
+
+TempDir::TempDir() {
+  std::string tmpl = (fs::temp_directory_path() / "petrel-test-XXXXXX").string();
+  if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
+  path_ = tmpl;
+}
+TempDir::~TempDir() {
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+}
+
+std::vector<uint8_t> read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+void copy_dir(const std::string& from, const std::string& to) {
+  fs::copy(from, to, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+}
+
+bool exists(const std::string& path) { return fs::exists(path); }
+
+std::map<std::string, RawTensor> read_checkpoint(const std::string& path) {
+  convert::SafetensorsFile file(path);
+  std::map<std::string, RawTensor> out;
+  for (const auto& [name, entry] : file.entries()) out[name] = {entry.shape, file.read_f32(name)};
+  return out;
+}
+
+void write_checkpoint(const std::string& path, const std::map<std::string, RawTensor>& tensors) {
+  nlohmann::json header = nlohmann::json::object();
+  std::vector<uint8_t> data;
+  for (const auto& [name, t] : tensors) {
+    size_t begin = data.size();
+    const auto* p = reinterpret_cast<const uint8_t*>(t.values.data());
+    data.insert(data.end(), p, p + t.values.size() * 4);
+    header[name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {begin, data.size()}}};
+  }
+  write_bytes(path, safetensors_bytes(header.dump(), data.data(), data.size()));
+}
+
+std::vector<uint8_t> safetensors_bytes(const std::string& header, const uint8_t* data, size_t size) {
+  std::vector<uint8_t> bytes;
+  bytes.reserve(8 + header.size() + size);
+  for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<uint8_t>(uint64_t{header.size()} >> (8 * i)));
+  bytes.insert(bytes.end(), header.begin(), header.end());
+  bytes.insert(bytes.end(), data, data + size);
+  return bytes;
+}
+
+}  // namespace petrel::test

@@ -1,0 +1,41 @@
+// Helpers shared by the test files: fixture paths, temporary directories,
+// byte-level file access, and a safetensors writer for crafting bad checkpoints.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace petrel::test {
+
+std::string fixture_dir();                     // tests/fixtures
+std::string oracle_dir(const std::string& name);  // tests/fixtures/oracle/<name>
+
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+std::vector<uint8_t> read_bytes(const std::string& path);
+void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes);
+void copy_dir(const std::string& from, const std::string& to);
+bool exists(const std::string& path);
+
+struct RawTensor {
+  std::vector<uint64_t> shape;
+  std::vector<float> values;
+};
+// All tensors of a safetensors file, widened to f32.
+std::map<std::string, RawTensor> read_checkpoint(const std::string& path);
+// A safetensors file's bytes: 8-byte little-endian header length, header, data.
+std::vector<uint8_t> safetensors_bytes(const std::string& header, const uint8_t* data, size_t size);
+void write_checkpoint(const std::string& path, const std::map<std::string, RawTensor>& tensors);
+
+}  // namespace petrel::test

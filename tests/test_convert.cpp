@@ -1,0 +1,310 @@
+// petrel-convert: round trip through the loader, folds, and rejection of bad checkpoints.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "convert/convert.h"
+#include "format/weights.h"
+#include "kernels/half.h"
+#include "support/test_support.h"
+
+using namespace petrel;
+using namespace petrel::test;
+using Catch::Matchers::Contains;
+
+namespace {
+
+float element(const detail::Matrix& m, size_t r, size_t c) {
+  size_t i = r * m.cols + c;
+  switch (m.dtype) {
+    case DType::kF32: return static_cast<const float*>(m.data)[i];
+    case DType::kF16: return kernels::half_to_float(static_cast<const uint16_t*>(m.data)[i]);
+    case DType::kInt8: return static_cast<const int8_t*>(m.data)[i] * m.scales[r];
+  }
+  return NAN;
+}
+
+std::shared_ptr<const Model> convert_and_load(const std::string& checkpoint, const std::string& out, DType linear,
+                                              DType embeddings, convert::PositionChoice positions = convert::PositionChoice::kAuto) {
+  convert::ConvertOptions o;
+  o.checkpoint_dir = checkpoint;
+  o.output_path = out;
+  o.linear_dtype = linear;
+  o.embedding_dtype = embeddings;
+  o.positions = positions;
+  convert::convert_checkpoint(o);
+  auto m = Model::load(out);
+  if (!m) FAIL(m.error().message);
+  return m.value();
+}
+
+// Every stored element equals scale x original within the dtype's bound:
+// exact for f32, half precision for f16, scale/2 per element for int8.
+void check_matrix(const detail::Matrix& m, const RawTensor& original, float scale, const std::string& what) {
+  INFO(what);
+  REQUIRE(m.rows * m.cols == original.values.size());
+  for (size_t r = 0; r < m.rows; ++r) {
+    for (size_t c = 0; c < m.cols; ++c) {
+      float expected = original.values[r * m.cols + c] * scale;
+      float got = element(m, r, c);
+      if (m.dtype == DType::kF32) {
+        REQUIRE(got == expected);
+      } else if (m.dtype == DType::kF16) {
+        REQUIRE(std::fabs(got - expected) <= std::fabs(expected) * 0x1p-11f + 0x1p-24f);
+      } else {
+        REQUIRE(std::fabs(got - expected) <= m.scales[r] / 2 * 1.0001f + 1e-7f);
+      }
+    }
+  }
+}
+
+void check_vector(const float* v, const RawTensor& original, float scale, const std::string& what) {
+  INFO(what);
+  for (size_t i = 0; i < original.values.size(); ++i) REQUIRE(v[i] == original.values[i] * scale);
+}
+
+}  // namespace
+
+TEST_CASE("round trip: every tensor reads back as the original, with its folds", "[convert]") {
+  const std::string dir = oracle_dir("post_swish_concat_tied");
+  auto raw = read_checkpoint(dir + "/model.safetensors");
+  auto dtype = GENERATE(DType::kF32, DType::kF16, DType::kInt8);
+  TempDir tmp;
+  auto model = convert_and_load(dir, tmp.file("m.petrel"), dtype, dtype);
+  const auto& info = model->info();
+  const auto& w = model->weights();
+  REQUIRE(info.d_model == 32);
+  const float embed_scale = std::sqrt(32.0f);
+  const float q_scale = 1.0f / std::sqrt(float(info.d_model / info.num_heads));
+
+  // Fold: dequantized embedding row == sqrt(d_model) x original row within the bound.
+  check_matrix(w.encoder.embed_tokens, raw["model.shared.weight"], embed_scale, "embed_tokens");
+  REQUIRE(w.decoder.embed_tokens.data == w.encoder.embed_tokens.data);
+  REQUIRE(info.tied_output);
+  REQUIRE(w.output_proj.data == w.decoder.embed_tokens.data);
+
+  auto check_attention = [&](const detail::Attention& a, const std::string& hf) {
+    check_matrix(a.q.weight, raw[hf + ".q_proj.weight"], q_scale, hf + ".q");
+    check_vector(a.q.bias, raw[hf + ".q_proj.bias"], q_scale, hf + ".q.bias");
+    check_matrix(a.k.weight, raw[hf + ".k_proj.weight"], 1, hf + ".k");
+    check_matrix(a.v.weight, raw[hf + ".v_proj.weight"], 1, hf + ".v");
+    check_matrix(a.o.weight, raw[hf + ".out_proj.weight"], 1, hf + ".o");
+    check_vector(a.o.bias, raw[hf + ".out_proj.bias"], 1, hf + ".o.bias");
+  };
+  for (size_t i = 0; i < w.encoder.layers.size(); ++i) {
+    std::string hf = "model.encoder.layers." + std::to_string(i);
+    const auto& l = w.encoder.layers[i];
+    check_attention(l.self_attn, hf + ".self_attn");
+    check_matrix(l.fc1.weight, raw[hf + ".fc1.weight"], 1, hf + ".fc1");
+    check_matrix(l.fc2.weight, raw[hf + ".fc2.weight"], 1, hf + ".fc2");
+    check_vector(l.ffn_norm.gamma, raw[hf + ".final_layer_norm.weight"], 1, hf + ".ffn_norm");
+  }
+  for (size_t i = 0; i < w.decoder.layers.size(); ++i) {
+    std::string hf = "model.decoder.layers." + std::to_string(i);
+    const auto& l = w.decoder.layers[i];
+    check_attention(l.self_attn, hf + ".self_attn");
+    check_attention(l.cross_attn, hf + ".encoder_attn");
+    // Fold: the LayerNorm feeding the tied output projection carries 1/sqrt(d_model).
+    float unscale = i + 1 == w.decoder.layers.size() ? 1.0f / embed_scale : 1.0f;
+    check_vector(l.ffn_norm.gamma, raw[hf + ".final_layer_norm.weight"], unscale, hf + ".ffn_norm.gamma");
+    check_vector(l.ffn_norm.beta, raw[hf + ".final_layer_norm.bias"], unscale, hf + ".ffn_norm.beta");
+  }
+  check_vector(w.final_logits_bias, raw["final_logits_bias"], 1, "final_logits_bias");
+
+  // The folds are recorded in the file.
+  std::map<std::string, double> folds;
+  for (const auto& f : info.folds) folds[f.what] = f.value;
+  REQUIRE(folds.at("embed_scale") == Approx(embed_scale));
+  REQUIRE(folds.at("output_unscale") == Approx(1 / embed_scale));
+  REQUIRE(folds.at("attention_scale") == Approx(q_scale));
+  REQUIRE(info.vocab.size() == info.vocab_size);
+  REQUIRE(info.vocab[0] == "</s>");
+}
+
+TEST_CASE("fold: W_q x + b_q in the file equals (W_q x + b_q)/sqrt(head_dim) on random inputs", "[convert]") {
+  const std::string dir = oracle_dir("pre_gelu_interleaved_untied");
+  auto raw = read_checkpoint(dir + "/model.safetensors");
+  TempDir tmp;
+  auto model = convert_and_load(dir, tmp.file("m.petrel"), DType::kF32, DType::kF32);
+  const auto& q = model->weights().decoder.layers[0].cross_attn.q;
+  const auto& w = raw["model.decoder.layers.0.encoder_attn.q_proj.weight"].values;
+  const auto& b = raw["model.decoder.layers.0.encoder_attn.q_proj.bias"].values;
+  const size_t d = q.weight.cols;
+  const double head_dim = d / model->info().num_heads;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal;
+  for (int trial = 0; trial < 10; ++trial) {
+    std::vector<float> x(d);
+    for (float& v : x) v = normal(rng);
+    for (size_t r = 0; r < d; ++r) {
+      double folded = q.bias[r], unfolded = b[r];
+      for (size_t c = 0; c < d; ++c) {
+        folded += double(element(q.weight, r, c)) * x[c];
+        unfolded += double(w[r * d + c]) * x[c];
+      }
+      REQUIRE(folded == Approx(unfolded / std::sqrt(head_dim)).margin(1e-5));
+    }
+  }
+  // Untied output and no embedding scale: nothing else folded.
+  REQUIRE_FALSE(model->info().tied_output);
+  for (const auto& f : model->info().folds) REQUIRE(f.what == "attention_scale");
+}
+
+TEST_CASE("positions: stored tables are verified or used, never ignored", "[convert]") {
+  TempDir tmp;
+  SECTION("a stored interleaved table is recognised") {
+    auto m = convert_and_load(oracle_dir("pre_gelu_interleaved_untied"), tmp.file("a.petrel"), DType::kF32, DType::kF32);
+    REQUIRE(m->info().encoder_positions.kind == PositionKind::kSinusoidalInterleaved);
+    REQUIRE(m->info().decoder_positions.frequency == FrequencyConvention::kPaper);
+  }
+  SECTION("a stored concatenated table with tied copies (older exports)") {
+    auto m = convert_and_load(oracle_dir("older_export_concat"), tmp.file("b.petrel"), DType::kInt8, DType::kInt8);
+    REQUIRE(m->info().encoder_positions.kind == PositionKind::kSinusoidalConcatenated);
+  }
+  SECTION("a table that matches no formula needs --positions learned") {
+    const std::string dir = oracle_dir("post_relu_learned_unshared");
+    convert::ConvertOptions o;
+    o.checkpoint_dir = dir;
+    o.output_path = tmp.file("c.petrel");
+    REQUIRE_THROWS_WITH(convert::convert_checkpoint(o),
+                        Contains("model.encoder.embed_positions.weight") && Contains("--positions learned"));
+    REQUIRE_FALSE(exists(o.output_path));
+    auto m = convert_and_load(dir, o.output_path, DType::kF32, DType::kF32, convert::PositionChoice::kLearned);
+    REQUIRE(m->info().encoder_positions.kind == PositionKind::kLearned);
+    REQUIRE_FALSE(m->info().shared_embeddings);
+  }
+}
+
+namespace {
+
+// A copy of the tied fixture that a test may damage.
+struct BadCheckpoint {
+  TempDir tmp;
+  std::string dir = tmp.file("ckpt");
+  std::map<std::string, RawTensor> tensors;
+  nlohmann::json config;
+
+  BadCheckpoint() {
+    copy_dir(oracle_dir("post_swish_concat_tied"), dir);
+    tensors = read_checkpoint(dir + "/model.safetensors");
+    std::ifstream in(dir + "/config.json");
+    config = nlohmann::json::parse(in);
+  }
+  void save() {
+    write_checkpoint(dir + "/model.safetensors", tensors);
+    std::ofstream(dir + "/config.json") << config.dump();
+  }
+  std::string out() const { return tmp.file("out.petrel"); }
+  void expect_error(const std::string& a, const std::string& b = "") {
+    convert::ConvertOptions o;
+    o.checkpoint_dir = dir;
+    o.output_path = out();
+    REQUIRE_THROWS_WITH(convert::convert_checkpoint(o), Contains(a) && Contains(b));
+    REQUIRE_FALSE(exists(out()));
+    REQUIRE_FALSE(exists(out() + ".partial"));
+  }
+};
+
+void patch_header(const std::string& path, const std::function<void(nlohmann::json&)>& edit) {
+  auto bytes = read_bytes(path);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | bytes[i];
+  auto header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + n);
+  edit(header);
+  write_bytes(path, safetensors_bytes(header.dump(), bytes.data() + 8 + n, bytes.size() - 8 - n));
+}
+
+}  // namespace
+
+TEST_CASE("converter rejects bad checkpoints with a message naming file and tensor", "[convert]") {
+  BadCheckpoint c;
+  const std::string weights = c.dir + "/model.safetensors";
+  SECTION("missing tensor") {
+    c.tensors.erase("model.decoder.layers.1.fc2.bias");
+    c.save();
+    c.expect_error("model.safetensors", "missing tensor 'model.decoder.layers.1.fc2.bias'");
+  }
+  SECTION("unexpected tensor") {
+    c.tensors["model.encoder.layers.7.fc1.weight"] = {{2, 2}, {1, 2, 3, 4}};
+    c.save();
+    c.expect_error("model.safetensors", "unexpected tensor 'model.encoder.layers.7.fc1.weight'");
+  }
+  SECTION("shape mismatch against the config") {
+    c.tensors["model.encoder.layers.0.fc1.weight"] = {{64, 31}, std::vector<float>(64 * 31, 0.1f)};
+    c.save();
+    c.expect_error("'model.encoder.layers.0.fc1.weight' has shape [64, 31]", "needs [64, 32]");
+  }
+  SECTION("NaN and Inf weights") {
+    c.tensors["model.decoder.layers.0.self_attn.k_proj.weight"].values[5] = NAN;
+    c.save();
+    c.expect_error("'model.decoder.layers.0.self_attn.k_proj.weight'", "NaN or Inf");
+    c.tensors["model.decoder.layers.0.self_attn.k_proj.weight"].values[5] = 0;
+    c.tensors["model.shared.weight"].values[3] = INFINITY;
+    c.save();
+    c.expect_error("'model.shared.weight'", "non-finite");
+  }
+  SECTION("unknown activation") {
+    c.config["activation_function"] = "tanh";
+    c.save();
+    c.expect_error("config.json", "unknown activation_function 'tanh'");
+  }
+  SECTION("missing config key") {
+    c.config.erase("d_model");
+    c.save();
+    c.expect_error("config.json", "missing key 'd_model'");
+  }
+  SECTION("unknown safetensors dtype") {
+    patch_header(weights, [](nlohmann::json& h) { h["final_logits_bias"]["dtype"] = "I64"; });
+    c.expect_error("tensor 'final_logits_bias'", "unsupported dtype I64");
+  }
+  SECTION("bad header length") {
+    auto bytes = read_bytes(weights);
+    bytes[6] = 0x7f;
+    write_bytes(weights, bytes);
+    c.expect_error("model.safetensors", "bad header length");
+  }
+  SECTION("truncated file: offsets past the end") {
+    auto bytes = read_bytes(weights);
+    bytes.resize(bytes.size() - 100);
+    write_bytes(weights, bytes);
+    c.expect_error("model.safetensors", "past the end");
+  }
+  SECTION("overlapping ranges") {
+    patch_header(weights, [](nlohmann::json& h) {
+      auto& a = h["model.encoder.layers.0.fc1.bias"]["data_offsets"];
+      auto& b = h["model.encoder.layers.0.fc2.bias"]["data_offsets"];
+      uint64_t size = b[1].get<uint64_t>() - b[0].get<uint64_t>();
+      b[0] = a[0].get<uint64_t>();
+      b[1] = b[0].get<uint64_t>() + size;
+    });
+    c.expect_error("model.safetensors", "overlapping data ranges");
+  }
+  SECTION("header that is not JSON") {
+    auto bytes = read_bytes(weights);
+    bytes[9] = '{';
+    bytes[10] = '{';
+    write_bytes(weights, bytes);
+    c.expect_error("model.safetensors", "not valid JSON");
+  }
+  SECTION("size that does not match shape and dtype") {
+    patch_header(weights, [](nlohmann::json& h) { h["final_logits_bias"]["shape"] = {1, 47}; });
+    c.expect_error("tensor 'final_logits_bias'", "shape and dtype need");
+  }
+  SECTION("pytorch_model.bin only") {
+    std::filesystem::rename(weights, c.dir + "/pytorch_model.bin");
+    c.expect_error("pytorch_model.bin", "safe_serialization=True");
+  }
+  SECTION("tied copies that differ") {
+    c.tensors["lm_head.weight"] = c.tensors["model.shared.weight"];
+    c.tensors["lm_head.weight"].values[0] += 1;
+    c.save();
+    c.expect_error("'model.shared.weight' and 'lm_head.weight'", "differ");
+  }
+  SECTION("token id outside the vocabulary") {
+    c.config["eos_token_id"] = 48;
+    c.save();
+    c.expect_error("config.json", "eos_token_id");
+  }
+}

@@ -1,0 +1,178 @@
+// The loader treats a model file as hostile input: every corruption below must be
+// rejected with an error naming the problem, or load safely; never crash.
+#include <catch2/catch.hpp>
+#include <random>
+
+#include "convert/convert.h"
+#include "format/model_file.h"
+#include "petrel_generated.h"
+#include "support/test_support.h"
+
+using namespace petrel;
+using namespace petrel::test;
+using Catch::Matchers::Contains;
+
+namespace {
+
+// One valid int8 model, converted once for all tests in this file.
+const std::vector<uint8_t>& valid_model() {
+  static std::vector<uint8_t> bytes = [] {
+    TempDir tmp;
+    convert::ConvertOptions o;
+    o.checkpoint_dir = oracle_dir("post_swish_concat_tied");
+    o.output_path = tmp.file("m.petrel");
+    convert::convert_checkpoint(o);
+    return read_bytes(o.output_path);
+  }();
+  return bytes;
+}
+
+Result<std::shared_ptr<const Model>> load_bytes(const std::vector<uint8_t>& bytes) {
+  return Model::load_from_memory(bytes.data(), bytes.size(), "hostile.petrel");
+}
+
+fb::Model* metadata(std::vector<uint8_t>& bytes) { return fb::GetMutableModel(bytes.data() + 4); }
+
+int tensor_index(fb::Model* m, const std::string& name) {
+  for (uint32_t i = 0; i < m->tensors()->size(); ++i)
+    if (m->tensors()->Get(i)->name()->str() == name) return static_cast<int>(i);
+  FAIL("no tensor " << name);
+  return -1;
+}
+
+void expect_rejected(const std::vector<uint8_t>& bytes, const std::string& a, const std::string& b = "") {
+  auto r = load_bytes(bytes);
+  REQUIRE_FALSE(r.has_value());
+  INFO(r.error().message);
+  REQUIRE_THAT(r.error().message, Contains("hostile.petrel") && Contains(a) && Contains(b));
+}
+
+}  // namespace
+
+TEST_CASE("a valid model loads from a path and from memory", "[format]") {
+  TempDir tmp;
+  write_bytes(tmp.file("m.petrel"), valid_model());
+  auto from_file = Model::load(tmp.file("m.petrel"));
+  REQUIRE(from_file.has_value());
+  auto from_memory = load_bytes(valid_model());
+  REQUIRE(from_memory.has_value());
+  REQUIRE(from_file.value()->info().parameter_count == from_memory.value()->info().parameter_count);
+  REQUIRE(from_file.value()->info().file_size == valid_model().size());
+}
+
+TEST_CASE("missing and non-model files give clear errors", "[format]") {
+  auto r = Model::load("/nonexistent/model.petrel");
+  REQUIRE_FALSE(r.has_value());
+  REQUIRE(r.error().code == ErrorCode::kIo);
+  REQUIRE_THAT(r.error().message, Contains("/nonexistent/model.petrel") && Contains("cannot open"));
+  std::vector<uint8_t> text(1000, 'x');
+  expect_rejected(text, "not a Petrel model");
+  expect_rejected({1, 2, 3}, "too small");
+}
+
+TEST_CASE("truncation at every 1/16 of the file is rejected", "[format]") {
+  const auto& good = valid_model();
+  for (int k = 0; k < 16; ++k) {
+    std::vector<uint8_t> cut(good.begin(), good.begin() + good.size() * k / 16);
+    auto r = load_bytes(cut);
+    INFO("truncated to " << cut.size() << " of " << good.size());
+    REQUIRE_FALSE(r.has_value());
+  }
+}
+
+TEST_CASE("random single-byte flips are rejected or load safely", "[format]") {
+  const auto& good = valid_model();
+  const size_t meta = 4 + flatbuffers::ReadScalar<uint32_t>(good.data());
+  std::mt19937 rng(2024);
+  int rejected = 0, loaded = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    std::vector<uint8_t> bytes = good;
+    // Mostly in the metadata, where a flip can mislead the loader.
+    size_t at = trial % 4 == 0 ? rng() % bytes.size() : rng() % meta;
+    bytes[at] ^= static_cast<uint8_t>(1u << (rng() % 8));
+    auto r = load_bytes(bytes);
+    if (r.has_value()) {
+      ++loaded;
+      // Whatever loaded must be internally consistent.
+      const auto& info = r.value()->info();
+      REQUIRE(info.d_model % info.num_heads == 0);
+      REQUIRE(info.eos_id < static_cast<int32_t>(info.vocab_size));
+    } else {
+      ++rejected;
+      REQUIRE_FALSE(r.error().message.empty());
+    }
+  }
+  REQUIRE(rejected > 100);
+  WARN("byte flips: " << rejected << " rejected, " << loaded << " loaded safely");
+}
+
+TEST_CASE("crafted hostile fields are rejected by name", "[format]") {
+  std::vector<uint8_t> bytes = valid_model();
+  fb::Model* m = metadata(bytes);
+  SECTION("wrong identifier") {
+    bytes[8] = 'X';
+    expect_rejected(bytes, "file identifier");
+  }
+  SECTION("newer major version") {
+    REQUIRE(m->mutate_format_major(kFormatMajor + 1));
+    auto r = load_bytes(bytes);
+    REQUIRE_FALSE(r.has_value());
+    REQUIRE(r.error().code == ErrorCode::kUnsupported);
+    REQUIRE_THAT(r.error().message, Contains("format version 2.0") && Contains("upgrade Petrel"));
+  }
+  SECTION("tensor offset past the end") {
+    int i = tensor_index(m, "decoder.layers.1.fc2.weight");
+    auto* t = m->mutable_tensors()->GetMutableObject(i);
+    t->mutable_data()->mutate_offset(bytes.size() * 2 / 64 * 64);
+    expect_rejected(bytes, "decoder.layers.1.fc2.weight", "past the end of the data section");
+  }
+  SECTION("offset + size overflows") {
+    int i = tensor_index(m, "encoder.layers.0.fc1.weight");
+    m->mutable_tensors()->GetMutableObject(i)->mutable_data()->mutate_offset(~uint64_t{0} - 63);
+    expect_rejected(bytes, "encoder.layers.0.fc1.weight", "past the end");
+  }
+  SECTION("shape whose product overflows") {
+    int i = tensor_index(m, "embed_tokens");
+    auto* shape = m->mutable_tensors()->GetMutableObject(i)->mutable_shape();
+    shape->Mutate(0, uint64_t{1} << 40);
+    shape->Mutate(1, uint64_t{1} << 40);
+    expect_rejected(bytes, "embed_tokens", "overflows");
+  }
+  SECTION("unaligned offset") {
+    int i = tensor_index(m, "encoder.layers.0.self_attn.k.bias");
+    auto* data = m->mutable_tensors()->GetMutableObject(i)->mutable_data();
+    data->mutate_offset(data->offset() + 4);
+    expect_rejected(bytes, "encoder.layers.0.self_attn.k.bias", "not 64-byte aligned");
+  }
+  SECTION("shape that disagrees with the hyper-parameters") {
+    REQUIRE(m->mutate_ffn_dim(65));
+    expect_rejected(bytes, "fc1.weight", "expected [65, 32]");
+  }
+  SECTION("size that disagrees with shape and dtype") {
+    int i = tensor_index(m, "final_logits_bias");
+    m->mutable_tensors()->GetMutableObject(i)->mutable_shape()->Mutate(0, 47);
+    expect_rejected(bytes, "final_logits_bias", "does not match shape and dtype");
+  }
+  SECTION("tensor index out of range") {
+    auto* layer = m->mutable_encoder()->mutable_layers()->GetMutableObject(0);
+    REQUIRE(layer->mutable_fc1()->mutate_weight(100000));
+    expect_rejected(bytes, "encoder.layers.0.fc1.weight", "out of range");
+  }
+  SECTION("token id outside the vocabulary") {
+    REQUIRE(m->mutate_eos_id(4000));
+    expect_rejected(bytes, "eos_id", "not a token id");
+  }
+  SECTION("unknown dtype") {
+    int i = tensor_index(m, "encoder.layers.1.fc2.weight");  // int8: dtype is stored
+    REQUIRE(m->mutable_tensors()->GetMutableObject(i)->mutate_dtype(static_cast<fb::DType>(9)));
+    expect_rejected(bytes, "encoder.layers.1.fc2.weight", "unknown dtype");
+  }
+  SECTION("d_model not divisible by heads") {
+    REQUIRE(m->mutate_num_heads(5));
+    expect_rejected(bytes, "not divisible");
+  }
+  SECTION("absurd hyper-parameter") {
+    REQUIRE(m->mutate_max_positions(0xffffffffu));
+    expect_rejected(bytes, "max_positions", "out of range");
+  }
+}

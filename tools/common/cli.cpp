@@ -1,0 +1,110 @@
+#include "common/cli.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <sstream>
+
+namespace petrel::cli {
+
+const FlagSpec* Parser::find(const std::string& name) const {
+  for (const auto& s : specs_)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+bool Parser::parse(int argc, char** argv) {
+  bool only_positionals = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (only_positionals || arg.size() < 2 || arg[0] != '-') {
+      positionals_.push_back(arg);
+      continue;
+    }
+    if (arg == "--") {
+      only_positionals = true;
+      continue;
+    }
+    if (arg == "-h" || arg == "--help") return false;
+    if (arg.rfind("--", 0) != 0) throw UsageError("unknown option '" + arg + "' (see --help)");
+    std::string name = arg.substr(2), value;
+    bool has_inline = false;
+    if (auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      has_inline = true;
+    }
+    const FlagSpec* spec = find(name);
+    if (!spec) throw UsageError("unknown option '--" + name + "' (see --help)");
+    if (spec->metavar.empty()) {
+      if (has_inline) throw UsageError("option '--" + name + "' takes no value");
+      value = "1";
+    } else if (!has_inline) {
+      if (i + 1 >= argc) throw UsageError("option '--" + name + "' needs a value (" + spec->metavar + ")");
+      value = argv[++i];
+    }
+    if (values_.count(name) && !spec->repeatable) throw UsageError("option '--" + name + "' given twice");
+    values_[name].push_back(value);
+  }
+  return true;
+}
+
+std::string Parser::get(const std::string& name, const std::string& fallback) const {
+  auto it = values_.find(name);
+  return it == values_.end() ? fallback : it->second.back();
+}
+
+std::vector<std::string> Parser::all(const std::string& name) const {
+  auto it = values_.find(name);
+  return it == values_.end() ? std::vector<std::string>{} : it->second;
+}
+
+long long Parser::get_int(const std::string& name, long long fallback, long long min, long long max) const {
+  if (!has(name)) return fallback;
+  std::string text = get(name);
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno != 0)
+    throw UsageError("--" + name + ": '" + text + "' is not an integer");
+  if (v < min || v > max)
+    throw UsageError("--" + name + ": " + text + " is out of range " + std::to_string(min) + ".." + std::to_string(max));
+  return v;
+}
+
+double Parser::get_double(const std::string& name, double fallback) const {
+  if (!has(name)) return fallback;
+  std::string text = get(name);
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0') throw UsageError("--" + name + ": '" + text + "' is not a number");
+  return v;
+}
+
+std::string Parser::help() const {
+  std::ostringstream out;
+  out << "usage: " << program_ << " " << usage_ << "\n\n" << description_ << "\n\noptions:\n";
+  for (const auto& s : specs_) {
+    std::string left = "  --" + s.name + (s.metavar.empty() ? "" : " " + s.metavar);
+    out << left;
+    out << std::string(left.size() < 30 ? 30 - left.size() : 1, ' ') << s.help << "\n";
+  }
+  out << "  -h, --help                  show this help\n";
+  return out.str();
+}
+
+std::vector<long long> parse_int_list(const std::string& text, const std::string& flag) {
+  std::istringstream in(text);
+  std::vector<long long> out;
+  std::string word;
+  while (in >> word) {
+    char* end = nullptr;
+    errno = 0;
+    long long v = std::strtoll(word.c_str(), &end, 10);
+    if (*end != '\0' || errno != 0) throw UsageError(flag + ": '" + word + "' is not an integer token id");
+    out.push_back(v);
+  }
+  if (out.empty()) throw UsageError(flag + ": no token ids given");
+  return out;
+}
+
+}  // namespace petrel::cli

@@ -1,0 +1,560 @@
+#include "convert/convert.h"
+
+#include <sys/stat.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "convert/model_writer.h"
+#include "convert/safetensors.h"
+#include "kernels/positions.h"
+
+namespace petrel::convert {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr const char* kProducer = "petrel-convert 0.1.0";
+// A stored position table matches a sinusoidal variant when every entry is this
+// close; variants differ by far more (DESIGN.md §2: up to 0.36 for d=512).
+constexpr double kPositionTolerance = 2e-4;
+
+bool file_exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+struct MarianConfig {
+  uint32_t d_model = 0, encoder_layers = 0, decoder_layers = 0, heads = 0, ffn = 0, vocab = 0,
+           max_positions = 0;
+  bool scale_embedding = false, normalize_before = false, tie_word_embeddings = true,
+       share_embeddings = true;
+  Activation activation = Activation::kSwish;
+  int32_t pad = 0, eos = 0, decoder_start = 0;
+  std::vector<int32_t> bad_words;
+};
+
+class ConfigReader {
+ public:
+  explicit ConfigReader(const std::string& path) : path_(path) {
+    std::ifstream in(path);
+    if (!in) throw ConvertError(path + ": cannot open (a checkpoint directory needs config.json)");
+    try {
+      j_ = json::parse(in);
+    } catch (const json::exception& e) {
+      throw ConvertError(path + ": not valid JSON: " + e.what());
+    }
+    if (!j_.is_object()) throw ConvertError(path + ": not a JSON object");
+  }
+
+  uint32_t positive(const std::string& key, std::optional<uint32_t> fallback = std::nullopt) const {
+    if (!j_.contains(key) || j_[key].is_null()) {
+      if (fallback) return *fallback;
+      throw ConvertError(path_ + ": missing key '" + key + "'");
+    }
+    const json& v = j_[key];
+    if (!v.is_number_unsigned() || v.get<uint64_t>() == 0 || v.get<uint64_t>() > (1u << 24))
+      throw ConvertError(path_ + ": key '" + key + "' must be a positive integer, got " + v.dump());
+    return v.get<uint32_t>();
+  }
+  int32_t token(const std::string& key, uint32_t vocab) const {
+    if (!j_.contains(key)) throw ConvertError(path_ + ": missing key '" + key + "'");
+    const json& v = j_[key];
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= vocab)
+      throw ConvertError(path_ + ": key '" + key + "' must be a token id below vocab_size " +
+                         std::to_string(vocab) + ", got " + v.dump());
+    return v.get<int32_t>();
+  }
+  bool flag(const std::string& key, bool fallback) const {
+    if (!j_.contains(key) || j_[key].is_null()) return fallback;
+    if (!j_[key].is_boolean()) throw ConvertError(path_ + ": key '" + key + "' must be true or false");
+    return j_[key].get<bool>();
+  }
+  std::string text(const std::string& key, const std::string& fallback) const {
+    if (!j_.contains(key) || j_[key].is_null()) return fallback;
+    if (!j_[key].is_string()) throw ConvertError(path_ + ": key '" + key + "' must be a string");
+    return j_[key].get<std::string>();
+  }
+  const json& raw() const { return j_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  json j_;
+};
+
+MarianConfig read_config(const std::string& path) {
+  ConfigReader r(path);
+  MarianConfig c;
+  std::string model_type = r.text("model_type", "marian");
+  if (model_type != "marian")
+    throw ConvertError(path + ": model_type '" + model_type + "' is not supported (marian is)");
+  c.d_model = r.positive("d_model");
+  c.encoder_layers = r.positive("encoder_layers");
+  c.decoder_layers = r.positive("decoder_layers");
+  c.heads = r.positive("encoder_attention_heads");
+  if (r.positive("decoder_attention_heads", c.heads) != c.heads)
+    throw ConvertError(path + ": encoder_attention_heads and decoder_attention_heads differ (unsupported)");
+  c.ffn = r.positive("encoder_ffn_dim");
+  if (r.positive("decoder_ffn_dim", c.ffn) != c.ffn)
+    throw ConvertError(path + ": encoder_ffn_dim and decoder_ffn_dim differ (unsupported)");
+  c.vocab = r.positive("vocab_size");
+  if (r.positive("decoder_vocab_size", c.vocab) != c.vocab)
+    throw ConvertError(path + ": decoder_vocab_size differs from vocab_size (unsupported)");
+  c.max_positions = r.positive("max_position_embeddings");
+  if (c.d_model % c.heads != 0)
+    throw ConvertError(path + ": d_model " + std::to_string(c.d_model) +
+                       " is not divisible by encoder_attention_heads " + std::to_string(c.heads));
+  c.scale_embedding = r.flag("scale_embedding", false);
+  c.normalize_before = r.flag("normalize_before", false);
+  c.tie_word_embeddings = r.flag("tie_word_embeddings", true);
+  c.share_embeddings = r.flag("share_encoder_decoder_embeddings", true);
+  std::string act = r.text("activation_function", "swish");
+  if (act == "swish" || act == "silu") c.activation = Activation::kSwish;
+  else if (act == "relu") c.activation = Activation::kRelu;
+  else if (act == "gelu") c.activation = Activation::kGelu;
+  else throw ConvertError(path + ": unknown activation_function '" + act + "' (relu, gelu, swish/silu are supported)");
+  c.pad = r.token("pad_token_id", c.vocab);
+  c.eos = r.token("eos_token_id", c.vocab);
+  c.decoder_start = r.token("decoder_start_token_id", c.vocab);
+  if (r.raw().contains("bad_words_ids") && !r.raw()["bad_words_ids"].is_null()) {
+    const json& bw = r.raw()["bad_words_ids"];
+    if (!bw.is_array()) throw ConvertError(path + ": bad_words_ids must be a list of lists");
+    for (const json& seq : bw) {
+      if (!seq.is_array() || seq.size() != 1 || !seq[0].is_number_integer() || seq[0].get<int64_t>() < 0 ||
+          seq[0].get<int64_t>() >= c.vocab)
+        throw ConvertError(path + ": bad_words_ids entry " + seq.dump() +
+                           " is not supported (single token ids below vocab_size are)");
+      c.bad_words.push_back(seq[0].get<int32_t>());
+    }
+  }
+  return c;
+}
+
+// The checkpoint's tensors: each is read at most once, shape-checked, NaN-checked;
+// whatever is left unread at the end is an unexpected tensor.
+class Source {
+ public:
+  Source(const SafetensorsFile& st, const ConvertOptions& o) : st_(st), options_(o) {}
+
+  bool has(const std::string& name) const { return st_.has(name); }
+
+  std::vector<float> read(const std::string& name, const std::vector<uint64_t>& shape) {
+    const SafetensorsEntry& e = st_.entry(name);
+    if (e.shape != shape)
+      throw ConvertError(st_.path() + ": tensor '" + name + "' has shape " + shape_text(e.shape) +
+                         ", the config needs " + shape_text(shape));
+    consumed_.insert(name);
+    if (options_.progress) options_.progress(name, consumed_.size(), st_.entries().size());
+    return st_.read_f32(name);
+  }
+
+  void check_all_consumed() const {
+    for (const auto& [name, entry] : st_.entries())
+      if (!consumed_.count(name))
+        throw ConvertError(st_.path() + ": unexpected tensor '" + name +
+                           "' (not part of a MarianMT model with this config)");
+  }
+
+  const std::string& path() const { return st_.path(); }
+
+  static std::string shape_text(const std::vector<uint64_t>& s) {
+    std::string t = "[";
+    for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+    return t + "]";
+  }
+
+ private:
+  const SafetensorsFile& st_;
+  const ConvertOptions& options_;
+  std::set<std::string> consumed_;
+};
+
+struct PositionDecision {
+  PositionInfo info{PositionKind::kNone, FrequencyConvention::kPaper, 0};
+  std::vector<float> learned;  // kLearned only
+};
+
+PositionDecision decide_positions(Source& src, const std::string& tensor, const MarianConfig& c,
+                                  PositionChoice choice, const std::string& role,
+                                  std::vector<std::string>* notes) {
+  PositionDecision d;
+  const size_t rows = c.max_positions, cols = c.d_model;
+  if (!src.has(tensor)) {
+    switch (choice) {
+      case PositionChoice::kLearned:
+        throw ConvertError(src.path() + ": --positions learned needs tensor '" + tensor + "'");
+      case PositionChoice::kNone:
+        d.info.kind = PositionKind::kNone;
+        break;
+      case PositionChoice::kSinusoidalInterleaved:
+        d.info.kind = PositionKind::kSinusoidalInterleaved;
+        break;
+      default:  // Hugging Face Marian's table
+        d.info.kind = PositionKind::kSinusoidalConcatenated;
+    }
+    notes->push_back(role + " positions: " + to_string(d.info.kind) +
+                     (d.info.kind == PositionKind::kNone ? "" : " (paper frequencies, first index 0)") +
+                     "; no table stored in the checkpoint");
+    return d;
+  }
+  std::vector<float> stored = src.read(tensor, {rows, cols});
+  if (choice == PositionChoice::kLearned) {
+    d.info.kind = PositionKind::kLearned;
+    d.learned = std::move(stored);
+    notes->push_back(role + " positions: learned table from '" + tensor + "'");
+    return d;
+  }
+  if (choice == PositionChoice::kNone)
+    throw ConvertError(src.path() + ": tensor '" + tensor +
+                       "' holds a position table but --positions none was given");
+  if (cols % 2 != 0)
+    throw ConvertError(src.path() + ": tensor '" + tensor +
+                       "': sinusoidal tables need an even d_model; pass --positions learned");
+  std::vector<PositionKind> kinds;
+  if (choice != PositionChoice::kSinusoidalInterleaved) kinds.push_back(PositionKind::kSinusoidalConcatenated);
+  if (choice != PositionChoice::kSinusoidalConcatenated) kinds.push_back(PositionKind::kSinusoidalInterleaved);
+  std::vector<float> table(rows * cols);
+  double best = INFINITY;
+  PositionInfo best_info{};
+  for (PositionKind kind : kinds) {
+    for (FrequencyConvention freq : {FrequencyConvention::kPaper, FrequencyConvention::kMarianCpp}) {
+      for (uint32_t first : {0u, 1u, 2u}) {
+        PositionInfo candidate{kind, freq, first};
+        kernels::sinusoidal_table(candidate, rows, cols, table.data());
+        double diff = 0;
+        for (size_t i = 0; i < table.size(); ++i) diff = std::max(diff, std::fabs(double(table[i]) - stored[i]));
+        if (diff < best) {
+          best = diff;
+          best_info = candidate;
+        }
+      }
+    }
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3g", best);
+  if (best > kPositionTolerance)
+    throw ConvertError(src.path() + ": tensor '" + tensor + "' matches no sinusoidal position variant (closest: " +
+                       to_string(best_info.kind) + ", " + to_string(best_info.frequency) + " frequencies, first index " +
+                       std::to_string(best_info.first_index) + ", max difference " + buf +
+                       "); pass --positions learned to use the stored table as it is");
+  d.info = best_info;
+  notes->push_back(role + " positions: stored table '" + tensor + "' verified as " + to_string(best_info.kind) +
+                   " (" + to_string(best_info.frequency) + " frequencies, first index " +
+                   std::to_string(best_info.first_index) + "), max difference " + buf);
+  return d;
+}
+
+// Reads one embedding table from the first present of `names`; the others, if
+// present, must be identical (they are tied copies).
+std::vector<float> read_tied(Source& src, const std::vector<std::string>& names, const MarianConfig& c,
+                             std::string* used) {
+  std::vector<float> table;
+  for (const std::string& name : names) {
+    if (!src.has(name)) continue;
+    std::vector<float> t = src.read(name, {c.vocab, c.d_model});
+    if (table.empty()) {
+      table = std::move(t);
+      *used = name;
+    } else if (t != table) {
+      throw ConvertError(src.path() + ": tensors '" + *used + "' and '" + name +
+                         "' should be tied (identical) but differ");
+    }
+  }
+  if (table.empty()) {
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "'" : ", '") + n + "'";
+    throw ConvertError(src.path() + ": missing embedding table (one of " + list + ")");
+  }
+  return table;
+}
+
+class Converter {
+ public:
+  Converter(const ConvertOptions& o, const MarianConfig& c, Source& src)
+      : options_(o), c_(c), src_(src), fbb_(writer_.builder()) {}
+
+  ConvertReport run() {
+    const float embed_scale = static_cast<float>(
+        options_.embed_scale ? *options_.embed_scale : (c_.scale_embedding ? std::sqrt(double(c_.d_model)) : 1.0));
+    const uint32_t head_dim = c_.d_model / c_.heads;
+    attention_scale_ = static_cast<float>(1.0 / std::sqrt(double(head_dim)));
+
+    // Embeddings, with sqrt(d_model) folded in (DESIGN.md §2).
+    std::string enc_name, dec_name;
+    int32_t enc_embed = -1, dec_embed = -1;
+    std::vector<std::string> embed_targets;
+    if (c_.share_embeddings) {
+      std::vector<std::string> names = {"model.shared.weight", "model.encoder.embed_tokens.weight",
+                                        "model.decoder.embed_tokens.weight"};
+      if (c_.tie_word_embeddings) names.push_back("lm_head.weight");
+      auto table = read_tied(src_, names, c_, &enc_name);
+      enc_embed = dec_embed = matrix("embed_tokens", table, c_.vocab, c_.d_model, options_.embedding_dtype, embed_scale);
+      embed_targets = {"embed_tokens"};
+    } else {
+      auto enc = read_tied(src_, {"model.encoder.embed_tokens.weight"}, c_, &enc_name);
+      enc_embed = matrix("encoder.embed_tokens", enc, c_.vocab, c_.d_model, options_.embedding_dtype, embed_scale);
+      std::vector<std::string> names = {"model.decoder.embed_tokens.weight", "model.shared.weight"};
+      if (c_.tie_word_embeddings) names.push_back("lm_head.weight");
+      auto dec = read_tied(src_, names, c_, &dec_name);
+      dec_embed = matrix("decoder.embed_tokens", dec, c_.vocab, c_.d_model, options_.embedding_dtype, embed_scale);
+      embed_targets = {"encoder.embed_tokens", "decoder.embed_tokens"};
+    }
+    if (embed_scale != 1.0f)
+      folds_.push_back({"embed_scale", embed_scale, embed_targets,
+                        options_.embed_scale ? "explicit --embed-scale" : "sqrt(d_model): config scale_embedding"});
+
+    // The norm that produces the tied projection's input carries 1/embed_scale.
+    const bool tied = c_.tie_word_embeddings;
+    if (tied && embed_scale != 1.0f) {
+      output_norm_ = c_.normalize_before ? "model.decoder.layer_norm"
+                                         : "model.decoder.layers." + std::to_string(c_.decoder_layers - 1) +
+                                               ".final_layer_norm";
+      output_unscale_ = 1.0f / embed_scale;
+    }
+
+    auto enc_pos = decide_positions(src_, "model.encoder.embed_positions.weight", c_, options_.positions,
+                                    "encoder", &report_.notes);
+    auto dec_pos = decide_positions(src_, "model.decoder.embed_positions.weight", c_, options_.positions,
+                                    "decoder", &report_.notes);
+    auto encoder = stack("encoder", enc_embed, enc_pos, false);
+    auto decoder = stack("decoder", dec_embed, dec_pos, true);
+
+    int32_t output_proj = -1;
+    if (!tied) {
+      auto w = src_.read("lm_head.weight", {c_.vocab, c_.d_model});
+      output_proj = matrix("output_proj", w, c_.vocab, c_.d_model, options_.linear_dtype);
+    }
+    int32_t logits_bias = -1;
+    if (src_.has("final_logits_bias")) {
+      auto b = src_.read("final_logits_bias", {1, c_.vocab});
+      logits_bias = vector_tensor("final_logits_bias", b);
+    }
+    if (!output_norm_.empty())
+      folds_.push_back({"output_unscale", output_unscale_, {output_norm_target_ + ".gamma", output_norm_target_ + ".beta"},
+                        "1/embed_scale for the tied output projection, folded into the LayerNorm that feeds it"});
+    folds_.push_back({"attention_scale", attention_scale_, q_targets_, "1/sqrt(head_dim) folded into W_q and b_q"});
+    src_.check_all_consumed();
+
+    auto tokenizer = read_vocab();
+    std::vector<flatbuffers::Offset<fb::Fold>> folds;
+    for (const FoldInfo& f : folds_)
+      folds.push_back(fb::CreateFold(fbb_, fbb_.CreateString(f.what), f.value, fbb_.CreateVectorOfStrings(f.targets),
+                                     fbb_.CreateString(f.note)));
+    auto folds_vec = fbb_.CreateVector(folds);
+    auto producer = fbb_.CreateString(kProducer);
+    auto source = fbb_.CreateString(options_.checkpoint_dir);
+    auto bad_words = fbb_.CreateVector(c_.bad_words);
+    auto tensors = writer_.tensor_table();
+
+    fb::ModelBuilder mb(fbb_);
+    mb.add_format_major(kFormatMajor);
+    mb.add_format_minor(kFormatMinor);
+    mb.add_producer(producer);
+    mb.add_source(source);
+    mb.add_architecture(fb::Architecture::EncoderDecoder);
+    mb.add_d_model(c_.d_model);
+    mb.add_num_heads(c_.heads);
+    mb.add_ffn_dim(c_.ffn);
+    mb.add_vocab_size(c_.vocab);
+    mb.add_max_positions(c_.max_positions);
+    mb.add_norm(c_.normalize_before ? fb::NormPlacement::Pre : fb::NormPlacement::Post);
+    mb.add_activation(static_cast<fb::Activation>(c_.activation));
+    mb.add_layer_norm_eps(1e-5f);
+    mb.add_pad_id(c_.pad);
+    mb.add_eos_id(c_.eos);
+    mb.add_decoder_start_id(c_.decoder_start);
+    mb.add_bad_word_ids(bad_words);
+    mb.add_encoder(encoder);
+    mb.add_decoder(decoder);
+    mb.add_output_proj(output_proj);
+    mb.add_final_logits_bias(logits_bias);
+    mb.add_folds(folds_vec);
+    if (!tokenizer.IsNull()) mb.add_tokenizer(tokenizer);
+    mb.add_tensors(tensors);
+    mb.add_data_size(writer_.data_size());
+    report_.file_size = writer_.write(mb.Finish(), options_.output_path);
+    report_.folds = folds_;
+    return report_;
+  }
+
+ private:
+  int32_t matrix(const std::string& name, const std::vector<float>& values, uint64_t rows, uint64_t cols,
+                 DType dtype, float row_scale = 1.0f) {
+    EncodedMatrix m = encode_matrix(values, rows, cols, dtype, row_scale);
+    report_.parameters += rows * cols;
+    report_.tensors.push_back({name, dtype, {rows, cols}, m.data.size() + m.scales.size() * 4, m.max_abs_error, m.snr_db});
+    return writer_.add(name, {rows, cols}, m);
+  }
+
+  int32_t vector_tensor(const std::string& name, const std::vector<float>& values) {
+    report_.parameters += values.size();
+    report_.tensors.push_back({name, DType::kF32, {values.size()}, values.size() * 4, 0, INFINITY});
+    return writer_.add_f32(name, {values.size()}, values);
+  }
+
+  flatbuffers::Offset<fb::Linear> linear(const std::string& hf, const std::string& name, uint64_t out, uint64_t in,
+                                         float scale = 1.0f) {
+    auto w = src_.read(hf + ".weight", {out, in});
+    auto b = src_.read(hf + ".bias", {out});
+    if (scale != 1.0f) {
+      for (float& v : w) v *= scale;
+      for (float& v : b) v *= scale;
+    }
+    int32_t wi = matrix(name + ".weight", w, out, in, options_.linear_dtype);
+    int32_t bi = vector_tensor(name + ".bias", b);
+    return fb::CreateLinear(fbb_, wi, bi);
+  }
+
+  flatbuffers::Offset<fb::Norm> norm(const std::string& hf, const std::string& name) {
+    auto g = src_.read(hf + ".weight", {c_.d_model});
+    auto b = src_.read(hf + ".bias", {c_.d_model});
+    if (hf == output_norm_) {
+      for (float& v : g) v *= output_unscale_;
+      for (float& v : b) v *= output_unscale_;
+      output_norm_target_ = name;
+    }
+    int32_t gi = vector_tensor(name + ".gamma", g);
+    int32_t bi = vector_tensor(name + ".beta", b);
+    return fb::CreateNorm(fbb_, gi, bi);
+  }
+
+  flatbuffers::Offset<fb::Attention> attention(const std::string& hf, const std::string& name) {
+    const uint64_t d = c_.d_model;
+    auto q = linear(hf + ".q_proj", name + ".q", d, d, attention_scale_);
+    q_targets_.push_back(name + ".q.weight");
+    q_targets_.push_back(name + ".q.bias");
+    auto k = linear(hf + ".k_proj", name + ".k", d, d);
+    auto v = linear(hf + ".v_proj", name + ".v", d, d);
+    auto o = linear(hf + ".out_proj", name + ".o", d, d);
+    return fb::CreateAttention(fbb_, q, k, v, o);
+  }
+
+  flatbuffers::Offset<fb::Stack> stack(const std::string& role, int32_t embed, const PositionDecision& pos,
+                                       bool decoder) {
+    const uint32_t layers = decoder ? c_.decoder_layers : c_.encoder_layers;
+    int32_t table = -1;
+    if (pos.info.kind == PositionKind::kLearned)
+      table = matrix(role + ".positions", pos.learned, c_.max_positions, c_.d_model, DType::kF32);
+    auto positions = fb::CreatePositions(fbb_, static_cast<fb::PositionKind>(pos.info.kind),
+                                         static_cast<fb::FrequencyConvention>(pos.info.frequency),
+                                         pos.info.first_index, table);
+    std::vector<flatbuffers::Offset<fb::Layer>> out;
+    for (uint32_t i = 0; i < layers; ++i) {
+      std::string hf = "model." + role + ".layers." + std::to_string(i);
+      std::string name = role + ".layers." + std::to_string(i);
+      auto self_attn = attention(hf + ".self_attn", name + ".self_attn");
+      auto self_norm = norm(hf + ".self_attn_layer_norm", name + ".self_attn_norm");
+      flatbuffers::Offset<fb::Attention> cross_attn;
+      flatbuffers::Offset<fb::Norm> cross_norm;
+      if (decoder) {
+        cross_attn = attention(hf + ".encoder_attn", name + ".cross_attn");
+        cross_norm = norm(hf + ".encoder_attn_layer_norm", name + ".cross_attn_norm");
+      }
+      auto fc1 = linear(hf + ".fc1", name + ".fc1", c_.ffn, c_.d_model);
+      auto fc2 = linear(hf + ".fc2", name + ".fc2", c_.d_model, c_.ffn);
+      auto ffn_norm = norm(hf + ".final_layer_norm", name + ".ffn_norm");
+      out.push_back(fb::CreateLayer(fbb_, self_attn, self_norm, cross_attn, cross_norm, fc1, fc2, ffn_norm));
+    }
+    flatbuffers::Offset<fb::Norm> final_norm;
+    if (c_.normalize_before) final_norm = norm("model." + role + ".layer_norm", role + ".final_norm");
+    return fb::CreateStack(fbb_, embed, positions, fbb_.CreateVector(out), final_norm);
+  }
+
+  // vocab.json ({"token": id}) when the checkpoint has one.
+  flatbuffers::Offset<fb::Tokenizer> read_vocab() {
+    std::string path = options_.checkpoint_dir + "/vocab.json";
+    if (!file_exists(path)) {
+      report_.notes.push_back("vocabulary: none (no vocab.json); use token ids");
+      return 0;
+    }
+    json j;
+    try {
+      std::ifstream in(path);
+      j = json::parse(in);
+    } catch (const json::exception& e) {
+      throw ConvertError(path + ": not valid JSON: " + e.what());
+    }
+    if (!j.is_object()) throw ConvertError(path + ": must map tokens to ids");
+    std::vector<std::string> vocab(c_.vocab);
+    std::vector<bool> seen(c_.vocab, false);
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 || it.value().get<int64_t>() >= c_.vocab)
+        throw ConvertError(path + ": token '" + it.key() + "' has id " + it.value().dump() +
+                           ", outside vocab_size " + std::to_string(c_.vocab));
+      auto id = it.value().get<size_t>();
+      if (seen[id]) throw ConvertError(path + ": id " + std::to_string(id) + " is used by two tokens");
+      seen[id] = true;
+      vocab[id] = it.key();
+    }
+    for (size_t id = 0; id < seen.size(); ++id)
+      if (!seen[id]) throw ConvertError(path + ": no token for id " + std::to_string(id));
+    // SentencePiece models need their .spm files to tokenize, which Petrel does not
+    // implement: store the vocabulary for display, but no text tokenizer.
+    bool sentencepiece = file_exists(options_.checkpoint_dir + "/source.spm");
+    report_.notes.push_back(std::string("vocabulary: ") + std::to_string(c_.vocab) + " tokens" +
+                            (sentencepiece ? " (SentencePiece model: text input is not supported, use token ids)"
+                                           : ", text tokenizer: words, unknown words as characters"));
+    std::vector<flatbuffers::Offset<flatbuffers::String>> strings;
+    for (const auto& t : vocab) strings.push_back(fbb_.CreateString(t));
+    auto vec = fbb_.CreateVector(strings);
+    return fb::CreateTokenizer(fbb_, sentencepiece ? fb::TokenizerKind::None : fb::TokenizerKind::WordsThenChars, vec);
+  }
+
+  const ConvertOptions& options_;
+  const MarianConfig& c_;
+  Source& src_;
+  ModelWriter writer_;
+  flatbuffers::FlatBufferBuilder& fbb_;
+  ConvertReport report_;
+  std::vector<FoldInfo> folds_;
+  std::vector<std::string> q_targets_;
+  float attention_scale_ = 1.0f;
+  std::string output_norm_, output_norm_target_;
+  float output_unscale_ = 1.0f;
+};
+
+}  // namespace
+
+DType parse_dtype(const std::string& text, const std::string& flag) {
+  if (text == "f32") return DType::kF32;
+  if (text == "f16") return DType::kF16;
+  if (text == "int8") return DType::kInt8;
+  throw ConvertError(flag + ": unknown dtype '" + text + "' (f32, f16, int8)");
+}
+
+PositionChoice parse_position_choice(const std::string& text) {
+  if (text == "auto") return PositionChoice::kAuto;
+  if (text == "sinusoidal-concatenated") return PositionChoice::kSinusoidalConcatenated;
+  if (text == "sinusoidal-interleaved") return PositionChoice::kSinusoidalInterleaved;
+  if (text == "learned") return PositionChoice::kLearned;
+  if (text == "none") return PositionChoice::kNone;
+  throw ConvertError("--positions: unknown value '" + text +
+                     "' (auto, sinusoidal-concatenated, sinusoidal-interleaved, learned, none)");
+}
+
+ConvertReport convert_checkpoint(const ConvertOptions& options) {
+  const std::string& dir = options.checkpoint_dir;
+  struct stat dir_stat {};
+  if (::stat(dir.c_str(), &dir_stat) != 0 || !S_ISDIR(dir_stat.st_mode))
+    throw ConvertError(dir + ": not a checkpoint directory");
+  std::string weights = dir + "/model.safetensors";
+  if (!file_exists(weights)) {
+    if (file_exists(dir + "/pytorch_model.bin"))
+      throw ConvertError(dir + "/pytorch_model.bin: Petrel reads model.safetensors only (a pickle file can run "
+                         "code when loaded). Re-save it with transformers: "
+                         "MarianMTModel.from_pretrained(DIR).save_pretrained(DIR, safe_serialization=True)");
+    throw ConvertError(weights + ": not found (a checkpoint directory needs model.safetensors)");
+  }
+  if (options.embed_scale && !(std::isfinite(*options.embed_scale) && *options.embed_scale > 0))
+    throw ConvertError("--embed-scale must be a positive number");
+  MarianConfig config = read_config(dir + "/config.json");
+  SafetensorsFile st(weights);
+  Source src(st, options);
+  return Converter(options, config, src).run();
+}
+
+}  // namespace petrel::convert

@@ -1,0 +1,54 @@
+// petrel-convert's library: a Hugging Face MarianMT checkpoint directory
+// (config.json + model.safetensors [+ vocab.json]) -> one .petrel file.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "convert/convert_error.h"
+#include "petrel/model.h"
+
+namespace petrel::convert {
+
+enum class PositionChoice { kAuto, kSinusoidalConcatenated, kSinusoidalInterleaved, kLearned, kNone };
+
+struct ConvertOptions {
+  std::string checkpoint_dir;
+  std::string output_path;
+  DType linear_dtype = DType::kInt8;
+  DType embedding_dtype = DType::kInt8;
+  std::optional<double> embed_scale;  // overrides config's scale_embedding
+  PositionChoice positions = PositionChoice::kAuto;
+  // Called before each tensor is encoded: (petrel tensor name, index, total).
+  std::function<void(const std::string&, size_t, size_t)> progress;
+};
+
+struct TensorReport {
+  std::string name;
+  DType dtype;
+  std::vector<uint64_t> shape;
+  uint64_t bytes = 0;
+  double max_abs_error = 0;
+  double snr_db = 0;
+};
+
+struct ConvertReport {
+  uint64_t parameters = 0;
+  uint64_t file_size = 0;
+  std::vector<TensorReport> tensors;
+  std::vector<FoldInfo> folds;
+  std::vector<std::string> notes;  // decisions worth telling the user (positions, vocab)
+};
+
+// Throws ConvertError naming the file and tensor on any problem; leaves no output
+// file behind on failure.
+ConvertReport convert_checkpoint(const ConvertOptions& options);
+
+// Parses "f32" | "f16" | "int8"; throws on anything else.
+DType parse_dtype(const std::string& text, const std::string& flag);
+PositionChoice parse_position_choice(const std::string& text);
+
+}  // namespace petrel::convert

@@ -1,0 +1,109 @@
+// petrel-convert: a Hugging Face MarianMT checkpoint -> one .petrel model file.
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "common/cli.h"
+#include "convert/convert.h"
+
+using namespace petrel;
+
+static std::string format_bytes(uint64_t b) {
+  char buf[32];
+  if (b >= (1u << 20)) std::snprintf(buf, sizeof buf, "%.1f MiB", b / 1048576.0);
+  else if (b >= 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
+  else std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
+  return buf;
+}
+
+static std::string shape_text(const std::vector<uint64_t>& s) {
+  std::string t;
+  for (size_t i = 0; i < s.size(); ++i) t += (i ? "x" : "") + std::to_string(s[i]);
+  return t;
+}
+
+int main(int argc, char** argv) {
+  cli::Parser p("petrel-convert", "CHECKPOINT_DIR -o MODEL.petrel [options]",
+                "Converts a Hugging Face MarianMT checkpoint (config.json + model.safetensors [+ vocab.json])\n"
+                "into one Petrel model file. Constant scales (sqrt(d_model) embedding scale, 1/sqrt(head_dim)\n"
+                "attention scale, the tied output's 1/sqrt(d_model)) are folded into the stored tables.");
+  p.flag("output", "FILE", "output model file (also -o)");
+  p.flag("quantize", "DTYPE", "linear weights: f32, f16 or int8 (default int8)");
+  p.flag("embeddings", "DTYPE", "embedding table: f32, f16 or int8 (default int8)");
+  p.flag("embed-scale", "X", "embedding scale to fold (default: sqrt(d_model) if scale_embedding)");
+  p.flag("positions", "KIND", "auto, sinusoidal-concatenated, sinusoidal-interleaved, learned, none (default auto)");
+  p.toggle("json", "print the summary as JSON on stdout");
+  p.toggle("quiet", "no progress or summary");
+  try {
+    // -o is the one short option; rewrite it to --output.
+    std::vector<char*> args(argv, argv + argc);
+    std::string output_flag = "--output";
+    for (auto& a : args)
+      if (std::string(a) == "-o") a = output_flag.data();
+    if (!p.parse(static_cast<int>(args.size()), args.data())) {
+      std::cout << p.help();
+      return 0;
+    }
+    if (p.positionals().size() != 1) throw cli::UsageError("expected one checkpoint directory (see --help)");
+    if (!p.has("output")) throw cli::UsageError("missing -o MODEL.petrel");
+
+    convert::ConvertOptions o;
+    o.checkpoint_dir = p.positionals()[0];
+    o.output_path = p.get("output");
+    o.linear_dtype = convert::parse_dtype(p.get("quantize", "int8"), "--quantize");
+    o.embedding_dtype = convert::parse_dtype(p.get("embeddings", "int8"), "--embeddings");
+    if (p.has("embed-scale") && p.get("embed-scale") != "auto") o.embed_scale = p.get_double("embed-scale", 1.0);
+    o.positions = convert::parse_position_choice(p.get("positions", "auto"));
+    const bool quiet = p.has("quiet"), json = p.has("json");
+    const bool terminal = isatty(STDERR_FILENO);
+    if (!quiet && terminal) {
+      o.progress = [](const std::string& name, size_t i, size_t n) {
+        std::fprintf(stderr, "\r\033[K[%zu/%zu] %s", i, n, name.c_str());
+        std::fflush(stderr);
+      };
+    }
+    convert::ConvertReport r = convert::convert_checkpoint(o);
+    if (!quiet && terminal) std::fprintf(stderr, "\r\033[K");
+
+    if (json) {
+      nlohmann::json j;
+      j["output"] = o.output_path;
+      j["parameters"] = r.parameters;
+      j["file_bytes"] = r.file_size;
+      for (const auto& t : r.tensors)
+        j["tensors"].push_back({{"name", t.name}, {"dtype", to_string(t.dtype)}, {"shape", t.shape},
+                                {"bytes", t.bytes}, {"max_abs_error", t.max_abs_error},
+                                {"snr_db", std::isinf(t.snr_db) ? nlohmann::json(nullptr) : nlohmann::json(t.snr_db)}});
+      for (const auto& f : r.folds)
+        j["folds"].push_back({{"what", f.what}, {"value", f.value}, {"targets", f.targets}, {"note", f.note}});
+      j["notes"] = r.notes;
+      std::cout << j.dump(2) << "\n";
+    } else if (!quiet) {
+      std::printf("%-48s %-5s %-12s %10s %12s %9s\n", "tensor", "dtype", "shape", "bytes", "max|err|", "SNR dB");
+      for (const auto& t : r.tensors) {
+        if (t.shape.size() < 2) continue;  // biases and norms are stored exactly (f32)
+        char snr[16];
+        if (std::isinf(t.snr_db)) std::snprintf(snr, sizeof snr, "exact");
+        else std::snprintf(snr, sizeof snr, "%.1f", t.snr_db);
+        std::printf("%-48s %-5s %-12s %10s %12.3g %9s\n", t.name.c_str(), to_string(t.dtype),
+                    shape_text(t.shape).c_str(), format_bytes(t.bytes).c_str(), t.max_abs_error, snr);
+      }
+      std::printf("\nfolded at conversion:\n");
+      for (const auto& f : r.folds)
+        std::printf("  %-16s %-12.6g %s (%zu tensors)\n", f.what.c_str(), f.value, f.note.c_str(), f.targets.size());
+      for (const auto& n : r.notes) std::printf("note: %s\n", n.c_str());
+      std::printf("\nwrote %s: %llu parameters, %s\n", o.output_path.c_str(),
+                  static_cast<unsigned long long>(r.parameters), format_bytes(r.file_size).c_str());
+    }
+    return 0;
+  } catch (const cli::UsageError& e) {
+    std::fprintf(stderr, "petrel-convert: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "\npetrel-convert: error: %s\n", e.what());
+    return 1;
+  }
+}

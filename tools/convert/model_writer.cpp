@@ -1,0 +1,68 @@
+#include "convert/model_writer.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "convert/convert_error.h"
+#include "format/model_file.h"
+
+namespace petrel::convert {
+
+fb::DataRef ModelWriter::append(const void* bytes, size_t size) {
+  size_t offset = (data_.size() + detail::kDataAlignment - 1) / detail::kDataAlignment * detail::kDataAlignment;
+  data_.resize(offset + size);
+  if (size) std::memcpy(data_.data() + offset, bytes, size);
+  return fb::DataRef(offset, size);
+}
+
+int32_t ModelWriter::add(const std::string& name, const std::vector<uint64_t>& shape,
+                         const EncodedMatrix& m) {
+  PendingTensor t{name, static_cast<fb::DType>(m.dtype), shape, append(m.data.data(), m.data.size()),
+                  fb::DataRef(0, 0)};
+  if (m.dtype == DType::kInt8) t.scales = append(m.scales.data(), m.scales.size() * sizeof(float));
+  tensors_.push_back(std::move(t));
+  return static_cast<int32_t>(tensors_.size() - 1);
+}
+
+int32_t ModelWriter::add_f32(const std::string& name, const std::vector<uint64_t>& shape,
+                             const std::vector<float>& values) {
+  tensors_.push_back({name, fb::DType::F32, shape, append(values.data(), values.size() * 4),
+                      fb::DataRef(0, 0)});
+  return static_cast<int32_t>(tensors_.size() - 1);
+}
+
+flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::Tensor>>> ModelWriter::tensor_table() {
+  std::vector<flatbuffers::Offset<fb::Tensor>> offsets;
+  for (const PendingTensor& t : tensors_) {
+    auto name = builder_.CreateString(t.name);
+    auto shape = builder_.CreateVector(t.shape);
+    const fb::DataRef* scales = t.dtype == fb::DType::Int8 ? &t.scales : nullptr;
+    offsets.push_back(fb::CreateTensor(builder_, name, t.dtype, shape, fb::Layout::RowMajor, &t.data, scales));
+  }
+  return builder_.CreateVector(offsets);
+}
+
+uint64_t ModelWriter::write(flatbuffers::Offset<fb::Model> root, const std::string& path) {
+  builder_.FinishSizePrefixed(root, fb::ModelIdentifier());
+  const uint8_t* meta = builder_.GetBufferPointer();
+  size_t meta_size = builder_.GetSize();  // includes the 4-byte prefix
+  uint64_t data_start = detail::data_section_start(meta_size - 4);
+
+  std::string tmp = path + ".partial";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) throw ConvertError(path + ": cannot create output: " + std::strerror(errno));
+  static const uint8_t zeros[detail::kDataAlignment] = {};
+  const size_t padding = data_start - meta_size;  // < kDataAlignment
+  bool ok = std::fwrite(meta, 1, meta_size, f) == meta_size && std::fwrite(zeros, 1, padding, f) == padding &&
+            std::fwrite(data_.data(), 1, data_.size(), f) == data_.size();
+  ok = (std::fclose(f) == 0) && ok;
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw ConvertError(path + ": writing failed: " + std::strerror(errno));
+  }
+  return data_start + data_.size();
+}
+
+}  // namespace petrel::convert

@@ -1,0 +1,44 @@
+// Builds a Petrel model file: tensors go to a 64-byte aligned data section, the
+// metadata to a size-prefixed FlatBuffer in front of it (schema/petrel.fbs).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "convert/quantize.h"
+#include "petrel_generated.h"
+
+namespace petrel::convert {
+
+class ModelWriter {
+ public:
+  flatbuffers::FlatBufferBuilder& builder() { return builder_; }
+
+  // Adds a tensor and returns its index in the tensor table.
+  int32_t add(const std::string& name, const std::vector<uint64_t>& shape, const EncodedMatrix& m);
+  int32_t add_f32(const std::string& name, const std::vector<uint64_t>& shape,
+                  const std::vector<float>& values);
+
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::Tensor>>> tensor_table();
+  uint64_t data_size() const { return data_.size(); }
+
+  // Finishes `root` and writes the file atomically (temporary file + rename), so a
+  // failure never leaves a partial output behind. Returns the file size.
+  uint64_t write(flatbuffers::Offset<fb::Model> root, const std::string& path);
+
+ private:
+  fb::DataRef append(const void* bytes, size_t size);
+
+  struct PendingTensor {
+    std::string name;
+    fb::DType dtype;
+    std::vector<uint64_t> shape;
+    fb::DataRef data, scales;
+  };
+  flatbuffers::FlatBufferBuilder builder_{1 << 16};
+  std::vector<PendingTensor> tensors_;
+  std::vector<uint8_t> data_;
+};
+
+}  // namespace petrel::convert

@@ -1,0 +1,28 @@
+// Encodes f32 matrices into the stored dtypes and measures what it cost.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "petrel/model.h"
+
+namespace petrel::convert {
+
+struct EncodedMatrix {
+  DType dtype = DType::kF32;
+  std::vector<uint8_t> data;
+  std::vector<float> scales;  // int8: one per row
+  double max_abs_error = 0;   // against `values` x row_scale
+  double snr_db = 0;          // +inf when exact
+};
+
+// Encodes values[rows][cols]. The stored matrix represents values x row_scale: for
+// int8, q = round(v / s) with s = max|row| / 127 and the stored scale is s x row_scale
+// (the fold of DESIGN.md §2); f32/f16 store the pre-multiplied values.
+EncodedMatrix encode_matrix(const std::vector<float>& values, size_t rows, size_t cols, DType dtype,
+                            float row_scale = 1.0f);
+
+// Decodes an encoded matrix back to f32 (for error reports and tests).
+std::vector<float> decode_matrix(const EncodedMatrix& m, size_t rows, size_t cols);
+
+}  // namespace petrel::convert

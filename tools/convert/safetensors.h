@@ -1,0 +1,45 @@
+// A strict reader for the safetensors format (8-byte little-endian header length,
+// JSON header, raw little-endian tensor bytes). Every field is checked: a
+// malformed or hostile file throws ConvertError naming the file and tensor.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "convert/convert_error.h"
+
+namespace petrel::convert {
+
+struct SafetensorsEntry {
+  std::string dtype;  // "F32", "F16", "BF16", "F64"
+  std::vector<uint64_t> shape;
+  uint64_t begin = 0, end = 0;  // within the data area
+};
+
+class SafetensorsFile {
+ public:
+  explicit SafetensorsFile(const std::string& path);
+  ~SafetensorsFile();
+  SafetensorsFile(const SafetensorsFile&) = delete;
+  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  bool has(const std::string& name) const { return entries_.count(name) != 0; }
+  const SafetensorsEntry& entry(const std::string& name) const;
+  const std::map<std::string, SafetensorsEntry>& entries() const { return entries_; }
+
+  // The tensor's values widened to f32 (F64 narrowed). Throws on NaN/Inf.
+  std::vector<float> read_f32(const std::string& name) const;
+
+ private:
+  std::string path_;
+  const uint8_t* bytes_ = nullptr;
+  size_t size_ = 0;
+  const uint8_t* data_ = nullptr;  // after the header
+  std::map<std::string, SafetensorsEntry> entries_;
+};
+
+}  // namespace petrel::convert

@@ -1,0 +1,133 @@
+// petrel-inspect: what a .petrel file holds — architecture, folds, tensors.
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "common/cli.h"
+#include "petrel/model.h"
+
+using namespace petrel;
+
+static std::string position_text(const PositionInfo& p) {
+  std::string s = to_string(p.kind);
+  if (p.kind == PositionKind::kSinusoidalConcatenated || p.kind == PositionKind::kSinusoidalInterleaved)
+    s += std::string(", ") + to_string(p.frequency) + " frequencies, first index " + std::to_string(p.first_index);
+  return s;
+}
+
+static nlohmann::json position_json(const PositionInfo& p) {
+  return {{"kind", to_string(p.kind)}, {"frequency", to_string(p.frequency)}, {"first_index", p.first_index}};
+}
+
+int main(int argc, char** argv) {
+  cli::Parser p("petrel-inspect", "MODEL.petrel [--json] [--no-tensors]",
+                "Verifies a Petrel model file and describes it: architecture, hyper-parameters,\n"
+                "special tokens, scales folded at conversion, and the tensor table.");
+  p.toggle("json", "print one JSON object on stdout");
+  p.toggle("no-tensors", "leave the tensor table out");
+  try {
+    if (!p.parse(argc, argv)) {
+      std::cout << p.help();
+      return 0;
+    }
+    if (p.positionals().size() != 1) throw cli::UsageError("expected one model file (see --help)");
+  } catch (const cli::UsageError& e) {
+    std::fprintf(stderr, "petrel-inspect: %s\n", e.what());
+    return 2;
+  }
+  auto loaded = Model::load(p.positionals()[0]);
+  if (!loaded) {
+    std::fprintf(stderr, "petrel-inspect: error: %s\n", loaded.error().message.c_str());
+    return 1;
+  }
+  const ModelInfo& m = loaded.value()->info();
+  const bool tensors = !p.has("no-tensors");
+  uint64_t tensor_bytes = 0;
+  for (const auto& t : m.tensors) tensor_bytes += t.bytes;
+
+  if (p.has("json")) {
+    nlohmann::json j = {
+        {"file", p.positionals()[0]},
+        {"file_bytes", m.file_size},
+        {"format_version", std::to_string(m.format_major) + "." + std::to_string(m.format_minor)},
+        {"producer", m.producer},
+        {"source", m.source},
+        {"architecture", m.architecture},
+        {"d_model", m.d_model},
+        {"num_heads", m.num_heads},
+        {"ffn_dim", m.ffn_dim},
+        {"vocab_size", m.vocab_size},
+        {"max_positions", m.max_positions},
+        {"encoder_layers", m.encoder_layers},
+        {"decoder_layers", m.decoder_layers},
+        {"norm", to_string(m.norm)},
+        {"activation", to_string(m.activation)},
+        {"layer_norm_eps", m.layer_norm_eps},
+        {"pad_id", m.pad_id},
+        {"eos_id", m.eos_id},
+        {"decoder_start_id", m.decoder_start_id},
+        {"bad_word_ids", m.bad_word_ids},
+        {"encoder_positions", position_json(m.encoder_positions)},
+        {"decoder_positions", position_json(m.decoder_positions)},
+        {"shared_embeddings", m.shared_embeddings},
+        {"tied_output", m.tied_output},
+        {"final_logits_bias", m.final_logits_bias},
+        {"vocabulary", m.vocab.size()},
+        {"text_tokenizer", m.has_text_tokenizer},
+        {"parameters", m.parameter_count},
+        {"tensor_bytes", tensor_bytes},
+        {"folds", nlohmann::json::array()},
+    };
+    for (const auto& f : m.folds)
+      j["folds"].push_back({{"what", f.what}, {"value", f.value}, {"targets", f.targets}, {"note", f.note}});
+    if (tensors) {
+      j["tensors"] = nlohmann::json::array();
+      for (const auto& t : m.tensors)
+        j["tensors"].push_back({{"name", t.name}, {"dtype", to_string(t.dtype)}, {"shape", t.shape},
+                                {"offset", t.offset}, {"bytes", t.bytes}});
+    }
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+
+  std::printf("%s: Petrel model, format %u.%u, %llu bytes (from %s)\n", p.positionals()[0].c_str(), m.format_major,
+              m.format_minor, static_cast<unsigned long long>(m.file_size), m.producer.c_str());
+  std::printf("  architecture      %s, %u encoder + %u decoder layers\n", m.architecture.c_str(), m.encoder_layers,
+              m.decoder_layers);
+  std::printf("  d_model %u, heads %u, ffn %u, vocab %u, max positions %u\n", m.d_model, m.num_heads, m.ffn_dim,
+              m.vocab_size, m.max_positions);
+  std::printf("  norm              %s-LN (eps %g), activation %s\n", to_string(m.norm), m.layer_norm_eps,
+              to_string(m.activation));
+  std::printf("  positions         encoder: %s\n                    decoder: %s\n",
+              position_text(m.encoder_positions).c_str(), position_text(m.decoder_positions).c_str());
+  std::printf("  embeddings        %s, output projection %s%s\n",
+              m.shared_embeddings ? "shared by encoder and decoder" : "separate",
+              m.tied_output ? "tied to the decoder table" : "separate",
+              m.final_logits_bias ? ", final logits bias" : "");
+  std::string bad;
+  for (int32_t id : m.bad_word_ids) bad += " " + std::to_string(id);
+  std::printf("  tokens            pad %d, eos %d, decoder start %d, never generated:%s\n", m.pad_id, m.eos_id,
+              m.decoder_start_id, bad.empty() ? " none" : bad.c_str());
+  std::printf("  vocabulary        %s\n", m.vocab.empty() ? "none (token ids only)"
+                                        : (std::to_string(m.vocab.size()) + " tokens" +
+                                           (m.has_text_tokenizer ? ", text tokenizer" : ", ids only")).c_str());
+  std::printf("  folded scales:\n");
+  for (const auto& f : m.folds) {
+    std::printf("    %-16s %-12.6g %s\n", f.what.c_str(), f.value, f.note.c_str());
+    std::string targets;
+    for (const auto& t : f.targets) targets += (targets.empty() ? "" : ", ") + t;
+    std::printf("    %-16s into: %s\n", "", targets.c_str());
+  }
+  if (tensors) {
+    std::printf("  tensors:\n    %-44s %-5s %-14s %12s\n", "name", "dtype", "shape", "bytes");
+    for (const auto& t : m.tensors) {
+      std::string shape;
+      for (size_t i = 0; i < t.shape.size(); ++i) shape += (i ? "x" : "") + std::to_string(t.shape[i]);
+      std::printf("    %-44s %-5s %-14s %12llu\n", t.name.c_str(), to_string(t.dtype), shape.c_str(),
+                  static_cast<unsigned long long>(t.bytes));
+    }
+  }
+  std::printf("  total             %zu tensors, %llu parameters, %llu tensor bytes\n", m.tensors.size(),
+              static_cast<unsigned long long>(m.parameter_count), static_cast<unsigned long long>(tensor_bytes));
+  return 0;
+}

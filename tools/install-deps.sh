@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages Petrel builds with, when run as root; otherwise
+# says which are missing and how to install them. Nothing else is downloaded.
+#   tools/install-deps.sh            build + test dependencies
+#   tools/install-deps.sh --cross    also the ARM cross compilers and qemu-user
+set -euo pipefail
+
+packages=(cmake g++ make libxsimd-dev libflatbuffers-dev flatbuffers-compiler catch2
+          libbenchmark-dev nlohmann-json3-dev)
+if [[ "${1:-}" == "--cross" ]]; then
+  packages+=(g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [[ ${#missing[@]} -eq 0 ]]; then
+  exit 0
+fi
+if [[ $(id -u) -ne 0 ]]; then
+  echo "Petrel needs these Debian packages: ${missing[*]}" >&2
+  echo "Install them with: sudo apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+echo "installing: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

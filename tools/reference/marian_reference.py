@@ -1,0 +1,320 @@
+"""A compact PyTorch implementation of Hugging Face's MarianMT forward pass and of
+Petrel's decoding rules: the oracle Petrel's fixtures are made with.
+
+Tensor names and semantics follow transformers' modeling_marian.py (post-LN
+encoder/decoder layers, q_proj(x) * head_dim**-0.5, embed * sqrt(d_model) when
+scale_embedding, concatenated sin|cos position table, tied lm_head plus
+final_logits_bias). Options Hugging Face's Marian lacks but Petrel supports are
+added the way BART/mBART do them: pre-LN layers with a final LayerNorm per stack
+(`model.{encoder,decoder}.layer_norm`), interleaved or learned position tables.
+"""
+import json
+import math
+import struct
+
+import numpy as np
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+
+class Config:
+    def __init__(self, **kw):
+        self.d_model = kw.get("d_model", 32)
+        self.encoder_layers = kw.get("encoder_layers", 2)
+        self.decoder_layers = kw.get("decoder_layers", 2)
+        self.heads = kw.get("heads", 4)
+        self.ffn = kw.get("ffn", 64)
+        self.vocab = kw.get("vocab", 48)
+        self.max_positions = kw.get("max_positions", 64)
+        self.scale_embedding = kw.get("scale_embedding", True)
+        self.normalize_before = kw.get("normalize_before", False)
+        self.activation = kw.get("activation", "swish")
+        self.positions = kw.get("positions", "concatenated")  # concatenated | interleaved | learned
+        self.store_positions = kw.get("store_positions", False)  # older exports store the table
+        self.tie = kw.get("tie", True)
+        self.share = kw.get("share", True)
+        self.pad = kw.get("pad", self.vocab - 1)
+        self.eos = kw.get("eos", 0)
+        self.decoder_start = kw.get("decoder_start", self.pad)
+        self.bad_words = kw.get("bad_words", [[self.pad]])
+
+    def hf_config(self):
+        return {
+            "model_type": "marian",
+            "architectures": ["MarianMTModel"],
+            "d_model": self.d_model,
+            "encoder_layers": self.encoder_layers,
+            "decoder_layers": self.decoder_layers,
+            "encoder_attention_heads": self.heads,
+            "decoder_attention_heads": self.heads,
+            "encoder_ffn_dim": self.ffn,
+            "decoder_ffn_dim": self.ffn,
+            "vocab_size": self.vocab,
+            "decoder_vocab_size": self.vocab,
+            "max_position_embeddings": self.max_positions,
+            "scale_embedding": self.scale_embedding,
+            "normalize_before": self.normalize_before,
+            "activation_function": self.activation,
+            "pad_token_id": self.pad,
+            "eos_token_id": self.eos,
+            "decoder_start_token_id": self.decoder_start,
+            "tie_word_embeddings": self.tie,
+            "share_encoder_decoder_embeddings": self.share,
+            "bad_words_ids": self.bad_words,
+        }
+
+
+def sinusoidal_table(n_pos, dim, interleaved):
+    """Hugging Face Marian's table (float64, then f32); interleaved = the paper's layout."""
+    enc = np.array([[pos / np.power(10000, 2 * (j // 2) / dim) for j in range(dim)] for pos in range(n_pos)])
+    out = np.zeros((n_pos, dim))
+    if interleaved:
+        out[:, 0::2] = np.sin(enc[:, 0::2])
+        out[:, 1::2] = np.cos(enc[:, 1::2])
+    else:
+        half = dim // 2
+        out[:, :half] = np.sin(enc[:, 0::2])
+        out[:, half:] = np.cos(enc[:, 1::2])
+    return torch.tensor(out, dtype=torch.float32)
+
+
+def activation(name):
+    return {"swish": F.silu, "silu": F.silu, "relu": F.relu, "gelu": F.gelu}[name]
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        d = cfg.d_model
+        self.heads = cfg.heads
+        self.head_dim = d // cfg.heads
+        self.scaling = self.head_dim ** -0.5
+        self.q_proj = nn.Linear(d, d)
+        self.k_proj = nn.Linear(d, d)
+        self.v_proj = nn.Linear(d, d)
+        self.out_proj = nn.Linear(d, d)
+
+    def split(self, x):  # [B, T, d] -> [B, H, T, hd]
+        b, t, _ = x.shape
+        return x.view(b, t, self.heads, self.head_dim).transpose(1, 2)
+
+    def forward(self, x, kv, mask):
+        """mask: additive, broadcastable to [B, H, Tq, Tk]."""
+        q = self.split(self.q_proj(x) * self.scaling)
+        k = self.split(self.k_proj(kv))
+        v = self.split(self.v_proj(kv))
+        scores = q @ k.transpose(-1, -2) + mask
+        out = torch.softmax(scores, dim=-1) @ v
+        b, h, t, hd = out.shape
+        return self.out_proj(out.transpose(1, 2).reshape(b, t, h * hd))
+
+
+class Layer(nn.Module):
+    def __init__(self, cfg, decoder):
+        super().__init__()
+        d = cfg.d_model
+        self.pre = cfg.normalize_before
+        self.act = activation(cfg.activation)
+        self.self_attn = Attention(cfg)
+        self.self_attn_layer_norm = nn.LayerNorm(d)
+        if decoder:
+            self.encoder_attn = Attention(cfg)
+            self.encoder_attn_layer_norm = nn.LayerNorm(d)
+        self.fc1 = nn.Linear(d, cfg.ffn)
+        self.fc2 = nn.Linear(cfg.ffn, d)
+        self.final_layer_norm = nn.LayerNorm(d)
+
+    def block(self, x, norm, fn):
+        if self.pre:
+            return x + fn(norm(x))
+        return norm(x + fn(x))
+
+    def forward(self, x, self_kv, self_mask, memory=None, memory_mask=None):
+        """self_kv(x_normed) gives the keys/values input for self-attention (the
+        cache-aware caller passes the history)."""
+        x = self.block(x, self.self_attn_layer_norm, lambda h: self.self_attn(h, self_kv(h), self_mask))
+        if memory is not None:
+            x = self.block(x, self.encoder_attn_layer_norm, lambda h: self.encoder_attn(h, memory, memory_mask))
+        return self.block(x, self.final_layer_norm, lambda h: self.fc2(self.act(self.fc1(h))))
+
+
+class Stack(nn.Module):
+    def __init__(self, cfg, decoder):
+        super().__init__()
+        self.layers = nn.ModuleList([Layer(cfg, decoder) for _ in range(cfg.decoder_layers if decoder else cfg.encoder_layers)])
+        if cfg.normalize_before:
+            self.layer_norm = nn.LayerNorm(cfg.d_model)
+        if not cfg.share:
+            self.embed_tokens = nn.Embedding(cfg.vocab, cfg.d_model)
+        if cfg.positions == "learned":
+            self.embed_positions = nn.Embedding(cfg.max_positions, cfg.d_model)
+
+
+class Model(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.model = nn.Module()
+        self.model.shared = nn.Embedding(cfg.vocab, cfg.d_model)
+        self.model.encoder = Stack(cfg, False)
+        self.model.decoder = Stack(cfg, True)
+        if not cfg.tie:
+            self.lm_head = nn.Linear(cfg.d_model, cfg.vocab, bias=False)
+        self.register_buffer("final_logits_bias", torch.zeros(1, cfg.vocab))
+        self.cfg = cfg
+        self.embed_scale = math.sqrt(cfg.d_model) if cfg.scale_embedding else 1.0
+        if cfg.positions != "learned":
+            self.position_table = sinusoidal_table(cfg.max_positions, cfg.d_model, cfg.positions == "interleaved")
+
+    # --- pieces -----------------------------------------------------------------
+    def embed_tokens(self, stack):
+        return self.model.shared if self.cfg.share else stack.embed_tokens
+
+    def output_weight(self):
+        if not self.cfg.tie:
+            return self.lm_head.weight
+        return self.embed_tokens(self.model.decoder).weight
+
+    def positions(self, stack, start, length):
+        if self.cfg.positions == "learned":
+            return stack.embed_positions.weight[start:start + length]
+        return self.position_table[start:start + length]
+
+    def embed(self, stack, ids, start=0):
+        x = self.embed_tokens(stack)(ids) * self.embed_scale
+        return x + self.positions(stack, start, ids.shape[1])
+
+    def finish(self, stack, x):
+        return stack.layer_norm(x) if self.cfg.normalize_before else x
+
+    # --- encoder ----------------------------------------------------------------
+    def encode(self, ids, lengths):
+        """ids: [B, L] right-padded; returns states [B, L, d] and the additive key mask."""
+        b, l = ids.shape
+        valid = torch.arange(l)[None, :] < torch.tensor(lengths)[:, None]
+        mask = torch.zeros(b, 1, 1, l).masked_fill(~valid[:, None, None, :], float("-inf"))
+        x = self.embed(self.model.encoder, ids)
+        for layer in self.model.encoder.layers:
+            x = layer(x, lambda h: h, mask)
+        return self.finish(self.model.encoder, x), mask
+
+    # --- decoder: full pass and cached step ----------------------------------------
+    def logits_from_hidden(self, h):
+        return h @ self.output_weight().T + self.final_logits_bias[0]
+
+    def decode_full(self, tokens, memory, memory_mask):
+        """tokens [B, T] (starting with decoder_start) -> logits [B, T, V]."""
+        t = tokens.shape[1]
+        causal = torch.full((t, t), float("-inf")).triu(1)
+        x = self.embed(self.model.decoder, tokens)
+        for layer in self.model.decoder.layers:
+            x = layer(x, lambda h: h, causal, memory, memory_mask)
+        return self.logits_from_hidden(self.finish(self.model.decoder, x))
+
+    def decode_step(self, token, step, cache, memory, memory_mask):
+        """One position with a self-attention cache (a list per layer of the
+        normalised-or-raw inputs seen so far). Returns logits [B, V]."""
+        x = self.embed(self.model.decoder, token[:, None], start=step)
+        for i, layer in enumerate(self.model.decoder.layers):
+            def self_kv(h, i=i):
+                cache[i] = h if cache[i] is None else torch.cat([cache[i], h], dim=1)
+                return cache[i]
+            x = layer(x, self_kv, torch.zeros(1), memory, memory_mask)
+        return self.logits_from_hidden(self.finish(self.model.decoder, x))[:, 0]
+
+
+# --- decoding rules (the issue's exact semantics) -----------------------------------
+def step_log_probs(logits, bad_ids):
+    lp = torch.log_softmax(logits, dim=-1)
+    if bad_ids:
+        lp[..., bad_ids] = float("-inf")
+    return lp
+
+
+def greedy(model, memory, memory_mask, max_new, alpha=1.0):
+    """One sentence (batch of 1). Returns (ids without start/EOS, normalised score)."""
+    cfg = model.cfg
+    bad = [w[0] for w in cfg.bad_words]
+    cache = [None] * cfg.decoder_layers
+    token = torch.tensor([cfg.decoder_start])
+    out, score = [], 0.0
+    for step in range(max_new):
+        lp = step_log_probs(model.decode_step(token, step, cache, memory, memory_mask), bad)[0]
+        nxt = int(torch.argmax(lp))
+        score += float(lp[nxt])
+        if nxt == cfg.eos:
+            return out, score / (len(out) + 1) ** alpha
+        out.append(nxt)
+        token = torch.tensor([nxt])
+    return out, score / max(len(out), 1) ** alpha
+
+
+def beam_search(model, memory, memory_mask, beam, max_new, alpha=1.0):
+    """One sentence. Returns finished hypotheses [(ids, normalised score)] best first."""
+    cfg = model.cfg
+    bad = [w[0] for w in cfg.bad_words]
+    live = [([], 0.0)]
+    finished = []
+    for _ in range(max_new):
+        cands = []
+        for h_index, (ids, score) in enumerate(live):
+            tokens = torch.tensor([[cfg.decoder_start] + ids])
+            lp = step_log_probs(model.decode_full(tokens, memory, memory_mask)[0, -1], bad)
+            for tok in range(cfg.vocab):
+                cands.append((score + float(lp[tok]), tok, h_index))
+        cands.sort(key=lambda c: (-c[0], c[1], c[2]))
+        new_live = []
+        for rank, (score, tok, h_index) in enumerate(cands[:2 * beam]):
+            ids = live[h_index][0]
+            if tok == cfg.eos:
+                if rank < beam:
+                    finished.append((ids, score / (len(ids) + 1) ** alpha))
+            else:
+                new_live.append((ids + [tok], score))
+            if len(new_live) == beam:
+                break
+        live = new_live
+        if len(finished) >= beam:
+            break
+    else:
+        finished += [(ids, score / max(len(ids), 1) ** alpha) for ids, score in live]
+    finished.sort(key=lambda f: -f[1])
+    return finished
+
+
+# --- checkpoint writing ------------------------------------------------------------
+def state_dict_for_export(model, older_export=False):
+    """Hugging Face's names. Tied tables are saved once, as model.shared.weight;
+    an `older_export` also stores tied copies and the position tables."""
+    cfg = model.cfg
+    sd = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
+    if cfg.store_positions and cfg.positions != "learned":
+        for stack in ("encoder", "decoder"):
+            sd[f"model.{stack}.embed_positions.weight"] = model.position_table.clone()
+    if older_export:
+        if cfg.share:
+            sd["model.encoder.embed_tokens.weight"] = sd["model.shared.weight"].clone()
+            sd["model.decoder.embed_tokens.weight"] = sd["model.shared.weight"].clone()
+        if cfg.tie:
+            sd["lm_head.weight"] = model.output_weight().detach().clone()
+    if not cfg.share:
+        # Hugging Face keeps model.shared even when the stacks have their own tables;
+        # Petrel's converter reads the decoder's own table then, so drop the unused one.
+        del sd["model.shared.weight"]
+    return sd
+
+
+def write_safetensors(path, tensors):
+    header, blobs, offset = {}, [], 0
+    for name in sorted(tensors):
+        data = tensors[name].numpy().astype("<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(tensors[name].shape), "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(raw)))
+        f.write(raw)
+        for b in blobs:
+            f.write(b)
