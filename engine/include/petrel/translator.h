@@ -1,0 +1,67 @@
+// Translating with a loaded model. A Translator holds per-thread mutable state
+// (workspace, KV caches): use one per thread; the Model can be shared.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "petrel/model.h"
+#include "petrel/status.h"
+
+namespace petrel {
+
+struct TranslateOptions {
+  size_t beam_size = 1;         // 1 = greedy
+  size_t n_best = 1;            // hypotheses returned per input, <= beam_size
+  size_t max_new_tokens = 0;    // 0: min(256, the model's max positions)
+  size_t min_new_tokens = 0;    // EOS is not allowed before this many tokens
+  double length_penalty = 1.0;  // score = log-probability / length^length_penalty
+};
+
+struct Hypothesis {
+  std::vector<int32_t> ids;  // without the decoder start token and the final EOS
+  double score = 0;
+};
+
+struct Translation {
+  std::vector<Hypothesis> hypotheses;  // best first
+};
+
+struct TranslateTimings {
+  double encode_ms = 0, decode_ms = 0;
+  size_t decode_steps = 0;
+  size_t generated_tokens = 0;  // tokens in the best hypotheses
+};
+
+class Translator {
+ public:
+  explicit Translator(std::shared_ptr<const Model> model);
+  ~Translator();
+  Translator(Translator&&) noexcept;
+  Translator& operator=(Translator&&) noexcept;
+
+  // Input ids are used verbatim (no EOS is appended). Errors name the input and
+  // position: ids outside the vocabulary, inputs longer than the model allows,
+  // empty inputs, bad options.
+  Result<std::vector<Translation>> translate(const std::vector<std::vector<int32_t>>& batch,
+                                             const TranslateOptions& options = {});
+
+  const TranslateTimings& last_timings() const;
+  const Model& model() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Text I/O for models whose file carries a vocabulary with a text tokenizer:
+// whitespace-separated words found in the vocabulary, other words as characters;
+// EOS is appended. Errors name the word that cannot be encoded.
+Result<std::vector<int32_t>> encode_text(const Model& model, const std::string& text);
+// Tokens joined by spaces, without special tokens (pad, EOS, decoder start).
+Result<std::string> decode_text(const Model& model, const std::vector<int32_t>& ids);
+
+}  // namespace petrel

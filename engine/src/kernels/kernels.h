@@ -1,0 +1,48 @@
+// The engine's numeric operations. Each has a plain scalar reference (these
+// declarations, implemented one file per operation); SIMD versions must match them.
+// Kernels know matrices and vectors, never models.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "format/weights.h"
+
+namespace petrel::kernels {
+
+// Scratch a linear layer needs for int8 activations: m x k bytes and m scales.
+struct QuantizedRows {
+  int8_t* values;
+  float* scales;
+};
+
+// y[m][n] = x[m][k] . W[n][k] + bias[n]  (bias may be null). For int8 weights the
+// rows of x are quantized to int8 symmetrically per row first (into `scratch`).
+void linear(const float* x, size_t m, const detail::Matrix& w, const float* bias, float* y, QuantizedRows scratch);
+
+// Per-row symmetric int8 quantization: q = round(x / s), s = max|x| / 127.
+void quantize_rows(const float* x, size_t m, size_t k, QuantizedRows out);
+
+// y[i] = LayerNorm(x[i] (+ residual[i])) with gamma, beta; y may alias x or residual.
+void layer_norm(const float* x, const float* residual, size_t m, size_t d, const float* gamma, const float* beta,
+                float eps, float* y);
+
+// x = act(x) in place.
+void activate(Activation act, float* x, size_t n);
+
+// y += x
+void add(const float* x, float* y, size_t n);
+
+// out[i] = table[ids[i]] (x folded row scale) + positions[pos[i]]  (positions may be null).
+void embed(const detail::Matrix& table, const int32_t* ids, const int32_t* pos, size_t m, const float* positions,
+           float* out);
+
+// One attention head for one query: out = softmax(q . K^T) V over n keys. K and V
+// rows are `stride` floats apart; scores needs n floats.
+void attend(const float* q, const float* k, const float* v, size_t n, size_t stride, size_t head_dim, float* scores,
+            float* out);
+
+// x = log_softmax(x) over n values.
+void log_softmax(float* x, size_t n);
+
+}  // namespace petrel::kernels

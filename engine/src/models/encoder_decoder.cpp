@@ -1,0 +1,146 @@
+#include "models/encoder_decoder.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace petrel::models {
+
+using layers::KeyRange;
+using layers::Workspace;
+
+EncoderDecoder::EncoderDecoder(const detail::ModelWeights& weights)
+    : w_(weights), info_(*weights.info), d_(weights.info->d_model), heads_(weights.info->num_heads) {}
+
+void EncoderDecoder::run_encoder_layer(const detail::Layer& layer, float* x, size_t rows, const KeyRange* keys,
+                                       Workspace& ws) const {
+  const float eps = info_.layer_norm_eps;
+  layers::residual_block(info_.norm, layer.self_attn_norm, eps, x, rows, d_, ws, [&](const float* in, float* out) {
+    layers::dense(layer.self_attn.q, in, rows, ws.q.data(), ws);
+    layers::dense(layer.self_attn.k, in, rows, ws.k.data(), ws);
+    layers::dense(layer.self_attn.v, in, rows, ws.v.data(), ws);
+    layers::attend_rows(ws.q.data(), ws.k.data(), ws.v.data(), keys, rows, d_, heads_, ws.scores.data(),
+                        ws.context.data());
+    layers::dense(layer.self_attn.o, ws.context.data(), rows, out, ws);
+  });
+  layers::residual_block(info_.norm, layer.ffn_norm, eps, x, rows, d_, ws, [&](const float* in, float* out) {
+    layers::feed_forward(layer, info_.activation, in, rows, out, ws);
+  });
+}
+
+void EncoderDecoder::encode(const std::vector<std::vector<int32_t>>& batch, EncoderOutput& out, Workspace& ws) const {
+  out.offset.clear();
+  out.length.clear();
+  size_t rows = 0, longest = 0;
+  for (const auto& sentence : batch) {
+    out.offset.push_back(rows);
+    out.length.push_back(sentence.size());
+    rows += sentence.size();
+    longest = std::max(longest, sentence.size());
+  }
+  ws.reserve(rows, d_, info_.ffn_dim, longest);
+  out.states.resize(rows * d_);
+
+  // Packed rows: each sentence attends only its own tokens, so no padding mask.
+  std::vector<int32_t> ids, positions;
+  std::vector<KeyRange> keys;
+  for (size_t s = 0; s < batch.size(); ++s) {
+    for (size_t i = 0; i < batch[s].size(); ++i) {
+      ids.push_back(batch[s][i]);
+      positions.push_back(static_cast<int32_t>(i));
+      keys.push_back({out.offset[s], out.length[s]});
+    }
+  }
+  const auto& enc = w_.encoder;
+  kernels::embed(enc.embed_tokens, ids.data(), positions.data(), rows, enc.position_table, out.states.data());
+  for (const auto& layer : enc.layers) run_encoder_layer(layer, out.states.data(), rows, keys.data(), ws);
+  if (enc.final_norm.present())
+    kernels::layer_norm(out.states.data(), nullptr, rows, d_, enc.final_norm.gamma, enc.final_norm.beta,
+                        info_.layer_norm_eps, out.states.data());
+}
+
+void EncoderDecoder::start_decoding(const EncoderOutput& enc, const std::vector<size_t>& sentence_of_row,
+                                    size_t max_steps, DecoderState& st, Workspace& ws) const {
+  const size_t rows = sentence_of_row.size(), layers = w_.decoder.layers.size();
+  const size_t enc_rows = enc.rows();
+  size_t longest = 0;
+  for (size_t len : enc.length) longest = std::max(longest, len);
+  ws.reserve(std::max(rows, enc_rows), d_, info_.ffn_dim, std::max(longest, max_steps));
+
+  st.rows = rows;
+  st.max_steps = max_steps;
+  st.cross_keys.resize(rows);
+  for (size_t r = 0; r < rows; ++r) st.cross_keys[r] = {enc.offset[sentence_of_row[r]], enc.length[sentence_of_row[r]]};
+  st.self_keys.resize(rows);
+  st.x.resize(rows * d_);
+  st.positions.resize(rows);
+  st.cross_k.resize(layers);
+  st.cross_v.resize(layers);
+  st.self_k.resize(layers);
+  st.self_v.resize(layers);
+  for (size_t l = 0; l < layers; ++l) {
+    const auto& attn = w_.decoder.layers[l].cross_attn;
+    st.cross_k[l].resize(enc_rows * d_);
+    st.cross_v[l].resize(enc_rows * d_);
+    layers::dense(attn.k, enc.states.data(), enc_rows, st.cross_k[l].data(), ws);
+    layers::dense(attn.v, enc.states.data(), enc_rows, st.cross_v[l].data(), ws);
+    st.self_k[l].resize(rows * max_steps * d_);
+    st.self_v[l].resize(rows * max_steps * d_);
+  }
+  st.reorder_buffer.resize(rows * max_steps * d_);
+}
+
+void EncoderDecoder::decode_step(const int32_t* tokens, size_t step, DecoderState& st, Workspace& ws,
+                                 float* logits) const {
+  const size_t rows = st.rows;
+  const float eps = info_.layer_norm_eps;
+  const auto& dec = w_.decoder;
+  std::fill(st.positions.begin(), st.positions.end(), static_cast<int32_t>(step));
+  for (size_t r = 0; r < rows; ++r) st.self_keys[r] = {r * st.max_steps, step + 1};
+  float* x = st.x.data();
+  kernels::embed(dec.embed_tokens, tokens, st.positions.data(), rows, dec.position_table, x);
+
+  for (size_t l = 0; l < dec.layers.size(); ++l) {
+    const detail::Layer& layer = dec.layers[l];
+    layers::residual_block(info_.norm, layer.self_attn_norm, eps, x, rows, d_, ws, [&](const float* in, float* out) {
+      layers::dense(layer.self_attn.q, in, rows, ws.q.data(), ws);
+      layers::dense(layer.self_attn.k, in, rows, ws.k.data(), ws);
+      layers::dense(layer.self_attn.v, in, rows, ws.v.data(), ws);
+      // Append this position's K/V to each row's cache, then attend 0..step.
+      for (size_t r = 0; r < rows; ++r) {
+        const size_t at = (r * st.max_steps + step) * d_;
+        std::memcpy(&st.self_k[l][at], &ws.k[r * d_], d_ * sizeof(float));
+        std::memcpy(&st.self_v[l][at], &ws.v[r * d_], d_ * sizeof(float));
+      }
+      layers::attend_rows(ws.q.data(), st.self_k[l].data(), st.self_v[l].data(), st.self_keys.data(), rows, d_,
+                          heads_, ws.scores.data(), ws.context.data());
+      layers::dense(layer.self_attn.o, ws.context.data(), rows, out, ws);
+    });
+    layers::residual_block(info_.norm, layer.cross_attn_norm, eps, x, rows, d_, ws, [&](const float* in, float* out) {
+      layers::dense(layer.cross_attn.q, in, rows, ws.q.data(), ws);
+      layers::attend_rows(ws.q.data(), st.cross_k[l].data(), st.cross_v[l].data(), st.cross_keys.data(), rows, d_,
+                          heads_, ws.scores.data(), ws.context.data());
+      layers::dense(layer.cross_attn.o, ws.context.data(), rows, out, ws);
+    });
+    layers::residual_block(info_.norm, layer.ffn_norm, eps, x, rows, d_, ws, [&](const float* in, float* out) {
+      layers::feed_forward(layer, info_.activation, in, rows, out, ws);
+    });
+  }
+  if (dec.final_norm.present())
+    kernels::layer_norm(x, nullptr, rows, d_, dec.final_norm.gamma, dec.final_norm.beta, eps, x);
+  kernels::linear(x, rows, w_.output_proj, w_.final_logits_bias, logits, ws.quantized_rows());
+}
+
+void EncoderDecoder::reorder(const size_t* parent, size_t step, DecoderState& st) const {
+  const size_t span = (step + 1) * d_;
+  for (auto* caches : {&st.self_k, &st.self_v}) {
+    for (auto& cache : *caches) {
+      for (size_t r = 0; r < st.rows; ++r)
+        std::memcpy(&st.reorder_buffer[r * st.max_steps * d_], &cache[parent[r] * st.max_steps * d_],
+                    span * sizeof(float));
+      for (size_t r = 0; r < st.rows; ++r)
+        std::memcpy(&cache[r * st.max_steps * d_], &st.reorder_buffer[r * st.max_steps * d_], span * sizeof(float));
+    }
+  }
+}
+
+}  // namespace petrel::models

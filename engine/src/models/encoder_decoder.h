@@ -1,0 +1,65 @@
+// The encoder-decoder graph: embed -> encoder layers; then, per decoding step,
+// embed -> decoder layers (self-attention over a KV cache, cross-attention over
+// K/V computed once per sentence) -> output projection.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "format/weights.h"
+#include "layers/layers.h"
+
+namespace petrel::models {
+
+// A batch's encoder states, packed without padding: sentence s owns rows
+// [offset[s], offset[s] + length[s]) of `states` (d floats per row).
+struct EncoderOutput {
+  std::vector<size_t> offset, length;
+  std::vector<float> states;
+  size_t rows() const { return offset.empty() ? 0 : offset.back() + length.back(); }
+};
+
+// Per-hypothesis decoder state for `rows` hypotheses of up to `max_steps` steps.
+struct DecoderState {
+  size_t rows = 0, max_steps = 0;
+  std::vector<layers::KeyRange> cross_keys;            // per row: its sentence's encoder rows
+  std::vector<std::vector<float>> cross_k, cross_v;    // per layer [encoder rows, d]
+  std::vector<std::vector<float>> self_k, self_v;      // per layer [rows, max_steps, d]
+  std::vector<float> reorder_buffer;                   // [rows, max_steps, d]
+  std::vector<layers::KeyRange> self_keys;             // per row, rebuilt each step
+  std::vector<float> x;                                // [rows, d]
+  std::vector<int32_t> positions;                      // [rows]
+};
+
+class EncoderDecoder {
+ public:
+  explicit EncoderDecoder(const detail::ModelWeights& weights);
+
+  // Ids are checked by the caller (in vocabulary, within max_positions).
+  void encode(const std::vector<std::vector<int32_t>>& batch, EncoderOutput& out, layers::Workspace& ws) const;
+
+  // Sizes `state` for rows hypotheses (row r decodes sentence sentence_of_row[r]) and
+  // computes each decoder layer's cross-attention K/V once.
+  void start_decoding(const EncoderOutput& enc, const std::vector<size_t>& sentence_of_row, size_t max_steps,
+                      DecoderState& state, layers::Workspace& ws) const;
+
+  // Runs one position for every row: tokens[r] at position `step`. Writes
+  // logits [rows, vocab]. Allocation-free.
+  void decode_step(const int32_t* tokens, size_t step, DecoderState& state, layers::Workspace& ws,
+                   float* logits) const;
+
+  // Beam reordering: row r takes the cache of row parent[r] (positions 0..step).
+  void reorder(const size_t* parent, size_t step, DecoderState& state) const;
+
+  const detail::ModelWeights& weights() const { return w_; }
+
+ private:
+  void run_encoder_layer(const detail::Layer& layer, float* x, size_t rows, const layers::KeyRange* keys,
+                         layers::Workspace& ws) const;
+
+  const detail::ModelWeights& w_;
+  const ModelInfo& info_;
+  size_t d_, heads_;
+};
+
+}  // namespace petrel::models

@@ -1,0 +1,90 @@
+#include "petrel/translator.h"
+
+#include <chrono>
+
+#include "decode/search.h"
+#include "models/encoder_decoder.h"
+
+namespace petrel {
+
+namespace {
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+constexpr size_t kDefaultMaxNewTokens = 256;
+constexpr size_t kMaxBeam = 64;
+}  // namespace
+
+struct Translator::Impl {
+  explicit Impl(std::shared_ptr<const Model> m) : model(std::move(m)), graph(model->weights()) {}
+  std::shared_ptr<const Model> model;
+  models::EncoderDecoder graph;
+  layers::Workspace workspace;
+  models::EncoderOutput encoded;
+  decode::SearchState search;
+  TranslateTimings timings;
+};
+
+Translator::Translator(std::shared_ptr<const Model> model) : impl_(std::make_unique<Impl>(std::move(model))) {}
+Translator::~Translator() = default;
+Translator::Translator(Translator&&) noexcept = default;
+Translator& Translator::operator=(Translator&&) noexcept = default;
+const TranslateTimings& Translator::last_timings() const { return impl_->timings; }
+const Model& Translator::model() const { return *impl_->model; }
+
+Result<std::vector<Translation>> Translator::translate(const std::vector<std::vector<int32_t>>& batch,
+                                                       const TranslateOptions& options) {
+  const ModelInfo& info = impl_->model->info();
+  auto invalid = [](const std::string& message) { return Error{ErrorCode::kInvalidArgument, message}; };
+  if (batch.empty()) return invalid("no inputs to translate");
+  for (size_t s = 0; s < batch.size(); ++s) {
+    const auto& ids = batch[s];
+    const std::string which = "input " + std::to_string(s + 1);
+    if (ids.empty()) return invalid(which + " is empty");
+    if (ids.size() > info.max_positions)
+      return invalid(which + " has " + std::to_string(ids.size()) + " tokens; the model allows at most " +
+                     std::to_string(info.max_positions));
+    for (size_t i = 0; i < ids.size(); ++i)
+      if (ids[i] < 0 || static_cast<uint32_t>(ids[i]) >= info.vocab_size)
+        return invalid(which + ", position " + std::to_string(i + 1) + ": token id " + std::to_string(ids[i]) +
+                       " is out of range (vocabulary of " + std::to_string(info.vocab_size) + ")");
+  }
+  if (options.beam_size < 1 || options.beam_size > kMaxBeam)
+    return invalid("beam size must be in 1.." + std::to_string(kMaxBeam) + ", got " + std::to_string(options.beam_size));
+  if (options.n_best < 1 || options.n_best > options.beam_size)
+    return invalid("n-best must be in 1..beam size (" + std::to_string(options.beam_size) + "), got " +
+                   std::to_string(options.n_best));
+  size_t max_new = options.max_new_tokens;
+  if (max_new == 0) max_new = std::min<size_t>(kDefaultMaxNewTokens, info.max_positions);
+  if (max_new > info.max_positions)
+    return invalid("max new tokens " + std::to_string(max_new) + " exceeds the model's " +
+                   std::to_string(info.max_positions) + " positions");
+  if (!(options.length_penalty >= 0 && options.length_penalty <= 10))
+    return invalid("length penalty must be in 0..10");
+
+  decode::SearchOptions so;
+  so.beam = options.beam_size;
+  so.n_best = options.n_best;
+  so.max_new_tokens = max_new;
+  so.min_new_tokens = std::min(options.min_new_tokens, max_new);
+  so.length_penalty = options.length_penalty;
+
+  auto start = std::chrono::steady_clock::now();
+  impl_->graph.encode(batch, impl_->encoded, impl_->workspace);
+  impl_->timings.encode_ms = ms_since(start);
+  start = std::chrono::steady_clock::now();
+  decode::SearchResult found = decode::search(impl_->graph, impl_->encoded, so, impl_->search, impl_->workspace);
+  impl_->timings.decode_ms = ms_since(start);
+  impl_->timings.decode_steps = found.steps;
+
+  std::vector<Translation> out(batch.size());
+  size_t generated = 0;
+  for (size_t s = 0; s < batch.size(); ++s) {
+    for (auto& h : found.hypotheses[s]) out[s].hypotheses.push_back({std::move(h.ids), h.score});
+    if (!out[s].hypotheses.empty()) generated += out[s].hypotheses[0].ids.size();
+  }
+  impl_->timings.generated_tokens = generated;
+  return out;
+}
+
+}  // namespace petrel

@@ -1,0 +1,128 @@
+// petrel-run: translate token ids (or text, where the model carries a vocabulary).
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "common/cli.h"
+#include "petrel/translator.h"
+
+using namespace petrel;
+
+int main(int argc, char** argv) {
+  cli::Parser p("petrel-run", "MODEL.petrel (--ids \"12 7 99 0\" | --text \"...\")... [options]",
+                "Translates with a Petrel model. Input ids are used verbatim (no EOS is appended);\n"
+                "--text tokenizes with the model's vocabulary and appends EOS. Several --ids/--text\n"
+                "make one padded batch. Output hypotheses exclude the start token and the final EOS.");
+  p.flag("ids", "\"ID ...\"", "one input as space-separated token ids (repeatable)", true);
+  p.flag("text", "TEXT", "one input as text (repeatable; needs a vocabulary in the model)", true);
+  p.flag("beam", "K", "beam size (default 1 = greedy)");
+  p.flag("n-best", "N", "hypotheses to print per input (default 1, at most K)");
+  p.flag("max-new-tokens", "L", "generated tokens at most (default min(256, max positions))");
+  p.flag("min-new-tokens", "L", "EOS is not allowed before L tokens (default 0)");
+  p.flag("length-penalty", "A", "score = log-probability / length^A (default 1.0)");
+  p.flag("threads", "T", "intra-op threads (default 1)");
+  p.toggle("json", "print one JSON object (results + timing)");
+  TranslateOptions options;
+  std::vector<std::vector<int32_t>> batch;
+  bool text_mode = false;
+  try {
+    if (!p.parse(argc, argv)) {
+      std::cout << p.help();
+      return 0;
+    }
+    if (p.positionals().size() != 1) throw cli::UsageError("expected one model file (see --help)");
+    if (p.has("ids") == p.has("text")) throw cli::UsageError("give inputs with --ids or with --text (not both)");
+    options.beam_size = static_cast<size_t>(p.get_int("beam", 1, 1, 64));
+    options.n_best = static_cast<size_t>(p.get_int("n-best", 1, 1, 64));
+    if (options.n_best > options.beam_size)
+      throw cli::UsageError("--n-best " + std::to_string(options.n_best) + " exceeds --beam " +
+                            std::to_string(options.beam_size));
+    options.max_new_tokens = static_cast<size_t>(p.get_int("max-new-tokens", 0, 1, 1 << 20));
+    options.min_new_tokens = static_cast<size_t>(p.get_int("min-new-tokens", 0, 0, 1 << 20));
+    options.length_penalty = p.get_double("length-penalty", 1.0);
+    if (!(options.length_penalty >= 0 && options.length_penalty <= 10))
+      throw cli::UsageError("--length-penalty must be in 0..10");
+    p.get_int("threads", 1, 1, 256);
+    for (const auto& ids : p.all("ids")) {
+      std::vector<int32_t> input;
+      for (long long id : cli::parse_int_list(ids, "--ids")) {
+        if (id < 0 || id > INT32_MAX) throw cli::UsageError("--ids: token id " + std::to_string(id) + " is out of range");
+        input.push_back(static_cast<int32_t>(id));
+      }
+      batch.push_back(std::move(input));
+    }
+    text_mode = p.has("text");
+  } catch (const cli::UsageError& e) {
+    std::fprintf(stderr, "petrel-run: %s\n", e.what());
+    return 2;
+  }
+
+  auto start = std::chrono::steady_clock::now();
+  auto loaded = Model::load(p.positionals()[0]);
+  double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  if (!loaded) {
+    std::fprintf(stderr, "petrel-run: error: %s\n", loaded.error().message.c_str());
+    return 1;
+  }
+  const Model& model = *loaded.value();
+  for (const auto& text : p.all("text")) {
+    auto ids = encode_text(model, text);
+    if (!ids) {
+      std::fprintf(stderr, "petrel-run: error: --text \"%s\": %s\n", text.c_str(), ids.error().message.c_str());
+      return 1;
+    }
+    batch.push_back(std::move(ids.value()));
+  }
+
+  Translator translator(loaded.value());
+  auto result = translator.translate(batch, options);
+  if (!result) {
+    std::fprintf(stderr, "petrel-run: error: %s\n", result.error().message.c_str());
+    return 1;
+  }
+  const TranslateTimings& t = translator.last_timings();
+  const double tokens_per_s = t.decode_ms > 0 ? t.generated_tokens / (t.decode_ms / 1000.0) : 0;
+  auto text_of = [&](const std::vector<int32_t>& ids) {
+    auto s = decode_text(model, ids);
+    return s ? s.value() : std::string();
+  };
+
+  if (p.has("json")) {
+    nlohmann::json j;
+    j["results"] = nlohmann::json::array();
+    for (size_t i = 0; i < batch.size(); ++i) {
+      nlohmann::json r = {{"input", batch[i]}, {"hypotheses", nlohmann::json::array()}};
+      if (text_mode) r["input_text"] = p.all("text")[i];
+      for (const auto& h : result.value()[i].hypotheses) {
+        nlohmann::json hj = {{"ids", h.ids}, {"score", h.score}};
+        if (!model.info().vocab.empty()) hj["text"] = text_of(h.ids);
+        r["hypotheses"].push_back(hj);
+      }
+      j["results"].push_back(r);
+    }
+    j["timing"] = {{"load_ms", load_ms},
+                   {"encode_ms", t.encode_ms},
+                   {"decode_ms", t.decode_ms},
+                   {"decode_steps", t.decode_steps},
+                   {"tokens_per_s", tokens_per_s}};
+    std::cout << j.dump() << "\n";
+    return 0;
+  }
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const auto& hyps = result.value()[i].hypotheses;
+    for (size_t k = 0; k < hyps.size(); ++k) {
+      std::string ids;
+      for (int32_t id : hyps[k].ids) ids += (ids.empty() ? "" : " ") + std::to_string(id);
+      std::string prefix = text_mode ? p.all("text")[i] + " -> " : "";
+      if (text_mode || !model.info().vocab.empty())
+        std::printf("%s%s\t(score %.4f; ids %s)\n", prefix.c_str(), text_of(hyps[k].ids).c_str(), hyps[k].score,
+                    ids.c_str());
+      else
+        std::printf("%s\t(score %.4f)\n", ids.c_str(), hyps[k].score);
+    }
+  }
+  std::fprintf(stderr, "load %.1f ms, encode %.1f ms, decode %.1f ms (%zu steps, %.0f tokens/s)\n", load_ms,
+               t.encode_ms, t.decode_ms, t.decode_steps, tokens_per_s);
+  return 0;
+}
