@@ -17,7 +17,7 @@ using Catch::Matchers::Contains;
 namespace {
 
 float element(const detail::Matrix& m, size_t r, size_t c) {
-  size_t i = r * m.cols + c;
+  const size_t i = m.index(r, c);
   switch (m.dtype) {
     case DType::kF32: return static_cast<const float*>(m.data)[i];
     case DType::kF16: return kernels::half_to_float(static_cast<const uint16_t*>(m.data)[i]);

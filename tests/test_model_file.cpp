@@ -151,7 +151,7 @@ TEST_CASE("crafted hostile fields are rejected by name", "[format]") {
   SECTION("size that disagrees with shape and dtype") {
     int i = tensor_index(m, "final_logits_bias");
     m->mutable_tensors()->GetMutableObject(i)->mutable_shape()->Mutate(0, 47);
-    expect_rejected(bytes, "final_logits_bias", "does not match shape and dtype");
+    expect_rejected(bytes, "final_logits_bias", "does not match shape, dtype and layout");
   }
   SECTION("tensor index out of range") {
     auto* layer = m->mutable_encoder()->mutable_layers()->GetMutableObject(0);
@@ -174,5 +174,30 @@ TEST_CASE("crafted hostile fields are rejected by name", "[format]") {
   SECTION("absurd hyper-parameter") {
     REQUIRE(m->mutate_max_positions(0xffffffffu));
     expect_rejected(bytes, "max_positions", "out of range");
+  }
+}
+
+TEST_CASE("packed tensors: layout and row sums are checked", "[format]") {
+  std::vector<uint8_t> bytes = valid_model();
+  fb::Model* m = metadata(bytes);
+  int i = tensor_index(m, "encoder.layers.0.fc1.weight");  // int8, Panel16
+  auto* t = m->mutable_tensors()->GetMutableObject(i);
+  REQUIRE(t->layout() == fb::Layout::Panel16);
+  SECTION("unknown layout") {
+    REQUIRE(t->mutate_layout(static_cast<fb::Layout>(7)));
+    expect_rejected(bytes, "encoder.layers.0.fc1.weight", "unknown layout");
+  }
+  SECTION("row sums of the wrong size") {
+    t->mutable_row_sums()->mutate_size(12);
+    expect_rejected(bytes, "encoder.layers.0.fc1.weight", "row sums hold 12 bytes");
+  }
+  SECTION("a row count hidden by panel padding is caught by the per-row arrays") {
+    t->mutable_shape()->Mutate(0, 60);  // 60 rows pad to the same 64 stored rows
+    expect_rejected(bytes, "encoder.layers.0.fc1.weight", "scales hold 256 bytes");
+  }
+  SECTION("packed as row-major: the size no longer matches") {
+    REQUIRE(t->mutate_layout(fb::Layout::RowMajor));
+    t->mutable_shape()->Mutate(1, 30);  // 64 x 30 row-major != 64 x 32 packed bytes
+    expect_rejected(bytes, "encoder.layers.0.fc1.weight", "does not match shape, dtype and layout");
   }
 }

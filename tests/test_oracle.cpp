@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "convert/convert.h"
+#include "kernels/isa.h"
 #include "kernels/kernels.h"
 #include "models/encoder_decoder.h"
 #include "petrel/translator.h"
@@ -45,6 +46,19 @@ std::shared_ptr<const Model> load(const std::string& path) {
   return m.value();
 }
 
+Translator make_translator(std::shared_ptr<const Model> model, const std::string& isa = "") {
+  auto t = Translator::create(std::move(model), {isa});
+  if (!t) FAIL(t.error().message);
+  return std::move(t.value());
+}
+
+const kernels::KernelTable& table_named(const std::string& isa) {
+  kernels::Isa id;
+  REQUIRE(kernels::parse_isa(isa, &id));
+  REQUIRE(kernels::table_for(id) != nullptr);
+  return *kernels::table_for(id);
+}
+
 std::vector<std::vector<int32_t>> inputs_of(const json& e) { return e["inputs"].get<std::vector<std::vector<int32_t>>>(); }
 
 // max |a - b| / max(1, max |b|): relative to the tensor's scale.
@@ -59,8 +73,8 @@ double relative_error(const float* got, const std::vector<float>& want) {
 
 // Teacher-forced top-1 agreement of `model` with the oracle's argmax over every
 // position of every sentence's greedy output.
-std::pair<size_t, size_t> teacher_forced_agreement(const Model& model, const json& e) {
-  models::EncoderDecoder graph(model.weights());
+std::pair<size_t, size_t> teacher_forced_agreement(const Model& model, const json& e, const std::string& isa) {
+  models::EncoderDecoder graph(model.weights(), table_named(isa));
   layers::Workspace ws;
   models::EncoderOutput enc;
   auto inputs = inputs_of(e);
@@ -75,7 +89,7 @@ std::pair<size_t, size_t> teacher_forced_agreement(const Model& model, const jso
     std::vector<float> logits(info.vocab_size);
     for (size_t t = 0; t < tokens.size(); ++t) {
       graph.decode_step(&tokens[t], t, st, ws, logits.data());
-      kernels::log_softmax(logits.data(), logits.size());
+      graph.kernels().log_softmax(logits.data(), logits.size());
       for (int32_t bad : info.bad_word_ids) logits[bad] = -INFINITY;
       auto best = std::max_element(logits.begin(), logits.end()) - logits.begin();
       agree += best == argmax[t];
@@ -87,9 +101,10 @@ std::pair<size_t, size_t> teacher_forced_agreement(const Model& model, const jso
 
 }  // namespace
 
-TEST_CASE("f32 models match the PyTorch oracle", "[oracle]") {
+TEST_CASE("f32 models match the PyTorch oracle on every kernel path", "[oracle]") {
   const std::string name = GENERATE(from_range(kFixtures));
-  INFO(name);
+  const std::string isa = GENERATE(from_range(runnable_isas()));
+  INFO(name << " on " << isa);
   TempDir tmp;
   json e = expected_for(name);
   auto model = load(convert_fixture(name, DType::kF32, tmp));
@@ -97,7 +112,7 @@ TEST_CASE("f32 models match the PyTorch oracle", "[oracle]") {
   auto inputs = inputs_of(e);
   const size_t max_new = e["max_new_tokens"];
 
-  models::EncoderDecoder graph(model->weights());
+  models::EncoderDecoder graph(model->weights(), table_named(isa));
   layers::Workspace ws;
   models::EncoderOutput enc;
   graph.encode(inputs, enc, ws);
@@ -120,7 +135,8 @@ TEST_CASE("f32 models match the PyTorch oracle", "[oracle]") {
   for (size_t b = 0; b < inputs.size(); ++b)
     CHECK(relative_error(&logits[b * info.vocab_size], e["first_step_logits"][b].get<std::vector<float>>()) < 1e-4);
 
-  Translator translator(model);
+  Translator translator = make_translator(model, isa);
+  REQUIRE(std::string(translator.isa()) == isa);
   TranslateOptions greedy;
   greedy.max_new_tokens = max_new;
   auto g = translator.translate(inputs, greedy);
@@ -156,22 +172,23 @@ TEST_CASE("f32 models match the PyTorch oracle", "[oracle]") {
   for (size_t b = 0; b < inputs.size(); ++b) CHECK(o.value()[b].hypotheses[0].ids == g.value()[b].hypotheses[0].ids);
 
   // f32 teacher-forced agreement is total.
-  auto [agree, total] = teacher_forced_agreement(*model, e);
+  auto [agree, total] = teacher_forced_agreement(*model, e, isa);
   CHECK(agree == total);
 }
 
-TEST_CASE("int8 and f16 models agree with the f32 oracle (teacher-forced top-1)", "[oracle]") {
+TEST_CASE("int8 and f16 models agree with the f32 oracle (teacher-forced top-1) on every kernel path", "[oracle]") {
   const DType dtype = GENERATE(DType::kInt8, DType::kF16);
+  const std::string isa = GENERATE(from_range(runnable_isas()));
   size_t agree = 0, total = 0;
   TempDir tmp;
   for (const auto& name : kFixtures) {
     auto model = load(convert_fixture(name, dtype, tmp));
-    auto [a, t] = teacher_forced_agreement(*model, expected_for(name));
+    auto [a, t] = teacher_forced_agreement(*model, expected_for(name), isa);
     agree += a;
     total += t;
   }
   const double rate = double(agree) / total;
-  WARN(to_string(dtype) << " teacher-forced top-1 agreement with the f32 oracle: " << agree << "/" << total << " = "
+  WARN(to_string(dtype) << " on " << isa << ": teacher-forced top-1 agreement with the f32 oracle: " << agree << "/" << total << " = "
                         << rate * 100 << "%");
   // Random weights are harsher than trained ones; floors sit a little under the
   // measured figures (int8 measured 143/144 = 99.3%, f16 144/144).
@@ -181,7 +198,7 @@ TEST_CASE("int8 and f16 models agree with the f32 oracle (teacher-forced top-1)"
 TEST_CASE("translate rejects bad input with clear errors", "[runtime]") {
   TempDir tmp;
   auto model = load(convert_fixture("post_swish_concat_tied", DType::kInt8, tmp));
-  Translator translator(model);
+  Translator translator = make_translator(model);
   auto error_of = [&](const std::vector<std::vector<int32_t>>& batch, TranslateOptions o = {}) {
     auto r = translator.translate(batch, o);
     REQUIRE_FALSE(r.has_value());
@@ -207,7 +224,7 @@ TEST_CASE("translate rejects bad input with clear errors", "[runtime]") {
 TEST_CASE("min_new_tokens holds EOS back; the maximum length is honoured", "[runtime]") {
   TempDir tmp;
   auto model = load(convert_fixture("post_swish_concat_tied", DType::kF32, tmp));
-  Translator translator(model);
+  Translator translator = make_translator(model);
   TranslateOptions o;
   o.max_new_tokens = o.min_new_tokens = 9;
   auto r = translator.translate({{0}}, o);  // the oracle ends this input with EOS at once
@@ -270,6 +287,25 @@ TEST_CASE("petrel-run --json reproduces the oracle's greedy and beam outputs", "
       CHECK(beamed["results"][b]["hypotheses"][k]["ids"] == e["beam"]["results"][b][k]["ids"]);
   }
   for (const char* key : {"load_ms", "encode_ms", "decode_ms", "tokens_per_s"}) CHECK(greedy["timing"].contains(key));
+  CHECK(greedy["isa"] == runnable_isas().back());
+}
+
+TEST_CASE("kernel paths are chosen per translator, by option or PETREL_ISA", "[runtime]") {
+  TempDir tmp;
+  auto model = load(convert_fixture("post_swish_concat_tied", DType::kInt8, tmp));
+  auto unknown = Translator::create(model, {"sse9"});
+  REQUIRE_FALSE(unknown.has_value());
+  CHECK_THAT(unknown.error().message, Contains("sse9") && Contains("scalar"));
+  for (const auto& isa : runnable_isas()) CHECK(std::string(make_translator(model, isa).isa()) == isa);
+  CHECK(std::string(make_translator(model).isa()) == runnable_isas().back());
+  ::setenv("PETREL_ISA", "scalar", 1);
+  CHECK(std::string(make_translator(model).isa()) == "scalar");
+  ::unsetenv("PETREL_ISA");
+#if defined(__x86_64__)
+  auto arm = Translator::create(model, {"neon"});
+  REQUIRE_FALSE(arm.has_value());
+  CHECK_THAT(arm.error().message, Contains("not available"));
+#endif
 }
 
 TEST_CASE("petrel-run reports bad flags and inputs with a non-zero exit", "[cli]") {

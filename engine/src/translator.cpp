@@ -2,7 +2,10 @@
 
 #include <chrono>
 
+#include <cstdlib>
+
 #include "decode/search.h"
+#include "kernels/isa.h"
 #include "models/encoder_decoder.h"
 
 namespace petrel {
@@ -16,8 +19,10 @@ constexpr size_t kMaxBeam = 64;
 }  // namespace
 
 struct Translator::Impl {
-  explicit Impl(std::shared_ptr<const Model> m) : model(std::move(m)), graph(model->weights()) {}
+  Impl(std::shared_ptr<const Model> m, const kernels::KernelTable& k)
+      : model(std::move(m)), kernels(k), graph(model->weights(), k) {}
   std::shared_ptr<const Model> model;
+  const kernels::KernelTable& kernels;
   models::EncoderDecoder graph;
   layers::Workspace workspace;
   models::EncoderOutput encoded;
@@ -25,7 +30,38 @@ struct Translator::Impl {
   TranslateTimings timings;
 };
 
-Translator::Translator(std::shared_ptr<const Model> model) : impl_(std::make_unique<Impl>(std::move(model))) {}
+std::vector<std::string> runnable_isas() {
+  std::vector<std::string> out;
+  for (kernels::Isa isa : kernels::runnable_isas()) out.push_back(kernels::isa_name(isa));
+  return out;
+}
+
+Result<Translator> Translator::create(std::shared_ptr<const Model> model, const TranslatorOptions& options) {
+  if (!model) return Error{ErrorCode::kInvalidArgument, "no model"};
+  std::string requested = options.isa, source = "isa option";
+  if (requested.empty()) {
+    const char* env = std::getenv("PETREL_ISA");
+    if (env != nullptr && *env != '\0') {
+      requested = env;
+      source = "PETREL_ISA";
+    }
+  }
+  kernels::Isa isa = kernels::best_isa();
+  if (!requested.empty()) {
+    std::string runnable;
+    for (const auto& name : runnable_isas()) runnable += (runnable.empty() ? "" : ", ") + name;
+    if (!kernels::parse_isa(requested, &isa))
+      return Error{ErrorCode::kInvalidArgument,
+                   source + "=" + requested + ": unknown kernel path (this CPU runs: " + runnable + ")"};
+    if (kernels::table_for(isa) == nullptr)
+      return Error{ErrorCode::kUnsupported,
+                   source + "=" + requested + ": not available on this CPU or build (it runs: " + runnable + ")"};
+  }
+  return Translator(std::make_unique<Impl>(std::move(model), *kernels::table_for(isa)));
+}
+
+Translator::Translator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+const char* Translator::isa() const { return impl_->kernels.isa; }
 Translator::~Translator() = default;
 Translator::Translator(Translator&&) noexcept = default;
 Translator& Translator::operator=(Translator&&) noexcept = default;

@@ -278,6 +278,9 @@ class Converter {
       : options_(o), c_(c), src_(src), fbb_(writer_.builder()) {}
 
   ConvertReport run() {
+    // A table that is also the tied output projection is stored in panels: the
+    // projection over the vocabulary is the hot path, one gathered row per token is not.
+    const auto tied_layout = c_.tie_word_embeddings ? detail::Layout::kPanel16 : detail::Layout::kRowMajor;
     const float embed_scale = static_cast<float>(
         options_.embed_scale ? *options_.embed_scale : (c_.scale_embedding ? std::sqrt(double(c_.d_model)) : 1.0));
     const uint32_t head_dim = c_.d_model / c_.heads;
@@ -292,7 +295,8 @@ class Converter {
                                         "model.decoder.embed_tokens.weight"};
       if (c_.tie_word_embeddings) names.push_back("lm_head.weight");
       auto table = read_tied(src_, names, c_, &enc_name);
-      enc_embed = dec_embed = matrix("embed_tokens", table, c_.vocab, c_.d_model, options_.embedding_dtype, embed_scale);
+      enc_embed = dec_embed =
+          matrix("embed_tokens", table, c_.vocab, c_.d_model, options_.embedding_dtype, embed_scale, tied_layout);
       embed_targets = {"embed_tokens"};
     } else {
       auto enc = read_tied(src_, {"model.encoder.embed_tokens.weight"}, c_, &enc_name);
@@ -300,7 +304,8 @@ class Converter {
       std::vector<std::string> names = {"model.decoder.embed_tokens.weight", "model.shared.weight"};
       if (c_.tie_word_embeddings) names.push_back("lm_head.weight");
       auto dec = read_tied(src_, names, c_, &dec_name);
-      dec_embed = matrix("decoder.embed_tokens", dec, c_.vocab, c_.d_model, options_.embedding_dtype, embed_scale);
+      dec_embed = matrix("decoder.embed_tokens", dec, c_.vocab, c_.d_model, options_.embedding_dtype, embed_scale,
+                         tied_layout);
       embed_targets = {"encoder.embed_tokens", "decoder.embed_tokens"};
     }
     if (embed_scale != 1.0f)
@@ -326,7 +331,7 @@ class Converter {
     int32_t output_proj = -1;
     if (!tied) {
       auto w = src_.read("lm_head.weight", {c_.vocab, c_.d_model});
-      output_proj = matrix("output_proj", w, c_.vocab, c_.d_model, options_.linear_dtype);
+      output_proj = matrix("output_proj", w, c_.vocab, c_.d_model, options_.linear_dtype, 1.0f, detail::Layout::kPanel16);
     }
     int32_t logits_bias = -1;
     if (src_.has("final_logits_bias")) {
@@ -383,10 +388,11 @@ class Converter {
 
  private:
   int32_t matrix(const std::string& name, const std::vector<float>& values, uint64_t rows, uint64_t cols,
-                 DType dtype, float row_scale = 1.0f) {
-    EncodedMatrix m = encode_matrix(values, rows, cols, dtype, row_scale);
+                 DType dtype, float row_scale = 1.0f, detail::Layout layout = detail::Layout::kRowMajor) {
+    EncodedMatrix m = encode_matrix(values, rows, cols, dtype, row_scale, layout);
     report_.parameters += rows * cols;
-    report_.tensors.push_back({name, dtype, {rows, cols}, m.data.size() + m.scales.size() * 4, m.max_abs_error, m.snr_db});
+    report_.tensors.push_back({name, dtype, {rows, cols}, m.data.size() + (m.scales.size() + m.row_sums.size()) * 4,
+                               m.max_abs_error, m.snr_db});
     return writer_.add(name, {rows, cols}, m);
   }
 
@@ -404,7 +410,7 @@ class Converter {
       for (float& v : w) v *= scale;
       for (float& v : b) v *= scale;
     }
-    int32_t wi = matrix(name + ".weight", w, out, in, options_.linear_dtype);
+    int32_t wi = matrix(name + ".weight", w, out, in, options_.linear_dtype, 1.0f, detail::Layout::kPanel16);
     int32_t bi = vector_tensor(name + ".bias", b);
     return fb::CreateLinear(fbb_, wi, bi);
   }

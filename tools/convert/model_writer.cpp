@@ -19,17 +19,17 @@ fb::DataRef ModelWriter::append(const void* bytes, size_t size) {
 
 int32_t ModelWriter::add(const std::string& name, const std::vector<uint64_t>& shape,
                          const EncodedMatrix& m) {
-  PendingTensor t{name, static_cast<fb::DType>(m.dtype), shape, append(m.data.data(), m.data.size()),
-                  fb::DataRef(0, 0)};
+  const auto layout = m.layout == detail::Layout::kPanel16 ? fb::Layout::Panel16 : fb::Layout::RowMajor;
+  PendingTensor t{name, static_cast<fb::DType>(m.dtype), shape, layout, append(m.data.data(), m.data.size()), {}, {}};
   if (m.dtype == DType::kInt8) t.scales = append(m.scales.data(), m.scales.size() * sizeof(float));
+  if (!m.row_sums.empty()) t.row_sums = append(m.row_sums.data(), m.row_sums.size() * sizeof(int32_t));
   tensors_.push_back(std::move(t));
   return static_cast<int32_t>(tensors_.size() - 1);
 }
 
 int32_t ModelWriter::add_f32(const std::string& name, const std::vector<uint64_t>& shape,
                              const std::vector<float>& values) {
-  tensors_.push_back({name, fb::DType::F32, shape, append(values.data(), values.size() * 4),
-                      fb::DataRef(0, 0)});
+  tensors_.push_back({name, fb::DType::F32, shape, fb::Layout::RowMajor, append(values.data(), values.size() * 4), {}, {}});
   return static_cast<int32_t>(tensors_.size() - 1);
 }
 
@@ -39,7 +39,8 @@ flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::Tensor>>> ModelW
     auto name = builder_.CreateString(t.name);
     auto shape = builder_.CreateVector(t.shape);
     const fb::DataRef* scales = t.dtype == fb::DType::Int8 ? &t.scales : nullptr;
-    offsets.push_back(fb::CreateTensor(builder_, name, t.dtype, shape, fb::Layout::RowMajor, &t.data, scales));
+    const fb::DataRef* row_sums = t.row_sums.size() ? &t.row_sums : nullptr;
+    offsets.push_back(fb::CreateTensor(builder_, name, t.dtype, shape, t.layout, &t.data, scales, row_sums));
   }
   return builder_.CreateVector(offsets);
 }

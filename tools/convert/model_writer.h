@@ -34,7 +34,8 @@ class ModelWriter {
     std::string name;
     fb::DType dtype;
     std::vector<uint64_t> shape;
-    fb::DataRef data, scales;
+    fb::Layout layout;
+    fb::DataRef data, scales, row_sums;
   };
   flatbuffers::FlatBufferBuilder builder_{1 << 16};
   std::vector<PendingTensor> tensors_;

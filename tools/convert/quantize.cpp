@@ -8,8 +8,38 @@
 
 namespace petrel::convert {
 
+namespace {
+
+detail::Matrix view(const EncodedMatrix& m, size_t rows, size_t cols) {
+  detail::Matrix v;
+  v.dtype = m.dtype;
+  v.layout = m.layout;
+  v.rows = rows;
+  v.cols = cols;
+  return v;
+}
+
+// Reorders row-major bytes into Panel16 order (zero padding), and for int8 sums rows.
+void pack_panels(EncodedMatrix& m, size_t rows, size_t cols) {
+  const size_t esize = m.dtype == DType::kF32 ? 4 : m.dtype == DType::kF16 ? 2 : 1;
+  m.layout = detail::Layout::kPanel16;
+  const detail::Matrix packed = view(m, rows, cols);
+  std::vector<uint8_t> out(detail::round_up(rows, detail::kPanelRows) * packed.stored_cols() * esize, 0);
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t c = 0; c < cols; ++c)
+      std::memcpy(&out[packed.index(r, c) * esize], &m.data[(r * cols + c) * esize], esize);
+  if (m.dtype == DType::kInt8) {
+    m.row_sums.assign(rows, 0);
+    for (size_t r = 0; r < rows; ++r)
+      for (size_t c = 0; c < cols; ++c) m.row_sums[r] += static_cast<int8_t>(m.data[r * cols + c]);
+  }
+  m.data = std::move(out);
+}
+
+}  // namespace
+
 EncodedMatrix encode_matrix(const std::vector<float>& values, size_t rows, size_t cols, DType dtype,
-                            float row_scale) {
+                            float row_scale, detail::Layout layout) {
   EncodedMatrix m;
   m.dtype = dtype;
   if (dtype == DType::kInt8) {
@@ -40,6 +70,7 @@ EncodedMatrix encode_matrix(const std::vector<float>& values, size_t rows, size_
       std::memcpy(&m.data[4 * i], &v, 4);
     }
   }
+  if (layout == detail::Layout::kPanel16) pack_panels(m, rows, cols);
   std::vector<float> decoded = decode_matrix(m, rows, cols);
   double signal = 0, noise = 0;
   for (size_t i = 0; i < rows * cols; ++i) {
@@ -55,17 +86,19 @@ EncodedMatrix encode_matrix(const std::vector<float>& values, size_t rows, size_
 
 std::vector<float> decode_matrix(const EncodedMatrix& m, size_t rows, size_t cols) {
   std::vector<float> out(rows * cols);
+  const detail::Matrix v = view(m, rows, cols);
   for (size_t r = 0; r < rows; ++r) {
     for (size_t c = 0; c < cols; ++c) {
-      size_t i = r * cols + c;
+      const size_t i = v.index(r, c);
+      float& dst = out[r * cols + c];
       if (m.dtype == DType::kInt8) {
-        out[i] = static_cast<float>(static_cast<int8_t>(m.data[i])) * m.scales[r];
+        dst = static_cast<float>(static_cast<int8_t>(m.data[i])) * m.scales[r];
       } else if (m.dtype == DType::kF16) {
         uint16_t h;
         std::memcpy(&h, &m.data[2 * i], 2);
-        out[i] = kernels::half_to_float(h);
+        dst = kernels::half_to_float(h);
       } else {
-        std::memcpy(&out[i], &m.data[4 * i], 4);
+        std::memcpy(&dst, &m.data[4 * i], 4);
       }
     }
   }

@@ -4,14 +4,17 @@
 #include <cstdint>
 #include <vector>
 
+#include "format/weights.h"
 #include "petrel/model.h"
 
 namespace petrel::convert {
 
 struct EncodedMatrix {
   DType dtype = DType::kF32;
+  detail::Layout layout = detail::Layout::kRowMajor;
   std::vector<uint8_t> data;
-  std::vector<float> scales;  // int8: one per row
+  std::vector<float> scales;     // int8: one per row
+  std::vector<int32_t> row_sums;  // int8 Panel16: sum of each row's int8 values
   double max_abs_error = 0;   // against `values` x row_scale
   double snr_db = 0;          // +inf when exact
 };
@@ -19,8 +22,9 @@ struct EncodedMatrix {
 // Encodes values[rows][cols]. The stored matrix represents values x row_scale: for
 // int8, q = round(v / s) with s = max|row| / 127 and the stored scale is s x row_scale
 // (the fold of DESIGN.md §2); f32/f16 store the pre-multiplied values.
+// With `layout` Panel16 the bytes are reordered for the matmul kernels.
 EncodedMatrix encode_matrix(const std::vector<float>& values, size_t rows, size_t cols, DType dtype,
-                            float row_scale = 1.0f);
+                            float row_scale = 1.0f, detail::Layout layout = detail::Layout::kRowMajor);
 
 // Decodes an encoded matrix back to f32 (for error reports and tests).
 std::vector<float> decode_matrix(const EncodedMatrix& m, size_t rows, size_t cols);

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   p.flag("min-new-tokens", "L", "EOS is not allowed before L tokens (default 0)");
   p.flag("length-penalty", "A", "score = log-probability / length^A (default 1.0)");
   p.flag("threads", "T", "intra-op threads (default 1)");
+  p.flag("isa", "PATH", "kernel path: scalar, avx2, avx512, neon, dotprod (default: $PETREL_ISA or the best)");
   p.toggle("json", "print one JSON object (results + timing)");
   TranslateOptions options;
   std::vector<std::vector<int32_t>> batch;
@@ -75,7 +76,14 @@ int main(int argc, char** argv) {
     batch.push_back(std::move(ids.value()));
   }
 
-  Translator translator(loaded.value());
+  TranslatorOptions translator_options;
+  translator_options.isa = p.get("isa");
+  auto created = Translator::create(loaded.value(), translator_options);
+  if (!created) {
+    std::fprintf(stderr, "petrel-run: error: %s\n", created.error().message.c_str());
+    return 1;
+  }
+  Translator& translator = created.value();
   auto result = translator.translate(batch, options);
   if (!result) {
     std::fprintf(stderr, "petrel-run: error: %s\n", result.error().message.c_str());
@@ -101,6 +109,7 @@ int main(int argc, char** argv) {
       }
       j["results"].push_back(r);
     }
+    j["isa"] = translator.isa();
     j["timing"] = {{"load_ms", load_ms},
                    {"encode_ms", t.encode_ms},
                    {"decode_ms", t.decode_ms},
@@ -122,7 +131,7 @@ int main(int argc, char** argv) {
         std::printf("%s\t(score %.4f)\n", ids.c_str(), hyps[k].score);
     }
   }
-  std::fprintf(stderr, "load %.1f ms, encode %.1f ms, decode %.1f ms (%zu steps, %.0f tokens/s)\n", load_ms,
-               t.encode_ms, t.decode_ms, t.decode_steps, tokens_per_s);
+  std::fprintf(stderr, "load %.1f ms, encode %.1f ms, decode %.1f ms (%zu steps, %.0f tokens/s, %s)\n", load_ms,
+               t.encode_ms, t.decode_ms, t.decode_steps, tokens_per_s, translator.isa());
   return 0;
 }

@@ -31,8 +31,9 @@ struct TensorInfo {
   std::string name;
   DType dtype;
   std::vector<uint64_t> shape;
+  bool packed;      // stored in panels for the matmul kernels
   uint64_t offset;  // in the data section
-  uint64_t bytes;   // data plus int8 scales
+  uint64_t bytes;   // data plus int8 scales and row sums
 };
 
 struct FoldInfo {

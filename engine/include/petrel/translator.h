@@ -35,9 +35,19 @@ struct TranslateTimings {
   size_t generated_tokens = 0;  // tokens in the best hypotheses
 };
 
+struct TranslatorOptions {
+  // Kernel path: "scalar", "avx2", "avx512" (x86-64), "neon", "dotprod" (ARM).
+  // Empty: the PETREL_ISA environment variable if set, else the best this CPU runs.
+  std::string isa;
+};
+
+// Kernel paths this build contains and this CPU runs, best last.
+std::vector<std::string> runnable_isas();
+
 class Translator {
  public:
-  explicit Translator(std::shared_ptr<const Model> model);
+  // Fails when the requested ISA is unknown or this CPU cannot run it.
+  static Result<Translator> create(std::shared_ptr<const Model> model, const TranslatorOptions& options = {});
   ~Translator();
   Translator(Translator&&) noexcept;
   Translator& operator=(Translator&&) noexcept;
@@ -50,10 +60,12 @@ class Translator {
 
   const TranslateTimings& last_timings() const;
   const Model& model() const;
+  const char* isa() const;  // the kernel path in use
 
   struct Impl;
 
  private:
+  explicit Translator(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

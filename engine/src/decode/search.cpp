@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/kernels.h"
 
 namespace petrel::decode {
 namespace {
@@ -75,7 +74,7 @@ SearchResult search(const models::EncoderDecoder& model, const models::EncoderOu
       for (size_t i = 0; i < s.live[b]; ++i) {
         const size_t row = b * K + i;
         float* lp = &s.logits[row * vocab];
-        kernels::log_softmax(lp, vocab);
+        model.kernels().log_softmax(lp, vocab);
         for (int32_t bad : info.bad_word_ids) lp[bad] = -INFINITY;
         if (step < o.min_new_tokens) lp[info.eos_id] = -INFINITY;
         best_extensions(lp, vocab, s.scores[row], static_cast<uint32_t>(i), 2 * K, s.top, s.candidates);

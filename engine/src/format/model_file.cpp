@@ -27,6 +27,12 @@ bool checked_add(uint64_t a, uint64_t b, uint64_t* out) {
 
 size_t dtype_size(DType d) { return d == DType::kF32 ? 4 : d == DType::kF16 ? 2 : 1; }
 
+template <class Enum>
+bool enum_in_range(Enum value) {
+  auto raw = static_cast<int>(value);
+  return raw >= 0 && raw <= static_cast<int>(Enum::MAX);
+}
+
 class Binder {
  public:
   Binder(const fb::Model* model, const uint8_t* data, uint64_t data_size, std::string name)
@@ -46,17 +52,26 @@ class Binder {
       auto raw_dtype = static_cast<int>(t->dtype());
       if (raw_dtype < 0 || raw_dtype > static_cast<int>(fb::DType::MAX))
         return fail(label + ": unknown dtype " + std::to_string(raw_dtype));
-      if (t->layout() != fb::Layout::RowMajor)
+      if (!enum_in_range(t->layout()))
         return fail(label + ": unknown layout " + std::to_string(static_cast<int>(t->layout())));
+      const bool packed = t->layout() == fb::Layout::Panel16;
       DType dtype = static_cast<DType>(raw_dtype);
       const auto* shape = t->shape();
       if (shape->size() == 0 || shape->size() > kMaxRank)
         return fail(label + ": rank " + std::to_string(shape->size()) + " is not in 1.." +
                     std::to_string(kMaxRank));
+      if (packed && shape->size() != 2) return fail(label + ": a Panel16 tensor must be 2-D");
       uint64_t elements = 1;
       for (uint64_t dim : *shape) {
         if (dim == 0) return fail(label + ": has a zero dimension");
         if (!checked_mul(elements, dim, &elements))
+          return fail(label + ": shape product overflows 64 bits");
+      }
+      const uint64_t rows = shape->Get(0);
+      if (packed) {  // stored with padding (schema: Layout)
+        uint64_t cols = shape->Get(1);
+        if (dtype == DType::kInt8) cols = (cols + kInt8Group - 1) / kInt8Group * kInt8Group;
+        if (!checked_mul((rows + kPanelRows - 1) / kPanelRows * kPanelRows, cols, &elements))
           return fail(label + ": shape product overflows 64 bits");
       }
       uint64_t bytes = 0;
@@ -64,24 +79,28 @@ class Binder {
         return fail(label + ": byte size overflows 64 bits");
       if (t->data()->size() != bytes)
         return fail(label + ": data size " + std::to_string(t->data()->size()) +
-                    " does not match shape and dtype (" + std::to_string(bytes) + " bytes)");
+                    " does not match shape, dtype and layout (" + std::to_string(bytes) + " bytes)");
       Status s = check_range(label + " data", *t->data());
       if (!s) return s;
-      uint64_t scale_bytes = 0;
-      if (dtype == DType::kInt8) {
-        if (t->scales() == nullptr) return fail(label + ": int8 tensor without scales");
-        uint64_t rows = shape->Get(0);
-        if (t->scales()->size() != rows * 4)
-          return fail(label + ": scales hold " + std::to_string(t->scales()->size()) +
-                      " bytes, expected one f32 per row (" + std::to_string(rows * 4) + ")");
-        s = check_range(label + " scales", *t->scales());
-        if (!s) return s;
-        scale_bytes = rows * 4;
-      } else if (t->scales() != nullptr && t->scales()->size() != 0) {
-        return fail(label + ": scales given for a " + to_string(dtype) + " tensor");
-      }
-      TensorInfo ti{t->name()->str(), dtype, {shape->begin(), shape->end()},
-                    t->data()->offset(), bytes + scale_bytes};
+      // Per-row side arrays: rows <= bytes <= the data section, so rows * 4 cannot overflow.
+      auto per_row = [&](const fb::DataRef* ref, bool wanted, const char* what) -> Status {
+        if (!wanted) {
+          if (ref != nullptr && ref->size() != 0)
+            return fail(label + ": " + what + " given where none belong");
+          return Status::ok();
+        }
+        if (ref == nullptr) return fail(label + ": missing " + what);
+        if (ref->size() != rows * 4)
+          return fail(label + ": " + what + " hold " + std::to_string(ref->size()) + " bytes, expected 4 per row (" +
+                      std::to_string(rows * 4) + ")");
+        return check_range(label + " " + what, *ref);
+      };
+      s = per_row(t->scales(), dtype == DType::kInt8, "scales");
+      if (s) s = per_row(t->row_sums(), dtype == DType::kInt8 && packed, "row sums");
+      if (!s) return s;
+      const uint64_t side_bytes = (dtype == DType::kInt8 ? rows * 4 : 0) * (packed ? 2 : 1);
+      TensorInfo ti{t->name()->str(), dtype, {shape->begin(), shape->end()}, packed,
+                    t->data()->offset(), bytes + side_bytes};
       info->tensors.push_back(std::move(ti));
     }
     return Status::ok();
@@ -110,12 +129,16 @@ class Binder {
       return fail(role + " (tensor '" + t->name()->str() + "'): shape " + shape_string(t) +
                   ", expected [" + std::to_string(rows) + ", " + std::to_string(cols) + "]");
     out->dtype = static_cast<DType>(t->dtype());
+    out->layout = t->layout() == fb::Layout::Panel16 ? Layout::kPanel16 : Layout::kRowMajor;
     out->rows = rows;
     out->cols = cols;
     out->data = data_ + t->data()->offset();
     out->scales = out->dtype == DType::kInt8
                       ? reinterpret_cast<const float*>(data_ + t->scales()->offset())
                       : nullptr;
+    out->row_sums = out->dtype == DType::kInt8 && out->layout == Layout::kPanel16
+                        ? reinterpret_cast<const int32_t*>(data_ + t->row_sums()->offset())
+                        : nullptr;
     return Status::ok();
   }
 
@@ -184,12 +207,6 @@ class Binder {
   uint64_t data_size_;
   std::string name_;
 };
-
-template <class Enum>
-bool enum_in_range(Enum value) {
-  auto raw = static_cast<int>(value);
-  return raw >= 0 && raw <= static_cast<int>(Enum::MAX);
-}
 
 }  // namespace
 
@@ -310,7 +327,8 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
       Matrix table;
       st = bind.matrix(p->table(), r + ".positions.table", info.max_positions, d, &table);
       if (!st) return st;
-      if (table.dtype != DType::kF32) return fail(r + ".positions.table: dtype must be f32");
+      if (table.dtype != DType::kF32 || table.layout != Layout::kRowMajor)
+        return fail(r + ".positions.table: must be f32, row-major");
       dst->position_table = static_cast<const float*>(table.data);
     } else if (dst->positions.kind != PositionKind::kNone) {
       if (d % 2 != 0) return fail(r + ".positions: sinusoidal tables need an even d_model");

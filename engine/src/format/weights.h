@@ -10,14 +10,37 @@
 
 namespace petrel::detail {
 
-// A row-major matrix [rows][cols]. Int8 rows carry one f32 scale each.
+// Byte order of a matrix (schema/petrel.fbs, Layout): row-major, or panels of
+// kPanelRows rows in the order the matmul kernels stream them.
+enum class Layout { kRowMajor, kPanel16 };
+constexpr size_t kPanelRows = 16;
+constexpr size_t kInt8Group = 4;  // int8 panels interleave groups of 4 columns
+
+inline size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
+
+// A [rows][cols] matrix. Int8 rows carry one f32 scale each (and, packed, the sum
+// of their int8 values).
 struct Matrix {
   DType dtype = DType::kF32;
+  Layout layout = Layout::kRowMajor;
   size_t rows = 0, cols = 0;
   const void* data = nullptr;
-  const float* scales = nullptr;  // int8 only
+  const float* scales = nullptr;     // int8 only
+  const int32_t* row_sums = nullptr;  // int8 Panel16 only
 
   bool present() const { return data != nullptr; }
+  // Columns as stored (int8 panels pad to a multiple of 4).
+  size_t stored_cols() const {
+    return layout == Layout::kPanel16 && dtype == DType::kInt8 ? round_up(cols, kInt8Group) : cols;
+  }
+  // Index of element (r, c) in the stored array.
+  size_t index(size_t r, size_t c) const {
+    if (layout == Layout::kRowMajor) return r * cols + c;
+    const size_t panel = r / kPanelRows, lane = r % kPanelRows;
+    if (dtype != DType::kInt8) return (panel * cols + c) * kPanelRows + lane;
+    const size_t k = stored_cols();
+    return panel * kPanelRows * k + (c / kInt8Group) * kPanelRows * kInt8Group + lane * kInt8Group + c % kInt8Group;
+  }
 };
 
 struct Linear {

@@ -2,7 +2,7 @@
 
 #include "kernels/kernels.h"
 
-namespace petrel::kernels {
+namespace petrel::kernels::reference {
 
 void activate(Activation act, float* x, size_t n) {
   switch (act) {
@@ -18,4 +18,4 @@ void activate(Activation act, float* x, size_t n) {
   }
 }
 
-}  // namespace petrel::kernels
+}  // namespace petrel::kernels::reference

@@ -2,7 +2,7 @@
 
 #include "kernels/kernels.h"
 
-namespace petrel::kernels {
+namespace petrel::kernels::reference {
 
 void attend(const float* q, const float* k, const float* v, size_t n, size_t stride, size_t head_dim, float* scores,
             float* out) {
@@ -26,4 +26,4 @@ void attend(const float* q, const float* k, const float* v, size_t n, size_t str
   }
 }
 
-}  // namespace petrel::kernels
+}  // namespace petrel::kernels::reference

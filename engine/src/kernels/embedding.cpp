@@ -1,7 +1,7 @@
 #include "kernels/half.h"
 #include "kernels/kernels.h"
 
-namespace petrel::kernels {
+namespace petrel::kernels::reference {
 
 void embed(const detail::Matrix& table, const int32_t* ids, const int32_t* pos, size_t m, const float* positions,
            float* out) {
@@ -11,15 +11,16 @@ void embed(const detail::Matrix& table, const int32_t* ids, const int32_t* pos, 
     const float* pe = positions ? positions + static_cast<size_t>(pos[i]) * d : nullptr;
     float* o = out + i * d;
     for (size_t c = 0; c < d; ++c) {
+      const size_t at = table.index(row, c);
       float v;
       switch (table.dtype) {
-        case DType::kF32: v = static_cast<const float*>(table.data)[row * d + c]; break;
-        case DType::kF16: v = half_to_float(static_cast<const uint16_t*>(table.data)[row * d + c]); break;
-        default: v = static_cast<float>(static_cast<const int8_t*>(table.data)[row * d + c]) * table.scales[row];
+        case DType::kF32: v = static_cast<const float*>(table.data)[at]; break;
+        case DType::kF16: v = half_to_float(static_cast<const uint16_t*>(table.data)[at]); break;
+        default: v = static_cast<float>(static_cast<const int8_t*>(table.data)[at]) * table.scales[row];
       }
       o[c] = pe ? v + pe[c] : v;
     }
   }
 }
 
-}  // namespace petrel::kernels
+}  // namespace petrel::kernels::reference

@@ -1,4 +1,6 @@
 // IEEE binary16 <-> binary32, scalar and exact (round to nearest even).
+// static: every translation unit (including per-ISA ones built with other
+// flags) gets its own copy, so the linker never swaps one ISA's code in.
 #pragma once
 
 #include <cstdint>
@@ -6,7 +8,7 @@
 
 namespace petrel::kernels {
 
-inline float half_to_float(uint16_t h) {
+static inline float half_to_float(uint16_t h) {
   uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ffu, bits;
   if (exp == 0x1f) {
     bits = sign | 0x7f800000u | (mant << 13);  // inf / nan
@@ -27,7 +29,7 @@ inline float half_to_float(uint16_t h) {
   return f;
 }
 
-inline uint16_t float_to_half(float f) {
+static inline uint16_t float_to_half(float f) {
   uint32_t x;
   std::memcpy(&x, &f, 4);
   uint32_t sign = (x >> 16) & 0x8000u;

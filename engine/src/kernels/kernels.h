@@ -1,6 +1,8 @@
-// The engine's numeric operations. Each has a plain scalar reference (these
-// declarations, implemented one file per operation); SIMD versions must match them.
-// Kernels know matrices and vectors, never models.
+// The engine's numeric operations. Each has a plain scalar reference
+// (namespace reference, one file per operation) that is the specification; the
+// SIMD versions (kernels/x86, kernels/arm) must match it. Kernels know matrices
+// and vectors, never models. Callers reach them through a KernelTable chosen per
+// instruction set at run time (kernels/isa.h).
 #pragma once
 
 #include <cstddef>
@@ -10,17 +12,35 @@
 
 namespace petrel::kernels {
 
-// Scratch a linear layer needs for int8 activations: m x k bytes and m scales.
+// Scratch a linear layer needs for int8 activations: m rows of round_up(k, 4)
+// bytes (zero padded) and m scales.
 struct QuantizedRows {
   int8_t* values;
   float* scales;
 };
 
+struct KernelTable {
+  const char* isa;
+  void (*linear)(const float* x, size_t m, const detail::Matrix& w, const float* bias, float* y,
+                 QuantizedRows scratch);
+  void (*layer_norm)(const float* x, const float* residual, size_t m, size_t d, const float* gamma,
+                     const float* beta, float eps, float* y);
+  void (*activate)(Activation act, float* x, size_t n);
+  void (*add)(const float* x, float* y, size_t n);
+  void (*embed)(const detail::Matrix& table, const int32_t* ids, const int32_t* pos, size_t m,
+                const float* positions, float* out);
+  void (*attend)(const float* q, const float* k, const float* v, size_t n, size_t stride, size_t head_dim,
+                 float* scores, float* out);
+  void (*log_softmax)(float* x, size_t n);
+};
+
+namespace reference {
+
 // y[m][n] = x[m][k] . W[n][k] + bias[n]  (bias may be null). For int8 weights the
 // rows of x are quantized to int8 symmetrically per row first (into `scratch`).
 void linear(const float* x, size_t m, const detail::Matrix& w, const float* bias, float* y, QuantizedRows scratch);
 
-// Per-row symmetric int8 quantization: q = round(x / s), s = max|x| / 127.
+// Per-row symmetric int8 quantization: q = round_half_even(x * (1/s)), s = max|x| / 127.
 void quantize_rows(const float* x, size_t m, size_t k, QuantizedRows out);
 
 // y[i] = LayerNorm(x[i] (+ residual[i])) with gamma, beta; y may alias x or residual.
@@ -44,5 +64,9 @@ void attend(const float* q, const float* k, const float* v, size_t n, size_t str
 
 // x = log_softmax(x) over n values.
 void log_softmax(float* x, size_t n);
+
+}  // namespace reference
+
+const KernelTable& reference_table();
 
 }  // namespace petrel::kernels

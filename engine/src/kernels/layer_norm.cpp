@@ -2,7 +2,7 @@
 
 #include "kernels/kernels.h"
 
-namespace petrel::kernels {
+namespace petrel::kernels::reference {
 
 void layer_norm(const float* x, const float* residual, size_t m, size_t d, const float* gamma, const float* beta,
                 float eps, float* y) {
@@ -29,4 +29,4 @@ void add(const float* x, float* y, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
-}  // namespace petrel::kernels
+}  // namespace petrel::kernels::reference

@@ -3,16 +3,19 @@
 #include "kernels/half.h"
 #include "kernels/kernels.h"
 
-namespace petrel::kernels {
+namespace petrel::kernels::reference {
 
 void quantize_rows(const float* x, size_t m, size_t k, QuantizedRows out) {
+  const size_t stride = detail::round_up(k, detail::kInt8Group);
   for (size_t i = 0; i < m; ++i) {
     const float* row = x + i * k;
     float max_abs = 0;
     for (size_t c = 0; c < k; ++c) max_abs = std::max(max_abs, std::fabs(row[c]));
     float scale = max_abs / 127.0f;
     float inv = scale > 0 ? 1.0f / scale : 0.0f;
-    for (size_t c = 0; c < k; ++c) out.values[i * k + c] = static_cast<int8_t>(std::nearbyint(row[c] * inv));
+    int8_t* q = out.values + i * stride;
+    for (size_t c = 0; c < k; ++c) q[c] = static_cast<int8_t>(std::nearbyint(row[c] * inv));
+    for (size_t c = k; c < stride; ++c) q[c] = 0;
     out.scales[i] = scale;
   }
 }
@@ -25,7 +28,7 @@ void linear(const float* x, size_t m, const detail::Matrix& w, const float* bias
       for (size_t i = 0; i < m; ++i)
         for (size_t j = 0; j < n; ++j) {
           float acc = 0;
-          for (size_t c = 0; c < k; ++c) acc += x[i * k + c] * wf[j * k + c];
+          for (size_t c = 0; c < k; ++c) acc += x[i * k + c] * wf[w.index(j, c)];
           y[i * n + j] = acc + (bias ? bias[j] : 0.0f);
         }
       break;
@@ -35,18 +38,19 @@ void linear(const float* x, size_t m, const detail::Matrix& w, const float* bias
       for (size_t i = 0; i < m; ++i)
         for (size_t j = 0; j < n; ++j) {
           float acc = 0;
-          for (size_t c = 0; c < k; ++c) acc += x[i * k + c] * half_to_float(wh[j * k + c]);
+          for (size_t c = 0; c < k; ++c) acc += x[i * k + c] * half_to_float(wh[w.index(j, c)]);
           y[i * n + j] = acc + (bias ? bias[j] : 0.0f);
         }
       break;
     }
     case DType::kInt8: {
       quantize_rows(x, m, k, scratch);
+      const size_t stride = detail::round_up(k, detail::kInt8Group);
       const int8_t* wq = static_cast<const int8_t*>(w.data);
       for (size_t i = 0; i < m; ++i)
         for (size_t j = 0; j < n; ++j) {
           int32_t acc = 0;
-          for (size_t c = 0; c < k; ++c) acc += int32_t{scratch.values[i * k + c]} * int32_t{wq[j * k + c]};
+          for (size_t c = 0; c < k; ++c) acc += int32_t{scratch.values[i * stride + c]} * int32_t{wq[w.index(j, c)]};
           y[i * n + j] = static_cast<float>(acc) * (scratch.scales[i] * w.scales[j]) + (bias ? bias[j] : 0.0f);
         }
       break;
@@ -54,4 +58,4 @@ void linear(const float* x, size_t m, const detail::Matrix& w, const float* bias
   }
 }
 
-}  // namespace petrel::kernels
+}  // namespace petrel::kernels::reference

@@ -2,7 +2,7 @@
 
 #include "kernels/kernels.h"
 
-namespace petrel::kernels {
+namespace petrel::kernels::reference {
 
 void log_softmax(float* x, size_t n) {
   float max_value = -INFINITY;
@@ -13,4 +13,4 @@ void log_softmax(float* x, size_t n) {
   for (size_t i = 0; i < n; ++i) x[i] = x[i] - max_value - log_sum;
 }
 
-}  // namespace petrel::kernels
+}  // namespace petrel::kernels::reference

@@ -22,7 +22,7 @@ struct Workspace {
   kernels::QuantizedRows quantized_rows() { return {quantized.data(), quantized_scales.data()}; }
 };
 
-void dense(const detail::Linear& l, const float* x, size_t rows, float* y, Workspace& ws);
+void dense(const kernels::KernelTable& k, const detail::Linear& l, const float* x, size_t rows, float* y, Workspace& ws);
 
 // Which key rows a query row attends: keys [first, first + count) of the K/V buffers.
 struct KeyRange {
@@ -31,26 +31,26 @@ struct KeyRange {
 
 // context[r] = MultiHead(q[r], K[keys[r]], V[keys[r]]) for every row; q, K, V, context
 // are row-major with d floats per row, `heads` heads of d/heads each.
-void attend_rows(const float* q, const float* k, const float* v, const KeyRange* keys, size_t rows, size_t d,
+void attend_rows(const kernels::KernelTable& kt, const float* q, const float* k, const float* v, const KeyRange* keys, size_t rows, size_t d,
                  size_t heads, float* scores, float* context);
 
 // A residual block: x = LN(x + f(x)) (post) or x = x + f(LN(x)) (pre). `f(in, out)`
 // reads rows of `in` and writes rows of `out` (ws.out).
 template <class Sublayer>
-void residual_block(NormPlacement placement, const detail::Norm& norm, float eps, float* x, size_t rows, size_t d,
+void residual_block(const kernels::KernelTable& k, NormPlacement placement, const detail::Norm& norm, float eps, float* x, size_t rows, size_t d,
                     Workspace& ws, Sublayer f) {
   if (placement == NormPlacement::kPre) {
-    kernels::layer_norm(x, nullptr, rows, d, norm.gamma, norm.beta, eps, ws.normed.data());
+    k.layer_norm(x, nullptr, rows, d, norm.gamma, norm.beta, eps, ws.normed.data());
     f(ws.normed.data(), ws.out.data());
-    kernels::add(ws.out.data(), x, rows * d);
+    k.add(ws.out.data(), x, rows * d);
   } else {
     f(x, ws.out.data());
-    kernels::layer_norm(ws.out.data(), x, rows, d, norm.gamma, norm.beta, eps, x);
+    k.layer_norm(ws.out.data(), x, rows, d, norm.gamma, norm.beta, eps, x);
   }
 }
 
 // out = fc2(act(fc1(x)))
-void feed_forward(const detail::Layer& layer, Activation act, const float* x, size_t rows, float* out,
+void feed_forward(const kernels::KernelTable& k, const detail::Layer& layer, Activation act, const float* x, size_t rows, float* out,
                   Workspace& ws);
 
 }  // namespace petrel::layers

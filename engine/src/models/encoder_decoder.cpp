@@ -8,22 +8,22 @@ namespace petrel::models {
 using layers::KeyRange;
 using layers::Workspace;
 
-EncoderDecoder::EncoderDecoder(const detail::ModelWeights& weights)
-    : w_(weights), info_(*weights.info), d_(weights.info->d_model), heads_(weights.info->num_heads) {}
+EncoderDecoder::EncoderDecoder(const detail::ModelWeights& weights, const kernels::KernelTable& kernels)
+    : w_(weights), k_(kernels), info_(*weights.info), d_(weights.info->d_model), heads_(weights.info->num_heads) {}
 
 void EncoderDecoder::run_encoder_layer(const detail::Layer& layer, float* x, size_t rows, const KeyRange* keys,
                                        Workspace& ws) const {
   const float eps = info_.layer_norm_eps;
-  layers::residual_block(info_.norm, layer.self_attn_norm, eps, x, rows, d_, ws, [&](const float* in, float* out) {
-    layers::dense(layer.self_attn.q, in, rows, ws.q.data(), ws);
-    layers::dense(layer.self_attn.k, in, rows, ws.k.data(), ws);
-    layers::dense(layer.self_attn.v, in, rows, ws.v.data(), ws);
-    layers::attend_rows(ws.q.data(), ws.k.data(), ws.v.data(), keys, rows, d_, heads_, ws.scores.data(),
+  layers::residual_block(k_, info_.norm, layer.self_attn_norm, eps, x, rows, d_, ws, [&](const float* in, float* out) {
+    layers::dense(k_, layer.self_attn.q, in, rows, ws.q.data(), ws);
+    layers::dense(k_, layer.self_attn.k, in, rows, ws.k.data(), ws);
+    layers::dense(k_, layer.self_attn.v, in, rows, ws.v.data(), ws);
+    layers::attend_rows(k_, ws.q.data(), ws.k.data(), ws.v.data(), keys, rows, d_, heads_, ws.scores.data(),
                         ws.context.data());
-    layers::dense(layer.self_attn.o, ws.context.data(), rows, out, ws);
+    layers::dense(k_, layer.self_attn.o, ws.context.data(), rows, out, ws);
   });
-  layers::residual_block(info_.norm, layer.ffn_norm, eps, x, rows, d_, ws, [&](const float* in, float* out) {
-    layers::feed_forward(layer, info_.activation, in, rows, out, ws);
+  layers::residual_block(k_, info_.norm, layer.ffn_norm, eps, x, rows, d_, ws, [&](const float* in, float* out) {
+    layers::feed_forward(k_, layer, info_.activation, in, rows, out, ws);
   });
 }
 
@@ -51,10 +51,10 @@ void EncoderDecoder::encode(const std::vector<std::vector<int32_t>>& batch, Enco
     }
   }
   const auto& enc = w_.encoder;
-  kernels::embed(enc.embed_tokens, ids.data(), positions.data(), rows, enc.position_table, out.states.data());
+  k_.embed(enc.embed_tokens, ids.data(), positions.data(), rows, enc.position_table, out.states.data());
   for (const auto& layer : enc.layers) run_encoder_layer(layer, out.states.data(), rows, keys.data(), ws);
   if (enc.final_norm.present())
-    kernels::layer_norm(out.states.data(), nullptr, rows, d_, enc.final_norm.gamma, enc.final_norm.beta,
+    k_.layer_norm(out.states.data(), nullptr, rows, d_, enc.final_norm.gamma, enc.final_norm.beta,
                         info_.layer_norm_eps, out.states.data());
 }
 
@@ -81,8 +81,8 @@ void EncoderDecoder::start_decoding(const EncoderOutput& enc, const std::vector<
     const auto& attn = w_.decoder.layers[l].cross_attn;
     st.cross_k[l].resize(enc_rows * d_);
     st.cross_v[l].resize(enc_rows * d_);
-    layers::dense(attn.k, enc.states.data(), enc_rows, st.cross_k[l].data(), ws);
-    layers::dense(attn.v, enc.states.data(), enc_rows, st.cross_v[l].data(), ws);
+    layers::dense(k_, attn.k, enc.states.data(), enc_rows, st.cross_k[l].data(), ws);
+    layers::dense(k_, attn.v, enc.states.data(), enc_rows, st.cross_v[l].data(), ws);
     st.self_k[l].resize(rows * max_steps * d_);
     st.self_v[l].resize(rows * max_steps * d_);
   }
@@ -97,37 +97,37 @@ void EncoderDecoder::decode_step(const int32_t* tokens, size_t step, DecoderStat
   std::fill(st.positions.begin(), st.positions.end(), static_cast<int32_t>(step));
   for (size_t r = 0; r < rows; ++r) st.self_keys[r] = {r * st.max_steps, step + 1};
   float* x = st.x.data();
-  kernels::embed(dec.embed_tokens, tokens, st.positions.data(), rows, dec.position_table, x);
+  k_.embed(dec.embed_tokens, tokens, st.positions.data(), rows, dec.position_table, x);
 
   for (size_t l = 0; l < dec.layers.size(); ++l) {
     const detail::Layer& layer = dec.layers[l];
-    layers::residual_block(info_.norm, layer.self_attn_norm, eps, x, rows, d_, ws, [&](const float* in, float* out) {
-      layers::dense(layer.self_attn.q, in, rows, ws.q.data(), ws);
-      layers::dense(layer.self_attn.k, in, rows, ws.k.data(), ws);
-      layers::dense(layer.self_attn.v, in, rows, ws.v.data(), ws);
+    layers::residual_block(k_, info_.norm, layer.self_attn_norm, eps, x, rows, d_, ws, [&](const float* in, float* out) {
+      layers::dense(k_, layer.self_attn.q, in, rows, ws.q.data(), ws);
+      layers::dense(k_, layer.self_attn.k, in, rows, ws.k.data(), ws);
+      layers::dense(k_, layer.self_attn.v, in, rows, ws.v.data(), ws);
       // Append this position's K/V to each row's cache, then attend 0..step.
       for (size_t r = 0; r < rows; ++r) {
         const size_t at = (r * st.max_steps + step) * d_;
         std::memcpy(&st.self_k[l][at], &ws.k[r * d_], d_ * sizeof(float));
         std::memcpy(&st.self_v[l][at], &ws.v[r * d_], d_ * sizeof(float));
       }
-      layers::attend_rows(ws.q.data(), st.self_k[l].data(), st.self_v[l].data(), st.self_keys.data(), rows, d_,
+      layers::attend_rows(k_, ws.q.data(), st.self_k[l].data(), st.self_v[l].data(), st.self_keys.data(), rows, d_,
                           heads_, ws.scores.data(), ws.context.data());
-      layers::dense(layer.self_attn.o, ws.context.data(), rows, out, ws);
+      layers::dense(k_, layer.self_attn.o, ws.context.data(), rows, out, ws);
     });
-    layers::residual_block(info_.norm, layer.cross_attn_norm, eps, x, rows, d_, ws, [&](const float* in, float* out) {
-      layers::dense(layer.cross_attn.q, in, rows, ws.q.data(), ws);
-      layers::attend_rows(ws.q.data(), st.cross_k[l].data(), st.cross_v[l].data(), st.cross_keys.data(), rows, d_,
+    layers::residual_block(k_, info_.norm, layer.cross_attn_norm, eps, x, rows, d_, ws, [&](const float* in, float* out) {
+      layers::dense(k_, layer.cross_attn.q, in, rows, ws.q.data(), ws);
+      layers::attend_rows(k_, ws.q.data(), st.cross_k[l].data(), st.cross_v[l].data(), st.cross_keys.data(), rows, d_,
                           heads_, ws.scores.data(), ws.context.data());
-      layers::dense(layer.cross_attn.o, ws.context.data(), rows, out, ws);
+      layers::dense(k_, layer.cross_attn.o, ws.context.data(), rows, out, ws);
     });
-    layers::residual_block(info_.norm, layer.ffn_norm, eps, x, rows, d_, ws, [&](const float* in, float* out) {
-      layers::feed_forward(layer, info_.activation, in, rows, out, ws);
+    layers::residual_block(k_, info_.norm, layer.ffn_norm, eps, x, rows, d_, ws, [&](const float* in, float* out) {
+      layers::feed_forward(k_, layer, info_.activation, in, rows, out, ws);
     });
   }
   if (dec.final_norm.present())
-    kernels::layer_norm(x, nullptr, rows, d_, dec.final_norm.gamma, dec.final_norm.beta, eps, x);
-  kernels::linear(x, rows, w_.output_proj, w_.final_logits_bias, logits, ws.quantized_rows());
+    k_.layer_norm(x, nullptr, rows, d_, dec.final_norm.gamma, dec.final_norm.beta, eps, x);
+  k_.linear(x, rows, w_.output_proj, w_.final_logits_bias, logits, ws.quantized_rows());
 }
 
 void EncoderDecoder::reorder(const size_t* parent, size_t step, DecoderState& st) const {

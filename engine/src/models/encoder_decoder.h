@@ -33,7 +33,7 @@ struct DecoderState {
 
 class EncoderDecoder {
  public:
-  explicit EncoderDecoder(const detail::ModelWeights& weights);
+  EncoderDecoder(const detail::ModelWeights& weights, const kernels::KernelTable& kernels);
 
   // Ids are checked by the caller (in vocabulary, within max_positions).
   void encode(const std::vector<std::vector<int32_t>>& batch, EncoderOutput& out, layers::Workspace& ws) const;
@@ -52,12 +52,14 @@ class EncoderDecoder {
   void reorder(const size_t* parent, size_t step, DecoderState& state) const;
 
   const detail::ModelWeights& weights() const { return w_; }
+  const kernels::KernelTable& kernels() const { return k_; }
 
  private:
   void run_encoder_layer(const detail::Layer& layer, float* x, size_t rows, const layers::KeyRange* keys,
                          layers::Workspace& ws) const;
 
   const detail::ModelWeights& w_;
+  const kernels::KernelTable& k_;
   const ModelInfo& info_;
   size_t d_, heads_;
 };

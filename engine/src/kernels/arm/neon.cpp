@@ -1,0 +1,77 @@
+// NEON (armv7 hard-float and aarch64 baseline): int8 products with vmull_s8 and
+// pairwise accumulation (vpadal), for cores without the dot-product extension.
+#include <arm_neon.h>
+
+#include <xsimd/xsimd.hpp>
+
+#include "kernels/half.h"
+#include "kernels/isa.h"
+#include "kernels/kernels.h"
+
+namespace petrel::kernels::neon {
+namespace {
+
+#if defined(__aarch64__)
+using Arch = xsimd::neon64;
+#else
+using Arch = xsimd::neon;
+#endif
+constexpr size_t kGemmRows = 2, kGemmPanels = 1, kGemvPanels = 2;
+
+xsimd::batch<float, Arch> load_i8(const int8_t* p) {
+  int32_t four;
+  std::memcpy(&four, p, 4);
+  const int16x8_t wide = vmovl_s8(vreinterpret_s8_s32(vdup_n_s32(four)));
+  return vcvtq_f32_s32(vmovl_s16(vget_low_s16(wide)));
+}
+
+xsimd::batch<float, Arch> load_f16(const uint16_t* p) {
+#if defined(__aarch64__)
+  return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)));
+#else  // armv7 NEON has no half conversion without the fp16 extension
+  alignas(16) float f[4] = {half_to_float(p[0]), half_to_float(p[1]), half_to_float(p[2]), half_to_float(p[3])};
+  return vld1q_f32(f);
+#endif
+}
+
+struct Int8Ops {
+  static constexpr bool kUnsigned = false;
+  template <size_t MR, size_t NR>
+  static void dot(const uint8_t* acts, size_t kp, const int8_t* panels, size_t panel_bytes, int32_t* acc) {
+    // Per 4 outputs: lo holds pair sums of outputs 0-1, hi of outputs 2-3.
+    int32x4_t lo[MR][NR * 4], hi[MR][NR * 4];
+    for (size_t i = 0; i < MR; ++i)
+      for (size_t j = 0; j < NR * 4; ++j) lo[i][j] = hi[i][j] = vdupq_n_s32(0);
+    for (size_t g = 0; g < kp; g += 4) {
+      int8x16_t w[NR * 4];
+      for (size_t p = 0; p < NR; ++p)
+        for (size_t q = 0; q < 4; ++q) w[p * 4 + q] = vld1q_s8(panels + p * panel_bytes + g * 16 + q * 16);
+      for (size_t i = 0; i < MR; ++i) {
+        int32_t four;
+        std::memcpy(&four, acts + i * kp + g, 4);
+        const int8x8_t a = vreinterpret_s8_s32(vdup_n_s32(four));
+        for (size_t j = 0; j < NR * 4; ++j) {
+          lo[i][j] = vpadalq_s16(lo[i][j], vmull_s8(vget_low_s8(w[j]), a));
+          hi[i][j] = vpadalq_s16(hi[i][j], vmull_s8(vget_high_s8(w[j]), a));
+        }
+      }
+    }
+    for (size_t i = 0; i < MR; ++i)
+      for (size_t j = 0; j < NR * 4; ++j) {
+        const int32x2_t o01 = vpadd_s32(vget_low_s32(lo[i][j]), vget_high_s32(lo[i][j]));
+        const int32x2_t o23 = vpadd_s32(vget_low_s32(hi[i][j]), vget_high_s32(hi[i][j]));
+        vst1q_s32(acc + i * NR * 16 + j * 4, vcombine_s32(o01, o23));
+      }
+  }
+};
+
+}  // namespace
+}  // namespace petrel::kernels::neon
+
+#define PETREL_SIMD_NAMESPACE neon
+#define PETREL_SIMD_NAME "neon"
+#include "kernels/simd/simd_kernels.inc"
+
+namespace petrel::kernels {
+const KernelTable& neon_table() { return neon::table(); }
+}  // namespace petrel::kernels

@@ -1,0 +1,74 @@
+#include "kernels/isa.h"
+
+#if defined(__aarch64__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
+
+namespace petrel::kernels {
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar: return "scalar";
+    case Isa::kAvx2: return "avx2";
+    case Isa::kAvx512: return "avx512";
+    case Isa::kNeon: return "neon";
+    case Isa::kDotprod: return "dotprod";
+  }
+  return "?";
+}
+
+bool parse_isa(const std::string& text, Isa* isa) {
+  for (Isa candidate : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon, Isa::kDotprod}) {
+    if (text == isa_name(candidate)) {
+      *isa = candidate;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<Isa> runnable_isas() {
+  std::vector<Isa> out{Isa::kScalar};
+#if defined(PETREL_X86_KERNELS)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+    out.push_back(Isa::kAvx2);
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("f16c"))
+    out.push_back(Isa::kAvx512);
+#endif
+#if defined(PETREL_ARM_KERNELS)
+  out.push_back(Isa::kNeon);  // NEON is part of the armv7 hard-float and aarch64 baselines we build for
+#if defined(__aarch64__)
+  if (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) out.push_back(Isa::kDotprod);
+#endif
+#endif
+  return out;
+}
+
+Isa best_isa() { return runnable_isas().back(); }
+
+const KernelTable* table_for(Isa isa) {
+  for (Isa runnable : runnable_isas()) {
+    if (runnable != isa) continue;
+    switch (isa) {
+      case Isa::kScalar: return &reference_table();
+#if defined(PETREL_X86_KERNELS)
+      case Isa::kAvx2: return &avx2_table();
+      case Isa::kAvx512: return &avx512_table();
+#endif
+#if defined(PETREL_ARM_KERNELS)
+      case Isa::kNeon: return &neon_table();
+#if defined(__aarch64__)
+      case Isa::kDotprod: return &dotprod_table();
+#endif
+#endif
+      default: return nullptr;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace petrel::kernels

@@ -1,0 +1,17 @@
+#include "kernels/kernels.h"
+
+namespace petrel::kernels {
+
+const KernelTable& reference_table() {
+  static const KernelTable table{"scalar",
+                                 reference::linear,
+                                 reference::layer_norm,
+                                 reference::activate,
+                                 reference::add,
+                                 reference::embed,
+                                 reference::attend,
+                                 reference::log_softmax};
+  return table;
+}
+
+}  // namespace petrel::kernels

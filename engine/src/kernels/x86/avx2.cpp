@@ -1,0 +1,65 @@
+// AVX2 + FMA + F16C: int8 products with vpmaddubsw on |a| x sign(w, a), exact
+// because weights and activations are limited to [-127, 127].
+#include <immintrin.h>
+
+#include <xsimd/xsimd.hpp>
+
+#include "kernels/half.h"
+#include "kernels/isa.h"
+#include "kernels/kernels.h"
+
+namespace petrel::kernels::avx2 {
+namespace {
+
+using Arch = xsimd::fma3<xsimd::avx2>;
+constexpr size_t kGemmRows = 4, kGemmPanels = 1, kGemvPanels = 2;
+
+xsimd::batch<float, Arch> load_i8(const int8_t* p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+xsimd::batch<float, Arch> load_f16(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+struct Int8Ops {
+  static constexpr bool kUnsigned = false;
+  template <size_t MR, size_t NR>
+  static void dot(const uint8_t* acts, size_t kp, const int8_t* panels, size_t panel_bytes, int32_t* acc) {
+    __m256i c[MR][NR * 2];
+    for (size_t i = 0; i < MR; ++i)
+      for (size_t j = 0; j < NR * 2; ++j) c[i][j] = _mm256_setzero_si256();
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (size_t g = 0; g < kp; g += 4) {
+      __m256i w[NR * 2];
+      for (size_t p = 0; p < NR; ++p) {
+        const int8_t* chunk = panels + p * panel_bytes + g * 16;
+        w[2 * p] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk));
+        w[2 * p + 1] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk + 32));
+      }
+      for (size_t i = 0; i < MR; ++i) {
+        int32_t four;
+        std::memcpy(&four, acts + i * kp + g, 4);
+        const __m256i a = _mm256_set1_epi32(four);
+        const __m256i abs_a = _mm256_sign_epi8(a, a);
+        for (size_t j = 0; j < NR * 2; ++j) {
+          const __m256i pairs = _mm256_maddubs_epi16(abs_a, _mm256_sign_epi8(w[j], a));
+          c[i][j] = _mm256_add_epi32(c[i][j], _mm256_madd_epi16(pairs, ones));
+        }
+      }
+    }
+    for (size_t i = 0; i < MR; ++i)
+      for (size_t j = 0; j < NR * 2; ++j)
+        _mm256_store_si256(reinterpret_cast<__m256i*>(acc + i * NR * 16 + j * 8), c[i][j]);
+  }
+};
+
+}  // namespace
+}  // namespace petrel::kernels::avx2
+
+#define PETREL_SIMD_NAMESPACE avx2
+#define PETREL_SIMD_NAME "avx2"
+#include "kernels/simd/simd_kernels.inc"
+
+namespace petrel::kernels {
+const KernelTable& avx2_table() { return avx2::table(); }
+}  // namespace petrel::kernels

@@ -1,0 +1,178 @@
+// Every SIMD kernel against the scalar reference, on every kernel path this
+// machine runs, on random shapes including 1, odd tails and non-multiples of the
+// vector width. (Under qemu the ARM builds run the same file.)
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <random>
+
+#include "convert/quantize.h"
+#include "kernels/isa.h"
+#include "kernels/kernels.h"
+
+using namespace petrel;
+using namespace petrel::kernels;
+
+namespace {
+
+std::vector<Isa> simd_paths() {
+  std::vector<Isa> out;
+  for (Isa isa : runnable_isas())
+    if (isa != Isa::kScalar) out.push_back(isa);
+  return out;
+}
+
+std::vector<float> random_values(std::mt19937& rng, size_t n, float scale = 1.0f) {
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+// A weight matrix encoded like the converter does, kept alive with its view.
+struct TestMatrix {
+  convert::EncodedMatrix encoded;
+  detail::Matrix view;
+  TestMatrix(const std::vector<float>& values, size_t rows, size_t cols, DType dtype, detail::Layout layout)
+      : encoded(convert::encode_matrix(values, rows, cols, dtype, 1.0f, layout)) {
+    view.dtype = dtype;
+    view.layout = layout;
+    view.rows = rows;
+    view.cols = cols;
+    view.data = encoded.data.data();
+    view.scales = encoded.scales.empty() ? nullptr : encoded.scales.data();
+    view.row_sums = encoded.row_sums.empty() ? nullptr : encoded.row_sums.data();
+  }
+};
+
+void require_close(const std::vector<float>& got, const std::vector<float>& want, double tolerance,
+                   const std::string& what) {
+  INFO(what);
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO("element " << i);
+    REQUIRE(got[i] == Approx(want[i]).epsilon(tolerance).margin(tolerance));
+  }
+}
+
+const char* layout_name(detail::Layout l) { return l == detail::Layout::kPanel16 ? "panel16" : "row-major"; }
+
+}  // namespace
+
+TEST_CASE("kernel paths: scalar always runs; x86 machines with AVX-512 run all three", "[kernels]") {
+  auto isas = runnable_isas();
+  REQUIRE(isas.front() == Isa::kScalar);
+  for (Isa isa : isas) REQUIRE(table_for(isa) != nullptr);
+  REQUIRE(std::string(table_for(Isa::kScalar)->isa) == "scalar");
+}
+
+TEST_CASE("linear matches the reference (f32, f16, int8; GEMV and GEMM shapes)", "[kernels]") {
+  std::mt19937 rng(11);
+  for (Isa isa : simd_paths()) {
+    const KernelTable& simd = *table_for(isa);
+    for (DType dtype : {DType::kF32, DType::kF16, DType::kInt8}) {
+      for (detail::Layout layout : {detail::Layout::kPanel16, detail::Layout::kRowMajor}) {
+        for (size_t m : {1, 2, 3, 4, 5, 9}) {
+          for (size_t n : {1, 15, 16, 17, 33, 64, 70}) {
+            for (size_t k : {1, 3, 4, 7, 16, 33, 64}) {
+              TestMatrix w(random_values(rng, n * k), n, k, dtype, layout);
+              auto x = random_values(rng, m * k);
+              auto bias = random_values(rng, n);
+              std::vector<int8_t> q(m * (k + 4));
+              std::vector<float> qs(m);
+              std::vector<float> want(m * n), got(m * n, NAN);
+              reference::linear(x.data(), m, w.view, bias.data(), want.data(), {q.data(), qs.data()});
+              simd.linear(x.data(), m, w.view, (n % 2 ? nullptr : bias.data()), got.data(), {q.data(), qs.data()});
+              if (n % 2) reference::linear(x.data(), m, w.view, nullptr, want.data(), {q.data(), qs.data()});
+              // int8 sums are exact integers on every path; float sums differ in order only.
+              const double tol = dtype == DType::kInt8 ? 1e-6 : 2e-5 * std::sqrt(double(k));
+              require_close(got, want, tol,
+                            std::string(simd.isa) + " " + to_string(dtype) + " " + layout_name(layout) + " m=" +
+                                std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k));
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("layer_norm, activations, add, log_softmax match the reference", "[kernels]") {
+  std::mt19937 rng(12);
+  for (Isa isa : simd_paths()) {
+    const KernelTable& simd = *table_for(isa);
+    INFO(simd.isa);
+    for (size_t d : {1, 3, 8, 16, 17, 64, 100, 513}) {
+      const size_t m = 1 + d % 3;
+      auto x = random_values(rng, m * d, 2.0f), r = random_values(rng, m * d);
+      auto g = random_values(rng, d), b = random_values(rng, d);
+      for (bool residual : {false, true}) {
+        std::vector<float> want(m * d), got(m * d);
+        reference::layer_norm(x.data(), residual ? r.data() : nullptr, m, d, g.data(), b.data(), 1e-5f, want.data());
+        simd.layer_norm(x.data(), residual ? r.data() : nullptr, m, d, g.data(), b.data(), 1e-5f, got.data());
+        require_close(got, want, 1e-4, "layer_norm d=" + std::to_string(d));
+      }
+      for (Activation act : {Activation::kRelu, Activation::kGelu, Activation::kSwish}) {
+        auto want = random_values(rng, d, 3.0f), got = want;
+        reference::activate(act, want.data(), d);
+        simd.activate(act, got.data(), d);
+        require_close(got, want, 1e-6, std::string("activate ") + to_string(act) + " n=" + std::to_string(d));
+      }
+      auto y = random_values(rng, d), want = y, got = y;
+      reference::add(x.data(), want.data(), d);
+      simd.add(x.data(), got.data(), d);
+      require_close(got, want, 0, "add");
+      auto logits = random_values(rng, d, 4.0f), lw = logits, lg = logits;
+      reference::log_softmax(lw.data(), d);
+      simd.log_softmax(lg.data(), d);
+      require_close(lg, lw, 1e-5, "log_softmax n=" + std::to_string(d));
+    }
+  }
+}
+
+TEST_CASE("attention for one head matches the reference", "[kernels]") {
+  std::mt19937 rng(13);
+  for (Isa isa : simd_paths()) {
+    const KernelTable& simd = *table_for(isa);
+    for (size_t n : {1, 2, 5, 17, 64, 257}) {
+      for (size_t head_dim : {1, 3, 8, 16, 17, 64}) {
+        const size_t stride = head_dim + (n % 3);
+        auto q = random_values(rng, head_dim), k = random_values(rng, n * stride), v = random_values(rng, n * stride);
+        std::vector<float> scores(n), want(head_dim), got(head_dim);
+        reference::attend(q.data(), k.data(), v.data(), n, stride, head_dim, scores.data(), want.data());
+        simd.attend(q.data(), k.data(), v.data(), n, stride, head_dim, scores.data(), got.data());
+        require_close(got, want, 1e-5,
+                      std::string(simd.isa) + " attend n=" + std::to_string(n) + " hd=" + std::to_string(head_dim));
+      }
+    }
+  }
+}
+
+TEST_CASE("embedding gather with positions matches the reference", "[kernels]") {
+  std::mt19937 rng(14);
+  for (Isa isa : simd_paths()) {
+    const KernelTable& simd = *table_for(isa);
+    for (DType dtype : {DType::kF32, DType::kF16, DType::kInt8}) {
+      for (detail::Layout layout : {detail::Layout::kRowMajor, detail::Layout::kPanel16}) {
+        for (size_t d : {1, 4, 7, 16, 33, 64}) {
+          const size_t vocab = 37, m = 9, positions_rows = 12;
+          TestMatrix table(random_values(rng, vocab * d), vocab, d, dtype, layout);
+          auto pe = random_values(rng, positions_rows * d);
+          std::vector<int32_t> ids(m), pos(m);
+          for (size_t i = 0; i < m; ++i) {
+            ids[i] = static_cast<int32_t>(rng() % vocab);
+            pos[i] = static_cast<int32_t>(rng() % positions_rows);
+          }
+          for (bool with_pe : {false, true}) {
+            std::vector<float> want(m * d), got(m * d);
+            const float* p = with_pe ? pe.data() : nullptr;
+            reference::embed(table.view, ids.data(), pos.data(), m, p, want.data());
+            simd.embed(table.view, ids.data(), pos.data(), m, p, got.data());
+            require_close(got, want, 1e-6,
+                          std::string(simd.isa) + " embed " + to_string(dtype) + " " + layout_name(layout) +
+                              " d=" + std::to_string(d));
+          }
+        }
+      }
+    }
+  }
+}
