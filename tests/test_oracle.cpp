@@ -221,7 +221,7 @@ TEST_CASE("translate rejects bad input with clear errors", "[runtime]") {
   REQUIRE_THAT(error_of({{1, 0}}, o), Contains("max new tokens 65"));
 }
 
-TEST_CASE("min_new_tokens holds EOS back; the maximum length is honoured", "[runtime]") {
+TEST_CASE("min_new_tokens holds EOS back and the maximum length is honoured", "[runtime]") {
   TempDir tmp;
   auto model = load(convert_fixture("post_swish_concat_tied", DType::kF32, tmp));
   Translator translator = make_translator(model);

@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # The README's main command: install what is missing, build, convert the bundled
-# checkpoint, describe it and translate with it.
+# demo model (numbers in digits -> English words), describe it and run it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 tools/install-deps.sh
-cmake --preset release -DPETREL_BUILD_TESTS=OFF -DPETREL_BUILD_BENCH=OFF >/dev/null
-cmake --build --preset release -j"$(nproc)" >/dev/null
-bin=build/release/tools
+cmake --preset tools >/dev/null
+cmake --build --preset tools -j"$(nproc)" >/dev/null
+bin=build/tools/tools
 mkdir -p build/demo
 
-echo "== petrel-convert: bundled checkpoint -> build/demo/model.petrel"
-"$bin/petrel-convert" tests/fixtures/oracle/post_swish_concat_tied -o build/demo/model.petrel
+echo "== petrel-convert tools/demo-model -o build/demo/numbers.petrel   (int8, scales folded)"
+"$bin/petrel-convert" tools/demo-model -o build/demo/numbers.petrel | tail -n 8
 echo
-echo "== petrel-inspect build/demo/model.petrel"
-"$bin/petrel-inspect" build/demo/model.petrel --no-tensors
+echo "== petrel-inspect build/demo/numbers.petrel --no-tensors"
+"$bin/petrel-inspect" build/demo/numbers.petrel --no-tensors
+echo
+echo "== petrel-run build/demo/numbers.petrel --text ... --beam 4"
+"$bin/petrel-run" build/demo/numbers.petrel --beam 4 \
+  --text 7 --text 42 --text 4096 --text 80808 --text 250017 --text 999999

@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# The README's test command (also what CI runs): every test, in a release build
-# and under AddressSanitizer + UndefinedBehaviorSanitizer.
+# The README's test command (also what CI runs): every test in a release build,
+# under AddressSanitizer + UndefinedBehaviorSanitizer, and cross-compiled for
+# aarch64 (run under qemu on a CPU with and one without the dot-product
+# extension) and armv7 (run under qemu).
+#   tools/test.sh            everything
+#   tools/test.sh --native   x86-64 builds only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
+native_only=false
+[[ "${1:-}" == "--native" ]] && native_only=true
 
-tools/install-deps.sh
+if $native_only; then tools/install-deps.sh; else tools/install-deps.sh --cross; fi
 
-echo "== release build + tests"
-cmake --preset release -DPETREL_BUILD_BENCH=ON >/dev/null
+echo "== release build + tests (x86-64; every kernel path this CPU runs)"
+cmake --preset release >/dev/null
 cmake --build --preset release -j"$jobs"
 ctest --preset release -j"$jobs"
 
@@ -16,3 +22,16 @@ echo "== ASan/UBSan build + tests"
 cmake --preset asan >/dev/null
 cmake --build --preset asan -j"$jobs"
 ctest --preset asan -j"$jobs"
+
+$native_only && exit 0
+
+echo "== aarch64 cross build; tests under qemu -cpu max (dotprod) and -cpu cortex-a53 (no dotprod)"
+cmake --preset aarch64 >/dev/null
+cmake --build --preset aarch64 -j"$jobs"
+QEMU_CPU=max PETREL_EXPECT_BEST_ISA=dotprod ctest --preset aarch64 -j"$jobs"
+QEMU_CPU=cortex-a53 PETREL_EXPECT_BEST_ISA=neon ctest --preset aarch64 -j"$jobs"
+
+echo "== armv7 hard-float cross build; tests under qemu -cpu cortex-a15"
+cmake --preset armv7 >/dev/null
+cmake --build --preset armv7 -j"$jobs"
+QEMU_CPU=cortex-a15 PETREL_EXPECT_BEST_ISA=neon ctest --preset armv7 -j"$jobs"

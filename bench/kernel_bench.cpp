@@ -1,0 +1,193 @@
+// Kernel benchmarks: every kernel on every kernel path this machine runs, at the
+// shapes of a Transformer-base model (d_model 512, FFN 2048, vocab 58101) and a
+// small one (d_model 256, FFN 1024). Rates are GB/s (memory-bound shapes) or GOP/s
+// (compute-bound shapes); compare with bench/probe's limits (bench/README.md).
+#include <benchmark/benchmark.h>
+
+#include <random>
+
+#include "convert/quantize.h"
+#include "kernels/isa.h"
+#include "kernels/kernels.h"
+
+using namespace petrel;
+using namespace petrel::kernels;
+
+namespace {
+
+constexpr size_t kVocab = 58101;
+
+std::vector<float> random_values(size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 0.5f);
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+struct Weights {
+  convert::EncodedMatrix encoded;
+  detail::Matrix view;
+  Weights(size_t rows, size_t cols, DType dtype, detail::Layout layout = detail::Layout::kPanel16, unsigned seed = 1)
+      : encoded(convert::encode_matrix(random_values(rows * cols, seed), rows, cols, dtype, 1.0f, layout)) {
+    view.dtype = dtype;
+    view.layout = layout;
+    view.rows = rows;
+    view.cols = cols;
+    view.data = encoded.data.data();
+    view.scales = encoded.scales.empty() ? nullptr : encoded.scales.data();
+    view.row_sums = encoded.row_sums.empty() ? nullptr : encoded.row_sums.data();
+  }
+  size_t bytes() const { return encoded.data.size() + (encoded.scales.size() + encoded.row_sums.size()) * 4; }
+};
+
+void set_rate(benchmark::State& state, const char* name, double amount) {
+  state.counters[name] = benchmark::Counter(amount * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+
+// y = x W^T for m rows. Copies of W beyond the 32 MB L3 are rotated when
+// `from_memory` so a GEMV streams weights from DRAM as a decoder step does.
+void linear_bench(benchmark::State& state, Isa isa, DType dtype, size_t m, size_t n, size_t k, bool from_memory) {
+  const KernelTable* kt = table_for(isa);
+  if (kt == nullptr) return state.SkipWithError("path not runnable here");
+  const size_t one = Weights(16, k, dtype).bytes() / 16 * n;
+  const size_t copies = from_memory ? std::max<size_t>(1, (96u << 20) / one + 1) : 1;
+  std::vector<Weights> ws;
+  for (size_t c = 0; c < copies; ++c) ws.emplace_back(n, k, dtype, detail::Layout::kPanel16, unsigned(c + 1));
+  auto x = random_values(m * k, 7);
+  auto bias = random_values(n, 8);
+  std::vector<float> y(m * n);
+  std::vector<int8_t> q(m * (k + 4));
+  std::vector<float> qs(m);
+  size_t i = 0;
+  for (auto _ : state) {
+    kt->linear(x.data(), m, ws[i].view, bias.data(), y.data(), {q.data(), qs.data()});
+    benchmark::DoNotOptimize(y.data());
+    i = (i + 1) % copies;
+  }
+  set_rate(state, "GB/s", double(ws[0].bytes()));
+  set_rate(state, "GOP/s", 2.0 * m * n * k);
+}
+
+void embed_bench(benchmark::State& state, Isa isa, DType dtype, detail::Layout layout, size_t d) {
+  const KernelTable* kt = table_for(isa);
+  const size_t tokens = 32;
+  Weights table(kVocab, d, dtype, layout);
+  auto pe = random_values(512 * d, 3);
+  std::vector<int32_t> ids(tokens), pos(tokens);
+  std::mt19937 rng(5);
+  for (size_t t = 0; t < tokens; ++t) {
+    ids[t] = static_cast<int32_t>(rng() % kVocab);
+    pos[t] = static_cast<int32_t>(t);
+  }
+  std::vector<float> out(tokens * d);
+  for (auto _ : state) {
+    kt->embed(table.view, ids.data(), pos.data(), tokens, pe.data(), out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  const size_t esize = dtype == DType::kF32 ? 4 : dtype == DType::kF16 ? 2 : 1;
+  set_rate(state, "GB/s", double(tokens * d * (esize + 4 + 4)));  // row + position row read, output written
+}
+
+// One decoder step's self-attention: 8 heads of 64 over a 256-position cache.
+void attention_bench(benchmark::State& state, Isa isa, size_t positions) {
+  const KernelTable* kt = table_for(isa);
+  const size_t heads = 8, hd = 64, d = heads * hd;
+  auto q = random_values(d, 1), k = random_values(positions * d, 2), v = random_values(positions * d, 3);
+  std::vector<float> scores(positions), out(d);
+  for (auto _ : state) {
+    for (size_t h = 0; h < heads; ++h)
+      kt->attend(q.data() + h * hd, k.data() + h * hd, v.data() + h * hd, positions, d, hd, scores.data(),
+                 out.data() + h * hd);
+    benchmark::DoNotOptimize(out.data());
+  }
+  set_rate(state, "GB/s", double(2 * positions * d * 4));
+  set_rate(state, "GOP/s", 4.0 * positions * d);
+}
+
+void log_softmax_bench(benchmark::State& state, Isa isa) {
+  const KernelTable* kt = table_for(isa);
+  auto logits = random_values(kVocab, 4);
+  std::vector<float> x(kVocab);
+  for (auto _ : state) {
+    x = logits;
+    kt->log_softmax(x.data(), kVocab);
+    benchmark::DoNotOptimize(x.data());
+  }
+  set_rate(state, "GB/s", double(kVocab * 4 * 2));
+}
+
+void layer_norm_bench(benchmark::State& state, Isa isa, size_t rows, size_t d) {
+  const KernelTable* kt = table_for(isa);
+  auto x = random_values(rows * d, 1), r = random_values(rows * d, 2), g = random_values(d, 3), b = random_values(d, 4);
+  std::vector<float> y(rows * d);
+  for (auto _ : state) {
+    kt->layer_norm(x.data(), r.data(), rows, d, g.data(), b.data(), 1e-5f, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  set_rate(state, "GB/s", double(rows * d * 4 * 3));
+}
+
+void activation_bench(benchmark::State& state, Isa isa, Activation act) {
+  const KernelTable* kt = table_for(isa);
+  const size_t n = 32 * 2048;
+  auto base = random_values(n, 9);
+  std::vector<float> x(n);
+  for (auto _ : state) {
+    std::copy(base.begin(), base.end(), x.begin());
+    kt->activate(act, x.data(), n);
+    benchmark::DoNotOptimize(x.data());
+  }
+  set_rate(state, "GB/s", double(n * 4 * 2));
+}
+
+void register_all() {
+  for (Isa isa : runnable_isas()) {
+    const std::string p = std::string(isa_name(isa)) + "/";
+    for (DType dtype : {DType::kInt8, DType::kF32}) {
+      const std::string t = p + to_string(dtype) + "/";
+      // Decoder step (batch 1): weights streamed from memory.
+      benchmark::RegisterBenchmark((t + "gemv_from_memory/out_proj_58101x512").c_str(), linear_bench, isa, dtype, 1,
+                                   kVocab, 512, true)->Unit(benchmark::kMillisecond);
+      benchmark::RegisterBenchmark((t + "gemv_from_memory/ffn_2048x512").c_str(), linear_bench, isa, dtype, 1, 2048, 512,
+                                   true)->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark((t + "gemv_in_cache/ffn_2048x512").c_str(), linear_bench, isa, dtype, 1, 2048, 512,
+                                   false)->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark((t + "gemv_in_cache/small_1024x256").c_str(), linear_bench, isa, dtype, 1, 1024, 256,
+                                   false)->Unit(benchmark::kMicrosecond);
+      // Encoder (32 tokens): compute-bound.
+      benchmark::RegisterBenchmark((t + "gemm/32x2048x512").c_str(), linear_bench, isa, dtype, 32, 2048, 512, false)
+          ->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark((t + "gemm/small_32x1024x256").c_str(), linear_bench, isa, dtype, 32, 1024, 256, false)
+          ->Unit(benchmark::kMicrosecond);
+    }
+    for (DType dtype : {DType::kInt8, DType::kF16, DType::kF32})
+      benchmark::RegisterBenchmark((p + to_string(dtype) + "/embed_gather_pe/32x512").c_str(), embed_bench, isa, dtype,
+                                   detail::Layout::kRowMajor, 512);
+    benchmark::RegisterBenchmark((p + "int8/embed_gather_pe_panel/32x512").c_str(), embed_bench, isa, DType::kInt8,
+                                 detail::Layout::kPanel16, 512);
+    benchmark::RegisterBenchmark((p + "int8/embed_gather_pe/small_32x256").c_str(), embed_bench, isa, DType::kInt8,
+                                 detail::Layout::kRowMajor, 256);
+    benchmark::RegisterBenchmark((p + "attention/8x64_over_256").c_str(), attention_bench, isa, 256)
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark((p + "attention/8x64_over_32").c_str(), attention_bench, isa, 32)
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark((p + "log_softmax/58101").c_str(), log_softmax_bench, isa)->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark((p + "layer_norm/32x512").c_str(), layer_norm_bench, isa, 32, 512);
+    benchmark::RegisterBenchmark((p + "layer_norm/1x512").c_str(), layer_norm_bench, isa, 1, 512);
+    for (Activation act : {Activation::kSwish, Activation::kGelu, Activation::kRelu})
+      benchmark::RegisterBenchmark((p + "activation/" + to_string(act) + "/65536").c_str(), activation_bench, isa, act)
+          ->Unit(benchmark::kMicrosecond);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  register_all();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
