@@ -2,6 +2,7 @@
 // machine runs, on random shapes including 1, odd tails and non-multiples of the
 // vector width. (Under qemu the ARM builds run the same file.)
 #include <catch2/catch.hpp>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <random>
@@ -9,6 +10,9 @@
 #include "convert/quantize.h"
 #include "kernels/isa.h"
 #include "kernels/kernels.h"
+#include "kernels/positions.h"
+#include "layers/layers.h"
+#include "threads/thread_pool.h"
 
 using namespace petrel;
 using namespace petrel::kernels;
@@ -184,4 +188,69 @@ TEST_CASE("the best path is the one the CI run expects for this CPU model", "[ke
   const char* expected = std::getenv("PETREL_EXPECT_BEST_ISA");
   if (expected == nullptr) return;
   CHECK(std::string(isa_name(best_isa())) == expected);
+}
+
+TEST_CASE("sinusoidal tables match the double-precision formula to 1e-6", "[kernels]") {
+  for (PositionKind kind : {PositionKind::kSinusoidalConcatenated, PositionKind::kSinusoidalInterleaved}) {
+    for (FrequencyConvention freq : {FrequencyConvention::kPaper, FrequencyConvention::kMarianCpp}) {
+      for (uint32_t first : {0u, 2u}) {
+        const size_t rows = 300, d = 64, half = d / 2;
+        std::vector<float> table(rows * d);
+        sinusoidal_table({kind, freq, first}, rows, d, table.data());
+        double worst = 0;
+        for (size_t r = 0; r < rows; ++r) {
+          for (size_t i = 0; i < half; ++i) {
+            const double e = freq == FrequencyConvention::kPaper ? 2.0 * i / d : double(i) / (half - 1.0);
+            const double angle = double(r + first) / std::pow(10000.0, e);
+            const bool il = kind == PositionKind::kSinusoidalInterleaved;
+            worst = std::max(worst, std::fabs(table[r * d + (il ? 2 * i : i)] - std::sin(angle)));
+            worst = std::max(worst, std::fabs(table[r * d + (il ? 2 * i + 1 : half + i)] - std::cos(angle)));
+          }
+        }
+        INFO(to_string(kind) << " " << to_string(freq) << " first " << first);
+        CHECK(worst < 1e-6);
+      }
+    }
+  }
+}
+
+TEST_CASE("matmul over a thread pool equals the single-thread result exactly", "[kernels][threads]") {
+  std::mt19937 rng(15);
+  threads::ThreadPool one(1), three(3);
+  for (Isa isa : runnable_isas()) {
+    for (DType dtype : {DType::kInt8, DType::kF32}) {
+      for (size_t m : {1, 2, 5, 40}) {
+        for (size_t n : {1000, 2049}) {
+          const size_t k = 64;
+          TestMatrix w(random_values(rng, n * k), n, k, dtype, detail::Layout::kPanel16);
+          auto x = random_values(rng, m * k), bias = random_values(rng, n);
+          std::vector<float> y1(m * n), y3(m * n, NAN);
+          layers::Workspace ws1, ws3;
+          ws1.reserve(m, k, k, 1, 1);
+          ws3.reserve(m, k, k, 1, 3);
+          layers::Context c1{*table_for(isa), one, ws1}, c3{*table_for(isa), three, ws3};
+          layers::matmul(c1, w.view, bias.data(), x.data(), m, y1.data());
+          layers::matmul(c3, w.view, bias.data(), x.data(), m, y3.data());
+          INFO(isa_name(isa) << " " << to_string(dtype) << " m=" << m << " n=" << n);
+          REQUIRE(y1 == y3);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("the thread pool runs every task exactly once, call after call", "[threads]") {
+  threads::ThreadPool pool(4);
+  for (size_t tasks : {1, 2, 3, 7, 64, 1000}) {
+    for (int repeat = 0; repeat < 50; ++repeat) {
+      std::vector<std::atomic<int>> hits(tasks);
+      std::atomic<bool> bad_thread{false};  // Catch2 assertions are not thread-safe
+      pool.run(tasks, [&](size_t task, size_t thread) {
+        if (thread >= pool.size()) bad_thread = true;
+        hits[task].fetch_add(1);
+      });
+      REQUIRE_FALSE(bad_thread);
+      for (auto& h : hits) REQUIRE(h.load() == 1);
+    }
+  }
 }

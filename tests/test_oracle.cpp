@@ -46,8 +46,8 @@ std::shared_ptr<const Model> load(const std::string& path) {
   return m.value();
 }
 
-Translator make_translator(std::shared_ptr<const Model> model, const std::string& isa = "") {
-  auto t = Translator::create(std::move(model), {isa});
+Translator make_translator(std::shared_ptr<const Model> model, const std::string& isa = "", size_t threads = 1) {
+  auto t = Translator::create(std::move(model), {isa, threads});
   if (!t) FAIL(t.error().message);
   return std::move(t.value());
 }
@@ -74,7 +74,8 @@ double relative_error(const float* got, const std::vector<float>& want) {
 // Teacher-forced top-1 agreement of `model` with the oracle's argmax over every
 // position of every sentence's greedy output.
 std::pair<size_t, size_t> teacher_forced_agreement(const Model& model, const json& e, const std::string& isa) {
-  models::EncoderDecoder graph(model.weights(), table_named(isa));
+  threads::ThreadPool pool(1);
+  models::EncoderDecoder graph(model.weights(), table_named(isa), pool);
   layers::Workspace ws;
   models::EncoderOutput enc;
   auto inputs = inputs_of(e);
@@ -105,6 +106,7 @@ TEST_CASE("f32 models match the PyTorch oracle on every kernel path", "[oracle]"
   const std::string name = GENERATE(from_range(kFixtures));
   const std::string isa = GENERATE(from_range(runnable_isas()));
   INFO(name << " on " << isa);
+  CAPTURE(name, isa);
   TempDir tmp;
   json e = expected_for(name);
   auto model = load(convert_fixture(name, DType::kF32, tmp));
@@ -112,7 +114,8 @@ TEST_CASE("f32 models match the PyTorch oracle on every kernel path", "[oracle]"
   auto inputs = inputs_of(e);
   const size_t max_new = e["max_new_tokens"];
 
-  models::EncoderDecoder graph(model->weights(), table_named(isa));
+  threads::ThreadPool pool(1);
+  models::EncoderDecoder graph(model->weights(), table_named(isa), pool);
   layers::Workspace ws;
   models::EncoderOutput enc;
   graph.encode(inputs, enc, ws);
@@ -135,7 +138,9 @@ TEST_CASE("f32 models match the PyTorch oracle on every kernel path", "[oracle]"
   for (size_t b = 0; b < inputs.size(); ++b)
     CHECK(relative_error(&logits[b * info.vocab_size], e["first_step_logits"][b].get<std::vector<float>>()) < 1e-4);
 
-  Translator translator = make_translator(model, isa);
+  // Outputs must not depend on the thread count (the pool splits output panels or rows).
+  const size_t threads = GENERATE(1, 3);
+  Translator translator = make_translator(model, isa, threads);
   REQUIRE(std::string(translator.isa()) == isa);
   TranslateOptions greedy;
   greedy.max_new_tokens = max_new;

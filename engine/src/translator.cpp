@@ -7,6 +7,7 @@
 #include "decode/search.h"
 #include "kernels/isa.h"
 #include "models/encoder_decoder.h"
+#include "threads/thread_pool.h"
 
 namespace petrel {
 
@@ -19,10 +20,11 @@ constexpr size_t kMaxBeam = 64;
 }  // namespace
 
 struct Translator::Impl {
-  Impl(std::shared_ptr<const Model> m, const kernels::KernelTable& k)
-      : model(std::move(m)), kernels(k), graph(model->weights(), k) {}
+  Impl(std::shared_ptr<const Model> m, const kernels::KernelTable& k, size_t threads)
+      : model(std::move(m)), kernels(k), pool(threads), graph(model->weights(), k, pool) {}
   std::shared_ptr<const Model> model;
   const kernels::KernelTable& kernels;
+  threads::ThreadPool pool;
   models::EncoderDecoder graph;
   layers::Workspace workspace;
   models::EncoderOutput encoded;
@@ -57,7 +59,9 @@ Result<Translator> Translator::create(std::shared_ptr<const Model> model, const 
       return Error{ErrorCode::kUnsupported,
                    source + "=" + requested + ": not available on this CPU or build (it runs: " + runnable + ")"};
   }
-  return Translator(std::make_unique<Impl>(std::move(model), *kernels::table_for(isa)));
+  if (options.threads < 1 || options.threads > 256)
+    return Error{ErrorCode::kInvalidArgument, "threads must be in 1..256, got " + std::to_string(options.threads)};
+  return Translator(std::make_unique<Impl>(std::move(model), *kernels::table_for(isa), options.threads));
 }
 
 Translator::Translator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -39,6 +39,8 @@ struct TranslatorOptions {
   // Kernel path: "scalar", "avx2", "avx512" (x86-64), "neon", "dotprod" (ARM).
   // Empty: the PETREL_ISA environment variable if set, else the best this CPU runs.
   std::string isa;
+  // Intra-op threads (the caller's choice; 1 = none started).
+  size_t threads = 1;
 };
 
 // Kernel paths this build contains and this CPU runs, best last.

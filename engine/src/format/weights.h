@@ -33,6 +33,17 @@ struct Matrix {
   size_t stored_cols() const {
     return layout == Layout::kPanel16 && dtype == DType::kInt8 ? round_up(cols, kInt8Group) : cols;
   }
+  size_t element_size() const { return dtype == DType::kF32 ? 4 : dtype == DType::kF16 ? 2 : 1; }
+  // Rows [first, first + count) as a matrix of their own; `first` must start a
+  // panel when packed.
+  Matrix row_slice(size_t first, size_t count) const {
+    Matrix s = *this;
+    s.rows = count;
+    s.data = static_cast<const uint8_t*>(data) + first * stored_cols() * element_size();
+    if (scales) s.scales = scales + first;
+    if (row_sums) s.row_sums = row_sums + first;
+    return s;
+  }
   // Index of element (r, c) in the stored array.
   size_t index(size_t r, size_t c) const {
     if (layout == Layout::kRowMajor) return r * cols + c;

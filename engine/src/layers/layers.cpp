@@ -4,41 +4,70 @@
 
 namespace petrel::layers {
 
-void Workspace::reserve(size_t rows, size_t d, size_t ffn, size_t max_keys) {
+void Workspace::reserve(size_t rows, size_t d, size_t ffn, size_t max_keys, size_t threads) {
   for (auto* buffer : {&normed, &out, &q, &k, &v, &context})
     if (buffer->size() < rows * d) buffer->resize(rows * d);
   if (hidden.size() < rows * ffn) hidden.resize(rows * ffn);
-  if (scores.size() < max_keys) scores.resize(max_keys);
+  if (per_thread.size() < threads) per_thread.resize(threads);
   const size_t widest = detail::round_up(std::max(d, ffn), detail::kInt8Group);
-  if (quantized.size() < rows * widest) quantized.resize(rows * widest);
-  if (quantized_scales.size() < rows) quantized_scales.resize(rows);
-}
-
-void dense(const kernels::KernelTable& k, const detail::Linear& l, const float* x, size_t rows, float* y,
-           Workspace& ws) {
-  k.linear(x, rows, l.weight, l.bias, y, ws.quantized_rows());
-}
-
-void attend_rows(const kernels::KernelTable& kt, const float* q, const float* k, const float* v, const KeyRange* keys, size_t rows, size_t d,
-                 size_t heads, float* scores, float* context) {
-  const size_t head_dim = d / heads;
-  for (size_t r = 0; r < rows; ++r) {
-    const float* kr = k + keys[r].first * d;
-    const float* vr = v + keys[r].first * d;
-    for (size_t h = 0; h < heads; ++h) {
-      const size_t off = h * head_dim;
-      kt.attend(q + r * d + off, kr + off, vr + off, keys[r].count, d, head_dim, scores,
-                      context + r * d + off);
-    }
+  for (ThreadScratch& s : per_thread) {
+    if (s.scores.size() < max_keys) s.scores.resize(max_keys);
+    if (s.quantized.size() < rows * widest) s.quantized.resize(rows * widest);
+    if (s.quantized_scales.size() < rows) s.quantized_scales.resize(rows);
   }
 }
 
-void feed_forward(const kernels::KernelTable& k, const detail::Layer& layer, Activation act, const float* x,
-                  size_t rows, float* out, Workspace& ws) {
+namespace {
+// Below this many multiply-adds a matmul is not worth waking the pool for.
+constexpr size_t kParallelWork = size_t{1} << 16;
+}  // namespace
+
+void matmul(Context& c, const detail::Matrix& w, const float* bias, const float* x, size_t rows, float* y) {
+  const size_t threads = c.pool.size(), n = w.rows, k = w.cols;
+  if (threads == 1 || rows * n * k < kParallelWork) {
+    c.k.linear(x, rows, w, bias, y, c.ws.per_thread[0].quantized_rows());
+    return;
+  }
+  if (rows == 1) {  // split the output panels
+    const size_t panels = (n + detail::kPanelRows - 1) / detail::kPanelRows;
+    const size_t chunks = std::min(threads, panels);
+    c.pool.run(chunks, [&](size_t chunk, size_t thread) {
+      const size_t p0 = panels * chunk / chunks, p1 = panels * (chunk + 1) / chunks;
+      const size_t r0 = p0 * detail::kPanelRows, r1 = std::min(n, p1 * detail::kPanelRows);
+      c.k.linear(x, 1, w.row_slice(r0, r1 - r0), bias ? bias + r0 : nullptr, y + r0,
+                 c.ws.per_thread[thread].quantized_rows());
+    });
+    return;
+  }
+  const size_t chunks = std::min(threads, rows);  // split the rows
+  c.pool.run(chunks, [&](size_t chunk, size_t thread) {
+    const size_t r0 = rows * chunk / chunks, r1 = rows * (chunk + 1) / chunks;
+    c.k.linear(x + r0 * k, r1 - r0, w, bias, y + r0 * n, c.ws.per_thread[thread].quantized_rows());
+  });
+}
+
+void attend_rows(Context& c, const float* q, const float* k, const float* v, const KeyRange* keys, size_t rows,
+                 size_t d, size_t heads, float* context) {
+  const size_t head_dim = d / heads;
+  const size_t chunks = rows >= 8 ? std::min(c.pool.size(), rows) : 1;
+  c.pool.run(chunks, [&](size_t chunk, size_t thread) {
+    float* scores = c.ws.per_thread[thread].scores.data();
+    for (size_t r = rows * chunk / chunks; r < rows * (chunk + 1) / chunks; ++r) {
+      const float* kr = k + keys[r].first * d;
+      const float* vr = v + keys[r].first * d;
+      for (size_t h = 0; h < heads; ++h) {
+        const size_t off = h * head_dim;
+        c.k.attend(q + r * d + off, kr + off, vr + off, keys[r].count, d, head_dim, scores, context + r * d + off);
+      }
+    }
+  });
+}
+
+void feed_forward(Context& c, const detail::Layer& layer, Activation act, const float* x, size_t rows, float* out) {
   const size_t ffn = layer.fc1.weight.rows;
-  dense(k, layer.fc1, x, rows, ws.hidden.data(), ws);
-  k.activate(act, ws.hidden.data(), rows * ffn);
-  dense(k, layer.fc2, ws.hidden.data(), rows, out, ws);
+  dense(c, layer.fc1, x, rows, c.ws.hidden.data());
+  c.k.activate(act, c.ws.hidden.data(), rows * ffn);
+  dense(c, layer.fc2, c.ws.hidden.data(), rows, out);
 }
 
 }  // namespace petrel::layers

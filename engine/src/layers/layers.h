@@ -8,21 +8,39 @@
 
 #include "format/weights.h"
 #include "kernels/kernels.h"
+#include "threads/thread_pool.h"
 
 namespace petrel::layers {
+
+// Scratch private to one thread of the pool.
+struct ThreadScratch {
+  std::vector<int8_t> quantized;
+  std::vector<float> quantized_scales, scores;
+  kernels::QuantizedRows quantized_rows() { return {quantized.data(), quantized_scales.data()}; }
+};
 
 // Buffers the layers write into, sized once per batch shape so the decode loop
 // never allocates.
 struct Workspace {
-  std::vector<float> normed, out, q, k, v, context, hidden, scores;
-  std::vector<int8_t> quantized;
-  std::vector<float> quantized_scales;
+  std::vector<float> normed, out, q, k, v, context, hidden;
+  std::vector<ThreadScratch> per_thread;
 
-  void reserve(size_t rows, size_t d, size_t ffn, size_t max_keys);
-  kernels::QuantizedRows quantized_rows() { return {quantized.data(), quantized_scales.data()}; }
+  void reserve(size_t rows, size_t d, size_t ffn, size_t max_keys, size_t threads);
 };
 
-void dense(const kernels::KernelTable& k, const detail::Linear& l, const float* x, size_t rows, float* y, Workspace& ws);
+// What every layer runs with: the kernel path, the thread pool, the buffers.
+struct Context {
+  const kernels::KernelTable& k;
+  threads::ThreadPool& pool;
+  Workspace& ws;
+};
+
+// y[rows][n] = x . W^T + bias over the pool: one row (a decoder step) is split by
+// output panels, several rows by rows.
+void matmul(Context& c, const detail::Matrix& w, const float* bias, const float* x, size_t rows, float* y);
+inline void dense(Context& c, const detail::Linear& l, const float* x, size_t rows, float* y) {
+  matmul(c, l.weight, l.bias, x, rows, y);
+}
 
 // Which key rows a query row attends: keys [first, first + count) of the K/V buffers.
 struct KeyRange {
@@ -31,14 +49,16 @@ struct KeyRange {
 
 // context[r] = MultiHead(q[r], K[keys[r]], V[keys[r]]) for every row; q, K, V, context
 // are row-major with d floats per row, `heads` heads of d/heads each.
-void attend_rows(const kernels::KernelTable& kt, const float* q, const float* k, const float* v, const KeyRange* keys, size_t rows, size_t d,
-                 size_t heads, float* scores, float* context);
+void attend_rows(Context& c, const float* q, const float* k, const float* v, const KeyRange* keys, size_t rows,
+                 size_t d, size_t heads, float* context);
 
 // A residual block: x = LN(x + f(x)) (post) or x = x + f(LN(x)) (pre). `f(in, out)`
 // reads rows of `in` and writes rows of `out` (ws.out).
 template <class Sublayer>
-void residual_block(const kernels::KernelTable& k, NormPlacement placement, const detail::Norm& norm, float eps, float* x, size_t rows, size_t d,
-                    Workspace& ws, Sublayer f) {
+void residual_block(Context& c, NormPlacement placement, const detail::Norm& norm, float eps, float* x, size_t rows,
+                    size_t d, Sublayer f) {
+  const kernels::KernelTable& k = c.k;
+  Workspace& ws = c.ws;
   if (placement == NormPlacement::kPre) {
     k.layer_norm(x, nullptr, rows, d, norm.gamma, norm.beta, eps, ws.normed.data());
     f(ws.normed.data(), ws.out.data());
@@ -50,7 +70,6 @@ void residual_block(const kernels::KernelTable& k, NormPlacement placement, cons
 }
 
 // out = fc2(act(fc1(x)))
-void feed_forward(const kernels::KernelTable& k, const detail::Layer& layer, Activation act, const float* x, size_t rows, float* out,
-                  Workspace& ws);
+void feed_forward(Context& c, const detail::Layer& layer, Activation act, const float* x, size_t rows, float* out);
 
 }  // namespace petrel::layers

@@ -8,22 +8,23 @@ namespace petrel::models {
 using layers::KeyRange;
 using layers::Workspace;
 
-EncoderDecoder::EncoderDecoder(const detail::ModelWeights& weights, const kernels::KernelTable& kernels)
-    : w_(weights), k_(kernels), info_(*weights.info), d_(weights.info->d_model), heads_(weights.info->num_heads) {}
+EncoderDecoder::EncoderDecoder(const detail::ModelWeights& weights, const kernels::KernelTable& kernels,
+                               threads::ThreadPool& pool)
+    : w_(weights), k_(kernels), pool_(pool), info_(*weights.info), d_(weights.info->d_model), heads_(weights.info->num_heads) {}
 
-void EncoderDecoder::run_encoder_layer(const detail::Layer& layer, float* x, size_t rows, const KeyRange* keys,
-                                       Workspace& ws) const {
+void EncoderDecoder::run_encoder_layer(layers::Context& c, const detail::Layer& layer, float* x, size_t rows,
+                                       const KeyRange* keys) const {
   const float eps = info_.layer_norm_eps;
-  layers::residual_block(k_, info_.norm, layer.self_attn_norm, eps, x, rows, d_, ws, [&](const float* in, float* out) {
-    layers::dense(k_, layer.self_attn.q, in, rows, ws.q.data(), ws);
-    layers::dense(k_, layer.self_attn.k, in, rows, ws.k.data(), ws);
-    layers::dense(k_, layer.self_attn.v, in, rows, ws.v.data(), ws);
-    layers::attend_rows(k_, ws.q.data(), ws.k.data(), ws.v.data(), keys, rows, d_, heads_, ws.scores.data(),
-                        ws.context.data());
-    layers::dense(k_, layer.self_attn.o, ws.context.data(), rows, out, ws);
+  Workspace& ws = c.ws;
+  layers::residual_block(c, info_.norm, layer.self_attn_norm, eps, x, rows, d_, [&](const float* in, float* out) {
+    layers::dense(c, layer.self_attn.q, in, rows, ws.q.data());
+    layers::dense(c, layer.self_attn.k, in, rows, ws.k.data());
+    layers::dense(c, layer.self_attn.v, in, rows, ws.v.data());
+    layers::attend_rows(c, ws.q.data(), ws.k.data(), ws.v.data(), keys, rows, d_, heads_, ws.context.data());
+    layers::dense(c, layer.self_attn.o, ws.context.data(), rows, out);
   });
-  layers::residual_block(k_, info_.norm, layer.ffn_norm, eps, x, rows, d_, ws, [&](const float* in, float* out) {
-    layers::feed_forward(k_, layer, info_.activation, in, rows, out, ws);
+  layers::residual_block(c, info_.norm, layer.ffn_norm, eps, x, rows, d_, [&](const float* in, float* out) {
+    layers::feed_forward(c, layer, info_.activation, in, rows, out);
   });
 }
 
@@ -37,8 +38,9 @@ void EncoderDecoder::encode(const std::vector<std::vector<int32_t>>& batch, Enco
     rows += sentence.size();
     longest = std::max(longest, sentence.size());
   }
-  ws.reserve(rows, d_, info_.ffn_dim, longest);
+  ws.reserve(rows, d_, info_.ffn_dim, longest, pool_.size());
   out.states.resize(rows * d_);
+  layers::Context c = context(ws);
 
   // Packed rows: each sentence attends only its own tokens, so no padding mask.
   std::vector<int32_t> ids, positions;
@@ -52,7 +54,7 @@ void EncoderDecoder::encode(const std::vector<std::vector<int32_t>>& batch, Enco
   }
   const auto& enc = w_.encoder;
   k_.embed(enc.embed_tokens, ids.data(), positions.data(), rows, enc.position_table, out.states.data());
-  for (const auto& layer : enc.layers) run_encoder_layer(layer, out.states.data(), rows, keys.data(), ws);
+  for (const auto& layer : enc.layers) run_encoder_layer(c, layer, out.states.data(), rows, keys.data());
   if (enc.final_norm.present())
     k_.layer_norm(out.states.data(), nullptr, rows, d_, enc.final_norm.gamma, enc.final_norm.beta,
                         info_.layer_norm_eps, out.states.data());
@@ -64,7 +66,8 @@ void EncoderDecoder::start_decoding(const EncoderOutput& enc, const std::vector<
   const size_t enc_rows = enc.rows();
   size_t longest = 0;
   for (size_t len : enc.length) longest = std::max(longest, len);
-  ws.reserve(std::max(rows, enc_rows), d_, info_.ffn_dim, std::max(longest, max_steps));
+  ws.reserve(std::max(rows, enc_rows), d_, info_.ffn_dim, std::max(longest, max_steps), pool_.size());
+  layers::Context c = context(ws);
 
   st.rows = rows;
   st.max_steps = max_steps;
@@ -81,8 +84,8 @@ void EncoderDecoder::start_decoding(const EncoderOutput& enc, const std::vector<
     const auto& attn = w_.decoder.layers[l].cross_attn;
     st.cross_k[l].resize(enc_rows * d_);
     st.cross_v[l].resize(enc_rows * d_);
-    layers::dense(k_, attn.k, enc.states.data(), enc_rows, st.cross_k[l].data(), ws);
-    layers::dense(k_, attn.v, enc.states.data(), enc_rows, st.cross_v[l].data(), ws);
+    layers::dense(c, attn.k, enc.states.data(), enc_rows, st.cross_k[l].data());
+    layers::dense(c, attn.v, enc.states.data(), enc_rows, st.cross_v[l].data());
     st.self_k[l].resize(rows * max_steps * d_);
     st.self_v[l].resize(rows * max_steps * d_);
   }
@@ -97,37 +100,38 @@ void EncoderDecoder::decode_step(const int32_t* tokens, size_t step, DecoderStat
   std::fill(st.positions.begin(), st.positions.end(), static_cast<int32_t>(step));
   for (size_t r = 0; r < rows; ++r) st.self_keys[r] = {r * st.max_steps, step + 1};
   float* x = st.x.data();
+  layers::Context c = context(ws);
   k_.embed(dec.embed_tokens, tokens, st.positions.data(), rows, dec.position_table, x);
 
   for (size_t l = 0; l < dec.layers.size(); ++l) {
     const detail::Layer& layer = dec.layers[l];
-    layers::residual_block(k_, info_.norm, layer.self_attn_norm, eps, x, rows, d_, ws, [&](const float* in, float* out) {
-      layers::dense(k_, layer.self_attn.q, in, rows, ws.q.data(), ws);
-      layers::dense(k_, layer.self_attn.k, in, rows, ws.k.data(), ws);
-      layers::dense(k_, layer.self_attn.v, in, rows, ws.v.data(), ws);
+    layers::residual_block(c, info_.norm, layer.self_attn_norm, eps, x, rows, d_, [&](const float* in, float* out) {
+      layers::dense(c, layer.self_attn.q, in, rows, ws.q.data());
+      layers::dense(c, layer.self_attn.k, in, rows, ws.k.data());
+      layers::dense(c, layer.self_attn.v, in, rows, ws.v.data());
       // Append this position's K/V to each row's cache, then attend 0..step.
       for (size_t r = 0; r < rows; ++r) {
         const size_t at = (r * st.max_steps + step) * d_;
         std::memcpy(&st.self_k[l][at], &ws.k[r * d_], d_ * sizeof(float));
         std::memcpy(&st.self_v[l][at], &ws.v[r * d_], d_ * sizeof(float));
       }
-      layers::attend_rows(k_, ws.q.data(), st.self_k[l].data(), st.self_v[l].data(), st.self_keys.data(), rows, d_,
-                          heads_, ws.scores.data(), ws.context.data());
-      layers::dense(k_, layer.self_attn.o, ws.context.data(), rows, out, ws);
+      layers::attend_rows(c, ws.q.data(), st.self_k[l].data(), st.self_v[l].data(), st.self_keys.data(), rows, d_,
+                          heads_, ws.context.data());
+      layers::dense(c, layer.self_attn.o, ws.context.data(), rows, out);
     });
-    layers::residual_block(k_, info_.norm, layer.cross_attn_norm, eps, x, rows, d_, ws, [&](const float* in, float* out) {
-      layers::dense(k_, layer.cross_attn.q, in, rows, ws.q.data(), ws);
-      layers::attend_rows(k_, ws.q.data(), st.cross_k[l].data(), st.cross_v[l].data(), st.cross_keys.data(), rows, d_,
-                          heads_, ws.scores.data(), ws.context.data());
-      layers::dense(k_, layer.cross_attn.o, ws.context.data(), rows, out, ws);
+    layers::residual_block(c, info_.norm, layer.cross_attn_norm, eps, x, rows, d_, [&](const float* in, float* out) {
+      layers::dense(c, layer.cross_attn.q, in, rows, ws.q.data());
+      layers::attend_rows(c, ws.q.data(), st.cross_k[l].data(), st.cross_v[l].data(), st.cross_keys.data(), rows,
+                          d_, heads_, ws.context.data());
+      layers::dense(c, layer.cross_attn.o, ws.context.data(), rows, out);
     });
-    layers::residual_block(k_, info_.norm, layer.ffn_norm, eps, x, rows, d_, ws, [&](const float* in, float* out) {
-      layers::feed_forward(k_, layer, info_.activation, in, rows, out, ws);
+    layers::residual_block(c, info_.norm, layer.ffn_norm, eps, x, rows, d_, [&](const float* in, float* out) {
+      layers::feed_forward(c, layer, info_.activation, in, rows, out);
     });
   }
   if (dec.final_norm.present())
     k_.layer_norm(x, nullptr, rows, d_, dec.final_norm.gamma, dec.final_norm.beta, eps, x);
-  k_.linear(x, rows, w_.output_proj, w_.final_logits_bias, logits, ws.quantized_rows());
+  layers::matmul(c, w_.output_proj, w_.final_logits_bias, x, rows, logits);
 }
 
 void EncoderDecoder::reorder(const size_t* parent, size_t step, DecoderState& st) const {

@@ -33,7 +33,7 @@ struct DecoderState {
 
 class EncoderDecoder {
  public:
-  EncoderDecoder(const detail::ModelWeights& weights, const kernels::KernelTable& kernels);
+  EncoderDecoder(const detail::ModelWeights& weights, const kernels::KernelTable& kernels, threads::ThreadPool& pool);
 
   // Ids are checked by the caller (in vocabulary, within max_positions).
   void encode(const std::vector<std::vector<int32_t>>& batch, EncoderOutput& out, layers::Workspace& ws) const;
@@ -55,11 +55,13 @@ class EncoderDecoder {
   const kernels::KernelTable& kernels() const { return k_; }
 
  private:
-  void run_encoder_layer(const detail::Layer& layer, float* x, size_t rows, const layers::KeyRange* keys,
-                         layers::Workspace& ws) const;
+  void run_encoder_layer(layers::Context& c, const detail::Layer& layer, float* x, size_t rows,
+                         const layers::KeyRange* keys) const;
+  layers::Context context(layers::Workspace& ws) const { return {k_, pool_, ws}; }
 
   const detail::ModelWeights& w_;
   const kernels::KernelTable& k_;
+  threads::ThreadPool& pool_;
   const ModelInfo& info_;
   size_t d_, heads_;
 };

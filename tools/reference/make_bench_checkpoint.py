@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Writes the end-to-end benchmark's model: a Transformer-base MarianMT checkpoint
+shaped like Helsinki-NLP/opus-mt-en-de (d_model 512, 6+6 layers, 8 heads, FFN 2048,
+vocab 58101, swish, post-LN, scaled embeddings, tied output, final logits bias),
+with random weights, in Hugging Face's layout (config.json + model.safetensors).
+
+    /usr/bin/python3 tools/reference/make_bench_checkpoint.py build/bench/base-checkpoint
+
+Needs only numpy (Debian: python3-numpy). See bench/README.md for the protocol.
+"""
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+
+D, LAYERS, HEADS, FFN, VOCAB, POSITIONS = 512, 6, 8, 2048, 58101, 512
+PAD, EOS = VOCAB - 1, 0
+
+
+def config():
+    return {
+        "model_type": "marian", "architectures": ["MarianMTModel"], "d_model": D,
+        "encoder_layers": LAYERS, "decoder_layers": LAYERS,
+        "encoder_attention_heads": HEADS, "decoder_attention_heads": HEADS,
+        "encoder_ffn_dim": FFN, "decoder_ffn_dim": FFN, "vocab_size": VOCAB, "decoder_vocab_size": VOCAB,
+        "max_position_embeddings": POSITIONS, "scale_embedding": True, "normalize_before": False,
+        "activation_function": "swish", "pad_token_id": PAD, "eos_token_id": EOS,
+        "decoder_start_token_id": PAD, "tie_word_embeddings": True,
+        "share_encoder_decoder_embeddings": True, "bad_words_ids": [[PAD]],
+    }
+
+
+def tensors(rng):
+    def linear(prefix, out, inp):
+        yield f"{prefix}.weight", rng.normal(0, inp ** -0.5, (out, inp))
+        yield f"{prefix}.bias", rng.normal(0, 0.02, (out,))
+
+    def norm(prefix):
+        yield f"{prefix}.weight", 1 + rng.normal(0, 0.05, (D,))
+        yield f"{prefix}.bias", rng.normal(0, 0.05, (D,))
+
+    yield "model.shared.weight", rng.normal(0, D ** -0.5, (VOCAB, D))
+    yield "final_logits_bias", rng.normal(0, 0.1, (1, VOCAB))
+    for stack in ("encoder", "decoder"):
+        for i in range(LAYERS):
+            p = f"model.{stack}.layers.{i}"
+            attentions = ["self_attn"] + (["encoder_attn"] if stack == "decoder" else [])
+            for a in attentions:
+                for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
+                    yield from linear(f"{p}.{a}.{proj}", D, D)
+                yield from norm(f"{p}.{a}_layer_norm")
+            yield from linear(f"{p}.fc1", FFN, D)
+            yield from linear(f"{p}.fc2", D, FFN)
+            yield from norm(f"{p}.final_layer_norm")
+
+
+def main():
+    out_dir = sys.argv[1] if len(sys.argv) > 1 else "build/bench/base-checkpoint"
+    os.makedirs(out_dir, exist_ok=True)
+    rng = np.random.default_rng(0)
+    arrays = {name: value.astype("<f4") for name, value in tensors(rng)}
+    header, offset = {}, 0
+    for name in sorted(arrays):
+        size = arrays[name].nbytes
+        header[name] = {"dtype": "F32", "shape": list(arrays[name].shape), "data_offsets": [offset, offset + size]}
+        offset += size
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)
+    with open(os.path.join(out_dir, "model.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(raw)))
+        f.write(raw)
+        for name in sorted(arrays):
+            f.write(arrays[name].tobytes())
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(config(), f, indent=2)
+    params = sum(a.size for a in arrays.values())
+    print(f"wrote {out_dir}: {params / 1e6:.1f}M parameters, {offset / 2**20:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()
