@@ -28,8 +28,8 @@ void read_bandwidth(benchmark::State& state) {
   state.counters["GB/s"] = benchmark::Counter(double(bytes) * state.iterations() / 1e9, benchmark::Counter::kIsRate);
   std::free(data);
 }
-BENCHMARK(read_bandwidth)->Arg(512 << 10)->Name("probe/read_bandwidth/main_memory_512MB")->Unit(benchmark::kMillisecond);
-BENCHMARK(read_bandwidth)->Arg(512)->Name("probe/read_bandwidth/l2_512KB")->Unit(benchmark::kMicrosecond);
+BENCHMARK(read_bandwidth)->Arg(512 << 10)->Name("probe/read_bandwidth/main_memory_512MB")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(read_bandwidth)->Arg(512)->Name("probe/read_bandwidth/l2_512KB")->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // 12 independent FMA chains hide the latency: the throughput limit.
 template <int kWidth>
@@ -53,8 +53,8 @@ void fma_peak(benchmark::State& state) {
   const double flops = 2.0 * (kWidth / 32) * kChains * kIters;
   state.counters["GFLOP/s"] = benchmark::Counter(flops * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
-BENCHMARK(fma_peak<512>)->Name("probe/f32_fma_peak/avx512");
-BENCHMARK(fma_peak<256>)->Name("probe/f32_fma_peak/avx2");
+BENCHMARK(fma_peak<512>)->Name("probe/f32_fma_peak/avx512")->UseRealTime();
+BENCHMARK(fma_peak<256>)->Name("probe/f32_fma_peak/avx2")->UseRealTime();
 
 void vnni_peak(benchmark::State& state) {
   constexpr int kChains = 12, kIters = 1 << 16;
@@ -68,7 +68,7 @@ void vnni_peak(benchmark::State& state) {
   const double ops = 2.0 * 64 * kChains * kIters;  // 64 u8 x s8 products per instruction
   state.counters["GOP/s"] = benchmark::Counter(ops * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
-BENCHMARK(vnni_peak)->Name("probe/int8_dot_peak/vpdpbusd_zmm");
+BENCHMARK(vnni_peak)->Name("probe/int8_dot_peak/vpdpbusd_zmm")->UseRealTime();
 
 }  // namespace
 

@@ -2,6 +2,7 @@
 // machine runs, on random shapes including 1, odd tails and non-multiples of the
 // vector width. (Under qemu the ARM builds run the same file.)
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -101,7 +102,7 @@ TEST_CASE("linear matches the reference for f32 f16 int8 in GEMV and GEMM shapes
   }
 }
 
-TEST_CASE("layer_norm, activations, add, log_softmax match the reference", "[kernels]") {
+TEST_CASE("layer_norm, activations, add, logsumexp match the reference", "[kernels]") {
   std::mt19937 rng(12);
   for (Isa isa : simd_paths()) {
     const KernelTable& simd = *table_for(isa);
@@ -126,10 +127,37 @@ TEST_CASE("layer_norm, activations, add, log_softmax match the reference", "[ker
       reference::add(x.data(), want.data(), d);
       simd.add(x.data(), got.data(), d);
       require_close(got, want, 0, "add");
-      auto logits = random_values(rng, d, 4.0f), lw = logits, lg = logits;
-      reference::log_softmax(lw.data(), d);
-      simd.log_softmax(lg.data(), d);
-      require_close(lg, lw, 1e-5, "log_softmax n=" + std::to_string(d));
+      auto logits = random_values(rng, d, 4.0f);
+      CHECK(simd.logsumexp(logits.data(), d) == Approx(reference::logsumexp(logits.data(), d)).epsilon(1e-6));
+    }
+  }
+}
+
+TEST_CASE("top-k over the vocabulary matches the reference, ties and masks included", "[kernels]") {
+  std::mt19937 rng(16);
+  for (Isa isa : runnable_isas()) {
+    const KernelTable& kt = *table_for(isa);
+    for (size_t n : {1, 2, 7, 16, 33, 1000, 58101}) {
+      for (size_t k : {1, 2, 8}) {
+        auto x = random_values(rng, n);
+        for (size_t i = 0; i < n; i += 5) x[i] = std::round(x[i] * 2) / 2;  // exact ties
+        for (size_t i = 3; i < n; i += 11) x[i] = -INFINITY;                  // masked tokens
+        std::vector<int32_t> want_ids(k), got_ids(k);
+        std::vector<float> want(k), got(k);
+        const size_t wn = reference::top_k(x.data(), n, k, want_ids.data(), want.data());
+        const size_t gn = kt.top_k(x.data(), n, k, got_ids.data(), got.data());
+        INFO(kt.isa << " n=" << n << " k=" << k);
+        REQUIRE(gn == wn);
+        REQUIRE(wn == std::min(k, n - (n > 3 ? (n - 4) / 11 + 1 : 0)));
+        for (size_t j = 0; j < wn; ++j) {
+          REQUIRE(got_ids[j] == want_ids[j]);
+          REQUIRE(got[j] == want[j]);
+          if (j > 0) REQUIRE((want[j - 1] > want[j] || (want[j - 1] == want[j] && want_ids[j - 1] < want_ids[j])));
+        }
+        // Nothing left out is better than the last one kept.
+        for (size_t i = 0; i < n && wn == k; ++i)
+          if (std::find(want_ids.begin(), want_ids.end(), int32_t(i)) == want_ids.end()) REQUIRE(!(x[i] > want[k - 1]));
+      }
     }
   }
 }

@@ -90,8 +90,7 @@ std::pair<size_t, size_t> teacher_forced_agreement(const Model& model, const jso
     std::vector<float> logits(info.vocab_size);
     for (size_t t = 0; t < tokens.size(); ++t) {
       graph.decode_step(&tokens[t], t, st, ws, logits.data());
-      graph.kernels().log_softmax(logits.data(), logits.size());
-      for (int32_t bad : info.bad_word_ids) logits[bad] = -INFINITY;
+      for (int32_t bad : info.bad_word_ids) logits[bad] = -INFINITY;  // argmax of log-softmax = of logits
       auto best = std::max_element(logits.begin(), logits.end()) - logits.begin();
       agree += best == argmax[t];
       ++total;

@@ -5,6 +5,7 @@
 
 #include "common/cli.h"
 #include "petrel/model.h"
+#include "petrel/translator.h"
 
 using namespace petrel;
 
@@ -41,6 +42,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   const ModelInfo& m = loaded.value()->info();
+  // The path a Translator would use here (PETREL_ISA honoured).
+  auto translator = Translator::create(loaded.value());
+  const std::string isa = translator ? translator.value().isa() : "error: " + translator.error().message;
   const bool tensors = !p.has("no-tensors");
   uint64_t tensor_bytes = 0;
   for (const auto& t : m.tensors) tensor_bytes += t.bytes;
@@ -77,6 +81,8 @@ int main(int argc, char** argv) {
         {"parameters", m.parameter_count},
         {"tensor_bytes", tensor_bytes},
         {"folds", nlohmann::json::array()},
+        {"isa_paths", runnable_isas()},
+        {"isa", isa},
     };
     for (const auto& f : m.folds)
       j["folds"].push_back({{"what", f.what}, {"value", f.value}, {"targets", f.targets}, {"note", f.note}});
@@ -115,7 +121,8 @@ int main(int argc, char** argv) {
   for (const auto& f : m.folds) {
     std::printf("    %-16s %-12.6g %s\n", f.what.c_str(), f.value, f.note.c_str());
     std::string targets;
-    for (const auto& t : f.targets) targets += (targets.empty() ? "" : ", ") + t;
+    for (size_t i = 0; i < f.targets.size() && i < 4; ++i) targets += (i ? ", " : "") + f.targets[i];
+    if (f.targets.size() > 4) targets += ", ... (" + std::to_string(f.targets.size()) + " tensors)";
     std::printf("    %-16s into: %s\n", "", targets.c_str());
   }
   if (tensors) {
@@ -127,6 +134,9 @@ int main(int argc, char** argv) {
                   static_cast<unsigned long long>(t.bytes));
     }
   }
+  std::string paths;
+  for (const auto& isa : runnable_isas()) paths += (paths.empty() ? "" : ", ") + isa;
+  std::printf("  kernel paths      %s (in use: %s)\n", paths.c_str(), isa.c_str());
   std::printf("  total             %zu tensors, %llu parameters, %llu tensor bytes\n", m.tensors.size(),
               static_cast<unsigned long long>(m.parameter_count), static_cast<unsigned long long>(tensor_bytes));
   return 0;

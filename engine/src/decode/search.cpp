@@ -16,19 +16,9 @@ bool better(const Candidate& a, const Candidate& b) {
   return a.hyp < b.hyp;
 }
 
-// Appends hypothesis `hyp`'s best `k` extensions (cumulative scores) to `out`.
-void best_extensions(const float* log_probs, size_t vocab, double base, uint32_t hyp, size_t k,
-                     std::vector<Candidate>& top, std::vector<Candidate>& out) {
-  top.clear();
-  for (size_t t = 0; t < vocab; ++t) {
-    if (log_probs[t] == -INFINITY) continue;
-    Candidate c{base + log_probs[t], static_cast<int32_t>(t), hyp};
-    if (top.size() == k && !better(c, top.back())) continue;
-    if (top.size() == k) top.pop_back();
-    top.insert(std::upper_bound(top.begin(), top.end(), c, better), c);
-  }
-  out.insert(out.end(), top.begin(), top.end());
-}
+// A sentence finishes < beam hypotheses while live, up to beam more in its last
+// step, and beam live ones at the length limit.
+constexpr size_t kFinishedPerBeam = 3;
 
 double normalized(double score, size_t length, double alpha) {
   return score / std::pow(static_cast<double>(std::max<size_t>(length, 1)), alpha);
@@ -54,11 +44,22 @@ SearchResult search(const models::EncoderDecoder& model, const models::EncoderOu
   s.parent.assign(rows, 0);
   s.live.assign(sentences, 1);  // one live hypothesis (the start token) per sentence
   s.candidates.reserve(K * 2 * K);
-  s.top.reserve(2 * K + 1);
+  s.top_ids.resize(2 * K);
+  s.top_logits.resize(2 * K);
+  const kernels::KernelTable& k = model.kernels();
 
-  SearchResult result;
-  result.hypotheses.assign(sentences, {});
-  for (auto& h : result.hypotheses) h.reserve(K + K);
+  const size_t slots = kFinishedPerBeam * K;
+  s.finished.resize(sentences);
+  for (auto& f : s.finished) {
+    f.clear();
+    f.reserve(slots);
+  }
+  s.finished_tokens.resize(sentences * slots * max_steps);
+  auto finish = [&](size_t b, const int32_t* tokens, size_t length, double score) {
+    auto& f = s.finished[b];
+    std::copy_n(tokens, length, &s.finished_tokens[(b * slots + f.size()) * max_steps]);
+    f.push_back({length, score});  // within the reserved capacity
+  };
   std::vector<bool> done(sentences, false);
   size_t remaining = sentences;
 
@@ -73,11 +74,15 @@ SearchResult search(const models::EncoderDecoder& model, const models::EncoderOu
       s.candidates.clear();
       for (size_t i = 0; i < s.live[b]; ++i) {
         const size_t row = b * K + i;
-        float* lp = &s.logits[row * vocab];
-        model.kernels().log_softmax(lp, vocab);
-        for (int32_t bad : info.bad_word_ids) lp[bad] = -INFINITY;
-        if (step < o.min_new_tokens) lp[info.eos_id] = -INFINITY;
-        best_extensions(lp, vocab, s.scores[row], static_cast<uint32_t>(i), 2 * K, s.top, s.candidates);
+        float* logits = &s.logits[row * vocab];
+        // log-softmax over every token (as Hugging Face), then bad words are masked.
+        const float log_sum = k.logsumexp(logits, vocab);
+        for (int32_t bad : info.bad_word_ids) logits[bad] = -INFINITY;
+        if (step < o.min_new_tokens) logits[info.eos_id] = -INFINITY;
+        const size_t found = k.top_k(logits, vocab, 2 * K, s.top_ids.data(), s.top_logits.data());
+        for (size_t j = 0; j < found; ++j)
+          s.candidates.push_back({s.scores[row] + static_cast<double>(s.top_logits[j] - log_sum), s.top_ids[j],
+                                  static_cast<uint32_t>(i)});
       }
       std::sort(s.candidates.begin(), s.candidates.end(), better);
       size_t filled = 0;
@@ -85,10 +90,8 @@ SearchResult search(const models::EncoderDecoder& model, const models::EncoderOu
         const Candidate& c = s.candidates[rank];
         const size_t from = b * K + c.hyp;
         if (c.token == info.eos_id) {
-          if (rank < K) {  // a lower-ranked EOS is skipped, as in Hugging Face
-            const int32_t* h = &s.history[from * max_steps];
-            result.hypotheses[b].push_back({{h, h + step}, normalized(c.score, step + 1, o.length_penalty)});
-          }
+          if (rank < K)  // a lower-ranked EOS is skipped, as in Hugging Face
+            finish(b, &s.history[from * max_steps], step, normalized(c.score, step + 1, o.length_penalty));
           continue;
         }
         const size_t to = b * K + filled++;
@@ -99,7 +102,7 @@ SearchResult search(const models::EncoderDecoder& model, const models::EncoderOu
       }
       for (size_t i = filled; i < K; ++i) s.parent[b * K + i] = b * K;  // inactive rows
       s.live[b] = filled;
-      if (result.hypotheses[b].size() >= K || filled == 0) {
+      if (s.finished[b].size() >= K || filled == 0) {
         done[b] = true;
         --remaining;
       }
@@ -109,17 +112,19 @@ SearchResult search(const models::EncoderDecoder& model, const models::EncoderOu
     for (size_t r = 0; r < rows; ++r) s.tokens[r] = s.history[r * max_steps + step];
     if (K > 1) model.reorder(s.parent.data(), step, s.decoder);
   }
-  result.steps = step;
 
+  SearchResult result;
+  result.steps = step;
+  result.hypotheses.resize(sentences);
   for (size_t b = 0; b < sentences; ++b) {
-    if (!done[b]) {  // the length limit was reached: finish the live hypotheses
-      for (size_t i = 0; i < s.live[b]; ++i) {
-        const size_t row = b * K + i;
-        const int32_t* h = &s.history[row * max_steps];
-        result.hypotheses[b].push_back({{h, h + step}, normalized(s.scores[row], step, o.length_penalty)});
-      }
-    }
+    if (!done[b])  // the length limit was reached: finish the live hypotheses
+      for (size_t i = 0; i < s.live[b]; ++i)
+        finish(b, &s.history[(b * K + i) * max_steps], step, normalized(s.scores[b * K + i], step, o.length_penalty));
     auto& hyps = result.hypotheses[b];
+    for (size_t f = 0; f < s.finished[b].size(); ++f) {
+      const int32_t* tokens = &s.finished_tokens[(b * slots + f) * max_steps];
+      hyps.push_back({{tokens, tokens + s.finished[b][f].length}, s.finished[b][f].score});
+    }
     std::stable_sort(hyps.begin(), hyps.end(), [](const Hypothesis& a, const Hypothesis& c) { return a.score > c.score; });
     if (hyps.size() > o.n_best) hyps.resize(o.n_best);
   }

@@ -40,7 +40,17 @@ struct SearchState {
     int32_t token;
     uint32_t hyp;
   };
-  std::vector<Candidate> candidates, top;
+  std::vector<Candidate> candidates;
+  std::vector<int32_t> top_ids;  // one hypothesis' best 2 x beam tokens
+  std::vector<float> top_logits;
+  // Finished hypotheses, at most kFinishedPerBeam x beam per sentence: tokens in
+  // a preallocated arena, so finishing one allocates nothing.
+  struct Finished {
+    size_t length;
+    double score;
+  };
+  std::vector<std::vector<Finished>> finished;  // per sentence
+  std::vector<int32_t> finished_tokens;         // [sentence][slot][max_steps]
 };
 
 SearchResult search(const models::EncoderDecoder& model, const models::EncoderOutput& encoded,

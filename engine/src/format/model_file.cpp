@@ -212,6 +212,9 @@ class Binder {
 
 Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std::string& name) {
   auto fail = [&](const std::string& what) { return Error{ErrorCode::kFormat, name + ": " + what}; };
+  // The format is little-endian and tensors are used in place: refuse rather than misread.
+  if (__BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__)
+    return Error{ErrorCode::kUnsupported, name + ": Petrel model files are little-endian; this host is big-endian"};
   if (reinterpret_cast<uintptr_t>(bytes) % kDataAlignment != 0)
     return Error{ErrorCode::kInvalidArgument, name + ": model bytes are not 64-byte aligned"};
   if (size < 12) return fail("file is too small to be a Petrel model (" + std::to_string(size) + " bytes)");

@@ -31,7 +31,8 @@ struct KernelTable {
                 const float* positions, float* out);
   void (*attend)(const float* q, const float* k, const float* v, size_t n, size_t stride, size_t head_dim,
                  float* scores, float* out);
-  void (*log_softmax)(float* x, size_t n);
+  float (*logsumexp)(const float* x, size_t n);
+  size_t (*top_k)(const float* x, size_t n, size_t k, int32_t* ids, float* values);
 };
 
 namespace reference {
@@ -62,8 +63,13 @@ void embed(const detail::Matrix& table, const int32_t* ids, const int32_t* pos, 
 void attend(const float* q, const float* k, const float* v, size_t n, size_t stride, size_t head_dim, float* scores,
             float* out);
 
-// x = log_softmax(x) over n values.
-void log_softmax(float* x, size_t n);
+// log(sum exp(x)) over n values, max-subtracted: log_softmax(x)[i] = x[i] - logsumexp(x).
+float logsumexp(const float* x, size_t n);
+
+// The k largest finite values of x, best first (ties: lower index), as ids and
+// values; returns how many (< k when fewer are finite). With logsumexp this is
+// log-softmax + top-k in two reads of x and no write.
+size_t top_k(const float* x, size_t n, size_t k, int32_t* ids, float* values);
 
 }  // namespace reference
 

@@ -4,13 +4,31 @@
 
 namespace petrel::kernels::reference {
 
-void log_softmax(float* x, size_t n) {
+float logsumexp(const float* x, size_t n) {
   float max_value = -INFINITY;
   for (size_t i = 0; i < n; ++i) max_value = std::max(max_value, x[i]);
+  if (max_value == -INFINITY) return -INFINITY;
   double sum = 0;
   for (size_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(x[i] - max_value));
-  const float log_sum = static_cast<float>(std::log(sum));
-  for (size_t i = 0; i < n; ++i) x[i] = x[i] - max_value - log_sum;
+  return max_value + static_cast<float>(std::log(sum));
+}
+
+size_t top_k(const float* x, size_t n, size_t k, int32_t* ids, float* values) {
+  size_t count = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    if (!(v > -INFINITY)) continue;  // -inf (masked) and NaN never qualify
+    if (count == k && !(v > values[k - 1])) continue;
+    size_t at = count < k ? count++ : k - 1;
+    while (at > 0 && v > values[at - 1]) {  // strictly better: equal values keep index order
+      values[at] = values[at - 1];
+      ids[at] = ids[at - 1];
+      --at;
+    }
+    values[at] = v;
+    ids[at] = static_cast<int32_t>(i);
+  }
+  return count;
 }
 
 }  // namespace petrel::kernels::reference

@@ -1,0 +1,69 @@
+// No allocation inside the decode loop: a translation of 40 steps allocates no
+// more than one of 4 steps (EOS held back so the step counts are exact), once the
+// session's buffers have grown to the largest shape.
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <new>
+
+#include "convert/convert.h"
+#include "petrel/translator.h"
+#include "support/test_support.h"
+
+namespace {
+std::atomic<bool> counting{false};
+std::atomic<size_t> allocations{0};
+}  // namespace
+
+// Counting replacements of the global allocation functions (this test binary only).
+void* operator new(size_t size) {
+  if (counting.load(std::memory_order_relaxed)) allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(size ? size : 1)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](size_t size) { return operator new(size); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+void operator delete[](void* p, size_t) noexcept { std::free(p); }
+
+using namespace petrel;
+using namespace petrel::test;
+
+namespace {
+size_t allocations_of(Translator& translator, const std::vector<std::vector<int32_t>>& batch, size_t steps,
+                      size_t beam) {
+  TranslateOptions o;
+  o.beam_size = o.n_best = beam;
+  o.max_new_tokens = o.min_new_tokens = steps;
+  allocations = 0;
+  counting = true;
+  auto r = translator.translate(batch, o);
+  counting = false;
+  REQUIRE(r.has_value());
+  REQUIRE(translator.last_timings().decode_steps == steps);
+  return allocations.load();
+}
+}  // namespace
+
+TEST_CASE("the decode loop does not allocate", "[runtime][memory]") {
+  TempDir tmp;
+  convert::ConvertOptions o;
+  o.checkpoint_dir = oracle_dir("post_swish_concat_tied");
+  o.output_path = tmp.file("m.petrel");
+  convert::convert_checkpoint(o);
+  auto model = Model::load(o.output_path);
+  REQUIRE(model.has_value());
+  const size_t beam = GENERATE(1, 3);
+  const size_t threads = GENERATE(1, 2);
+  auto created = Translator::create(model.value(), {"", threads});
+  REQUIRE(created.has_value());
+  Translator& translator = created.value();
+  const std::vector<std::vector<int32_t>> batch = {{5, 9, 13, 0}, {7, 0}, {21, 22, 23, 24, 25, 0}};
+  allocations_of(translator, batch, 40, beam);  // grow every buffer to the largest shape
+  const size_t short_run = allocations_of(translator, batch, 4, beam);
+  const size_t long_run = allocations_of(translator, batch, 40, beam);
+  INFO("beam " << beam << ", threads " << threads << ": " << short_run << " allocations for 4 steps, " << long_run
+               << " for 40");
+  CHECK(long_run == short_run);
+}
