@@ -16,6 +16,6 @@ echo
 echo "== petrel-inspect build/demo/numbers.petrel --no-tensors"
 "$bin/petrel-inspect" build/demo/numbers.petrel --no-tensors
 echo
-echo "== petrel-run build/demo/numbers.petrel --text ... --beam 4"
-"$bin/petrel-run" build/demo/numbers.petrel --beam 4 \
+echo "== petrel-run build/demo/numbers.petrel --text 7 --text 42 ...   (greedy, one padded batch)"
+"$bin/petrel-run" build/demo/numbers.petrel \
   --text 7 --text 42 --text 4096 --text 80808 --text 250017 --text 999999

@@ -346,12 +346,21 @@ class Converter {
 
     auto tokenizer = read_vocab();
     std::vector<flatbuffers::Offset<fb::Fold>> folds;
-    for (const FoldInfo& f : folds_)
-      folds.push_back(fb::CreateFold(fbb_, fbb_.CreateString(f.what), f.value, fbb_.CreateVectorOfStrings(f.targets),
-                                     fbb_.CreateString(f.note)));
+    for (const FoldInfo& f : folds_) {
+      // Separate statements: argument evaluation order is unspecified, and the
+      // bytes must not depend on the compiler (files are reproducible everywhere).
+      auto what = fbb_.CreateString(f.what);
+      auto targets = fbb_.CreateVectorOfStrings(f.targets);
+      auto note = fbb_.CreateString(f.note);
+      folds.push_back(fb::CreateFold(fbb_, what, f.value, targets, note));
+    }
     auto folds_vec = fbb_.CreateVector(folds);
     auto producer = fbb_.CreateString(kProducer);
-    auto source = fbb_.CreateString(options_.checkpoint_dir);
+    // The checkpoint directory's name only: a machine's paths do not belong in a
+    // portable file, and the same checkpoint converts to the same bytes anywhere.
+    std::string dir = options_.checkpoint_dir;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    auto source = fbb_.CreateString(dir.substr(dir.find_last_of('/') + 1));
     auto bad_words = fbb_.CreateVector(c_.bad_words);
     auto tensors = writer_.tensor_table();
 
