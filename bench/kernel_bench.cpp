@@ -74,16 +74,18 @@ void embed_bench(benchmark::State& state, Isa isa, DType dtype, detail::Layout l
   const size_t tokens = 32;
   Weights table(kVocab, d, dtype, layout);
   auto pe = random_values(512 * d, 3);
-  std::vector<int32_t> ids(tokens), pos(tokens);
+  // 4096 batches of random ids, cycled: rows come from memory, as in a real encoder.
+  constexpr size_t kBatches = 4096;
+  std::vector<int32_t> ids(kBatches * tokens), pos(tokens);
   std::mt19937 rng(5);
-  for (size_t t = 0; t < tokens; ++t) {
-    ids[t] = static_cast<int32_t>(rng() % kVocab);
-    pos[t] = static_cast<int32_t>(t);
-  }
+  for (auto& id : ids) id = static_cast<int32_t>(rng() % kVocab);
+  for (size_t t = 0; t < tokens; ++t) pos[t] = static_cast<int32_t>(t);
   std::vector<float> out(tokens * d);
+  size_t batch = 0;
   for (auto _ : state) {
-    kt->embed(table.view, ids.data(), pos.data(), tokens, pe.data(), out.data());
+    kt->embed(table.view, ids.data() + batch * tokens, pos.data(), tokens, pe.data(), out.data());
     benchmark::DoNotOptimize(out.data());
+    batch = (batch + 1) % kBatches;
   }
   const size_t esize = dtype == DType::kF32 ? 4 : dtype == DType::kF16 ? 2 : 1;
   set_rate(state, "GB/s", double(tokens * d * (esize + 4 + 4)));  // row + position row read, output written
@@ -150,6 +152,11 @@ void register_all() {
       // Decoder step (batch 1): weights streamed from memory.
       benchmark::RegisterBenchmark((t + "gemv_from_memory/out_proj_58101x512").c_str(), linear_bench, isa, dtype, 1,
                                    kVocab, 512, true)->Unit(benchmark::kMillisecond)->UseRealTime();
+      // Beam 4 (four hypotheses per step).
+      benchmark::RegisterBenchmark((t + "beam4_from_memory/out_proj_4x58101x512").c_str(), linear_bench, isa, dtype,
+                                   4, kVocab, 512, true)->Unit(benchmark::kMillisecond)->UseRealTime();
+      benchmark::RegisterBenchmark((t + "beam4_in_cache/ffn_4x2048x512").c_str(), linear_bench, isa, dtype, 4, 2048,
+                                   512, false)->Unit(benchmark::kMicrosecond)->UseRealTime();
       benchmark::RegisterBenchmark((t + "gemv_from_memory/ffn_2048x512").c_str(), linear_bench, isa, dtype, 1, 2048, 512,
                                    true)->Unit(benchmark::kMicrosecond)->UseRealTime();
       benchmark::RegisterBenchmark((t + "gemv_in_cache/ffn_2048x512").c_str(), linear_bench, isa, dtype, 1, 2048, 512,

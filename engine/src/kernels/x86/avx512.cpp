@@ -12,7 +12,7 @@ namespace petrel::kernels::avx512 {
 namespace {
 
 using Arch = xsimd::avx512bw;
-constexpr size_t kGemmRows = 4, kGemmPanels = 2, kGemvPanels = 4;
+constexpr size_t kGemmRows = 8, kGemmPanels = 2, kGemvPanels = 4;
 
 xsimd::batch<float, Arch> load_i8(const int8_t* p) {
   return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
