@@ -29,15 +29,8 @@ struct Weights {
   convert::EncodedMatrix encoded;
   detail::Matrix view;
   Weights(size_t rows, size_t cols, DType dtype, detail::Layout layout = detail::Layout::kPanel16, unsigned seed = 1)
-      : encoded(convert::encode_matrix(random_values(rows * cols, seed), rows, cols, dtype, 1.0f, layout)) {
-    view.dtype = dtype;
-    view.layout = layout;
-    view.rows = rows;
-    view.cols = cols;
-    view.data = encoded.data.data();
-    view.scales = encoded.scales.empty() ? nullptr : encoded.scales.data();
-    view.row_sums = encoded.row_sums.empty() ? nullptr : encoded.row_sums.data();
-  }
+      : encoded(convert::encode_matrix(random_values(rows * cols, seed), rows, cols, dtype, 1.0f, layout)),
+        view(convert::as_matrix(encoded, rows, cols)) {}
   size_t bytes() const { return encoded.data.size() + (encoded.scales.size() + encoded.row_sums.size()) * 4; }
 };
 

@@ -39,15 +39,8 @@ struct TestMatrix {
   convert::EncodedMatrix encoded;
   detail::Matrix view;
   TestMatrix(const std::vector<float>& values, size_t rows, size_t cols, DType dtype, detail::Layout layout)
-      : encoded(convert::encode_matrix(values, rows, cols, dtype, 1.0f, layout)) {
-    view.dtype = dtype;
-    view.layout = layout;
-    view.rows = rows;
-    view.cols = cols;
-    view.data = encoded.data.data();
-    view.scales = encoded.scales.empty() ? nullptr : encoded.scales.data();
-    view.row_sums = encoded.row_sums.empty() ? nullptr : encoded.row_sums.data();
-  }
+      : encoded(convert::encode_matrix(values, rows, cols, dtype, 1.0f, layout)),
+        view(convert::as_matrix(encoded, rows, cols)) {}
 };
 
 void require_close(const std::vector<float>& got, const std::vector<float>& want, double tolerance,

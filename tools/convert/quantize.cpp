@@ -8,22 +8,25 @@
 
 namespace petrel::convert {
 
-namespace {
-
-detail::Matrix view(const EncodedMatrix& m, size_t rows, size_t cols) {
+detail::Matrix as_matrix(const EncodedMatrix& m, size_t rows, size_t cols) {
   detail::Matrix v;
   v.dtype = m.dtype;
   v.layout = m.layout;
   v.rows = rows;
   v.cols = cols;
+  v.data = m.data.data();
+  v.scales = m.scales.empty() ? nullptr : m.scales.data();
+  v.row_sums = m.row_sums.empty() ? nullptr : m.row_sums.data();
   return v;
 }
+
+namespace {
 
 // Reorders row-major bytes into Panel16 order (zero padding), and for int8 sums rows.
 void pack_panels(EncodedMatrix& m, size_t rows, size_t cols) {
   const size_t esize = m.dtype == DType::kF32 ? 4 : m.dtype == DType::kF16 ? 2 : 1;
   m.layout = detail::Layout::kPanel16;
-  const detail::Matrix packed = view(m, rows, cols);
+  const detail::Matrix packed = as_matrix(m, rows, cols);
   std::vector<uint8_t> out(detail::round_up(rows, detail::kPanelRows) * packed.stored_cols() * esize, 0);
   for (size_t r = 0; r < rows; ++r)
     for (size_t c = 0; c < cols; ++c)
@@ -86,7 +89,7 @@ EncodedMatrix encode_matrix(const std::vector<float>& values, size_t rows, size_
 
 std::vector<float> decode_matrix(const EncodedMatrix& m, size_t rows, size_t cols) {
   std::vector<float> out(rows * cols);
-  const detail::Matrix v = view(m, rows, cols);
+  const detail::Matrix v = as_matrix(m, rows, cols);
   for (size_t r = 0; r < rows; ++r) {
     for (size_t c = 0; c < cols; ++c) {
       const size_t i = v.index(r, c);

@@ -26,6 +26,9 @@ struct EncodedMatrix {
 EncodedMatrix encode_matrix(const std::vector<float>& values, size_t rows, size_t cols, DType dtype,
                             float row_scale = 1.0f, detail::Layout layout = detail::Layout::kRowMajor);
 
+// The engine's view of an encoded matrix (pointing into `m`, which must outlive it).
+detail::Matrix as_matrix(const EncodedMatrix& m, size_t rows, size_t cols);
+
 // Decodes an encoded matrix back to f32 (for error reports and tests).
 std::vector<float> decode_matrix(const EncodedMatrix& m, size_t rows, size_t cols);
 

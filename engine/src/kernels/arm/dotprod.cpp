@@ -14,14 +14,7 @@ namespace {
 using Arch = xsimd::neon64;
 constexpr size_t kGemmRows = 4, kGemmPanels = 1, kGemvPanels = 2;
 
-xsimd::batch<float, Arch> load_i8(const int8_t* p) {
-  int32_t four;
-  std::memcpy(&four, p, 4);
-  const int16x8_t wide = vmovl_s8(vreinterpret_s8_s32(vdup_n_s32(four)));
-  return vcvtq_f32_s32(vmovl_s16(vget_low_s16(wide)));
-}
-
-xsimd::batch<float, Arch> load_f16(const uint16_t* p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
+#include "kernels/arm/neon_loads.inc"
 
 struct Int8Ops {
   static constexpr bool kUnsigned = false;

@@ -18,21 +18,7 @@ using Arch = xsimd::neon;
 #endif
 constexpr size_t kGemmRows = 2, kGemmPanels = 1, kGemvPanels = 2;
 
-xsimd::batch<float, Arch> load_i8(const int8_t* p) {
-  int32_t four;
-  std::memcpy(&four, p, 4);
-  const int16x8_t wide = vmovl_s8(vreinterpret_s8_s32(vdup_n_s32(four)));
-  return vcvtq_f32_s32(vmovl_s16(vget_low_s16(wide)));
-}
-
-xsimd::batch<float, Arch> load_f16(const uint16_t* p) {
-#if defined(__aarch64__)
-  return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)));
-#else  // armv7 NEON has no half conversion without the fp16 extension
-  alignas(16) float f[4] = {half_to_float(p[0]), half_to_float(p[1]), half_to_float(p[2]), half_to_float(p[3])};
-  return vld1q_f32(f);
-#endif
-}
+#include "kernels/arm/neon_loads.inc"
 
 struct Int8Ops {
   static constexpr bool kUnsigned = false;
