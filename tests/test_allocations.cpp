@@ -3,6 +3,7 @@
 // session's buffers have grown to the largest shape.
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <cstddef>
 #include <cstdlib>
 #include <new>
 
@@ -15,17 +16,46 @@ std::atomic<bool> counting{false};
 std::atomic<size_t> allocations{0};
 }  // namespace
 
-// Counting replacements of the global allocation functions (this test binary only).
-void* operator new(size_t size) {
+// Counting replacements of every global allocation function (this test binary
+// only). All of them, plain, nothrow and aligned, so that every allocation and
+// release goes through malloc/free — as sanitizers require of a replacement.
+namespace {
+void* counted_alloc(size_t size, size_t alignment) {
   if (counting.load(std::memory_order_relaxed)) allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(size ? size : 1)) return p;
-  throw std::bad_alloc();
+  if (size == 0) size = 1;
+  if (alignment <= alignof(std::max_align_t)) return std::malloc(size);
+  return std::aligned_alloc(alignment, (size + alignment - 1) / alignment * alignment);
 }
-void* operator new[](size_t size) { return operator new(size); }
+void* checked(void* p) {
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+}  // namespace
+
+void* operator new(size_t n) { return checked(counted_alloc(n, 0)); }
+void* operator new[](size_t n) { return checked(counted_alloc(n, 0)); }
+void* operator new(size_t n, const std::nothrow_t&) noexcept { return counted_alloc(n, 0); }
+void* operator new[](size_t n, const std::nothrow_t&) noexcept { return counted_alloc(n, 0); }
+void* operator new(size_t n, std::align_val_t a) { return checked(counted_alloc(n, static_cast<size_t>(a))); }
+void* operator new[](size_t n, std::align_val_t a) { return checked(counted_alloc(n, static_cast<size_t>(a))); }
+void* operator new(size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return counted_alloc(n, static_cast<size_t>(a));
+}
+void* operator new[](size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return counted_alloc(n, static_cast<size_t>(a));
+}
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, size_t) noexcept { std::free(p); }
 void operator delete[](void* p, size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
 
 using namespace petrel;
 using namespace petrel::test;
