@@ -25,6 +25,14 @@ ctest --preset asan -j"$jobs"
 
 $native_only && exit 0
 
+echo "== the same x86-64 test binary on emulated CPUs: Haswell (AVX2, no AVX-512) and Nehalem (no AVX)"
+# Proves run-time dispatch: no AVX-512 or AVX instruction leaks into the paths these
+# CPUs are given (qemu prints warnings about CPUID bits it does not model: dropped).
+QEMU_CPU=Haswell PETREL_EXPECT_BEST_ISA=avx2 \
+  qemu-x86_64 build/release/tests/petrel_tests "[oracle],[kernels]" 2>/dev/null
+QEMU_CPU=Nehalem PETREL_EXPECT_BEST_ISA=scalar \
+  qemu-x86_64 build/release/tests/petrel_tests "[oracle],[kernels]" 2>/dev/null
+
 echo "== aarch64 cross build; tests under qemu -cpu max (dotprod) and -cpu cortex-a53 (no dotprod)"
 cmake --preset aarch64 >/dev/null
 cmake --build --preset aarch64 -j"$jobs"
