@@ -1,0 +1,91 @@
+/* Petrel's C API: a stable ABI for apps in C, Swift, Kotlin/JNI, Rust or Python ctypes.
+ *
+ *   petrel_model* model;
+ *   if (petrel_model_load("model.petrel", &model) != PETREL_OK) puts(petrel_last_error());
+ *   petrel_session* session;
+ *   petrel_session_create(model, NULL, 1, &session);       // NULL: best kernel path
+ *   petrel_result* result;
+ *   const int32_t ids[] = {12, 7, 99, 0};
+ *   const int32_t* inputs[] = {ids};
+ *   size_t lengths[] = {4};
+ *   petrel_translate_ids(session, inputs, lengths, 1, NULL, &result);   // NULL: greedy
+ *   size_t n; const int32_t* out = petrel_result_ids(result, 0, 0, &n);
+ *   petrel_result_free(result); petrel_session_free(session); petrel_model_free(model);
+ *
+ * Every function returns a status; on failure petrel_last_error() holds a message for
+ * the calling thread. A model may be shared by threads; a session belongs to one thread
+ * at a time. Nothing here prints, exits or aborts. The header compiles as C99. */
+#ifndef PETREL_PETREL_H
+#define PETREL_PETREL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum petrel_status {
+  PETREL_OK = 0,
+  PETREL_INVALID_ARGUMENT = 1, /* a caller's input: ids, options, NULL pointers */
+  PETREL_IO = 2,               /* a file could not be opened or mapped */
+  PETREL_FORMAT = 3,           /* a corrupt, hostile or inconsistent model file */
+  PETREL_UNSUPPORTED = 4,      /* valid, but not runnable by this build or CPU */
+  PETREL_INTERNAL = 5
+} petrel_status;
+
+typedef struct petrel_model petrel_model;
+typedef struct petrel_session petrel_session;
+typedef struct petrel_result petrel_result;
+
+typedef struct petrel_options {
+  size_t beam_size;      /* 1 = greedy */
+  size_t n_best;         /* hypotheses per input, <= beam_size */
+  size_t max_new_tokens; /* 0: min(256, the model's max positions) */
+  size_t min_new_tokens; /* EOS is not allowed before this many tokens */
+  double length_penalty; /* score = log-probability / length^length_penalty */
+} petrel_options;
+
+/* Library version ("0.1.0") and the newest model-file format it reads. */
+const char* petrel_version(void);
+uint32_t petrel_format_major(void);
+uint32_t petrel_format_minor(void);
+
+/* The calling thread's message for its last failed call ("" if none). */
+const char* petrel_last_error(void);
+
+void petrel_options_init(petrel_options* options); /* greedy defaults */
+
+petrel_status petrel_model_load(const char* path, petrel_model** model);
+/* Copies `size` bytes (a model shipped inside app assets). */
+petrel_status petrel_model_load_memory(const void* data, size_t size, petrel_model** model);
+void petrel_model_free(petrel_model* model); /* NULL is allowed */
+
+/* isa: NULL or "" for $PETREL_ISA or the best path; threads >= 1. */
+petrel_status petrel_session_create(const petrel_model* model, const char* isa, size_t threads,
+                                    petrel_session** session);
+void petrel_session_free(petrel_session* session);
+const char* petrel_session_isa(const petrel_session* session);
+
+/* Translates a batch: inputs[i] holds lengths[i] token ids (used verbatim).
+ * options NULL = greedy defaults. */
+petrel_status petrel_translate_ids(petrel_session* session, const int32_t* const* inputs, const size_t* lengths,
+                                   size_t batch, const petrel_options* options, petrel_result** result);
+size_t petrel_result_inputs(const petrel_result* result);
+size_t petrel_result_hypotheses(const petrel_result* result, size_t input);
+/* Ids of hypothesis k of input i (without start token and EOS); NULL when out of range. */
+const int32_t* petrel_result_ids(const petrel_result* result, size_t input, size_t k, size_t* length);
+double petrel_result_score(const petrel_result* result, size_t input, size_t k);
+void petrel_result_free(petrel_result* result);
+
+/* Text in and out, for models that carry a vocabulary with a text tokenizer:
+ * the best hypothesis as a string the caller frees with petrel_string_free. */
+petrel_status petrel_translate_text(petrel_session* session, const char* text, const petrel_options* options,
+                                    char** translation);
+void petrel_string_free(char* text);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PETREL_PETREL_H */

@@ -1,0 +1,107 @@
+// The C API gives what the C++ API gives, reports errors as codes and messages,
+// and one model serves several threads with a session each.
+#include <catch2/catch.hpp>
+#include <thread>
+
+#include "petrel/petrel.h"
+#include "petrel/translator.h"
+#include "support/test_support.h"
+
+using namespace petrel::test;
+
+namespace {
+const std::vector<std::vector<int32_t>> kInputs = {{19, 20, 37, 19, 34, 4, 0}, {27, 18, 24, 0}, {0}};
+
+std::vector<std::vector<int32_t>> translate_c(petrel_session* session, const petrel_options& options) {
+  std::vector<const int32_t*> inputs;
+  std::vector<size_t> lengths;
+  for (const auto& in : kInputs) {
+    inputs.push_back(in.data());
+    lengths.push_back(in.size());
+  }
+  petrel_result* result = nullptr;
+  if (petrel_translate_ids(session, inputs.data(), lengths.data(), inputs.size(), &options, &result) != PETREL_OK)
+    return {};
+  std::vector<std::vector<int32_t>> out;
+  for (size_t i = 0; i < petrel_result_inputs(result); ++i) {
+    for (size_t k = 0; k < petrel_result_hypotheses(result, i); ++k) {
+      size_t n = 0;
+      const int32_t* ids = petrel_result_ids(result, i, k, &n);
+      out.emplace_back(ids, ids + n);
+    }
+  }
+  petrel_result_free(result);
+  return out;
+}
+}  // namespace
+
+TEST_CASE("C API: same outputs as the C++ API, errors as codes", "[capi]") {
+  const std::string path = fixture_dir() + "/portable/post_swish_concat_tied-int8.petrel";
+  petrel_model* model = nullptr;
+  REQUIRE(petrel_model_load(path.c_str(), &model) == PETREL_OK);
+  petrel_session* session = nullptr;
+  REQUIRE(petrel_session_create(model, nullptr, 1, &session) == PETREL_OK);
+  petrel_options options;
+  petrel_options_init(&options);
+  options.beam_size = options.n_best = 3;
+  options.max_new_tokens = 12;
+  auto from_c = translate_c(session, options);
+
+  auto cpp_model = petrel::Model::load(path);
+  REQUIRE(cpp_model.has_value());
+  auto translator = petrel::Translator::create(cpp_model.value());
+  petrel::TranslateOptions o;
+  o.beam_size = o.n_best = 3;
+  o.max_new_tokens = 12;
+  auto from_cpp = translator.value().translate(kInputs, o);
+  REQUIRE(from_cpp.has_value());
+  std::vector<std::vector<int32_t>> expected;
+  for (const auto& t : from_cpp.value())
+    for (const auto& h : t.hypotheses) expected.push_back(h.ids);
+  CHECK(from_c == expected);
+
+  auto bytes = read_bytes(path);
+  bytes[9] ^= 0xff;  // the file identifier
+  petrel_model* broken = nullptr;
+  CHECK(petrel_model_load_memory(bytes.data(), bytes.size(), &broken) == PETREL_FORMAT);
+  CHECK(broken == nullptr);
+  CHECK(std::string(petrel_last_error()).find("file identifier") != std::string::npos);
+  petrel_session* no_threads = nullptr;
+  CHECK(petrel_session_create(model, nullptr, 0, &no_threads) == PETREL_INVALID_ARGUMENT);
+  CHECK(no_threads == nullptr);
+  petrel_session_free(session);
+  petrel_model_free(model);
+}
+
+TEST_CASE("C API: one model, four threads with a session each, as sequential runs", "[capi][threads]") {
+  const std::string path = fixture_dir() + "/portable/post_swish_concat_tied-f32.petrel";
+  petrel_model* model = nullptr;
+  REQUIRE(petrel_model_load(path.c_str(), &model) == PETREL_OK);
+  petrel_options options;
+  petrel_options_init(&options);
+  options.beam_size = options.n_best = 2;
+  options.max_new_tokens = 12;
+  petrel_session* sequential = nullptr;
+  REQUIRE(petrel_session_create(model, nullptr, 1, &sequential) == PETREL_OK);
+  const auto expected = translate_c(sequential, options);
+  REQUIRE_FALSE(expected.empty());
+  petrel_session_free(sequential);
+
+  constexpr int kThreads = 4, kRepeats = 20;
+  std::vector<int> mismatches(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      petrel_session* session = nullptr;
+      if (petrel_session_create(model, nullptr, 1, &session) != PETREL_OK) {
+        mismatches[t] = -1;
+        return;
+      }
+      for (int r = 0; r < kRepeats; ++r) mismatches[t] += translate_c(session, options) != expected;
+      petrel_session_free(session);
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) CHECK(mismatches[t] == 0);
+  petrel_model_free(model);
+}
