@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
 
     std::vector<int32_t> source;
     if (p.has("source-ids")) {
-      for (long long id : cli::parse_int_list(p.get("source-ids"), "--source-ids")) source.push_back(static_cast<int32_t>(id));
+      source = cli::parse_id_list(p.get("source-ids"), "--source-ids");
     } else {
       for (int32_t i = 0; i < 31; ++i) source.push_back(static_cast<int32_t>((17 + 7919 * i) % (info.vocab_size - 1)));
       std::replace(source.begin(), source.end(), info.eos_id, info.eos_id + 1);

@@ -92,16 +92,17 @@ std::string Parser::help() const {
   return out.str();
 }
 
-std::vector<long long> parse_int_list(const std::string& text, const std::string& flag) {
+std::vector<int32_t> parse_id_list(const std::string& text, const std::string& flag) {
   std::istringstream in(text);
-  std::vector<long long> out;
+  std::vector<int32_t> out;
   std::string word;
   while (in >> word) {
     char* end = nullptr;
     errno = 0;
     long long v = std::strtoll(word.c_str(), &end, 10);
     if (*end != '\0' || errno != 0) throw UsageError(flag + ": '" + word + "' is not an integer token id");
-    out.push_back(v);
+    if (v < 0 || v > INT32_MAX) throw UsageError(flag + ": token id " + word + " is out of range");
+    out.push_back(static_cast<int32_t>(v));
   }
   if (out.empty()) throw UsageError(flag + ": no token ids given");
   return out;

@@ -2,6 +2,7 @@
 // --flag=value, boolean switches, repeatable flags, positionals, --help.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -56,7 +57,8 @@ class Parser {
   std::vector<std::string> positionals_;
 };
 
-// Parses whitespace-separated integers, e.g. "12 7 99 0".
-std::vector<long long> parse_int_list(const std::string& text, const std::string& flag);
+// Parses whitespace-separated token ids, e.g. "12 7 99 0"; each must fit int32
+// (whether it is in a model's vocabulary is the engine's check).
+std::vector<int32_t> parse_id_list(const std::string& text, const std::string& flag);
 
 }  // namespace petrel::cli

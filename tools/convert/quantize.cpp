@@ -24,7 +24,7 @@ namespace {
 
 // Reorders row-major bytes into Panel16 order (zero padding), and for int8 sums rows.
 void pack_panels(EncodedMatrix& m, size_t rows, size_t cols) {
-  const size_t esize = m.dtype == DType::kF32 ? 4 : m.dtype == DType::kF16 ? 2 : 1;
+  const size_t esize = detail::dtype_size(m.dtype);
   m.layout = detail::Layout::kPanel16;
   const detail::Matrix packed = as_matrix(m, rows, cols);
   std::vector<uint8_t> out(detail::round_up(rows, detail::kPanelRows) * packed.stored_cols() * esize, 0);

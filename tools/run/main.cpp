@@ -46,12 +46,7 @@ int main(int argc, char** argv) {
       throw cli::UsageError("--length-penalty must be in 0..10");
     p.get_int("threads", 1, 1, 256);
     for (const auto& ids : p.all("ids")) {
-      std::vector<int32_t> input;
-      for (long long id : cli::parse_int_list(ids, "--ids")) {
-        if (id < 0 || id > INT32_MAX) throw cli::UsageError("--ids: token id " + std::to_string(id) + " is out of range");
-        input.push_back(static_cast<int32_t>(id));
-      }
-      batch.push_back(std::move(input));
+      batch.push_back(cli::parse_id_list(ids, "--ids"));
     }
     text_mode = p.has("text");
   } catch (const cli::UsageError& e) {

@@ -25,8 +25,6 @@ bool checked_add(uint64_t a, uint64_t b, uint64_t* out) {
   return !__builtin_add_overflow(a, b, out);
 }
 
-size_t dtype_size(DType d) { return d == DType::kF32 ? 4 : d == DType::kF16 ? 2 : 1; }
-
 template <class Enum>
 bool enum_in_range(Enum value) {
   auto raw = static_cast<int>(value);

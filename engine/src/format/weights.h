@@ -17,6 +17,7 @@ constexpr size_t kPanelRows = 16;
 constexpr size_t kInt8Group = 4;  // int8 panels interleave groups of 4 columns
 
 inline size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
+inline size_t dtype_size(DType d) { return d == DType::kF32 ? 4 : d == DType::kF16 ? 2 : 1; }
 
 // A [rows][cols] matrix. Int8 rows carry one f32 scale each (and, packed, the sum
 // of their int8 values).
@@ -33,7 +34,7 @@ struct Matrix {
   size_t stored_cols() const {
     return layout == Layout::kPanel16 && dtype == DType::kInt8 ? round_up(cols, kInt8Group) : cols;
   }
-  size_t element_size() const { return dtype == DType::kF32 ? 4 : dtype == DType::kF16 ? 2 : 1; }
+  size_t element_size() const { return dtype_size(dtype); }
   // Rows [first, first + count) as a matrix of their own; `first` must start a
   // panel when packed.
   Matrix row_slice(size_t first, size_t count) const {
