@@ -6,7 +6,7 @@
 set -euo pipefail
 
 packages=(cmake g++ make libxsimd-dev libflatbuffers-dev flatbuffers-compiler catch2
-          libbenchmark-dev nlohmann-json3-dev)
+          libbenchmark-dev nlohmann-json3-dev pkgconf)
 if [[ "${1:-}" == "--cross" ]]; then
   packages+=(g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user)
 fi

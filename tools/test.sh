@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The README's test command (also what CI runs): every test in a release build,
-# under AddressSanitizer + UndefinedBehaviorSanitizer, and cross-compiled for
+# The README's test command (also what CI runs): every test in a release build
+# (including an app built against the installed package), under AddressSanitizer +
+# UndefinedBehaviorSanitizer, the concurrency tests under ThreadSanitizer, and cross-compiled for
 # aarch64 (run under qemu on a CPU with and one without the dot-product
 # extension) and armv7 (run under qemu).
 #   tools/test.sh            everything
@@ -22,6 +23,11 @@ echo "== ASan/UBSan build + tests"
 cmake --preset asan >/dev/null
 cmake --build --preset asan -j"$jobs"
 ctest --preset asan -j"$jobs"
+
+echo "== ThreadSanitizer: sessions on several threads sharing one model, intra-op thread pools"
+cmake --preset tsan >/dev/null
+cmake --build --preset tsan -j"$jobs" --target petrel_tests
+build/tsan/tests/petrel_tests "[threads],[oracle],[capi]"
 
 $native_only && exit 0
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "petrel/export.h"
 #include "petrel/status.h"
 
 namespace petrel {
@@ -21,11 +22,11 @@ enum class NormPlacement { kPost, kPre };
 enum class PositionKind { kNone, kSinusoidalInterleaved, kSinusoidalConcatenated, kLearned };
 enum class FrequencyConvention { kPaper, kMarianCpp };
 
-const char* to_string(DType dtype);
-const char* to_string(Activation activation);
-const char* to_string(NormPlacement norm);
-const char* to_string(PositionKind kind);
-const char* to_string(FrequencyConvention frequency);
+PETREL_API const char* to_string(DType dtype);
+PETREL_API const char* to_string(Activation activation);
+PETREL_API const char* to_string(NormPlacement norm);
+PETREL_API const char* to_string(PositionKind kind);
+PETREL_API const char* to_string(FrequencyConvention frequency);
 
 struct TensorInfo {
   std::string name;
@@ -72,7 +73,7 @@ struct ModelInfo {
   uint64_t parameter_count = 0;
 };
 
-class Model {
+class PETREL_API Model {
  public:
   // Maps the file read-only and verifies it. Errors name the file and the field.
   static Result<std::shared_ptr<const Model>> load(const std::string& path);
@@ -96,7 +97,7 @@ class Model {
 };
 
 // Library and newest readable file-format versions.
-const char* library_version();
+PETREL_API const char* library_version();
 constexpr uint32_t kFormatMajor = 1;
 constexpr uint32_t kFormatMinor = 0;
 

@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "petrel/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -47,42 +49,42 @@ typedef struct petrel_options {
 } petrel_options;
 
 /* Library version ("0.1.0") and the newest model-file format it reads. */
-const char* petrel_version(void);
-uint32_t petrel_format_major(void);
-uint32_t petrel_format_minor(void);
+PETREL_API const char* petrel_version(void);
+PETREL_API uint32_t petrel_format_major(void);
+PETREL_API uint32_t petrel_format_minor(void);
 
 /* The calling thread's message for its last failed call ("" if none). */
-const char* petrel_last_error(void);
+PETREL_API const char* petrel_last_error(void);
 
-void petrel_options_init(petrel_options* options); /* greedy defaults */
+PETREL_API void petrel_options_init(petrel_options* options); /* greedy defaults */
 
-petrel_status petrel_model_load(const char* path, petrel_model** model);
+PETREL_API petrel_status petrel_model_load(const char* path, petrel_model** model);
 /* Copies `size` bytes (a model shipped inside app assets). */
-petrel_status petrel_model_load_memory(const void* data, size_t size, petrel_model** model);
-void petrel_model_free(petrel_model* model); /* NULL is allowed */
+PETREL_API petrel_status petrel_model_load_memory(const void* data, size_t size, petrel_model** model);
+PETREL_API void petrel_model_free(petrel_model* model); /* NULL is allowed */
 
 /* isa: NULL or "" for $PETREL_ISA or the best path; threads >= 1. */
-petrel_status petrel_session_create(const petrel_model* model, const char* isa, size_t threads,
+PETREL_API petrel_status petrel_session_create(const petrel_model* model, const char* isa, size_t threads,
                                     petrel_session** session);
-void petrel_session_free(petrel_session* session);
-const char* petrel_session_isa(const petrel_session* session);
+PETREL_API void petrel_session_free(petrel_session* session);
+PETREL_API const char* petrel_session_isa(const petrel_session* session);
 
 /* Translates a batch: inputs[i] holds lengths[i] token ids (used verbatim).
  * options NULL = greedy defaults. */
-petrel_status petrel_translate_ids(petrel_session* session, const int32_t* const* inputs, const size_t* lengths,
+PETREL_API petrel_status petrel_translate_ids(petrel_session* session, const int32_t* const* inputs, const size_t* lengths,
                                    size_t batch, const petrel_options* options, petrel_result** result);
-size_t petrel_result_inputs(const petrel_result* result);
-size_t petrel_result_hypotheses(const petrel_result* result, size_t input);
+PETREL_API size_t petrel_result_inputs(const petrel_result* result);
+PETREL_API size_t petrel_result_hypotheses(const petrel_result* result, size_t input);
 /* Ids of hypothesis k of input i (without start token and EOS); NULL when out of range. */
-const int32_t* petrel_result_ids(const petrel_result* result, size_t input, size_t k, size_t* length);
-double petrel_result_score(const petrel_result* result, size_t input, size_t k);
-void petrel_result_free(petrel_result* result);
+PETREL_API const int32_t* petrel_result_ids(const petrel_result* result, size_t input, size_t k, size_t* length);
+PETREL_API double petrel_result_score(const petrel_result* result, size_t input, size_t k);
+PETREL_API void petrel_result_free(petrel_result* result);
 
 /* Text in and out, for models that carry a vocabulary with a text tokenizer:
  * the best hypothesis as a string the caller frees with petrel_string_free. */
-petrel_status petrel_translate_text(petrel_session* session, const char* text, const petrel_options* options,
+PETREL_API petrel_status petrel_translate_text(petrel_session* session, const char* text, const petrel_options* options,
                                     char** translation);
-void petrel_string_free(char* text);
+PETREL_API void petrel_string_free(char* text);
 
 #ifdef __cplusplus
 }

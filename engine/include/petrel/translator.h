@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "petrel/export.h"
 #include "petrel/model.h"
 #include "petrel/status.h"
 
@@ -44,9 +45,9 @@ struct TranslatorOptions {
 };
 
 // Kernel paths this build contains and this CPU runs, best last.
-std::vector<std::string> runnable_isas();
+PETREL_API std::vector<std::string> runnable_isas();
 
-class Translator {
+class PETREL_API Translator {
  public:
   // Fails when the requested ISA is unknown or this CPU cannot run it.
   static Result<Translator> create(std::shared_ptr<const Model> model, const TranslatorOptions& options = {});
@@ -74,8 +75,8 @@ class Translator {
 // Text I/O for models whose file carries a vocabulary with a text tokenizer:
 // whitespace-separated words found in the vocabulary, other words as characters;
 // EOS is appended. Errors name the word that cannot be encoded.
-Result<std::vector<int32_t>> encode_text(const Model& model, const std::string& text);
+PETREL_API Result<std::vector<int32_t>> encode_text(const Model& model, const std::string& text);
 // Tokens joined by spaces, without special tokens (pad, EOS, decoder start).
-Result<std::string> decode_text(const Model& model, const std::vector<int32_t>& ids);
+PETREL_API Result<std::string> decode_text(const Model& model, const std::vector<int32_t>& ids);
 
 }  // namespace petrel
