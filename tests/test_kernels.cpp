@@ -260,6 +260,22 @@ TEST_CASE("matmul over a thread pool equals the single-thread result exactly", "
   }
 }
 
+// Back-to-back small jobs: a worker that is late leaving one job must not claim a
+// task of the next (a race the pool once had: run twice, or run the old job's call).
+TEST_CASE("the thread pool keeps back-to-back jobs apart", "[threads]") {
+  threads::ThreadPool pool(2);
+  std::atomic<int> a[3], b[3];
+  bool ok = true;
+  for (int repeat = 0; repeat < 20000 && ok; ++repeat) {
+    const size_t tasks = 1 + repeat % 3;
+    auto* hits = repeat % 2 ? a : b;
+    for (size_t t = 0; t < 3; ++t) hits[t] = 0;
+    pool.run(tasks, [&](size_t task, size_t) { hits[task].fetch_add(1); });
+    for (size_t t = 0; t < 3; ++t) ok &= hits[t].load() == (t < tasks ? 1 : 0);
+  }
+  REQUIRE(ok);
+}
+
 TEST_CASE("the thread pool runs every task exactly once, call after call", "[threads]") {
   threads::ThreadPool pool(4);
   for (size_t tasks : {1, 2, 3, 7, 64, 1000}) {

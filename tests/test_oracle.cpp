@@ -88,8 +88,10 @@ std::pair<size_t, size_t> teacher_forced_agreement(const Model& model, const jso
     models::DecoderState st;
     graph.start_decoding(enc, {b}, tokens.size(), st, ws);
     std::vector<float> logits(info.vocab_size);
+    models::OutputVocabulary everything;
+    everything.use_all(model.weights());
     for (size_t t = 0; t < tokens.size(); ++t) {
-      graph.decode_step(&tokens[t], t, st, ws, logits.data());
+      graph.decode_step(&tokens[t], t, st, ws, everything, logits.data());
       for (int32_t bad : info.bad_word_ids) logits[bad] = -INFINITY;  // argmax of log-softmax = of logits
       auto best = std::max_element(logits.begin(), logits.end()) - logits.begin();
       agree += best == argmax[t];
@@ -133,7 +135,9 @@ TEST_CASE("f32 models match the PyTorch oracle on every kernel path", "[oracle]"
   graph.start_decoding(enc, rows, 1, st, ws);
   std::vector<int32_t> start(inputs.size(), info.decoder_start_id);
   std::vector<float> logits(inputs.size() * info.vocab_size);
-  graph.decode_step(start.data(), 0, st, ws, logits.data());
+  models::OutputVocabulary everything;
+  everything.use_all(model->weights());
+  graph.decode_step(start.data(), 0, st, ws, everything, logits.data());
   for (size_t b = 0; b < inputs.size(); ++b)
     CHECK(relative_error(&logits[b * info.vocab_size], e["first_step_logits"][b].get<std::vector<float>>()) < 1e-4);
 

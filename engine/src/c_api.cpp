@@ -60,6 +60,7 @@ petrel::TranslateOptions to_cpp(const petrel_options* o) {
   t.max_new_tokens = o->max_new_tokens;
   t.min_new_tokens = o->min_new_tokens;
   t.length_penalty = o->length_penalty;
+  t.use_shortlist = o->use_shortlist != 0;
   return t;
 }
 
@@ -81,7 +82,7 @@ const char* petrel_last_error(void) { return last_error.c_str(); }
 void petrel_options_init(petrel_options* o) {
   if (o == nullptr) return;
   petrel::TranslateOptions d;
-  *o = {d.beam_size, d.n_best, d.max_new_tokens, d.min_new_tokens, d.length_penalty};
+  *o = {d.beam_size, d.n_best, d.max_new_tokens, d.min_new_tokens, d.length_penalty, d.use_shortlist ? 1 : 0};
 }
 
 petrel_status petrel_model_load(const char* path, petrel_model** model) {

@@ -28,6 +28,7 @@ struct Translator::Impl {
   models::EncoderDecoder graph;
   layers::Workspace workspace;
   models::EncoderOutput encoded;
+  models::OutputVocabulary output;
   decode::SearchState search;
   TranslateTimings timings;
 };
@@ -101,6 +102,8 @@ Result<std::vector<Translation>> Translator::translate(const std::vector<std::ve
                    std::to_string(info.max_positions) + " positions");
   if (!(options.length_penalty >= 0 && options.length_penalty <= 10))
     return invalid("length penalty must be in 0..10");
+  if (options.use_shortlist && !info.shortlist.present)
+    return invalid("this model file has no shortlist (petrel-convert --shortlist adds one)");
 
   decode::SearchOptions so;
   so.beam = options.beam_size;
@@ -110,10 +113,14 @@ Result<std::vector<Translation>> Translator::translate(const std::vector<std::ve
   so.length_penalty = options.length_penalty;
 
   auto start = std::chrono::steady_clock::now();
+  const detail::ModelWeights& weights = impl_->model->weights();
+  if (options.use_shortlist) impl_->output.use_shortlist(weights, batch);
+  else impl_->output.use_all(weights);
   impl_->graph.encode(batch, impl_->encoded, impl_->workspace);
   impl_->timings.encode_ms = ms_since(start);
   start = std::chrono::steady_clock::now();
-  decode::SearchResult found = decode::search(impl_->graph, impl_->encoded, so, impl_->search, impl_->workspace);
+  decode::SearchResult found = decode::search(impl_->graph, impl_->encoded, impl_->output, so, impl_->search,
+                                                 impl_->workspace);
   impl_->timings.decode_ms = ms_since(start);
   impl_->timings.decode_steps = found.steps;
 

@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
   p.flag("batch", "B", "sentences per translation (default 1)");
   p.flag("runs", "N", "measured runs after one warm-up (default 5)");
   p.flag("isa", "PATH", "kernel path (default: $PETREL_ISA or the best)");
+  p.toggle("shortlist", "decode over the model file's lexical shortlist");
   p.toggle("json", "print one JSON object");
   try {
     if (!p.parse(argc, argv)) {
@@ -120,6 +121,7 @@ int main(int argc, char** argv) {
     TranslateOptions options;
     options.beam_size = beam;
     options.max_new_tokens = options.min_new_tokens = target;
+    options.use_shortlist = p.has("shortlist");
 
     std::vector<double> encode_ms, step_ms, total_ms;
     for (size_t r = 0; r <= runs; ++r) {
@@ -138,6 +140,7 @@ int main(int argc, char** argv) {
         {"isa", translator.isa()},
         {"threads", threads},
         {"beam", beam},
+        {"shortlist", options.use_shortlist},
         {"batch", batch_size},
         {"source_tokens", source.size()},
         {"target_tokens", target},
@@ -157,8 +160,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     std::printf("model          %s (%.1f MiB, %s)\n", path.c_str(), st.st_size / 1048576.0, translator.isa());
-    std::printf("protocol       batch %zu, %zu source tokens, %zu target tokens, beam %zu, %zu thread(s), median of %zu\n",
-                batch_size, source.size(), target, beam, threads, runs);
+    std::printf("protocol       batch %zu, %zu source tokens, %zu target tokens, beam %zu, %zu thread(s), median of %zu%s\n",
+                batch_size, source.size(), target, beam, threads, runs, options.use_shortlist ? ", shortlist" : "");
     std::printf("load           %8.2f ms\n", j["load_ms"].get<double>());
     std::printf("encoder        %8.2f ms\n", j["encoder_ms"].get<double>());
     std::printf("decoder step   %8.3f ms\n", j["step_ms"].get<double>());

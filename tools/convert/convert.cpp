@@ -10,6 +10,7 @@
 
 #include "convert/model_writer.h"
 #include "convert/safetensors.h"
+#include "convert/shortlist.h"
 #include "kernels/positions.h"
 
 namespace petrel::convert {
@@ -345,6 +346,7 @@ class Converter {
     src_.check_all_consumed();
 
     auto tokenizer = read_vocab();
+    auto shortlist = read_shortlist();
     std::vector<flatbuffers::Offset<fb::Fold>> folds;
     for (const FoldInfo& f : folds_) {
       // Separate statements: argument evaluation order is unspecified, and the
@@ -388,6 +390,7 @@ class Converter {
     mb.add_final_logits_bias(logits_bias);
     mb.add_folds(folds_vec);
     if (!tokenizer.IsNull()) mb.add_tokenizer(tokenizer);
+    if (!shortlist.IsNull()) mb.add_shortlist(shortlist);
     mb.add_tensors(tensors);
     mb.add_data_size(writer_.data_size());
     report_.file_size = writer_.write(mb.Finish(), options_.output_path);
@@ -515,8 +518,29 @@ class Converter {
                                            : ", text tokenizer: words, unknown words as characters"));
     std::vector<flatbuffers::Offset<flatbuffers::String>> strings;
     for (const auto& t : vocab) strings.push_back(fbb_.CreateString(t));
+    vocab_ = std::move(vocab);
     auto vec = fbb_.CreateVector(strings);
     return fb::CreateTokenizer(fbb_, sentencepiece ? fb::TokenizerKind::None : fb::TokenizerKind::WordsThenChars, vec);
+  }
+
+  flatbuffers::Offset<fb::Shortlist> read_shortlist() {
+    const std::string& path = options_.shortlist_path;
+    if (path.empty()) return 0;
+    if (vocab_.empty())
+      throw ConvertError(path + ": a shortlist names tokens, so the checkpoint needs a vocab.json");
+    if (options_.shortlist_best == 0) throw ConvertError("--shortlist-best must be at least 1");
+    ShortlistTable t = read_lexical_shortlist(path, vocab_, options_.shortlist_first, options_.shortlist_best, c_.eos);
+    if (t.candidates.empty()) throw ConvertError(path + ": no line names two tokens of the vocabulary");
+    report_.notes.push_back("shortlist: " + std::to_string(t.always.size()) + " tokens always, up to " +
+                            std::to_string(t.best) + " per source token (" + std::to_string(t.candidates.size()) +
+                            " in all) from " + std::to_string(t.lines) + " lines of " + path + " (" +
+                            std::to_string(t.skipped) + " skipped: NULL or not in the vocabulary)");
+    // Separate statements: the bytes must not depend on argument evaluation order.
+    auto always = fbb_.CreateVector(t.always);
+    auto offsets = fbb_.CreateVector(t.offsets);
+    auto candidates = fbb_.CreateVector(t.candidates);
+    auto source = fbb_.CreateString(path.substr(path.find_last_of('/') + 1));
+    return fb::CreateShortlist(fbb_, always, offsets, candidates, t.first, t.best, source);
   }
 
   const ConvertOptions& options_;
@@ -526,6 +550,7 @@ class Converter {
   flatbuffers::FlatBufferBuilder& fbb_;
   ConvertReport report_;
   std::vector<FoldInfo> folds_;
+  std::vector<std::string> vocab_;  // id -> token, when the checkpoint has vocab.json
   std::vector<std::string> q_targets_;
   float attention_scale_ = 1.0f;
   std::string output_norm_, output_norm_target_;

@@ -22,6 +22,10 @@ struct ConvertOptions {
   DType embedding_dtype = DType::kInt8;
   std::optional<double> embed_scale;  // overrides config's scale_embedding
   PositionChoice positions = PositionChoice::kAuto;
+  // A lexical shortlist to store (Marian lex.s2t format; needs vocab.json): the
+  // `first` target ids and each source token's `best` most likely targets.
+  std::string shortlist_path;
+  uint32_t shortlist_first = 100, shortlist_best = 100;
   // Called before each tensor is encoded: (petrel tensor name, index, total).
   std::function<void(const std::string&, size_t, size_t)> progress;
 };

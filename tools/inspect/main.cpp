@@ -78,6 +78,12 @@ int main(int argc, char** argv) {
         {"final_logits_bias", m.final_logits_bias},
         {"vocabulary", m.vocab.size()},
         {"text_tokenizer", m.has_text_tokenizer},
+        {"shortlist", m.shortlist.present ? nlohmann::json{{"always", m.shortlist.always},
+                                                           {"candidates", m.shortlist.candidates},
+                                                           {"first", m.shortlist.first},
+                                                           {"best", m.shortlist.best},
+                                                           {"source", m.shortlist.source}}
+                                          : nlohmann::json(nullptr)},
         {"parameters", m.parameter_count},
         {"tensor_bytes", tensor_bytes},
         {"folds", nlohmann::json::array()},
@@ -117,6 +123,12 @@ int main(int argc, char** argv) {
   std::printf("  vocabulary        %s\n", m.vocab.empty() ? "none (token ids only)"
                                         : (std::to_string(m.vocab.size()) + " tokens" +
                                            (m.has_text_tokenizer ? ", text tokenizer" : ", ids only")).c_str());
+  if (m.shortlist.present)
+    std::printf("  shortlist         %llu tokens always + up to %u per source token (%llu in all), from %s\n",
+                static_cast<unsigned long long>(m.shortlist.always), m.shortlist.best,
+                static_cast<unsigned long long>(m.shortlist.candidates), m.shortlist.source.c_str());
+  else
+    std::printf("  shortlist         none\n");
   std::printf("  folded scales:\n");
   for (const auto& f : m.folds) {
     std::printf("    %-16s %-12.6g %s\n", f.what.c_str(), f.value, f.note.c_str());

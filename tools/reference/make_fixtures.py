@@ -4,7 +4,7 @@
 computes for them (encoder states, first-step logits, greedy and beam outputs,
 teacher-forced argmax), for a right-padded batch.
 
-    /usr/bin/python3 tools/reference/make_fixtures.py tests/fixtures/oracle
+    /usr/bin/python3 tools/reference/make_fixtures.py tests/fixtures/oracle [NAME ...]
 
 Needs Debian's python3-torch; CI uses the committed output and needs no PyTorch.
 """
@@ -21,7 +21,7 @@ MAX_NEW = 12
 # Every option the runtime supports appears in at least one configuration.
 CONFIGS = {
     "post_swish_concat_tied": dict(cfg=dict(activation="swish", positions="concatenated", scale_embedding=True),
-                                   beam=3, alpha=1.0, vocab_json=True),
+                                   beam=3, alpha=1.0, vocab_json=True, shortlist=dict(first=4, best=3)),
     "pre_gelu_interleaved_untied": dict(cfg=dict(activation="gelu", normalize_before=True, positions="interleaved",
                                                  store_positions=True, scale_embedding=False, tie=False),
                                         beam=4, alpha=0.6),
@@ -71,6 +71,39 @@ def check_kv_cache(model, memory, mask, tokens):
     return worst
 
 
+def shortlist_outputs(model, cfg, spec, inputs, memory, mask, d, seed):
+    """Writes a random lexical table (lex.s2t, Marian's format, with NULL and unknown
+    tokens to skip) and the greedy/beam outputs restricted to each sentence's shortlist."""
+    gen = torch.Generator().manual_seed(seed + 500)
+
+    def name_of(i):
+        return "</s>" if i == cfg.eos else "<pad>" if i == cfg.pad else f"w{i}"
+
+    lines = []
+    for s in range(cfg.vocab):
+        targets = torch.randperm(cfg.vocab, generator=gen)[:6].tolist()
+        probs = torch.rand(6, generator=gen).tolist()
+        lines += [f"{name_of(t)} {name_of(s)} {p:.6f}" for t, p in zip(targets, probs)]
+        lines.append(f"NULL {name_of(s)} 0.5")
+    lines.append("w1 unknown-token 0.9")
+    with open(os.path.join(d, "lex.s2t"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    token_ids = {name_of(i): i for i in range(cfg.vocab)}
+    sl = spec["shortlist"]
+    always, table = ref.shortlist_table(lines, token_ids, sl["first"], sl["best"], cfg.eos)
+    bad = [w[0] for w in cfg.bad_words]
+    out = {"file": "lex.s2t", "first": sl["first"], "best": sl["best"], "allowed": [], "greedy": [], "beam": []}
+    for b, s in enumerate(inputs):
+        allowed = ref.shortlist_allowed(always, table, s, bad)
+        mem, msk = memory[b:b + 1], mask[b:b + 1]
+        ids, score = ref.greedy(model, mem, msk, MAX_NEW, allowed=allowed)
+        hyps = ref.beam_search(model, mem, msk, spec["beam"], MAX_NEW, spec["alpha"], allowed=allowed)
+        out["allowed"].append(allowed)
+        out["greedy"].append({"ids": ids, "score": score})
+        out["beam"].append([{"ids": h, "score": sc} for h, sc in hyps])
+    return out
+
+
 def build(name, spec, out_dir, seed):
     gen = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
@@ -117,6 +150,8 @@ def build(name, spec, out_dir, seed):
             hyps = ref.beam_search(model, mem, msk, spec["beam"], MAX_NEW, spec["alpha"])
             expected["beam"]["results"].append([{"ids": h, "score": sc} for h, sc in hyps])
         expected["kv_cache_max_diff"] = worst_cache
+        if "shortlist" in spec:
+            expected["shortlist"] = shortlist_outputs(model, cfg, spec, inputs, memory, mask, d, seed)
     with open(os.path.join(d, "expected.json"), "w") as f:
         json.dump(expected, f)
     print(f"{name}: greedy {[g['ids'] for g in expected['greedy']]}, kv-cache diff {worst_cache:.2e}")
@@ -125,8 +160,10 @@ def build(name, spec, out_dir, seed):
 def main():
     out_dir = sys.argv[1] if len(sys.argv) > 1 else "tests/fixtures/oracle"
     torch.set_num_threads(1)
+    only = set(sys.argv[2:])
     for seed, (name, spec) in enumerate(CONFIGS.items()):
-        build(name, spec, out_dir, 1000 + seed)
+        if not only or name in only:
+            build(name, spec, out_dir, 1000 + seed)
 
 
 if __name__ == "__main__":

@@ -224,14 +224,47 @@ class Model(nn.Module):
 
 
 # --- decoding rules (the issue's exact semantics) -----------------------------------
-def step_log_probs(logits, bad_ids):
-    lp = torch.log_softmax(logits, dim=-1)
+def step_log_probs(logits, bad_ids, allowed=None):
+    """log-softmax over the vocabulary, or over the `allowed` ids only (a shortlist:
+    the others get -inf), then bad words are masked."""
+    if allowed is None:
+        lp = torch.log_softmax(logits, dim=-1)
+    else:
+        lp = torch.full_like(logits, float("-inf"))
+        lp[..., allowed] = torch.log_softmax(logits[..., allowed], dim=-1)
     if bad_ids:
         lp[..., bad_ids] = float("-inf")
     return lp
 
 
-def greedy(model, memory, memory_mask, max_new, alpha=1.0):
+def shortlist_table(lex_lines, token_ids, first, best, eos):
+    """Marian's lexical table ("TARGET SOURCE PROB" lines) -> (always ids, {source id:
+    its `best` most likely target ids}); NULL and unknown tokens are skipped."""
+    pairs = {}
+    for line in lex_lines:
+        target, source, prob = line.split()
+        if source == "NULL" or target == "NULL" or source not in token_ids or target not in token_ids:
+            continue
+        key = (token_ids[source], token_ids[target])
+        pairs[key] = max(pairs.get(key, 0.0), float(prob))
+    by_source = {}
+    for (s, t), p in pairs.items():
+        by_source.setdefault(s, []).append((-p, t))
+    table = {s: [t for _, t in sorted(c)[:best]] for s, c in by_source.items()}
+    always = sorted(set(range(first)) | {eos})
+    return always, table
+
+
+def shortlist_allowed(always, table, source_ids, bad_ids):
+    """What one sentence may produce: always + its source tokens' candidates + the bad
+    words (which take part in the normalisation and are masked after it)."""
+    allowed = set(always) | set(bad_ids)
+    for s in source_ids:
+        allowed |= set(table.get(s, []))
+    return sorted(allowed)
+
+
+def greedy(model, memory, memory_mask, max_new, alpha=1.0, allowed=None):
     """One sentence (batch of 1). Returns (ids without start/EOS, normalised score)."""
     cfg = model.cfg
     bad = [w[0] for w in cfg.bad_words]
@@ -239,7 +272,7 @@ def greedy(model, memory, memory_mask, max_new, alpha=1.0):
     token = torch.tensor([cfg.decoder_start])
     out, score = [], 0.0
     for step in range(max_new):
-        lp = step_log_probs(model.decode_step(token, step, cache, memory, memory_mask), bad)[0]
+        lp = step_log_probs(model.decode_step(token, step, cache, memory, memory_mask), bad, allowed)[0]
         nxt = int(torch.argmax(lp))
         score += float(lp[nxt])
         if nxt == cfg.eos:
@@ -249,7 +282,7 @@ def greedy(model, memory, memory_mask, max_new, alpha=1.0):
     return out, score / max(len(out), 1) ** alpha
 
 
-def beam_search(model, memory, memory_mask, beam, max_new, alpha=1.0):
+def beam_search(model, memory, memory_mask, beam, max_new, alpha=1.0, allowed=None):
     """One sentence. Returns finished hypotheses [(ids, normalised score)] best first."""
     cfg = model.cfg
     bad = [w[0] for w in cfg.bad_words]
@@ -259,9 +292,10 @@ def beam_search(model, memory, memory_mask, beam, max_new, alpha=1.0):
         cands = []
         for h_index, (ids, score) in enumerate(live):
             tokens = torch.tensor([[cfg.decoder_start] + ids])
-            lp = step_log_probs(model.decode_full(tokens, memory, memory_mask)[0, -1], bad)
+            lp = step_log_probs(model.decode_full(tokens, memory, memory_mask)[0, -1], bad, allowed)
             for tok in range(cfg.vocab):
-                cands.append((score + float(lp[tok]), tok, h_index))
+                if lp[tok] != float("-inf"):  # masked tokens are never candidates
+                    cands.append((score + float(lp[tok]), tok, h_index))
         cands.sort(key=lambda c: (-c[0], c[1], c[2]))
         new_live = []
         for rank, (score, tok, h_index) in enumerate(cands[:2 * beam]):

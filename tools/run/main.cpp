@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   p.flag("min-new-tokens", "L", "EOS is not allowed before L tokens (default 0)");
   p.flag("length-penalty", "A", "score = log-probability / length^A (default 1.0)");
   p.flag("threads", "T", "intra-op threads (default 1)");
+  p.toggle("shortlist", "decode over the model file's lexical shortlist (petrel-convert --shortlist)");
   p.flag("isa", "PATH", "kernel path: scalar, avx2, avx512, neon, dotprod (default: $PETREL_ISA or the best)");
   p.toggle("json", "print one JSON object (results + timing)");
   TranslateOptions options;
@@ -45,6 +46,7 @@ int main(int argc, char** argv) {
     if (!(options.length_penalty >= 0 && options.length_penalty <= 10))
       throw cli::UsageError("--length-penalty must be in 0..10");
     p.get_int("threads", 1, 1, 256);
+    options.use_shortlist = p.has("shortlist");
     for (const auto& ids : p.all("ids")) {
       batch.push_back(cli::parse_id_list(ids, "--ids"));
     }

@@ -50,6 +50,13 @@ struct PositionInfo {
   uint32_t first_index;
 };
 
+struct ShortlistInfo {
+  bool present = false;
+  uint32_t first = 0, best = 0;  // as recorded by the converter
+  uint64_t always = 0, candidates = 0;
+  std::string source;
+};
+
 struct ModelInfo {
   uint32_t format_major = 0, format_minor = 0;
   std::string producer, source;
@@ -69,6 +76,7 @@ struct ModelInfo {
   std::vector<std::string> vocab;   // id -> token; may be empty
   std::vector<TensorInfo> tensors;
   std::vector<FoldInfo> folds;
+  ShortlistInfo shortlist;          // TranslateOptions::use_shortlist
   uint64_t file_size = 0;
   uint64_t parameter_count = 0;
 };
@@ -99,6 +107,6 @@ class PETREL_API Model {
 // Library and newest readable file-format versions.
 PETREL_API const char* library_version();
 constexpr uint32_t kFormatMajor = 1;
-constexpr uint32_t kFormatMinor = 0;
+constexpr uint32_t kFormatMinor = 1;  // 1.1: optional shortlist
 
 }  // namespace petrel

@@ -19,6 +19,10 @@ struct TranslateOptions {
   size_t max_new_tokens = 0;    // 0: min(256, the model's max positions)
   size_t min_new_tokens = 0;    // EOS is not allowed before this many tokens
   double length_penalty = 1.0;  // score = log-probability / length^length_penalty
+  // Decode over the model file's lexical shortlist (ModelInfo::shortlist): each
+  // sentence may only produce its shortlist's tokens, normalised over them; the output
+  // projection runs over those rows only. An error if the file has no shortlist.
+  bool use_shortlist = false;
 };
 
 struct Hypothesis {

@@ -27,9 +27,10 @@ double normalized(double score, size_t length, double alpha) {
 }  // namespace
 
 SearchResult search(const models::EncoderDecoder& model, const models::EncoderOutput& encoded,
-                    const SearchOptions& o, SearchState& s, layers::Workspace& ws) {
+                    const models::OutputVocabulary& output, const SearchOptions& o, SearchState& s,
+                    layers::Workspace& ws) {
   const ModelInfo& info = *model.weights().info;
-  const size_t sentences = encoded.offset.size(), K = o.beam, rows = sentences * K, vocab = info.vocab_size;
+  const size_t sentences = encoded.offset.size(), K = o.beam, rows = sentences * K, vocab = output.size();
   const size_t max_steps = o.max_new_tokens;
 
   std::vector<size_t> sentence_of_row(rows);
@@ -46,6 +47,10 @@ SearchResult search(const models::EncoderDecoder& model, const models::EncoderOu
   s.candidates.reserve(K * 2 * K);
   s.top_ids.resize(2 * K);
   s.top_logits.resize(2 * K);
+  s.bad_indices.clear();
+  for (int32_t bad : info.bad_word_ids)
+    if (output.index_of(bad) != models::OutputVocabulary::kAbsent) s.bad_indices.push_back(output.index_of(bad));
+  const size_t eos_index = output.index_of(info.eos_id);  // always an output (shortlists keep EOS)
   const kernels::KernelTable& k = model.kernels();
 
   const size_t slots = kFinishedPerBeam * K;
@@ -65,7 +70,7 @@ SearchResult search(const models::EncoderDecoder& model, const models::EncoderOu
 
   size_t step = 0;
   for (; step < max_steps && remaining > 0; ++step) {
-    model.decode_step(s.tokens.data(), step, s.decoder, ws, s.logits.data());
+    model.decode_step(s.tokens.data(), step, s.decoder, ws, output, s.logits.data());
     for (size_t b = 0; b < sentences; ++b) {
       if (done[b]) {
         for (size_t i = 0; i < K; ++i) s.parent[b * K + i] = b * K + i;
@@ -75,14 +80,17 @@ SearchResult search(const models::EncoderDecoder& model, const models::EncoderOu
       for (size_t i = 0; i < s.live[b]; ++i) {
         const size_t row = b * K + i;
         float* logits = &s.logits[row * vocab];
-        // log-softmax over every token (as Hugging Face), then bad words are masked.
+        if (const uint8_t* allowed = output.allowed(b))  // outside this sentence's shortlist
+          for (size_t j = 0; j < vocab; ++j)
+            if (!allowed[j]) logits[j] = -INFINITY;
+        // log-softmax over every output (as Hugging Face), then bad words are masked.
         const float log_sum = k.logsumexp(logits, vocab);
-        for (int32_t bad : info.bad_word_ids) logits[bad] = -INFINITY;
-        if (step < o.min_new_tokens) logits[info.eos_id] = -INFINITY;
+        for (size_t bad : s.bad_indices) logits[bad] = -INFINITY;
+        if (step < o.min_new_tokens) logits[eos_index] = -INFINITY;
         const size_t found = k.top_k(logits, vocab, 2 * K, s.top_ids.data(), s.top_logits.data());
         for (size_t j = 0; j < found; ++j)
-          s.candidates.push_back({s.scores[row] + static_cast<double>(s.top_logits[j] - log_sum), s.top_ids[j],
-                                  static_cast<uint32_t>(i)});
+          s.candidates.push_back({s.scores[row] + static_cast<double>(s.top_logits[j] - log_sum),
+                                  output.token(static_cast<size_t>(s.top_ids[j])), static_cast<uint32_t>(i)});
       }
       std::sort(s.candidates.begin(), s.candidates.end(), better);
       size_t filled = 0;

@@ -41,7 +41,8 @@ struct SearchState {
     uint32_t hyp;
   };
   std::vector<Candidate> candidates;
-  std::vector<int32_t> top_ids;  // one hypothesis' best 2 x beam tokens
+  std::vector<size_t> bad_indices;  // output indices of the bad words
+  std::vector<int32_t> top_ids;      // one hypothesis' best 2 x beam outputs
   std::vector<float> top_logits;
   // Finished hypotheses, at most kFinishedPerBeam x beam per sentence: tokens in
   // a preallocated arena, so finishing one allocates nothing.
@@ -53,7 +54,11 @@ struct SearchState {
   std::vector<int32_t> finished_tokens;         // [sentence][slot][max_steps]
 };
 
+// Decodes over `output` (the whole vocabulary or a batch's shortlist): log-softmax
+// over each sentence's allowed outputs, then bad words (and EOS before
+// min_new_tokens) are masked.
 SearchResult search(const models::EncoderDecoder& model, const models::EncoderOutput& encoded,
-                    const SearchOptions& options, SearchState& state, layers::Workspace& ws);
+                    const models::OutputVocabulary& output, const SearchOptions& options, SearchState& state,
+                    layers::Workspace& ws);
 
 }  // namespace petrel::decode

@@ -31,6 +31,43 @@ bool enum_in_range(Enum value) {
   return raw >= 0 && raw <= static_cast<int>(Enum::MAX);
 }
 
+// Every id in range, offsets non-decreasing and within `candidates`, EOS always
+// allowed: after this, building a sentence's shortlist needs no checks.
+template <class Fail>
+Status bind_shortlist(const fb::Shortlist& list, ModelInfo& info, Shortlist* out, Fail fail) {
+  const uint32_t vocab = info.vocab_size;
+  if (!list.always() || !list.offsets() || !list.candidates())
+    return fail("shortlist: 'always', 'offsets' and 'candidates' are all required");
+  if (list.offsets()->size() != uint64_t{vocab} + 1)
+    return fail("shortlist.offsets holds " + std::to_string(list.offsets()->size()) + " entries, expected vocab_size + 1 = " +
+                std::to_string(uint64_t{vocab} + 1));
+  auto ids_in_range = [&](const flatbuffers::Vector<int32_t>& ids, const char* field) -> Status {
+    for (uint32_t i = 0; i < ids.size(); ++i)
+      if (ids[i] < 0 || static_cast<uint32_t>(ids[i]) >= vocab)
+        return fail(std::string("shortlist.") + field + "[" + std::to_string(i) + "] = " + std::to_string(ids[i]) +
+                    " is not a token id (vocab_size " + std::to_string(vocab) + ")");
+    return Status::ok();
+  };
+  Status s = ids_in_range(*list.always(), "always");
+  if (s) s = ids_in_range(*list.candidates(), "candidates");
+  if (!s) return s;
+  const auto& offsets = *list.offsets();
+  if (offsets[0] != 0) return fail("shortlist.offsets[0] must be 0");
+  for (uint32_t i = 1; i <= vocab; ++i)
+    if (offsets[i] < offsets[i - 1])
+      return fail("shortlist.offsets[" + std::to_string(i) + "] decreases");
+  if (offsets[vocab] != list.candidates()->size())
+    return fail("shortlist.offsets[vocab_size] = " + std::to_string(offsets[vocab]) + " does not match the " +
+                std::to_string(list.candidates()->size()) + " candidates");
+  bool has_eos = false;
+  for (int32_t id : *list.always()) has_eos |= id == info.eos_id;
+  if (!has_eos) return fail("shortlist.always must contain eos_id " + std::to_string(info.eos_id));
+  *out = {list.always()->data(), list.always()->size(), offsets.data(), list.candidates()->data()};
+  info.shortlist = {true, list.first(), list.best(), list.always()->size(), list.candidates()->size(),
+                    list.source() ? list.source()->str() : ""};
+  return Status::ok();
+}
+
 class Binder {
  public:
   Binder(const fb::Model* model, const uint8_t* data, uint64_t data_size, std::string name)
@@ -383,6 +420,10 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
         for (const auto* t : *f->targets()) fi.targets.push_back(t->str());
       info.folds.push_back(std::move(fi));
     }
+  }
+  if (const fb::Shortlist* list = m->shortlist()) {
+    s = bind_shortlist(*list, info, &w.shortlist, fail);
+    if (!s) return s.error();
   }
   if (const fb::Tokenizer* tok = m->tokenizer()) {
     if (!enum_in_range(tok->kind())) return fail("tokenizer.kind: unknown value");

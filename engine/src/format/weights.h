@@ -89,11 +89,21 @@ struct Stack {
   Norm final_norm;  // pre-LN only
 };
 
+// The file's lexical shortlist, in place (schema: Shortlist); ids checked at load.
+struct Shortlist {
+  const int32_t* always = nullptr;
+  size_t always_size = 0;
+  const uint32_t* offsets = nullptr;  // [vocab + 1], non-decreasing
+  const int32_t* candidates = nullptr;
+  bool present() const { return offsets != nullptr; }
+};
+
 struct ModelWeights {
   const ModelInfo* info = nullptr;
   Stack encoder, decoder;
   Matrix output_proj;  // [vocab, d_model]; the decoder table when tied
   const float* final_logits_bias = nullptr;
+  Shortlist shortlist;
 };
 
 }  // namespace petrel::detail

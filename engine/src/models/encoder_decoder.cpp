@@ -93,7 +93,7 @@ void EncoderDecoder::start_decoding(const EncoderOutput& enc, const std::vector<
 }
 
 void EncoderDecoder::decode_step(const int32_t* tokens, size_t step, DecoderState& st, Workspace& ws,
-                                 float* logits) const {
+                                 const OutputVocabulary& output, float* logits) const {
   const size_t rows = st.rows;
   const float eps = info_.layer_norm_eps;
   const auto& dec = w_.decoder;
@@ -131,7 +131,7 @@ void EncoderDecoder::decode_step(const int32_t* tokens, size_t step, DecoderStat
   }
   if (dec.final_norm.present())
     k_.layer_norm(x, nullptr, rows, d_, dec.final_norm.gamma, dec.final_norm.beta, eps, x);
-  layers::matmul(c, w_.output_proj, w_.final_logits_bias, x, rows, logits);
+  layers::matmul(c, output.projection(), output.bias(), x, rows, logits);
 }
 
 void EncoderDecoder::reorder(const size_t* parent, size_t step, DecoderState& st) const {

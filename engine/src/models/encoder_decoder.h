@@ -8,6 +8,7 @@
 
 #include "format/weights.h"
 #include "layers/layers.h"
+#include "models/output_vocabulary.h"
 
 namespace petrel::models {
 
@@ -44,9 +45,9 @@ class EncoderDecoder {
                       DecoderState& state, layers::Workspace& ws) const;
 
   // Runs one position for every row: tokens[r] at position `step`. Writes
-  // logits [rows, vocab]. Allocation-free.
+  // logits [rows, output.size()]. Allocation-free.
   void decode_step(const int32_t* tokens, size_t step, DecoderState& state, layers::Workspace& ws,
-                   float* logits) const;
+                   const OutputVocabulary& output, float* logits) const;
 
   // Beam reordering: row r takes the cache of row parent[r] (positions 0..step).
   void reorder(const size_t* parent, size_t step, DecoderState& state) const;

@@ -16,6 +16,7 @@ inline void cpu_relax() {
 }
 
 constexpr int kSpins = 20000;  // tens of microseconds of polling before sleeping
+constexpr uint64_t kClosed = 0xffffffff;  // a task index no job reaches
 
 uint32_t generation_of(uint64_t cursor) { return static_cast<uint32_t>(cursor >> 32); }
 
@@ -49,6 +50,10 @@ void ThreadPool::work(uint32_t generation, size_t thread) {
 }
 
 void ThreadPool::run_erased(size_t tasks, Call call, void* ctx) {
+  // Close the previous generation first: a worker still holding one of its cursor
+  // values must not claim a task of the job being set up (its CAS now fails);
+  // without this it could run a task of the new job twice, or the old call.
+  cursor_.store((uint64_t{++generation_} << 32) | kClosed, std::memory_order_release);
   tasks_.store(tasks, std::memory_order_relaxed);
   call_ = call;
   ctx_ = ctx;
