@@ -6,7 +6,10 @@ with random weights, in Hugging Face's layout (config.json + model.safetensors).
 
     /usr/bin/python3 tools/reference/make_bench_checkpoint.py build/bench/base-checkpoint
 
-Needs only numpy (Debian: python3-numpy). See bench/README.md for the protocol.
+Also writes DIR-shortlist/: the same checkpoint (symlinked) plus a vocab.json and a
+random lexical table lex.s2t in Marian's format (SHORTLIST_TARGETS targets per source
+token), for `petrel-convert --shortlist`. Needs only numpy (Debian: python3-numpy).
+See bench/README.md for the protocol.
 """
 import json
 import os
@@ -17,6 +20,7 @@ import numpy as np
 
 D, LAYERS, HEADS, FFN, VOCAB, POSITIONS = 512, 6, 8, 2048, 58101, 512
 PAD, EOS = VOCAB - 1, 0
+SHORTLIST_TARGETS = 100
 
 
 def config():
@@ -77,6 +81,29 @@ def main():
         json.dump(config(), f, indent=2)
     params = sum(a.size for a in arrays.values())
     print(f"wrote {out_dir}: {params / 1e6:.1f}M parameters, {offset / 2**20:.0f} MiB")
+    write_shortlist_variant(out_dir, rng)
+
+
+def token(i):
+    return "</s>" if i == EOS else "<pad>" if i == PAD else f"w{i}"
+
+
+def write_shortlist_variant(out_dir, rng):
+    variant = out_dir.rstrip("/") + "-shortlist"
+    os.makedirs(variant, exist_ok=True)
+    for name in ("model.safetensors", "config.json"):
+        link = os.path.join(variant, name)
+        if not os.path.lexists(link):
+            os.symlink(os.path.abspath(os.path.join(out_dir, name)), link)
+    with open(os.path.join(variant, "vocab.json"), "w") as f:
+        json.dump({token(i): i for i in range(VOCAB)}, f)
+    targets = rng.integers(0, VOCAB, (VOCAB, SHORTLIST_TARGETS))
+    probs = rng.random((VOCAB, SHORTLIST_TARGETS))
+    with open(os.path.join(variant, "lex.s2t"), "w") as f:
+        for s in range(VOCAB):
+            src = token(s)
+            f.write("".join(f"{token(t)} {src} {p:.4f}\n" for t, p in zip(targets[s], probs[s])))
+    print(f"wrote {variant}: vocab.json, lex.s2t ({VOCAB * SHORTLIST_TARGETS} lines)")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 namespace petrel::models {
 
@@ -56,9 +57,17 @@ void OutputVocabulary::use_shortlist(const detail::ModelWeights& w, const std::v
   auto* base = data_.data() + (kAlign - reinterpret_cast<uintptr_t>(data_.data()) % kAlign) % kAlign;
   dst.data = base;
   const auto* from = static_cast<const uint8_t*>(src.data);
-  for (size_t i = 0; i < size_; ++i)
-    for (size_t c = 0; c < cols; c += group)
-      std::memcpy(base + dst.index(i, c) * esize, from + src.index(ids_[i], c) * esize, group * esize);
+  auto gather = [&](auto bytes) {  // a compile-time group size: no memcpy call per group
+    for (size_t i = 0; i < size_; ++i)
+      for (size_t c = 0; c < cols; c += group)
+        std::memcpy(base + dst.index(i, c) * esize, from + src.index(ids_[i], c) * esize, bytes.value);
+  };
+  const size_t group_bytes = group * esize;
+  if (group_bytes == 4) gather(std::integral_constant<size_t, 4>{});
+  else if (group_bytes == 2) gather(std::integral_constant<size_t, 2>{});
+  else
+    for (size_t i = 0; i < size_; ++i)  // row-major: one row at a time
+      std::memcpy(base + dst.index(i, 0) * esize, from + src.index(ids_[i], 0) * esize, group_bytes);
   if (src.scales) {
     scales_.resize(size_);
     for (size_t i = 0; i < size_; ++i) scales_[i] = src.scales[ids_[i]];
