@@ -59,7 +59,8 @@ void embed(const detail::Matrix& table, const int32_t* ids, const int32_t* pos, 
            float* out);
 
 // One attention head for one query: out = softmax(q . K^T) V over n keys. K and V
-// rows are `stride` floats apart; scores needs n floats.
+// rows are `stride` floats apart; scores needs n floats (the SIMD paths use one
+// tile of them: they run a tiled online softmax, a single pass over K and V).
 void attend(const float* q, const float* k, const float* v, size_t n, size_t stride, size_t head_dim, float* scores,
             float* out);
 
