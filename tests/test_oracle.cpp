@@ -24,11 +24,6 @@ namespace {
 const std::vector<std::string> kFixtures = {"post_swish_concat_tied", "pre_gelu_interleaved_untied",
                                             "post_relu_learned_unshared", "older_export_concat"};
 
-json expected_for(const std::string& name) {
-  std::ifstream in(oracle_dir(name) + "/expected.json");
-  return json::parse(in);
-}
-
 std::string convert_fixture(const std::string& name, DType dtype, const TempDir& tmp) {
   json e = expected_for(name);
   convert::ConvertOptions o;
@@ -38,12 +33,6 @@ std::string convert_fixture(const std::string& name, DType dtype, const TempDir&
   o.positions = convert::parse_position_choice(e["convert_positions"]);
   convert::convert_checkpoint(o);
   return o.output_path;
-}
-
-std::shared_ptr<const Model> load(const std::string& path) {
-  auto m = Model::load(path);
-  if (!m) FAIL(m.error().message);
-  return m.value();
 }
 
 Translator make_translator(std::shared_ptr<const Model> model, const std::string& isa = "", size_t threads = 1) {
@@ -110,7 +99,7 @@ TEST_CASE("f32 models match the PyTorch oracle on every kernel path", "[oracle]"
   CAPTURE(name, isa);
   TempDir tmp;
   json e = expected_for(name);
-  auto model = load(convert_fixture(name, DType::kF32, tmp));
+  auto model = load_model(convert_fixture(name, DType::kF32, tmp));
   const ModelInfo& info = model->info();
   auto inputs = inputs_of(e);
   const size_t max_new = e["max_new_tokens"];
@@ -190,7 +179,7 @@ TEST_CASE("int8 and f16 models agree with the f32 oracle (teacher-forced top-1) 
   size_t agree = 0, total = 0;
   TempDir tmp;
   for (const auto& name : kFixtures) {
-    auto model = load(convert_fixture(name, dtype, tmp));
+    auto model = load_model(convert_fixture(name, dtype, tmp));
     auto [a, t] = teacher_forced_agreement(*model, expected_for(name), isa);
     agree += a;
     total += t;
@@ -205,7 +194,7 @@ TEST_CASE("int8 and f16 models agree with the f32 oracle (teacher-forced top-1) 
 
 TEST_CASE("translate rejects bad input with clear errors", "[runtime]") {
   TempDir tmp;
-  auto model = load(convert_fixture("post_swish_concat_tied", DType::kInt8, tmp));
+  auto model = load_model(convert_fixture("post_swish_concat_tied", DType::kInt8, tmp));
   Translator translator = make_translator(model);
   auto error_of = [&](const std::vector<std::vector<int32_t>>& batch, TranslateOptions o = {}) {
     auto r = translator.translate(batch, o);
@@ -231,7 +220,7 @@ TEST_CASE("translate rejects bad input with clear errors", "[runtime]") {
 
 TEST_CASE("min_new_tokens holds EOS back and the maximum length is honoured", "[runtime]") {
   TempDir tmp;
-  auto model = load(convert_fixture("post_swish_concat_tied", DType::kF32, tmp));
+  auto model = load_model(convert_fixture("post_swish_concat_tied", DType::kF32, tmp));
   Translator translator = make_translator(model);
   TranslateOptions o;
   o.max_new_tokens = o.min_new_tokens = 9;
@@ -243,7 +232,7 @@ TEST_CASE("min_new_tokens holds EOS back and the maximum length is honoured", "[
 
 TEST_CASE("text round trip through the model's vocabulary", "[runtime]") {
   TempDir tmp;
-  auto model = load(convert_fixture("post_swish_concat_tied", DType::kInt8, tmp));
+  auto model = load_model(convert_fixture("post_swish_concat_tied", DType::kInt8, tmp));
   auto ids = encode_text(*model, "w19 w20 w37");
   REQUIRE(ids.has_value());
   CHECK(ids.value() == std::vector<int32_t>{19, 20, 37, 0});
@@ -300,7 +289,7 @@ TEST_CASE("petrel-run --json reproduces the oracle's greedy and beam outputs", "
 
 TEST_CASE("kernel paths are chosen per translator, by option or PETREL_ISA", "[runtime]") {
   TempDir tmp;
-  auto model = load(convert_fixture("post_swish_concat_tied", DType::kInt8, tmp));
+  auto model = load_model(convert_fixture("post_swish_concat_tied", DType::kInt8, tmp));
   auto unknown = Translator::create(model, {"sse9"});
   REQUIRE_FALSE(unknown.has_value());
   CHECK_THAT(unknown.error().message, Contains("sse9") && Contains("scalar"));
@@ -346,7 +335,7 @@ TEST_CASE("model files written on x86-64 load and match the oracle on this platf
   const std::string fresh = convert_fixture("post_swish_concat_tied", convert::parse_dtype(dtype, "dtype"), tmp);
   CHECK(read_bytes(fresh) == read_bytes(committed));
 
-  auto model = load(committed);
+  auto model = load_model(committed);
   Translator translator = make_translator(model);
   TranslateOptions beam;
   beam.beam_size = beam.n_best = e["beam"]["width"];

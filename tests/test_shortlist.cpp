@@ -19,11 +19,6 @@ namespace {
 
 const std::string kFixture = "post_swish_concat_tied";
 
-json expected() {
-  std::ifstream in(oracle_dir(kFixture) + "/expected.json");
-  return json::parse(in);
-}
-
 std::string convert_with_shortlist(const TempDir& tmp, DType dtype, const std::string& lex, uint32_t first,
                                    uint32_t best, const std::string& checkpoint = oracle_dir(kFixture)) {
   convert::ConvertOptions o;
@@ -37,12 +32,6 @@ std::string convert_with_shortlist(const TempDir& tmp, DType dtype, const std::s
   return o.output_path;
 }
 
-std::shared_ptr<const Model> load(const std::string& path) {
-  auto m = Model::load(path);
-  if (!m) FAIL(m.error().message);
-  return m.value();
-}
-
 std::vector<Translation> translate(Translator& t, const std::vector<std::vector<int32_t>>& batch,
                                    const TranslateOptions& o) {
   auto r = t.translate(batch, o);
@@ -53,10 +42,10 @@ std::vector<Translation> translate(Translator& t, const std::vector<std::vector<
 }  // namespace
 
 TEST_CASE("shortlist decoding matches the PyTorch oracle on every kernel path, batched or not", "[oracle][shortlist]") {
-  const json e = expected();
+  const json e = expected_for(kFixture);
   const json& want = e["shortlist"];
   TempDir tmp;
-  auto model = load(convert_with_shortlist(tmp, DType::kF32, oracle_dir(kFixture) + "/" + want["file"].get<std::string>(),
+  auto model = load_model(convert_with_shortlist(tmp, DType::kF32, oracle_dir(kFixture) + "/" + want["file"].get<std::string>(),
                                            want["first"], want["best"]));
   const ShortlistInfo& info = model->info().shortlist;
   REQUIRE(info.present);
@@ -113,17 +102,17 @@ TEST_CASE("shortlist decoding matches the PyTorch oracle on every kernel path, b
 
 TEST_CASE("a shortlist of every token decodes exactly as the full vocabulary", "[shortlist]") {
   TempDir tmp;
-  const json e = expected();
+  const json e = expected_for(kFixture);
   const auto inputs = e["inputs"].get<std::vector<std::vector<int32_t>>>();
   // Every source token lists every target: the shortlist is the whole vocabulary.
-  const auto vocab = load(fixture_dir() + "/portable/post_swish_concat_tied-f32.petrel")->info().vocab;
+  const auto vocab = load_model(fixture_dir() + "/portable/post_swish_concat_tied-f32.petrel")->info().vocab;
   {
     std::ofstream lex(tmp.file("all.s2t"));
     for (const auto& s : vocab)
       for (const auto& t : vocab) lex << t << " " << s << " 0.5\n";
   }
   const DType dtype = GENERATE(DType::kF32, DType::kInt8);
-  auto model = load(convert_with_shortlist(tmp, dtype, tmp.file("all.s2t"), 0, static_cast<uint32_t>(vocab.size())));
+  auto model = load_model(convert_with_shortlist(tmp, dtype, tmp.file("all.s2t"), 0, static_cast<uint32_t>(vocab.size())));
   auto created = Translator::create(model, {"", 2});
   REQUIRE(created.has_value());
   TranslateOptions o;

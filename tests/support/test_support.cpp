@@ -15,6 +15,18 @@ namespace petrel::test {
 std::string fixture_dir() { return PETREL_FIXTURES_DIR; }
 std::string oracle_dir(const std::string& name) { return fixture_dir() + "/oracle/" + name; }
 
+nlohmann::json expected_for(const std::string& name) {
+  std::ifstream in(oracle_dir(name) + "/expected.json");
+  if (!in) throw std::runtime_error("cannot read " + oracle_dir(name) + "/expected.json");
+  return nlohmann::json::parse(in);
+}
+
+std::shared_ptr<const Model> load_model(const std::string& path) {
+  auto m = Model::load(path);
+  if (!m) throw std::runtime_error(m.error().message);
+  return m.value();
+}
+
 TempDir::TempDir() {
   std::string tmpl = (fs::temp_directory_path() / "petrel-test-XXXXXX").string();
   if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");

@@ -4,13 +4,20 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include "petrel/model.h"
 
 namespace petrel::test {
 
 std::string fixture_dir();                     // tests/fixtures
 std::string oracle_dir(const std::string& name);  // tests/fixtures/oracle/<name>
+nlohmann::json expected_for(const std::string& name);  // the oracle's expected.json for <name>
+// Model::load, throwing the loader's message on failure (Catch reports it).
+std::shared_ptr<const Model> load_model(const std::string& path);
 
 class TempDir {
  public:

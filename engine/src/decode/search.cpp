@@ -48,8 +48,10 @@ SearchResult search(const models::EncoderDecoder& model, const models::EncoderOu
   s.top_ids.resize(2 * K);
   s.top_logits.resize(2 * K);
   s.bad_indices.clear();
-  for (int32_t bad : info.bad_word_ids)
-    if (output.index_of(bad) != models::OutputVocabulary::kAbsent) s.bad_indices.push_back(output.index_of(bad));
+  for (int32_t bad : info.bad_word_ids) {
+    const size_t index = output.index_of(bad);
+    if (index != models::OutputVocabulary::kAbsent) s.bad_indices.push_back(index);
+  }
   const size_t eos_index = output.index_of(info.eos_id);  // always an output (shortlists keep EOS)
   const kernels::KernelTable& k = model.kernels();
 

@@ -35,6 +35,13 @@ struct Matrix {
     return layout == Layout::kPanel16 && dtype == DType::kInt8 ? round_up(cols, kInt8Group) : cols;
   }
   size_t element_size() const { return dtype_size(dtype); }
+  // How many consecutive elements of a row are stored side by side: the whole
+  // (stored) row when row-major; a group of kInt8Group int8 columns, or one wider
+  // element, in a panel. Copying a row takes stored_cols() / row_run() runs.
+  size_t row_run() const {
+    if (layout == Layout::kRowMajor) return stored_cols();
+    return dtype == DType::kInt8 ? kInt8Group : 1;
+  }
   // Rows [first, first + count) as a matrix of their own; `first` must start a
   // panel when packed.
   Matrix row_slice(size_t first, size_t count) const {

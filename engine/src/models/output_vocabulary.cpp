@@ -5,6 +5,18 @@
 #include <type_traits>
 
 namespace petrel::models {
+namespace {
+
+// to[i] = from[ids[i]], for a per-row array (scales, row sums, bias); null stays null.
+template <class T>
+const T* gather_rows(const T* from, const std::vector<int32_t>& ids, std::vector<T>& to) {
+  if (from == nullptr) return nullptr;
+  to.resize(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) to[i] = from[ids[i]];
+  return to.data();
+}
+
+}  // namespace
 
 void OutputVocabulary::use_all(const detail::ModelWeights& w) {
   size_ = w.output_proj.rows;
@@ -42,16 +54,15 @@ void OutputVocabulary::use_shortlist(const detail::ModelWeights& w, const std::v
       for (int32_t t : per_sentence[s]) allowed_[s * size_ + index_of(t)] = 1;
   }
 
-  // Gather the rows into a matrix of the same dtype and layout; packed rows are
-  // strided (groups of kInt8Group int8 columns, or single wider elements).
+  // Gather the rows into a matrix of the same dtype and layout, run by run (a packed
+  // row is strided: see Matrix::row_run).
   const detail::Matrix& src = w.output_proj;
   detail::Matrix& dst = projection_;
   dst = src;
   dst.rows = size_;
   const bool packed = src.layout == detail::Layout::kPanel16;
   const size_t stored_rows = packed ? detail::round_up(size_, detail::kPanelRows) : size_;
-  const size_t esize = src.element_size(), cols = src.stored_cols();
-  const size_t group = !packed ? cols : src.dtype == DType::kInt8 ? detail::kInt8Group : 1;
+  const size_t esize = src.element_size(), cols = src.stored_cols(), group = src.row_run();
   constexpr size_t kAlign = 64;
   data_.assign(stored_rows * cols * esize + kAlign, 0);
   auto* base = data_.data() + (kAlign - reinterpret_cast<uintptr_t>(data_.data()) % kAlign) % kAlign;
@@ -68,22 +79,9 @@ void OutputVocabulary::use_shortlist(const detail::ModelWeights& w, const std::v
   else
     for (size_t i = 0; i < size_; ++i)  // row-major: one row at a time
       std::memcpy(base + dst.index(i, 0) * esize, from + src.index(ids_[i], 0) * esize, group_bytes);
-  if (src.scales) {
-    scales_.resize(size_);
-    for (size_t i = 0; i < size_; ++i) scales_[i] = src.scales[ids_[i]];
-    dst.scales = scales_.data();
-  }
-  if (src.row_sums) {
-    row_sums_.resize(size_);
-    for (size_t i = 0; i < size_; ++i) row_sums_[i] = src.row_sums[ids_[i]];
-    dst.row_sums = row_sums_.data();
-  }
-  bias_ = nullptr;
-  if (w.final_logits_bias) {
-    gathered_bias_.resize(size_);
-    for (size_t i = 0; i < size_; ++i) gathered_bias_[i] = w.final_logits_bias[ids_[i]];
-    bias_ = gathered_bias_.data();
-  }
+  dst.scales = gather_rows(src.scales, ids_, scales_);
+  dst.row_sums = gather_rows(src.row_sums, ids_, row_sums_);
+  bias_ = gather_rows(w.final_logits_bias, ids_, gathered_bias_);
 }
 
 size_t OutputVocabulary::index_of(int32_t token) const {
