@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <sstream>
 #include <unordered_map>
@@ -45,17 +46,21 @@ ShortlistTable read_lexical_shortlist(const std::string& path, const std::vector
   if (in.bad()) throw ConvertError(path + ": read error");
 
   t.offsets.push_back(0);
-  for (auto& list : targets) {
-    // Most likely first, ties by lower id; duplicates (same target) keep the first.
+  std::vector<size_t> kept_for(vocab.size(), SIZE_MAX);  // target -> the source that kept it last
+  for (size_t source_id = 0; source_id < targets.size(); ++source_id) {
+    auto& list = targets[source_id];
+    // Most likely first, ties by lower id; a target listed twice keeps its first
+    // (most likely) entry.
     std::sort(list.begin(), list.end(), [](const auto& a, const auto& b) {
       return a.first != b.first ? a.first > b.first : a.second < b.second;
     });
-    std::vector<int32_t> kept;
+    const size_t start = t.candidates.size();
     for (const auto& [probability, id] : list) {
-      if (kept.size() == best) break;
-      if (std::find(kept.begin(), kept.end(), id) == kept.end()) kept.push_back(id);
+      if (t.candidates.size() - start == best) break;
+      if (kept_for[static_cast<size_t>(id)] == source_id) continue;
+      kept_for[static_cast<size_t>(id)] = source_id;
+      t.candidates.push_back(id);
     }
-    t.candidates.insert(t.candidates.end(), kept.begin(), kept.end());
     t.offsets.push_back(static_cast<uint32_t>(t.candidates.size()));
   }
   for (uint32_t id = 0; id < first && id < vocab.size(); ++id) t.always.push_back(static_cast<int32_t>(id));
