@@ -160,9 +160,11 @@ TEST_CASE("attention for one head matches the reference", "[kernels]") {
   for (Isa isa : simd_paths()) {
     const KernelTable& simd = *table_for(isa);
     for (size_t n : {1, 2, 5, 17, 64, 257}) {
-      for (size_t head_dim : {1, 3, 8, 16, 17, 64}) {
+      for (size_t head_dim : {1, 3, 8, 16, 17, 64, 100, 160}) {  // 160: more than one register block
         const size_t stride = head_dim + (n % 3);
-        auto q = random_values(rng, head_dim), k = random_values(rng, n * stride), v = random_values(rng, n * stride);
+        // q carries 1/sqrt(head_dim) as the model's folded W_q does: scores of unit scale.
+        auto q = random_values(rng, head_dim, 1.0f / std::sqrt(float(head_dim)));
+        auto k = random_values(rng, n * stride), v = random_values(rng, n * stride);
         std::vector<float> scores(n), want(head_dim), got(head_dim);
         reference::attend(q.data(), k.data(), v.data(), n, stride, head_dim, scores.data(), want.data());
         simd.attend(q.data(), k.data(), v.data(), n, stride, head_dim, scores.data(), got.data());
