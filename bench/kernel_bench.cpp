@@ -84,19 +84,23 @@ void embed_bench(benchmark::State& state, Isa isa, DType dtype, detail::Layout l
   set_rate(state, "GB/s", double(tokens * d * (esize + 4 + 4)));  // row + position row read, output written
 }
 
-// One decoder step's self-attention: 8 heads of 64 over a 256-position cache.
-void attention_bench(benchmark::State& state, Isa isa, size_t positions) {
+// One decoder step's self-attention: 8 heads of 64 over a cache of `positions`,
+// stored as f32 or f16.
+void attention_bench(benchmark::State& state, Isa isa, DType kv, size_t positions) {
   const KernelTable* kt = table_for(isa);
-  const size_t heads = 8, hd = 64, d = heads * hd;
+  const size_t heads = 8, hd = 64, d = heads * hd, esize = detail::dtype_size(kv);
   auto q = random_values(d, 1), k = random_values(positions * d, 2), v = random_values(positions * d, 3);
+  std::vector<uint8_t> ks(k.size() * esize), vs(v.size() * esize);
+  kt->store_as(k.data(), k.size(), kv, ks.data());
+  kt->store_as(v.data(), v.size(), kv, vs.data());
   std::vector<float> scores(positions), out(d);
   for (auto _ : state) {
     for (size_t h = 0; h < heads; ++h)
-      kt->attend(q.data() + h * hd, k.data() + h * hd, v.data() + h * hd, positions, d, hd, scores.data(),
-                 out.data() + h * hd);
+      kt->attend(q.data() + h * hd, ks.data() + h * hd * esize, vs.data() + h * hd * esize, kv, positions, d, hd,
+                 scores.data(), out.data() + h * hd);
     benchmark::DoNotOptimize(out.data());
   }
-  set_rate(state, "GB/s", double(2 * positions * d * 4));
+  set_rate(state, "GB/s", double(2 * positions * d * esize));
   set_rate(state, "GOP/s", 4.0 * positions * d);
 }
 
@@ -169,10 +173,11 @@ void register_all() {
                                  detail::Layout::kPanel16, 512)->UseRealTime();
     benchmark::RegisterBenchmark((p + "int8/embed_gather_pe/small_32x256").c_str(), embed_bench, isa, DType::kInt8,
                                  detail::Layout::kRowMajor, 256)->UseRealTime();
-    benchmark::RegisterBenchmark((p + "attention/8x64_over_256").c_str(), attention_bench, isa, 256)
-        ->Unit(benchmark::kMicrosecond)->UseRealTime();
-    benchmark::RegisterBenchmark((p + "attention/8x64_over_32").c_str(), attention_bench, isa, 32)
-        ->Unit(benchmark::kMicrosecond)->UseRealTime();
+    for (DType kv : {DType::kF32, DType::kF16})
+      for (size_t positions : {256, 32})
+        benchmark::RegisterBenchmark((p + "attention/" + to_string(kv) + "/8x64_over_" + std::to_string(positions)).c_str(),
+                                     attention_bench, isa, kv, positions)
+            ->Unit(benchmark::kMicrosecond)->UseRealTime();
     benchmark::RegisterBenchmark((p + "log_softmax_top8/58101").c_str(), log_softmax_top_k_bench, isa)->Unit(benchmark::kMicrosecond)->UseRealTime();
     benchmark::RegisterBenchmark((p + "layer_norm/32x512").c_str(), layer_norm_bench, isa, 32, 512)->UseRealTime();
     benchmark::RegisterBenchmark((p + "layer_norm/1x512").c_str(), layer_norm_bench, isa, 1, 512)->UseRealTime();

@@ -62,10 +62,11 @@ using namespace petrel::test;
 
 namespace {
 size_t allocations_of(Translator& translator, const std::vector<std::vector<int32_t>>& batch, size_t steps,
-                      size_t beam, bool shortlist) {
+                      size_t beam, bool shortlist, bool half_cache) {
   TranslateOptions o;
   o.beam_size = o.n_best = beam;
   o.use_shortlist = shortlist;
+  o.kv_cache_f16 = half_cache;
   o.max_new_tokens = o.min_new_tokens = steps;
   allocations = 0;
   counting = true;
@@ -89,14 +90,15 @@ TEST_CASE("the decode loop does not allocate", "[runtime][memory]") {
   const size_t beam = GENERATE(1, 3);
   const size_t threads = GENERATE(1, 2);
   const bool shortlist = GENERATE(false, true);
+  const bool half_cache = GENERATE(false, true);
   auto created = Translator::create(model.value(), {"", threads});
   REQUIRE(created.has_value());
   Translator& translator = created.value();
   const std::vector<std::vector<int32_t>> batch = {{5, 9, 13, 0}, {7, 0}, {21, 22, 23, 24, 25, 0}};
-  allocations_of(translator, batch, 40, beam, shortlist);  // grow every buffer to the largest shape
-  const size_t short_run = allocations_of(translator, batch, 4, beam, shortlist);
-  const size_t long_run = allocations_of(translator, batch, 40, beam, shortlist);
-  INFO("beam " << beam << ", threads " << threads << ", shortlist " << shortlist << ": " << short_run << " allocations for 4 steps, " << long_run
-               << " for 40");
+  allocations_of(translator, batch, 40, beam, shortlist, half_cache);  // grow every buffer to the largest shape
+  const size_t short_run = allocations_of(translator, batch, 4, beam, shortlist, half_cache);
+  const size_t long_run = allocations_of(translator, batch, 40, beam, shortlist, half_cache);
+  INFO("beam " << beam << ", threads " << threads << ", shortlist " << shortlist << ", f16 cache " << half_cache << ": "
+               << short_run << " allocations for 4 steps, " << long_run << " for 40");
   CHECK(long_run == short_run);
 }

@@ -12,7 +12,9 @@ using namespace petrel::test;
 namespace {
 const std::vector<std::vector<int32_t>> kInputs = {{19, 20, 37, 19, 34, 4, 0}, {27, 18, 24, 0}, {0}};
 
-std::vector<std::vector<int32_t>> translate_c(petrel_session* session, const petrel_options& options) {
+using Outputs = std::vector<std::pair<std::vector<int32_t>, double>>;  // ids and score per hypothesis
+
+Outputs translate_c(petrel_session* session, const petrel_options& options) {
   std::vector<const int32_t*> inputs;
   std::vector<size_t> lengths;
   for (const auto& in : kInputs) {
@@ -22,12 +24,12 @@ std::vector<std::vector<int32_t>> translate_c(petrel_session* session, const pet
   petrel_result* result = nullptr;
   if (petrel_translate_ids(session, inputs.data(), lengths.data(), inputs.size(), &options, &result) != PETREL_OK)
     return {};
-  std::vector<std::vector<int32_t>> out;
+  Outputs out;
   for (size_t i = 0; i < petrel_result_inputs(result); ++i) {
     for (size_t k = 0; k < petrel_result_hypotheses(result, i); ++k) {
       size_t n = 0;
       const int32_t* ids = petrel_result_ids(result, i, k, &n);
-      out.emplace_back(ids, ids + n);
+      out.emplace_back(std::vector<int32_t>(ids, ids + n), petrel_result_score(result, i, k));
     }
   }
   petrel_result_free(result);
@@ -41,24 +43,31 @@ TEST_CASE("C API: same outputs as the C++ API, errors as codes", "[capi]") {
   REQUIRE(petrel_model_load(path.c_str(), &model) == PETREL_OK);
   petrel_session* session = nullptr;
   REQUIRE(petrel_session_create(model, nullptr, 1, &session) == PETREL_OK);
-  petrel_options options;
-  petrel_options_init(&options);
-  options.beam_size = options.n_best = 3;
-  options.max_new_tokens = 12;
-  auto from_c = translate_c(session, options);
-
   auto cpp_model = petrel::Model::load(path);
   REQUIRE(cpp_model.has_value());
   auto translator = petrel::Translator::create(cpp_model.value());
-  petrel::TranslateOptions o;
-  o.beam_size = o.n_best = 3;
-  o.max_new_tokens = 12;
-  auto from_cpp = translator.value().translate(kInputs, o);
-  REQUIRE(from_cpp.has_value());
-  std::vector<std::vector<int32_t>> expected;
-  for (const auto& t : from_cpp.value())
-    for (const auto& h : t.hypotheses) expected.push_back(h.ids);
-  CHECK(from_c == expected);
+  Outputs per_cache[2];
+  for (int half : {0, 1}) {  // the f32 and the f16 KV cache
+    petrel_options options;
+    petrel_options_init(&options);
+    CHECK(options.kv_cache_f16 == 0);
+    options.beam_size = options.n_best = 3;
+    options.max_new_tokens = 12;
+    options.kv_cache_f16 = half;
+    per_cache[half] = translate_c(session, options);
+
+    petrel::TranslateOptions o;
+    o.beam_size = o.n_best = 3;
+    o.max_new_tokens = 12;
+    o.kv_cache_f16 = half != 0;
+    auto from_cpp = translator.value().translate(kInputs, o);
+    REQUIRE(from_cpp.has_value());
+    Outputs expected;
+    for (const auto& t : from_cpp.value())
+      for (const auto& h : t.hypotheses) expected.emplace_back(h.ids, h.score);
+    CHECK(per_cache[half] == expected);
+  }
+  CHECK(per_cache[0] != per_cache[1]);  // the option reached the engine: f16 rounding moves scores
 
   auto bytes = read_bytes(path);
   bytes[9] ^= 0xff;  // the file identifier

@@ -155,23 +155,53 @@ TEST_CASE("top-k over the vocabulary matches the reference, ties and masks inclu
   }
 }
 
-TEST_CASE("attention for one head matches the reference", "[kernels]") {
+TEST_CASE("attention for one head matches the reference (f32 and f16 keys/values)", "[kernels]") {
   std::mt19937 rng(13);
   for (Isa isa : simd_paths()) {
     const KernelTable& simd = *table_for(isa);
-    for (size_t n : {1, 2, 5, 17, 64, 257}) {
-      for (size_t head_dim : {1, 3, 8, 16, 17, 64, 100, 160}) {  // 160: more than one register block
-        const size_t stride = head_dim + (n % 3);
-        // q carries 1/sqrt(head_dim) as the model's folded W_q does: scores of unit scale.
-        auto q = random_values(rng, head_dim, 1.0f / std::sqrt(float(head_dim)));
-        auto k = random_values(rng, n * stride), v = random_values(rng, n * stride);
-        std::vector<float> scores(n), want(head_dim), got(head_dim);
-        reference::attend(q.data(), k.data(), v.data(), n, stride, head_dim, scores.data(), want.data());
-        simd.attend(q.data(), k.data(), v.data(), n, stride, head_dim, scores.data(), got.data());
-        require_close(got, want, 1e-5,
-                      std::string(simd.isa) + " attend n=" + std::to_string(n) + " hd=" + std::to_string(head_dim));
+    for (DType kv : {DType::kF32, DType::kF16}) {
+      for (size_t n : {1, 2, 5, 17, 64, 257, 600}) {  // 257, 600: two and three tiles of 256
+        for (size_t head_dim : {1, 3, 8, 16, 17, 64, 100, 160}) {  // 160: more than one register block
+          const size_t stride = head_dim + (n % 3);
+          // q carries 1/sqrt(head_dim) as the model's folded W_q does: scores of unit scale.
+          auto q = random_values(rng, head_dim, 1.0f / std::sqrt(float(head_dim)));
+          auto k = random_values(rng, n * stride), v = random_values(rng, n * stride);
+          // Both paths read the same stored elements (the reference's f32 -> f16 rounding).
+          std::vector<uint8_t> ks(k.size() * detail::dtype_size(kv)), vs(v.size() * detail::dtype_size(kv));
+          reference::store_as(k.data(), k.size(), kv, ks.data());
+          reference::store_as(v.data(), v.size(), kv, vs.data());
+          std::vector<float> scores(n), want(head_dim), got(head_dim);
+          reference::attend(q.data(), ks.data(), vs.data(), kv, n, stride, head_dim, scores.data(), want.data());
+          simd.attend(q.data(), ks.data(), vs.data(), kv, n, stride, head_dim, scores.data(), got.data());
+          require_close(got, want, 1e-5,
+                        std::string(simd.isa) + " attend " + to_string(kv) + " n=" + std::to_string(n) +
+                            " hd=" + std::to_string(head_dim));
+        }
       }
     }
+  }
+}
+
+TEST_CASE("storing as f16 rounds like the reference, bit for bit", "[kernels]") {
+  std::mt19937 rng(17);
+  // Ordinary values, values near f16's limits (subnormals, 65504, overflow to inf),
+  // exact halfway cases between two halves, signed zeros and infinities.
+  std::vector<float> x = random_values(rng, 1000, 100.0f);
+  for (float f : {0.0f, -0.0f, 1e-8f, -3e-6f, 6.1e-5f, 5.96e-8f, 2.98e-8f, 65504.0f, 65519.0f, 65520.0f, -70000.0f,
+                  1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, INFINITY, -INFINITY})
+    x.push_back(f);
+  for (Isa isa : simd_paths()) {
+    const KernelTable& simd = *table_for(isa);
+    for (size_t n : {size_t(1), size_t(7), size_t(33), x.size()}) {
+      std::vector<uint16_t> want(n), got(n);
+      reference::store_as(x.data() + x.size() - n, n, DType::kF16, want.data());
+      simd.store_as(x.data() + x.size() - n, n, DType::kF16, got.data());
+      INFO(simd.isa << " n=" << n);
+      REQUIRE(got == want);
+    }
+    std::vector<float> copy(x.size());
+    simd.store_as(x.data(), x.size(), DType::kF32, copy.data());
+    REQUIRE(std::equal(copy.begin(), copy.end(), x.begin()));
   }
 }
 

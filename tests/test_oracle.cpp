@@ -62,7 +62,8 @@ double relative_error(const float* got, const std::vector<float>& want) {
 
 // Teacher-forced top-1 agreement of `model` with the oracle's argmax over every
 // position of every sentence's greedy output.
-std::pair<size_t, size_t> teacher_forced_agreement(const Model& model, const json& e, const std::string& isa) {
+std::pair<size_t, size_t> teacher_forced_agreement(const Model& model, const json& e, const std::string& isa,
+                                                   DType cache_type = DType::kF32) {
   threads::ThreadPool pool(1);
   models::EncoderDecoder graph(model.weights(), table_named(isa), pool);
   layers::Workspace ws;
@@ -75,7 +76,7 @@ std::pair<size_t, size_t> teacher_forced_agreement(const Model& model, const jso
     auto tokens = e["teacher_forced"][b]["tokens"].get<std::vector<int32_t>>();
     auto argmax = e["teacher_forced"][b]["argmax"].get<std::vector<int32_t>>();
     models::DecoderState st;
-    graph.start_decoding(enc, {b}, tokens.size(), st, ws);
+    graph.start_decoding(enc, {b}, tokens.size(), cache_type, st, ws);
     std::vector<float> logits(info.vocab_size);
     models::OutputVocabulary everything;
     everything.use_all(model.weights());
@@ -121,7 +122,7 @@ TEST_CASE("f32 models match the PyTorch oracle on every kernel path", "[oracle]"
   models::DecoderState st;
   std::vector<size_t> rows(inputs.size());
   for (size_t b = 0; b < rows.size(); ++b) rows[b] = b;
-  graph.start_decoding(enc, rows, 1, st, ws);
+  graph.start_decoding(enc, rows, 1, DType::kF32, st, ws);
   std::vector<int32_t> start(inputs.size(), info.decoder_start_id);
   std::vector<float> logits(inputs.size() * info.vocab_size);
   models::OutputVocabulary everything;
@@ -190,6 +191,75 @@ TEST_CASE("int8 and f16 models agree with the f32 oracle (teacher-forced top-1) 
   // Random weights are harsher than trained ones; floors sit a little under the
   // measured figures (int8 measured 143/144 = 99.3%, f16 144/144).
   CHECK(rate >= (dtype == DType::kF16 ? 0.99 : 0.97));
+}
+
+// An f16 KV cache rounds every cached key and value to 11 significant bits (relative
+// 2^-11 = 4.9e-4), so logits may move by about that fraction of their scale: they are
+// held to 1e-3 of it (measured 3.3e-4). Outputs are judged like f16 weights
+// (teacher-forced top-1 agreement; int8 weights with their own floor), and the
+// oracle's greedy and best beam outputs must come out unchanged (they do on every
+// fixture and path).
+TEST_CASE("an f16 KV cache stays within f16 rounding of the oracle on every kernel path", "[oracle]") {
+  const std::string isa = GENERATE(from_range(runnable_isas()));
+  CAPTURE(isa);
+  TempDir tmp;
+  size_t agree = 0, total = 0, int8_agree = 0, int8_total = 0;
+  double worst_logits = 0;
+  for (const auto& name : kFixtures) {
+    json e = expected_for(name);
+    auto model = load_model(convert_fixture(name, DType::kF32, tmp));
+    const ModelInfo& info = model->info();
+    auto inputs = inputs_of(e);
+
+    threads::ThreadPool pool(1);
+    models::EncoderDecoder graph(model->weights(), table_named(isa), pool);
+    layers::Workspace ws;
+    models::EncoderOutput enc;
+    graph.encode(inputs, enc, ws);
+    models::DecoderState st;
+    std::vector<size_t> rows(inputs.size());
+    for (size_t b = 0; b < rows.size(); ++b) rows[b] = b;
+    graph.start_decoding(enc, rows, 1, DType::kF16, st, ws);
+    std::vector<int32_t> start(inputs.size(), info.decoder_start_id);
+    std::vector<float> logits(inputs.size() * info.vocab_size);
+    models::OutputVocabulary everything;
+    everything.use_all(model->weights());
+    graph.decode_step(start.data(), 0, st, ws, everything, logits.data());
+    for (size_t b = 0; b < inputs.size(); ++b)
+      worst_logits = std::max(worst_logits, relative_error(&logits[b * info.vocab_size],
+                                                           e["first_step_logits"][b].get<std::vector<float>>()));
+
+    auto [a, t] = teacher_forced_agreement(*model, e, isa, DType::kF16);
+    agree += a;
+    total += t;
+    auto int8_model = load_model(convert_fixture(name, DType::kInt8, tmp));
+    auto [a8, t8] = teacher_forced_agreement(*int8_model, e, isa, DType::kF16);
+    int8_agree += a8;
+    int8_total += t8;
+
+    // Through the public API: greedy and beam run, and greedy keeps the oracle's output.
+    Translator translator = make_translator(model, isa, 1);
+    TranslateOptions greedy;
+    greedy.max_new_tokens = e["max_new_tokens"];
+    greedy.kv_cache_f16 = true;
+    auto g = translator.translate(inputs, greedy);
+    REQUIRE(g.has_value());
+    for (size_t b = 0; b < inputs.size(); ++b)
+      CHECK(g.value()[b].hypotheses[0].ids == e["greedy"][b]["ids"].get<std::vector<int32_t>>());
+    TranslateOptions beam = greedy;
+    beam.beam_size = beam.n_best = e["beam"]["width"];
+    beam.length_penalty = e["beam"]["alpha"];
+    auto r = translator.translate(inputs, beam);
+    REQUIRE(r.has_value());
+    for (size_t b = 0; b < inputs.size(); ++b)
+      CHECK(r.value()[b].hypotheses[0].ids == e["beam"]["results"][b][0]["ids"].get<std::vector<int32_t>>());
+  }
+  WARN("f16 KV cache on " << isa << ": first-step logits within " << worst_logits
+                          << " (relative); teacher-forced top-1: f32 weights " << agree << "/" << total
+                          << ", int8 weights " << int8_agree << "/" << int8_total);
+  CHECK(worst_logits < 1e-3);
+  CHECK(double(agree) / total >= 0.99);
+  CHECK(double(int8_agree) / int8_total >= 0.97);
 }
 
 TEST_CASE("translate rejects bad input with clear errors", "[runtime]") {
@@ -285,6 +355,13 @@ TEST_CASE("petrel-run --json reproduces the oracle's greedy and beam outputs", "
   }
   for (const char* key : {"load_ms", "encode_ms", "decode_ms", "tokens_per_s"}) CHECK(greedy["timing"].contains(key));
   CHECK(greedy["isa"] == runnable_isas().back());
+  CHECK(greedy["kv_cache"] == "f32");
+  // The f16 KV cache keeps these outputs (see the f16 KV cache oracle test).
+  json half = json::parse(run_command(PETREL_RUN + args + " --kv-cache f16 --json", &status));
+  REQUIRE(status == 0);
+  CHECK(half["kv_cache"] == "f16");
+  for (size_t b = 0; b < e["inputs"].size(); ++b)
+    CHECK(half["results"][b]["hypotheses"][0]["ids"] == e["greedy"][b]["ids"]);
 }
 
 TEST_CASE("kernel paths are chosen per translator, by option or PETREL_ISA", "[runtime]") {
@@ -318,6 +395,9 @@ TEST_CASE("petrel-run reports bad flags and inputs with a non-zero exit", "[cli]
   out = run_command(PETREL_RUN + " " + model + " --ids \"1 0\" --beam 0", &status);
   CHECK(status != 0);
   CHECK_THAT(out, Contains("--beam"));
+  out = run_command(PETREL_RUN + " " + model + " --ids \"1 0\" --kv-cache f8", &status);
+  CHECK(status != 0);
+  CHECK_THAT(out, Contains("--kv-cache: 'f8' is not one of f32, f16"));
   out = run_command(PETREL_RUN + " " + model + " --ids \"1 x 0\"", &status);
   CHECK(status != 0);
   CHECK_THAT(out, Contains("'x' is not an integer"));

@@ -61,6 +61,7 @@ petrel::TranslateOptions to_cpp(const petrel_options* o) {
   t.min_new_tokens = o->min_new_tokens;
   t.length_penalty = o->length_penalty;
   t.use_shortlist = o->use_shortlist != 0;
+  t.kv_cache_f16 = o->kv_cache_f16 != 0;
   return t;
 }
 
@@ -82,7 +83,8 @@ const char* petrel_last_error(void) { return last_error.c_str(); }
 void petrel_options_init(petrel_options* o) {
   if (o == nullptr) return;
   petrel::TranslateOptions d;
-  *o = {d.beam_size, d.n_best, d.max_new_tokens, d.min_new_tokens, d.length_penalty, d.use_shortlist ? 1 : 0};
+  *o = {d.beam_size, d.n_best, d.max_new_tokens, d.min_new_tokens, d.length_penalty, d.use_shortlist ? 1 : 0,
+        d.kv_cache_f16 ? 1 : 0};
 }
 
 petrel_status petrel_model_load(const char* path, petrel_model** model) {

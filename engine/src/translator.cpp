@@ -111,6 +111,7 @@ Result<std::vector<Translation>> Translator::translate(const std::vector<std::ve
   so.max_new_tokens = max_new;
   so.min_new_tokens = std::min(options.min_new_tokens, max_new);
   so.length_penalty = options.length_penalty;
+  so.cache_type = options.kv_cache_f16 ? DType::kF16 : DType::kF32;
 
   auto start = std::chrono::steady_clock::now();
   const detail::ModelWeights& weights = impl_->model->weights();

@@ -71,6 +71,7 @@ int main(int argc, char** argv) {
   p.flag("runs", "N", "measured runs after one warm-up (default 5)");
   p.flag("isa", "PATH", "kernel path (default: $PETREL_ISA or the best)");
   p.toggle("shortlist", "decode over the model file's lexical shortlist");
+  p.flag("kv-cache", "TYPE", "f32 (default) or f16: attention keys/values in half precision");
   p.toggle("json", "print one JSON object");
   try {
     if (!p.parse(argc, argv)) {
@@ -122,6 +123,7 @@ int main(int argc, char** argv) {
     options.beam_size = beam;
     options.max_new_tokens = options.min_new_tokens = target;
     options.use_shortlist = p.has("shortlist");
+    options.kv_cache_f16 = p.get_choice("kv-cache", "f32", {"f32", "f16"}) == "f16";
 
     std::vector<double> encode_ms, step_ms, total_ms;
     for (size_t r = 0; r <= runs; ++r) {
@@ -141,6 +143,7 @@ int main(int argc, char** argv) {
         {"threads", threads},
         {"beam", beam},
         {"shortlist", options.use_shortlist},
+        {"kv_cache", options.kv_cache_f16 ? "f16" : "f32"},
         {"batch", batch_size},
         {"source_tokens", source.size()},
         {"target_tokens", target},
@@ -160,8 +163,9 @@ int main(int argc, char** argv) {
       return 0;
     }
     std::printf("model          %s (%.1f MiB, %s)\n", path.c_str(), st.st_size / 1048576.0, translator.isa());
-    std::printf("protocol       batch %zu, %zu source tokens, %zu target tokens, beam %zu, %zu thread(s), median of %zu%s\n",
-                batch_size, source.size(), target, beam, threads, runs, options.use_shortlist ? ", shortlist" : "");
+    std::printf("protocol       batch %zu, %zu source tokens, %zu target tokens, beam %zu, %zu thread(s), median of %zu%s%s\n",
+                batch_size, source.size(), target, beam, threads, runs, options.use_shortlist ? ", shortlist" : "",
+                options.kv_cache_f16 ? ", f16 KV cache" : "");
     std::printf("load           %8.2f ms\n", j["load_ms"].get<double>());
     std::printf("encoder        %8.2f ms\n", j["encoder_ms"].get<double>());
     std::printf("decoder step   %8.3f ms\n", j["step_ms"].get<double>());

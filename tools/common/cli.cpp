@@ -80,6 +80,17 @@ double Parser::get_double(const std::string& name, double fallback) const {
   return v;
 }
 
+std::string Parser::get_choice(const std::string& name, const std::string& fallback,
+                               const std::vector<std::string>& choices) const {
+  if (!has(name)) return fallback;
+  std::string text = get(name), listed;
+  for (const auto& c : choices) {
+    if (text == c) return text;
+    listed += (listed.empty() ? "" : ", ") + c;
+  }
+  throw UsageError("--" + name + ": '" + text + "' is not one of " + listed);
+}
+
 std::string Parser::help() const {
   std::ostringstream out;
   out << "usage: " << program_ << " " << usage_ << "\n\n" << description_ << "\n\noptions:\n";

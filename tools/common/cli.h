@@ -45,6 +45,9 @@ class Parser {
   // Typed getters that name the flag in their errors.
   long long get_int(const std::string& name, long long fallback, long long min, long long max) const;
   double get_double(const std::string& name, double fallback) const;
+  // The flag's value, which must be one of `choices` (fallback when absent).
+  std::string get_choice(const std::string& name, const std::string& fallback,
+                         const std::vector<std::string>& choices) const;
 
   std::string help() const;
   const std::string& program() const { return program_; }

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   p.flag("length-penalty", "A", "score = log-probability / length^A (default 1.0)");
   p.flag("threads", "T", "intra-op threads (default 1)");
   p.toggle("shortlist", "decode over the model file's lexical shortlist (petrel-convert --shortlist)");
+  p.flag("kv-cache", "TYPE", "f32 (default) or f16: attention keys/values in half precision, half the memory");
   p.flag("isa", "PATH", "kernel path: scalar, avx2, avx512, neon, dotprod (default: $PETREL_ISA or the best)");
   p.toggle("json", "print one JSON object (results + timing)");
   TranslateOptions options;
@@ -47,6 +48,7 @@ int main(int argc, char** argv) {
       throw cli::UsageError("--length-penalty must be in 0..10");
     p.get_int("threads", 1, 1, 256);
     options.use_shortlist = p.has("shortlist");
+    options.kv_cache_f16 = p.get_choice("kv-cache", "f32", {"f32", "f16"}) == "f16";
     for (const auto& ids : p.all("ids")) {
       batch.push_back(cli::parse_id_list(ids, "--ids"));
     }
@@ -107,6 +109,7 @@ int main(int argc, char** argv) {
       j["results"].push_back(r);
     }
     j["isa"] = translator.isa();
+    j["kv_cache"] = options.kv_cache_f16 ? "f16" : "f32";
     j["timing"] = {{"load_ms", load_ms},
                    {"encode_ms", t.encode_ms},
                    {"decode_ms", t.decode_ms},

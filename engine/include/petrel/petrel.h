@@ -47,6 +47,7 @@ typedef struct petrel_options {
   size_t min_new_tokens; /* EOS is not allowed before this many tokens */
   double length_penalty; /* score = log-probability / length^length_penalty */
   int use_shortlist;     /* nonzero: decode over the model file's lexical shortlist */
+  int kv_cache_f16;      /* nonzero: keep attention keys/values in half precision */
 } petrel_options;
 
 /* Library version ("0.1.0") and the newest model-file format it reads. */

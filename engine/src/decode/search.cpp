@@ -35,7 +35,7 @@ SearchResult search(const models::EncoderDecoder& model, const models::EncoderOu
 
   std::vector<size_t> sentence_of_row(rows);
   for (size_t r = 0; r < rows; ++r) sentence_of_row[r] = r / K;
-  model.start_decoding(encoded, sentence_of_row, max_steps, s.decoder, ws);
+  model.start_decoding(encoded, sentence_of_row, max_steps, o.cache_type, s.decoder, ws);
   s.logits.resize(rows * vocab);
   s.tokens.assign(rows, info.decoder_start_id);
   s.history.assign(rows * max_steps, 0);

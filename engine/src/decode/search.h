@@ -15,6 +15,7 @@ struct SearchOptions {
   size_t max_new_tokens = 1;  // >= 1, <= max_positions
   size_t min_new_tokens = 0;  // EOS is not allowed before this many tokens
   double length_penalty = 1.0;
+  DType cache_type = DType::kF32;  // the decoder's K/V caches: f32 or f16
 };
 
 struct Hypothesis {

@@ -10,6 +10,7 @@ const KernelTable& reference_table() {
                                  reference::add,
                                  reference::embed,
                                  reference::attend,
+                                 reference::store_as,
                                  reference::logsumexp,
                                  reference::top_k};
   return table;

@@ -46,18 +46,19 @@ void matmul(Context& c, const detail::Matrix& w, const float* bias, const float*
   });
 }
 
-void attend_rows(Context& c, const float* q, const float* k, const float* v, const KeyRange* keys, size_t rows,
-                 size_t d, size_t heads, float* context) {
-  const size_t head_dim = d / heads;
+void attend_rows(Context& c, const float* q, const void* k, const void* v, DType kv, const KeyRange* keys,
+                 size_t rows, size_t d, size_t heads, float* context) {
+  const size_t head_dim = d / heads, esize = detail::dtype_size(kv);
   const size_t chunks = rows >= 8 ? std::min(c.pool.size(), rows) : 1;
   c.pool.run(chunks, [&](size_t chunk, size_t thread) {
     float* scores = c.ws.per_thread[thread].scores.data();
     for (size_t r = rows * chunk / chunks; r < rows * (chunk + 1) / chunks; ++r) {
-      const float* kr = k + keys[r].first * d;
-      const float* vr = v + keys[r].first * d;
+      const auto* kr = static_cast<const uint8_t*>(k) + keys[r].first * d * esize;
+      const auto* vr = static_cast<const uint8_t*>(v) + keys[r].first * d * esize;
       for (size_t h = 0; h < heads; ++h) {
         const size_t off = h * head_dim;
-        c.k.attend(q + r * d + off, kr + off, vr + off, keys[r].count, d, head_dim, scores, context + r * d + off);
+        c.k.attend(q + r * d + off, kr + off * esize, vr + off * esize, kv, keys[r].count, d, head_dim, scores,
+                   context + r * d + off);
       }
     }
   });

@@ -48,9 +48,10 @@ struct KeyRange {
 };
 
 // context[r] = MultiHead(q[r], K[keys[r]], V[keys[r]]) for every row; q, K, V, context
-// are row-major with d floats per row, `heads` heads of d/heads each.
-void attend_rows(Context& c, const float* q, const float* k, const float* v, const KeyRange* keys, size_t rows,
-                 size_t d, size_t heads, float* context);
+// are row-major with d values per row, `heads` heads of d/heads each; K and V hold
+// elements of type kv (f32, or f16 for a half-precision KV cache).
+void attend_rows(Context& c, const float* q, const void* k, const void* v, DType kv, const KeyRange* keys,
+                 size_t rows, size_t d, size_t heads, float* context);
 
 // A residual block: x = LN(x + f(x)) (post) or x = x + f(LN(x)) (pre). `f(in, out)`
 // reads rows of `in` and writes rows of `out` (ws.out).

@@ -20,7 +20,8 @@ void EncoderDecoder::run_encoder_layer(layers::Context& c, const detail::Layer& 
     layers::dense(c, layer.self_attn.q, in, rows, ws.q.data());
     layers::dense(c, layer.self_attn.k, in, rows, ws.k.data());
     layers::dense(c, layer.self_attn.v, in, rows, ws.v.data());
-    layers::attend_rows(c, ws.q.data(), ws.k.data(), ws.v.data(), keys, rows, d_, heads_, ws.context.data());
+    layers::attend_rows(c, ws.q.data(), ws.k.data(), ws.v.data(), DType::kF32, keys, rows, d_, heads_,
+                        ws.context.data());
     layers::dense(c, layer.self_attn.o, ws.context.data(), rows, out);
   });
   layers::residual_block(c, info_.norm, layer.ffn_norm, eps, x, rows, d_, [&](const float* in, float* out) {
@@ -61,9 +62,9 @@ void EncoderDecoder::encode(const std::vector<std::vector<int32_t>>& batch, Enco
 }
 
 void EncoderDecoder::start_decoding(const EncoderOutput& enc, const std::vector<size_t>& sentence_of_row,
-                                    size_t max_steps, DecoderState& st, Workspace& ws) const {
+                                    size_t max_steps, DType cache_type, DecoderState& st, Workspace& ws) const {
   const size_t rows = sentence_of_row.size(), layers = w_.decoder.layers.size();
-  const size_t enc_rows = enc.rows();
+  const size_t enc_rows = enc.rows(), esize = detail::dtype_size(cache_type);
   size_t longest = 0;
   for (size_t len : enc.length) longest = std::max(longest, len);
   ws.reserve(std::max(rows, enc_rows), d_, info_.ffn_dim, std::max(longest, max_steps), pool_.size());
@@ -71,6 +72,7 @@ void EncoderDecoder::start_decoding(const EncoderOutput& enc, const std::vector<
 
   st.rows = rows;
   st.max_steps = max_steps;
+  st.cache_type = cache_type;
   st.cross_keys.resize(rows);
   for (size_t r = 0; r < rows; ++r) st.cross_keys[r] = {enc.offset[sentence_of_row[r]], enc.length[sentence_of_row[r]]};
   st.self_keys.resize(rows);
@@ -82,19 +84,21 @@ void EncoderDecoder::start_decoding(const EncoderOutput& enc, const std::vector<
   st.self_v.resize(layers);
   for (size_t l = 0; l < layers; ++l) {
     const auto& attn = w_.decoder.layers[l].cross_attn;
-    st.cross_k[l].resize(enc_rows * d_);
-    st.cross_v[l].resize(enc_rows * d_);
-    layers::dense(c, attn.k, enc.states.data(), enc_rows, st.cross_k[l].data());
-    layers::dense(c, attn.v, enc.states.data(), enc_rows, st.cross_v[l].data());
-    st.self_k[l].resize(rows * max_steps * d_);
-    st.self_v[l].resize(rows * max_steps * d_);
+    st.cross_k[l].resize(enc_rows * d_ * esize);
+    st.cross_v[l].resize(enc_rows * d_ * esize);
+    layers::dense(c, attn.k, enc.states.data(), enc_rows, ws.k.data());
+    layers::dense(c, attn.v, enc.states.data(), enc_rows, ws.v.data());
+    k_.store_as(ws.k.data(), enc_rows * d_, cache_type, st.cross_k[l].data());
+    k_.store_as(ws.v.data(), enc_rows * d_, cache_type, st.cross_v[l].data());
+    st.self_k[l].resize(rows * max_steps * d_ * esize);
+    st.self_v[l].resize(rows * max_steps * d_ * esize);
   }
-  st.reorder_buffer.resize(rows * max_steps * d_);
+  st.reorder_buffer.resize(rows * max_steps * d_ * esize);
 }
 
 void EncoderDecoder::decode_step(const int32_t* tokens, size_t step, DecoderState& st, Workspace& ws,
                                  const OutputVocabulary& output, float* logits) const {
-  const size_t rows = st.rows;
+  const size_t rows = st.rows, esize = detail::dtype_size(st.cache_type);
   const float eps = info_.layer_norm_eps;
   const auto& dec = w_.decoder;
   std::fill(st.positions.begin(), st.positions.end(), static_cast<int32_t>(step));
@@ -111,18 +115,18 @@ void EncoderDecoder::decode_step(const int32_t* tokens, size_t step, DecoderStat
       layers::dense(c, layer.self_attn.v, in, rows, ws.v.data());
       // Append this position's K/V to each row's cache, then attend 0..step.
       for (size_t r = 0; r < rows; ++r) {
-        const size_t at = (r * st.max_steps + step) * d_;
-        std::memcpy(&st.self_k[l][at], &ws.k[r * d_], d_ * sizeof(float));
-        std::memcpy(&st.self_v[l][at], &ws.v[r * d_], d_ * sizeof(float));
+        const size_t at = (r * st.max_steps + step) * d_ * esize;
+        k_.store_as(&ws.k[r * d_], d_, st.cache_type, &st.self_k[l][at]);
+        k_.store_as(&ws.v[r * d_], d_, st.cache_type, &st.self_v[l][at]);
       }
-      layers::attend_rows(c, ws.q.data(), st.self_k[l].data(), st.self_v[l].data(), st.self_keys.data(), rows, d_,
-                          heads_, ws.context.data());
+      layers::attend_rows(c, ws.q.data(), st.self_k[l].data(), st.self_v[l].data(), st.cache_type,
+                          st.self_keys.data(), rows, d_, heads_, ws.context.data());
       layers::dense(c, layer.self_attn.o, ws.context.data(), rows, out);
     });
     layers::residual_block(c, info_.norm, layer.cross_attn_norm, eps, x, rows, d_, [&](const float* in, float* out) {
       layers::dense(c, layer.cross_attn.q, in, rows, ws.q.data());
-      layers::attend_rows(c, ws.q.data(), st.cross_k[l].data(), st.cross_v[l].data(), st.cross_keys.data(), rows,
-                          d_, heads_, ws.context.data());
+      layers::attend_rows(c, ws.q.data(), st.cross_k[l].data(), st.cross_v[l].data(), st.cache_type,
+                          st.cross_keys.data(), rows, d_, heads_, ws.context.data());
       layers::dense(c, layer.cross_attn.o, ws.context.data(), rows, out);
     });
     layers::residual_block(c, info_.norm, layer.ffn_norm, eps, x, rows, d_, [&](const float* in, float* out) {
@@ -135,14 +139,13 @@ void EncoderDecoder::decode_step(const int32_t* tokens, size_t step, DecoderStat
 }
 
 void EncoderDecoder::reorder(const size_t* parent, size_t step, DecoderState& st) const {
-  const size_t span = (step + 1) * d_;
+  const size_t row_bytes = st.max_steps * d_ * detail::dtype_size(st.cache_type);
+  const size_t span = (step + 1) * d_ * detail::dtype_size(st.cache_type);
   for (auto* caches : {&st.self_k, &st.self_v}) {
     for (auto& cache : *caches) {
       for (size_t r = 0; r < st.rows; ++r)
-        std::memcpy(&st.reorder_buffer[r * st.max_steps * d_], &cache[parent[r] * st.max_steps * d_],
-                    span * sizeof(float));
-      for (size_t r = 0; r < st.rows; ++r)
-        std::memcpy(&cache[r * st.max_steps * d_], &st.reorder_buffer[r * st.max_steps * d_], span * sizeof(float));
+        std::memcpy(&st.reorder_buffer[r * row_bytes], &cache[parent[r] * row_bytes], span);
+      for (size_t r = 0; r < st.rows; ++r) std::memcpy(&cache[r * row_bytes], &st.reorder_buffer[r * row_bytes], span);
     }
   }
 }

@@ -21,15 +21,18 @@ struct EncoderOutput {
 };
 
 // Per-hypothesis decoder state for `rows` hypotheses of up to `max_steps` steps.
+// The K/V caches hold elements of cache_type: f32, or f16 (half the memory, and half
+// the bytes attention reads, for outputs within f16 rounding of f32's).
 struct DecoderState {
   size_t rows = 0, max_steps = 0;
-  std::vector<layers::KeyRange> cross_keys;            // per row: its sentence's encoder rows
-  std::vector<std::vector<float>> cross_k, cross_v;    // per layer [encoder rows, d]
-  std::vector<std::vector<float>> self_k, self_v;      // per layer [rows, max_steps, d]
-  std::vector<float> reorder_buffer;                   // [rows, max_steps, d]
-  std::vector<layers::KeyRange> self_keys;             // per row, rebuilt each step
-  std::vector<float> x;                                // [rows, d]
-  std::vector<int32_t> positions;                      // [rows]
+  DType cache_type = DType::kF32;
+  std::vector<layers::KeyRange> cross_keys;              // per row: its sentence's encoder rows
+  std::vector<std::vector<uint8_t>> cross_k, cross_v;    // per layer [encoder rows, d]
+  std::vector<std::vector<uint8_t>> self_k, self_v;      // per layer [rows, max_steps, d]
+  std::vector<uint8_t> reorder_buffer;                   // [rows, max_steps, d]
+  std::vector<layers::KeyRange> self_keys;               // per row, rebuilt each step
+  std::vector<float> x;                                  // [rows, d]
+  std::vector<int32_t> positions;                        // [rows]
 };
 
 class EncoderDecoder {
@@ -39,10 +42,11 @@ class EncoderDecoder {
   // Ids are checked by the caller (in vocabulary, within max_positions).
   void encode(const std::vector<std::vector<int32_t>>& batch, EncoderOutput& out, layers::Workspace& ws) const;
 
-  // Sizes `state` for rows hypotheses (row r decodes sentence sentence_of_row[r]) and
-  // computes each decoder layer's cross-attention K/V once.
+  // Sizes `state` for rows hypotheses (row r decodes sentence sentence_of_row[r]) with
+  // caches of cache_type (f32 or f16) and computes each decoder layer's
+  // cross-attention K/V once.
   void start_decoding(const EncoderOutput& enc, const std::vector<size_t>& sentence_of_row, size_t max_steps,
-                      DecoderState& state, layers::Workspace& ws) const;
+                      DType cache_type, DecoderState& state, layers::Workspace& ws) const;
 
   // Runs one position for every row: tokens[r] at position `step`. Writes
   // logits [rows, output.size()]. Allocation-free.

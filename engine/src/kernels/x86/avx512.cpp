@@ -20,6 +20,30 @@ xsimd::batch<float, Arch> load_i8(const int8_t* p) {
 xsimd::batch<float, Arch> load_f16(const uint16_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
+void store_f16(xsimd::batch<float, Arch> x, uint16_t* p) {  // round to nearest even
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+}
+// Lane i = the sum of a[i]'s 16 lanes: four levels of pairwise folds (31 shuffles
+// for 16 sums, where 16 separate reductions take ~100).
+xsimd::batch<float, Arch> row_sums(const xsimd::batch<float, Arch>* a) {
+  // 16 -> 8: b[i] holds 8 partial sums of a[2i] (128-bit chunks 0-1) and of a[2i+1] (2-3).
+  __m512 b[8];
+  for (int i = 0; i < 8; ++i)
+    b[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0x44),
+                         _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0xEE));
+  // 8 -> 4: chunk j of c[i] holds 4 partial sums of a[4i + j].
+  __m512 c[4];
+  for (int i = 0; i < 4; ++i)
+    c[i] = _mm512_add_ps(_mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], 0x88),
+                         _mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], 0xDD));
+  // 4 -> 2 -> 1 within chunks: element m of chunk j ends as the sum of a[4m + j].
+  const __m512 d0 = _mm512_add_ps(_mm512_shuffle_ps(c[0], c[1], 0x44), _mm512_shuffle_ps(c[0], c[1], 0xEE));
+  const __m512 d1 = _mm512_add_ps(_mm512_shuffle_ps(c[2], c[3], 0x44), _mm512_shuffle_ps(c[2], c[3], 0xEE));
+  const __m512 e = _mm512_add_ps(_mm512_shuffle_ps(d0, d1, 0x88), _mm512_shuffle_ps(d0, d1, 0xDD));
+  // Lane i takes the sum of a[i] from element i / 4 of chunk i % 4.
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  return _mm512_permutexvar_ps(order, e);
+}
 
 struct Int8Ops {
   static constexpr bool kUnsigned = true;
