@@ -9,6 +9,7 @@
 #include "convert/quantize.h"
 #include "kernels/isa.h"
 #include "kernels/kernels.h"
+#include "layers/aligned_vector.h"
 
 using namespace petrel;
 using namespace petrel::kernels;
@@ -85,12 +86,12 @@ void embed_bench(benchmark::State& state, Isa isa, DType dtype, detail::Layout l
 }
 
 // One decoder step's self-attention: 8 heads of 64 over a cache of `positions`,
-// stored as f32 or f16.
+// stored as f32 or f16 on cache lines as the engine's caches are.
 void attention_bench(benchmark::State& state, Isa isa, DType kv, size_t positions) {
   const KernelTable* kt = table_for(isa);
   const size_t heads = 8, hd = 64, d = heads * hd, esize = detail::dtype_size(kv);
   auto q = random_values(d, 1), k = random_values(positions * d, 2), v = random_values(positions * d, 3);
-  std::vector<uint8_t> ks(k.size() * esize), vs(v.size() * esize);
+  layers::AlignedVector<uint8_t> ks(k.size() * esize), vs(v.size() * esize);
   kt->store_as(k.data(), k.size(), kv, ks.data());
   kt->store_as(v.data(), v.size(), kv, vs.data());
   std::vector<float> scores(positions), out(d);

@@ -32,7 +32,7 @@ struct SearchResult {
 // loop does not allocate.
 struct SearchState {
   models::DecoderState decoder;
-  std::vector<float> logits;
+  layers::AlignedVector<float> logits;
   std::vector<int32_t> tokens, history, new_history;
   std::vector<double> scores, new_scores;
   std::vector<size_t> parent, live;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "format/weights.h"
+#include "layers/aligned_vector.h"
 #include "kernels/kernels.h"
 #include "threads/thread_pool.h"
 
@@ -14,7 +15,7 @@ namespace petrel::layers {
 
 // Scratch private to one thread of the pool.
 struct ThreadScratch {
-  std::vector<int8_t> quantized;
+  AlignedVector<int8_t> quantized;
   std::vector<float> quantized_scales, scores;
   kernels::QuantizedRows quantized_rows() { return {quantized.data(), quantized_scales.data()}; }
 };
@@ -22,7 +23,7 @@ struct ThreadScratch {
 // Buffers the layers write into, sized once per batch shape so the decode loop
 // never allocates.
 struct Workspace {
-  std::vector<float> normed, out, q, k, v, context, hidden;
+  AlignedVector<float> normed, out, q, k, v, context, hidden;
   std::vector<ThreadScratch> per_thread;
 
   void reserve(size_t rows, size_t d, size_t ffn, size_t max_keys, size_t threads);

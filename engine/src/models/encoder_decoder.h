@@ -16,7 +16,7 @@ namespace petrel::models {
 // [offset[s], offset[s] + length[s]) of `states` (d floats per row).
 struct EncoderOutput {
   std::vector<size_t> offset, length;
-  std::vector<float> states;
+  layers::AlignedVector<float> states;
   size_t rows() const { return offset.empty() ? 0 : offset.back() + length.back(); }
 };
 
@@ -27,11 +27,11 @@ struct DecoderState {
   size_t rows = 0, max_steps = 0;
   DType cache_type = DType::kF32;
   std::vector<layers::KeyRange> cross_keys;              // per row: its sentence's encoder rows
-  std::vector<std::vector<uint8_t>> cross_k, cross_v;    // per layer [encoder rows, d]
-  std::vector<std::vector<uint8_t>> self_k, self_v;      // per layer [rows, max_steps, d]
-  std::vector<uint8_t> reorder_buffer;                   // [rows, max_steps, d]
+  std::vector<layers::AlignedVector<uint8_t>> cross_k, cross_v;  // per layer [encoder rows, d]
+  std::vector<layers::AlignedVector<uint8_t>> self_k, self_v;    // per layer [rows, max_steps, d]
+  layers::AlignedVector<uint8_t> reorder_buffer;                 // [rows, max_steps, d]
   std::vector<layers::KeyRange> self_keys;               // per row, rebuilt each step
-  std::vector<float> x;                                  // [rows, d]
+  layers::AlignedVector<float> x;                        // [rows, d]
   std::vector<int32_t> positions;                        // [rows]
 };
 
