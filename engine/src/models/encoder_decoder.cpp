@@ -138,6 +138,8 @@ void EncoderDecoder::decode_step(const int32_t* tokens, size_t step, DecoderStat
   layers::matmul(c, output.projection(), output.bias(), x, rows, logits);
 }
 
+// Each cache is gathered into the spare buffer, which then becomes the cache (all
+// caches have the buffer's size): one copy per cache, not two.
 void EncoderDecoder::reorder(const size_t* parent, size_t step, DecoderState& st) const {
   const size_t row_bytes = st.max_steps * d_ * detail::dtype_size(st.cache_type);
   const size_t span = (step + 1) * d_ * detail::dtype_size(st.cache_type);
@@ -145,7 +147,7 @@ void EncoderDecoder::reorder(const size_t* parent, size_t step, DecoderState& st
     for (auto& cache : *caches) {
       for (size_t r = 0; r < st.rows; ++r)
         std::memcpy(&st.reorder_buffer[r * row_bytes], &cache[parent[r] * row_bytes], span);
-      for (size_t r = 0; r < st.rows; ++r) std::memcpy(&cache[r * row_bytes], &st.reorder_buffer[r * row_bytes], span);
+      cache.swap(st.reorder_buffer);
     }
   }
 }
