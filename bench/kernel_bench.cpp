@@ -129,6 +129,20 @@ void layer_norm_bench(benchmark::State& state, Isa isa, size_t rows, size_t d) {
   set_rate(state, "GB/s", double(rows * d * 4 * 3));
 }
 
+// Appending to an f16 KV cache: one step of a base decoder's K and V for 6 layers
+// and a beam of 4 (6 x 2 x 4 x 512 values).
+void store_f16_bench(benchmark::State& state, Isa isa) {
+  const KernelTable* kt = table_for(isa);
+  const size_t n = 6 * 2 * 4 * 512;
+  auto x = random_values(n, 10);
+  layers::AlignedVector<uint16_t> out(n);
+  for (auto _ : state) {
+    kt->store_as(x.data(), n, DType::kF16, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  set_rate(state, "GB/s", double(n * (4 + 2)));
+}
+
 void activation_bench(benchmark::State& state, Isa isa, Activation act) {
   const KernelTable* kt = table_for(isa);
   const size_t n = 32 * 2048;
@@ -179,6 +193,7 @@ void register_all() {
         benchmark::RegisterBenchmark((p + "attention/" + to_string(kv) + "/8x64_over_" + std::to_string(positions)).c_str(),
                                      attention_bench, isa, kv, positions)
             ->Unit(benchmark::kMicrosecond)->UseRealTime();
+    benchmark::RegisterBenchmark((p + "store_f16/24576").c_str(), store_f16_bench, isa)->UseRealTime();
     benchmark::RegisterBenchmark((p + "log_softmax_top8/58101").c_str(), log_softmax_top_k_bench, isa)->Unit(benchmark::kMicrosecond)->UseRealTime();
     benchmark::RegisterBenchmark((p + "layer_norm/32x512").c_str(), layer_norm_bench, isa, 32, 512)->UseRealTime();
     benchmark::RegisterBenchmark((p + "layer_norm/1x512").c_str(), layer_norm_bench, isa, 1, 512)->UseRealTime();
