@@ -4,6 +4,8 @@
 // (compute-bound shapes); compare with bench/probe's limits (bench/README.md).
 #include <benchmark/benchmark.h>
 
+#include <unistd.h>
+
 #include <random>
 
 #include "convert/quantize.h"
@@ -18,20 +20,29 @@ namespace {
 
 constexpr size_t kVocab = 58101;
 
-std::vector<float> random_values(size_t n, unsigned seed) {
+// On a cache line, as the engine's activations are.
+layers::AlignedVector<float> random_values(size_t n, unsigned seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 0.5f);
-  std::vector<float> v(n);
+  layers::AlignedVector<float> v(n);
   for (float& x : v) x = normal(rng);
   return v;
 }
 
+std::vector<float> as_std(const layers::AlignedVector<float>& v) { return {v.begin(), v.end()}; }
+
+// A converted matrix whose data sits on a cache line, as tensors in a model file do
+// (the format aligns each blob to 64 bytes).
 struct Weights {
   convert::EncodedMatrix encoded;
+  layers::AlignedVector<uint8_t> aligned;
   detail::Matrix view;
   Weights(size_t rows, size_t cols, DType dtype, detail::Layout layout = detail::Layout::kPanel16, unsigned seed = 1)
-      : encoded(convert::encode_matrix(random_values(rows * cols, seed), rows, cols, dtype, 1.0f, layout)),
-        view(convert::as_matrix(encoded, rows, cols)) {}
+      : encoded(convert::encode_matrix(as_std(random_values(rows * cols, seed)), rows, cols, dtype, 1.0f, layout)),
+        aligned(encoded.data.begin(), encoded.data.end()),
+        view(convert::as_matrix(encoded, rows, cols)) {
+    view.data = aligned.data();
+  }
   size_t bytes() const { return encoded.data.size() + (encoded.scales.size() + encoded.row_sums.size()) * 4; }
 };
 
@@ -39,27 +50,36 @@ void set_rate(benchmark::State& state, const char* name, double amount) {
   state.counters[name] = benchmark::Counter(amount * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 
-// y = x W^T for m rows. Copies of W beyond the 32 MB L3 are rotated when
-// `from_memory` so a GEMV streams weights from DRAM as a decoder step does.
+// Bytes that surely miss the last-level cache: three times its size as the C library
+// reports it (hosts of this machine kind have had 32 MB and 260 MB), at least 96 MB.
+size_t beyond_last_level_cache() {
+  const long l3 = ::sysconf(_SC_LEVEL3_CACHE_SIZE);
+  return std::max<size_t>(96u << 20, l3 > 0 ? 3 * static_cast<size_t>(l3) : 0);
+}
+
+// y = x W^T for m rows. With `from_memory`, copies of W filling more than the
+// last-level cache are rotated so a GEMV streams weights from DRAM.
 void linear_bench(benchmark::State& state, Isa isa, DType dtype, size_t m, size_t n, size_t k, bool from_memory) {
   const KernelTable* kt = table_for(isa);
   if (kt == nullptr) return state.SkipWithError("path not runnable here");
-  const size_t one = Weights(16, k, dtype).bytes() / 16 * n;
-  const size_t copies = from_memory ? std::max<size_t>(1, (96u << 20) / one + 1) : 1;
-  std::vector<Weights> ws;
-  for (size_t c = 0; c < copies; ++c) ws.emplace_back(n, k, dtype, detail::Layout::kPanel16, unsigned(c + 1));
+  const Weights w(n, k, dtype, detail::Layout::kPanel16);
+  const size_t copies = from_memory ? beyond_last_level_cache() / w.aligned.size() + 1 : 1;
+  // Same bytes at different addresses: the kernel's work does not depend on the values.
+  std::vector<layers::AlignedVector<uint8_t>> copy(copies, w.aligned);
+  std::vector<detail::Matrix> views(copies, w.view);
+  for (size_t c = 0; c < copies; ++c) views[c].data = copy[c].data();
   auto x = random_values(m * k, 7);
   auto bias = random_values(n, 8);
-  std::vector<float> y(m * n);
-  std::vector<int8_t> q(m * (k + 4));
+  layers::AlignedVector<float> y(m * n);
+  layers::AlignedVector<int8_t> q(m * (k + 4));
   std::vector<float> qs(m);
   size_t i = 0;
   for (auto _ : state) {
-    kt->linear(x.data(), m, ws[i].view, bias.data(), y.data(), {q.data(), qs.data()});
+    kt->linear(x.data(), m, views[i], bias.data(), y.data(), {q.data(), qs.data()});
     benchmark::DoNotOptimize(y.data());
     i = (i + 1) % copies;
   }
-  set_rate(state, "GB/s", double(ws[0].bytes()));
+  set_rate(state, "GB/s", double(w.bytes()));
   set_rate(state, "GOP/s", 2.0 * m * n * k);
 }
 
