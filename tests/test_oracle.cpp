@@ -60,6 +60,28 @@ double relative_error(const float* got, const std::vector<float>& want) {
   return worst / scale;
 }
 
+// The first decoder step (the start token for every sentence at once, caches of
+// cache_type): the worst relative error of a sentence's logits against the oracle's.
+double first_step_error(const models::EncoderDecoder& graph, const Model& model, const models::EncoderOutput& enc,
+                        const json& e, DType cache_type, layers::Workspace& ws) {
+  const ModelInfo& info = model.info();
+  const size_t sentences = enc.length.size();
+  models::DecoderState st;
+  std::vector<size_t> rows(sentences);
+  for (size_t b = 0; b < sentences; ++b) rows[b] = b;
+  graph.start_decoding(enc, rows, 1, cache_type, st, ws);
+  std::vector<int32_t> start(sentences, info.decoder_start_id);
+  std::vector<float> logits(sentences * info.vocab_size);
+  models::OutputVocabulary everything;
+  everything.use_all(model.weights());
+  graph.decode_step(start.data(), 0, st, ws, everything, logits.data());
+  double worst = 0;
+  for (size_t b = 0; b < sentences; ++b)
+    worst = std::max(worst, relative_error(&logits[b * info.vocab_size],
+                                           e["first_step_logits"][b].get<std::vector<float>>()));
+  return worst;
+}
+
 // Teacher-forced top-1 agreement of `model` with the oracle's argmax over every
 // position of every sentence's greedy output.
 std::pair<size_t, size_t> teacher_forced_agreement(const Model& model, const json& e, const std::string& isa,
@@ -118,18 +140,7 @@ TEST_CASE("f32 models match the PyTorch oracle on every kernel path", "[oracle]"
     CHECK(relative_error(&enc.states[enc.offset[b] * info.d_model], want) < 1e-4);
   }
 
-  // First decoder step: the start token for every sentence at once.
-  models::DecoderState st;
-  std::vector<size_t> rows(inputs.size());
-  for (size_t b = 0; b < rows.size(); ++b) rows[b] = b;
-  graph.start_decoding(enc, rows, 1, DType::kF32, st, ws);
-  std::vector<int32_t> start(inputs.size(), info.decoder_start_id);
-  std::vector<float> logits(inputs.size() * info.vocab_size);
-  models::OutputVocabulary everything;
-  everything.use_all(model->weights());
-  graph.decode_step(start.data(), 0, st, ws, everything, logits.data());
-  for (size_t b = 0; b < inputs.size(); ++b)
-    CHECK(relative_error(&logits[b * info.vocab_size], e["first_step_logits"][b].get<std::vector<float>>()) < 1e-4);
+  CHECK(first_step_error(graph, *model, enc, e, DType::kF32, ws) < 1e-4);
 
   // Outputs must not depend on the thread count (the pool splits output panels or rows).
   const size_t threads = GENERATE(1, 3);
@@ -208,7 +219,6 @@ TEST_CASE("an f16 KV cache stays within f16 rounding of the oracle on every kern
   for (const auto& name : kFixtures) {
     json e = expected_for(name);
     auto model = load_model(convert_fixture(name, DType::kF32, tmp));
-    const ModelInfo& info = model->info();
     auto inputs = inputs_of(e);
 
     threads::ThreadPool pool(1);
@@ -216,18 +226,7 @@ TEST_CASE("an f16 KV cache stays within f16 rounding of the oracle on every kern
     layers::Workspace ws;
     models::EncoderOutput enc;
     graph.encode(inputs, enc, ws);
-    models::DecoderState st;
-    std::vector<size_t> rows(inputs.size());
-    for (size_t b = 0; b < rows.size(); ++b) rows[b] = b;
-    graph.start_decoding(enc, rows, 1, DType::kF16, st, ws);
-    std::vector<int32_t> start(inputs.size(), info.decoder_start_id);
-    std::vector<float> logits(inputs.size() * info.vocab_size);
-    models::OutputVocabulary everything;
-    everything.use_all(model->weights());
-    graph.decode_step(start.data(), 0, st, ws, everything, logits.data());
-    for (size_t b = 0; b < inputs.size(); ++b)
-      worst_logits = std::max(worst_logits, relative_error(&logits[b * info.vocab_size],
-                                                           e["first_step_logits"][b].get<std::vector<float>>()));
+    worst_logits = std::max(worst_logits, first_step_error(graph, *model, enc, e, DType::kF16, ws));
 
     auto [a, t] = teacher_forced_agreement(*model, e, isa, DType::kF16);
     agree += a;
