@@ -1,8 +1,10 @@
 // The C API gives what the C++ API gives, reports errors as codes and messages,
 // and one model serves several threads with a session each.
 #include <catch2/catch.hpp>
+#include <fstream>
 #include <thread>
 
+#include "convert/convert.h"
 #include "petrel/petrel.h"
 #include "petrel/translator.h"
 #include "support/test_support.h"
@@ -113,5 +115,109 @@ TEST_CASE("C API: one model, four threads with a session each, as sequential run
   }
   for (auto& th : threads) th.join();
   for (int t = 0; t < kThreads; ++t) CHECK(mismatches[t] == 0);
+  petrel_model_free(model);
+}
+
+TEST_CASE("C API: a text translation with no hypothesis is an error, not a read past the end", "[capi]") {
+  // A shortlist whose only always-allowed token is EOS, a source word with no
+  // candidates, and EOS held back by min_new_tokens: search finishes the sentence
+  // with no hypothesis at all.
+  TempDir tmp;
+  std::ofstream(tmp.file("lex.s2t")) << "w5 w1 0.5\n";
+  petrel::convert::ConvertOptions o;
+  o.checkpoint_dir = oracle_dir("post_swish_concat_tied");
+  o.output_path = tmp.file("m.petrel");
+  o.shortlist_path = tmp.file("lex.s2t");
+  o.shortlist_first = 0;
+  o.shortlist_best = 1;
+  petrel::convert::convert_checkpoint(o);
+
+  petrel_model* model = nullptr;
+  REQUIRE(petrel_model_load(o.output_path.c_str(), &model) == PETREL_OK);
+  petrel_session* session = nullptr;
+  REQUIRE(petrel_session_create(model, nullptr, 1, &session) == PETREL_OK);
+  petrel_options options;
+  petrel_options_init(&options);
+  options.use_shortlist = 1;
+  char* text = nullptr;
+  REQUIRE(petrel_translate_text(session, "w2", &options, &text) == PETREL_OK);  // EOS allowed: empty output
+  CHECK(std::string(text).empty());
+  petrel_string_free(text);
+
+  options.min_new_tokens = 1;
+  text = nullptr;
+  CHECK(petrel_translate_text(session, "w2", &options, &text) == PETREL_INVALID_ARGUMENT);
+  CHECK(text == nullptr);
+  CHECK_THAT(petrel_last_error(), Catch::Matchers::Contains("no token could be generated"));
+
+  // The ids API reports the same state as an input with no hypotheses.
+  const int32_t ids[] = {2, 0};
+  const int32_t* inputs[] = {ids};
+  const size_t lengths[] = {2};
+  petrel_result* result = nullptr;
+  REQUIRE(petrel_translate_ids(session, inputs, lengths, 1, &options, &result) == PETREL_OK);
+  CHECK(petrel_result_hypotheses(result, 0) == 0);
+  size_t n = 7;
+  CHECK(petrel_result_ids(result, 0, 0, &n) == nullptr);
+  CHECK(n == 0);
+  petrel_result_free(result);
+  petrel_session_free(session);
+  petrel_model_free(model);
+}
+
+TEST_CASE("C API: petrel_options carries its size, and a wrong size is refused", "[capi]") {
+  const std::string path = fixture_dir() + "/portable/post_swish_concat_tied-int8.petrel";
+  petrel_model* model = nullptr;
+  REQUIRE(petrel_model_load(path.c_str(), &model) == PETREL_OK);
+  petrel_session* session = nullptr;
+  REQUIRE(petrel_session_create(model, nullptr, 1, &session) == PETREL_OK);
+  petrel_options options;
+  petrel_options_init(&options);
+  CHECK(options.struct_size == sizeof(petrel_options));
+  REQUIRE_FALSE(translate_c(session, options).empty());
+
+  options.struct_size = 0;  // never initialised
+  petrel_result* result = nullptr;
+  const int32_t ids[] = {5, 0};
+  const int32_t* inputs[] = {ids};
+  const size_t lengths[] = {2};
+  CHECK(petrel_translate_ids(session, inputs, lengths, 1, &options, &result) == PETREL_INVALID_ARGUMENT);
+  CHECK_THAT(petrel_last_error(), Catch::Matchers::Contains("petrel_options_init"));
+  options.struct_size = sizeof(petrel_options) + 8;  // a newer header than this library
+  CHECK(petrel_translate_ids(session, inputs, lengths, 1, &options, &result) == PETREL_INVALID_ARGUMENT);
+  CHECK_THAT(petrel_last_error(), Catch::Matchers::Contains("newer petrel.h"));
+  CHECK(result == nullptr);
+  petrel_session_free(session);
+  petrel_model_free(model);
+}
+
+TEST_CASE("C API: a request over the memory limit is PETREL_OUT_OF_MEMORY, on every platform", "[capi]") {
+  const std::string path = fixture_dir() + "/portable/post_swish_concat_tied-int8.petrel";
+  petrel_model* model = nullptr;
+  REQUIRE(petrel_model_load(path.c_str(), &model) == PETREL_OK);
+  petrel_session* session = nullptr;
+  REQUIRE(petrel_session_create(model, nullptr, 1, &session) == PETREL_OK);
+  // 2^16 inputs x beam 64 x 64 steps: KV caches alone would need far more than the limit
+  // (and their byte counts would wrap a 32-bit size_t).
+  const int32_t ids[] = {5, 0};
+  std::vector<const int32_t*> inputs(petrel::kMaxBatchSize, ids);
+  std::vector<size_t> lengths(petrel::kMaxBatchSize, 2);
+  petrel_options options;
+  petrel_options_init(&options);
+  options.beam_size = 64;
+  options.max_new_tokens = 64;
+  petrel_result* result = nullptr;
+  CHECK(petrel_translate_ids(session, inputs.data(), lengths.data(), inputs.size(), &options, &result) ==
+        PETREL_OUT_OF_MEMORY);
+  CHECK_THAT(petrel_last_error(), Catch::Matchers::Contains("working memory") &&
+                                      Catch::Matchers::Contains("translate fewer inputs per call"));
+  inputs.push_back(ids);  // one input more than a call takes
+  lengths.push_back(2);
+  options.beam_size = 1;
+  CHECK(petrel_translate_ids(session, inputs.data(), lengths.data(), inputs.size(), &options, &result) ==
+        PETREL_INVALID_ARGUMENT);
+  CHECK_THAT(petrel_last_error(), Catch::Matchers::Contains("at most 65536"));
+  CHECK(result == nullptr);
+  petrel_session_free(session);
   petrel_model_free(model);
 }

@@ -7,6 +7,7 @@
 
 #include "convert/convert.h"
 #include "format/weights.h"
+#include "model_access.h"
 #include "kernels/half.h"
 #include "support/test_support.h"
 
@@ -74,7 +75,7 @@ TEST_CASE("round trip: every tensor reads back as the original, with its folds",
   TempDir tmp;
   auto model = convert_and_load(dir, tmp.file("m.petrel"), dtype, dtype);
   const auto& info = model->info();
-  const auto& w = model->weights();
+  const auto& w = detail::ModelAccess::weights(*model);
   REQUIRE(info.d_model == 32);
   const float embed_scale = std::sqrt(32.0f);
   const float q_scale = 1.0f / std::sqrt(float(info.d_model / info.num_heads));
@@ -128,7 +129,7 @@ TEST_CASE("fold: W_q x + b_q in the file equals (W_q x + b_q)/sqrt(head_dim) on 
   auto raw = read_checkpoint(dir + "/model.safetensors");
   TempDir tmp;
   auto model = convert_and_load(dir, tmp.file("m.petrel"), DType::kF32, DType::kF32);
-  const auto& q = model->weights().decoder.layers[0].cross_attn.q;
+  const auto& q = detail::ModelAccess::weights(*model).decoder.layers[0].cross_attn.q;
   const auto& w = raw["model.decoder.layers.0.encoder_attn.q_proj.weight"].values;
   const auto& b = raw["model.decoder.layers.0.encoder_attn.q_proj.bias"].values;
   const size_t d = q.weight.cols;

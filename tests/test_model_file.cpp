@@ -1,10 +1,12 @@
 // The loader treats a model file as hostile input: every corruption below must be
 // rejected with an error naming the problem, or load safely; never crash.
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <random>
 
 #include "convert/convert.h"
 #include "format/model_file.h"
+#include "petrel/translator.h"
 #include "petrel_generated.h"
 #include "support/test_support.h"
 
@@ -81,11 +83,11 @@ TEST_CASE("truncation at every 1/16 of the file is rejected", "[format]") {
   }
 }
 
-TEST_CASE("random single-byte flips are rejected or load safely", "[format]") {
+TEST_CASE("random single-byte flips are rejected, or load and translate safely", "[format]") {
   const auto& good = valid_model();
   const size_t meta = 4 + flatbuffers::ReadScalar<uint32_t>(good.data());
   std::mt19937 rng(2024);
-  int rejected = 0, loaded = 0;
+  int rejected = 0, loaded = 0, failed_to_run = 0;
   for (int trial = 0; trial < 400; ++trial) {
     std::vector<uint8_t> bytes = good;
     // Mostly in the metadata, where a flip can mislead the loader.
@@ -94,17 +96,33 @@ TEST_CASE("random single-byte flips are rejected or load safely", "[format]") {
     auto r = load_bytes(bytes);
     if (r.has_value()) {
       ++loaded;
-      // Whatever loaded must be internally consistent.
+      // Whatever loaded must be internally consistent, and must run: a flip in the
+      // data section reaches the kernels (weights, scales, row sums), which must not
+      // trust those numbers for anything but arithmetic. Under ASan/UBSan this is
+      // where kernels that index by, or overflow on, file data would be caught.
       const auto& info = r.value()->info();
       REQUIRE(info.d_model % info.num_heads == 0);
       REQUIRE(info.eos_id < static_cast<int32_t>(info.vocab_size));
+      auto translator = Translator::create(r.value());
+      REQUIRE(translator.has_value());
+      TranslateOptions options;
+      options.max_new_tokens = 4;
+      options.beam_size = 1 + trial % 3;
+      options.use_shortlist = info.shortlist.present && trial % 2 == 0;
+      auto translated = translator.value().translate({{5, 9, 13, 0}, {7, 0}}, options);
+      if (!translated.has_value()) {  // only a corrupt weight's NaN may stop it
+        INFO(translated.error().message);
+        CHECK(translated.error().code == ErrorCode::kFormat);
+        ++failed_to_run;
+      }
     } else {
       ++rejected;
       REQUIRE_FALSE(r.error().message.empty());
     }
   }
   REQUIRE(rejected > 100);
-  WARN("byte flips: " << rejected << " rejected, " << loaded << " loaded safely");
+  WARN("byte flips: " << rejected << " rejected, " << loaded << " loaded and translated (" << failed_to_run
+                      << " stopped by non-finite scores)");
 }
 
 TEST_CASE("crafted hostile fields are rejected by name", "[format]") {
@@ -202,4 +220,64 @@ TEST_CASE("packed tensors: layout and row sums are checked", "[format]") {
     t->mutable_shape()->Mutate(1, 30);  // 64 x 30 row-major != 64 x 32 packed bytes
     expect_rejected(bytes, "encoder.layers.0.fc1.weight", "does not match shape, dtype and layout");
   }
+}
+
+// mBART reads learned positions at index position + 2: the file records the first
+// index, and the table holds first_index + max_positions rows.
+TEST_CASE("learned position tables are read from their recorded first index", "[format]") {
+  TempDir tmp;
+  convert::ConvertOptions o;
+  o.checkpoint_dir = oracle_dir("post_relu_learned_unshared");
+  o.output_path = tmp.file("m.petrel");
+  o.linear_dtype = o.embedding_dtype = DType::kF32;
+  o.positions = convert::PositionChoice::kLearned;
+  convert::convert_checkpoint(o);
+  const std::vector<uint8_t> original = read_bytes(o.output_path);
+  const uint32_t max_positions = metadata(const_cast<std::vector<uint8_t>&>(original))->max_positions();
+  const uint64_t section = detail::data_section_start(flatbuffers::ReadScalar<uint32_t>(original.data()));
+
+  auto stacks = [](fb::Model* m) { return std::vector<fb::Stack*>{m->mutable_encoder(), m->mutable_decoder()}; };
+  // Reads position i at row i + 2 of the stored tables.
+  std::vector<uint8_t> offset_by_two = original;
+  REQUIRE(metadata(offset_by_two)->mutate_max_positions(max_positions - 2));
+  for (fb::Stack* s : stacks(metadata(offset_by_two))) REQUIRE(s->mutable_positions()->mutate_first_index(2));
+  // The same rows moved to the front of each table, read from row 0.
+  std::vector<uint8_t> moved = original;
+  fb::Model* m = metadata(moved);
+  REQUIRE(m->mutate_max_positions(max_positions - 2));
+  for (fb::Stack* s : stacks(m)) {
+    auto* table = m->mutable_tensors()->GetMutableObject(static_cast<uint32_t>(s->positions()->table()));
+    const uint64_t row_bytes = table->shape()->Get(1) * 4;
+    uint8_t* rows = moved.data() + section + table->data()->offset();
+    std::memmove(rows, rows + 2 * row_bytes, (max_positions - 2) * row_bytes);
+    table->mutable_shape()->Mutate(0, max_positions - 2);
+    table->mutable_data()->mutate_size((max_positions - 2) * row_bytes);
+  }
+
+  auto translate = [](const std::vector<uint8_t>& bytes) {
+    auto model = load_bytes(bytes);
+    REQUIRE(model.has_value());
+    auto translator = Translator::create(model.value());
+    REQUIRE(translator.has_value());
+    TranslateOptions options;
+    options.beam_size = options.n_best = 2;
+    options.max_new_tokens = 10;
+    auto r = translator.value().translate({{5, 9, 13, 2, 0}, {7, 0}}, options);
+    REQUIRE(r.has_value());
+    std::vector<std::pair<std::vector<int32_t>, double>> out;
+    for (const auto& t : r.value())
+      for (const auto& h : t.hypotheses) out.emplace_back(h.ids, h.score);
+    return out;
+  };
+  const auto expected = translate(moved);
+  CHECK(translate(offset_by_two) == expected);
+  CHECK(translate(original) != expected);  // the first index matters
+
+  std::vector<uint8_t> short_table = original;  // first_index 2 without the two extra rows
+  REQUIRE(metadata(short_table)->mutable_decoder()->mutable_positions()->mutate_first_index(2));
+  expect_rejected(short_table, "decoder.positions.table (first_index + max_positions rows)",
+                  "expected [" + std::to_string(max_positions + 2) + ",");
+  std::vector<uint8_t> absurd = original;
+  REQUIRE(metadata(absurd)->mutable_encoder()->mutable_positions()->mutate_first_index(0xfffffff0u));
+  expect_rejected(absurd, "encoder.positions.first_index", "out of range");
 }

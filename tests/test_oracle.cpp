@@ -10,6 +10,7 @@
 #include "convert/convert.h"
 #include "kernels/isa.h"
 #include "kernels/kernels.h"
+#include "model_access.h"
 #include "models/encoder_decoder.h"
 #include "petrel/translator.h"
 #include "support/test_support.h"
@@ -73,8 +74,8 @@ double first_step_error(const models::EncoderDecoder& graph, const Model& model,
   std::vector<int32_t> start(sentences, info.decoder_start_id);
   std::vector<float> logits(sentences * info.vocab_size);
   models::OutputVocabulary everything;
-  everything.use_all(model.weights());
-  graph.decode_step(start.data(), 0, st, ws, everything, logits.data());
+  everything.use_all(detail::ModelAccess::weights(model));
+  graph.decode_step(start.data(), sentences, 0, st, ws, everything, logits.data());
   double worst = 0;
   for (size_t b = 0; b < sentences; ++b)
     worst = std::max(worst, relative_error(&logits[b * info.vocab_size],
@@ -87,7 +88,7 @@ double first_step_error(const models::EncoderDecoder& graph, const Model& model,
 std::pair<size_t, size_t> teacher_forced_agreement(const Model& model, const json& e, const std::string& isa,
                                                    DType cache_type = DType::kF32) {
   threads::ThreadPool pool(1);
-  models::EncoderDecoder graph(model.weights(), table_named(isa), pool);
+  models::EncoderDecoder graph(detail::ModelAccess::weights(model), table_named(isa), pool);
   layers::Workspace ws;
   models::EncoderOutput enc;
   auto inputs = inputs_of(e);
@@ -101,9 +102,9 @@ std::pair<size_t, size_t> teacher_forced_agreement(const Model& model, const jso
     graph.start_decoding(enc, {b}, tokens.size(), cache_type, st, ws);
     std::vector<float> logits(info.vocab_size);
     models::OutputVocabulary everything;
-    everything.use_all(model.weights());
+    everything.use_all(detail::ModelAccess::weights(model));
     for (size_t t = 0; t < tokens.size(); ++t) {
-      graph.decode_step(&tokens[t], t, st, ws, everything, logits.data());
+      graph.decode_step(&tokens[t], 1, t, st, ws, everything, logits.data());
       for (int32_t bad : info.bad_word_ids) logits[bad] = -INFINITY;  // argmax of log-softmax = of logits
       auto best = std::max_element(logits.begin(), logits.end()) - logits.begin();
       agree += best == argmax[t];
@@ -128,7 +129,7 @@ TEST_CASE("f32 models match the PyTorch oracle on every kernel path", "[oracle]"
   const size_t max_new = e["max_new_tokens"];
 
   threads::ThreadPool pool(1);
-  models::EncoderDecoder graph(model->weights(), table_named(isa), pool);
+  models::EncoderDecoder graph(detail::ModelAccess::weights(*model), table_named(isa), pool);
   layers::Workspace ws;
   models::EncoderOutput enc;
   graph.encode(inputs, enc, ws);
@@ -222,7 +223,7 @@ TEST_CASE("an f16 KV cache stays within f16 rounding of the oracle on every kern
     auto inputs = inputs_of(e);
 
     threads::ThreadPool pool(1);
-    models::EncoderDecoder graph(model->weights(), table_named(isa), pool);
+    models::EncoderDecoder graph(detail::ModelAccess::weights(*model), table_named(isa), pool);
     layers::Workspace ws;
     models::EncoderOutput enc;
     graph.encode(inputs, enc, ws);
@@ -403,6 +404,20 @@ TEST_CASE("petrel-run reports bad flags and inputs with a non-zero exit", "[cli]
   out = run_command(PETREL_RUN + " " + tmp.file("missing.petrel") + " --ids \"1 0\"", &status);
   CHECK(status != 0);
   CHECK_THAT(out, Contains("missing.petrel") && Contains("cannot open"));
+}
+
+TEST_CASE("petrel-run --threads reaches the translator", "[cli]") {
+  TempDir tmp;
+  const std::string model = convert_fixture("post_swish_concat_tied", DType::kF32, tmp);
+  const std::string args = " " + model + " --ids \"19 20 37 19 34 4 0\" --ids \"27 18 24 0\" --beam 3 --json";
+  int status = 0;
+  json one = json::parse(run_command(PETREL_RUN + args, &status));
+  REQUIRE(status == 0);
+  json three = json::parse(run_command(PETREL_RUN + args + " --threads 3", &status));
+  REQUIRE(status == 0);
+  CHECK(one["threads"] == 1);
+  CHECK(three["threads"] == 3);
+  CHECK(one["results"] == three["results"]);  // matmuls split over threads give the same sums
 }
 
 TEST_CASE("model files written on x86-64 load and match the oracle on this platform", "[oracle][portable]") {

@@ -16,6 +16,6 @@ echo
 echo "== petrel-inspect build/demo/numbers.petrel --no-tensors"
 "$bin/petrel-inspect" build/demo/numbers.petrel --no-tensors
 echo
-echo "== petrel-run build/demo/numbers.petrel --text 7 --text 42 ...   (greedy, one padded batch)"
+echo "== petrel-run build/demo/numbers.petrel --text 7 --text 42 ...   (greedy, one batch)"
 "$bin/petrel-run" build/demo/numbers.petrel \
   --text 7 --text 42 --text 4096 --text 80808 --text 250017 --text 999999

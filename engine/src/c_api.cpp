@@ -2,6 +2,7 @@
 // plus a per-thread message, and no exception crosses the boundary.
 #include "petrel/petrel.h"
 
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -33,6 +34,7 @@ petrel_status fail(const petrel::Error& e) {
     case petrel::ErrorCode::kFormat: return PETREL_FORMAT;
     case petrel::ErrorCode::kUnsupported: return PETREL_UNSUPPORTED;
     case petrel::ErrorCode::kInternal: return PETREL_INTERNAL;
+    case petrel::ErrorCode::kOutOfMemory: return PETREL_OUT_OF_MEMORY;
   }
   return PETREL_INTERNAL;
 }
@@ -46,15 +48,30 @@ petrel_status guarded(Body body) {
     last_error.clear();
     return body();
   } catch (const std::bad_alloc&) {
-    return fail({petrel::ErrorCode::kInternal, "out of memory"});
+    return fail({petrel::ErrorCode::kOutOfMemory, "out of memory"});
   } catch (...) {
     return fail({petrel::ErrorCode::kInternal, "unexpected error"});
   }
 }
 
-petrel::TranslateOptions to_cpp(const petrel_options* o) {
+// The fields every petrel_options has had (format 1.1 of the header): a caller's
+// struct must hold at least these.
+constexpr size_t kFirstOptionsSize = offsetof(petrel_options, kv_cache_f16) + sizeof(int);
+
+// A caller's options, reading only the fields its struct_size covers (an older
+// header's caller gets defaults for fields added since).
+petrel::Result<petrel::TranslateOptions> to_cpp(const petrel_options* o) {
   petrel::TranslateOptions t;
   if (o == nullptr) return t;
+  if (o->struct_size < kFirstOptionsSize)
+    return petrel::Error{petrel::ErrorCode::kInvalidArgument,
+                         "petrel_options.struct_size is " + std::to_string(o->struct_size) +
+                             ": initialise the options with petrel_options_init"};
+  if (o->struct_size > sizeof(petrel_options))
+    return petrel::Error{petrel::ErrorCode::kInvalidArgument,
+                         "petrel_options.struct_size " + std::to_string(o->struct_size) + " is larger than this " +
+                             "library's " + std::to_string(sizeof(petrel_options)) +
+                             ": the caller was built with a newer petrel.h than the library it runs with"};
   t.beam_size = o->beam_size;
   t.n_best = o->n_best;
   t.max_new_tokens = o->max_new_tokens;
@@ -83,8 +100,8 @@ const char* petrel_last_error(void) { return last_error.c_str(); }
 void petrel_options_init(petrel_options* o) {
   if (o == nullptr) return;
   petrel::TranslateOptions d;
-  *o = {d.beam_size, d.n_best, d.max_new_tokens, d.min_new_tokens, d.length_penalty, d.use_shortlist ? 1 : 0,
-        d.kv_cache_f16 ? 1 : 0};
+  *o = {sizeof(petrel_options), d.beam_size,  d.n_best, d.max_new_tokens, d.min_new_tokens, d.length_penalty,
+        d.use_shortlist ? 1 : 0, d.kv_cache_f16 ? 1 : 0};
 }
 
 petrel_status petrel_model_load(const char* path, petrel_model** model) {
@@ -132,7 +149,9 @@ petrel_status petrel_translate_ids(petrel_session* session, const int32_t* const
       if (inputs[i] == nullptr && lengths[i] > 0) return invalid("petrel_translate_ids: NULL input");
       cpp[i].assign(inputs[i], inputs[i] + lengths[i]);
     }
-    auto translated = session->translator.translate(cpp, to_cpp(options));
+    auto cpp_options = to_cpp(options);
+    if (!cpp_options) return fail(cpp_options.error());
+    auto translated = session->translator.translate(cpp, cpp_options.value());
     if (!translated) return fail(translated.error());
     *result = new petrel_result{std::move(translated.value())};
     return PETREL_OK;
@@ -167,11 +186,17 @@ petrel_status petrel_translate_text(petrel_session* session, const char* text, c
       return invalid("petrel_translate_text: NULL argument");
     *translation = nullptr;
     const petrel::Model& model = session->translator.model();
+    auto cpp_options = to_cpp(options);
+    if (!cpp_options) return fail(cpp_options.error());
     auto ids = petrel::encode_text(model, text);
     if (!ids) return fail(ids.error());
-    auto translated = session->translator.translate({ids.value()}, to_cpp(options));
+    auto translated = session->translator.translate({ids.value()}, cpp_options.value());
     if (!translated) return fail(translated.error());
-    auto out = petrel::decode_text(model, translated.value()[0].hypotheses[0].ids);
+    const auto& hypotheses = translated.value()[0].hypotheses;
+    if (hypotheses.empty())
+      return invalid("petrel_translate_text: no token could be generated for this input (every candidate was "
+                     "masked: min_new_tokens with a shortlist that allows only EOS?)");
+    auto out = petrel::decode_text(model, hypotheses[0].ids);
     if (!out) return fail(out.error());
     *translation = static_cast<char*>(std::malloc(out.value().size() + 1));
     if (*translation == nullptr) return fail({petrel::ErrorCode::kInternal, "out of memory"});

@@ -11,6 +11,8 @@
 
 #include "format/model_file.h"
 #include "kernels/positions.h"
+#include "model_access.h"
+#include "text/word_tokenizer.h"
 
 namespace petrel {
 
@@ -91,18 +93,26 @@ struct Model::Impl {
   ModelInfo info;
   detail::ModelWeights weights;
   std::vector<float> encoder_positions, decoder_positions;
+  std::unique_ptr<text::Tokenizer> tokenizer;
 };
 
 Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Model::~Model() = default;
 const ModelInfo& Model::info() const { return impl_->info; }
-const detail::ModelWeights& Model::weights() const { return impl_->weights; }
+
+namespace detail {
+const ModelWeights& ModelAccess::weights(const Model& model) { return model.impl_->weights; }
+const text::Tokenizer* ModelAccess::tokenizer(const Model& model) { return model.impl_->tokenizer.get(); }
+std::shared_ptr<const Model> ModelAccess::make(std::unique_ptr<Impl> impl) {
+  return std::shared_ptr<const Model>(new Model(std::move(impl)));
+}
+}  // namespace detail
 
 static Result<std::shared_ptr<const Model>> finish_load(std::unique_ptr<Storage> storage,
                                                         const std::string& name) {
   auto bound = detail::bind_model_file(storage->data(), storage->size(), name);
   if (!bound) return bound.error();
-  auto impl = std::make_unique<Model::Impl>();
+  auto impl = std::make_unique<detail::ModelAccess::Impl>();
   impl->storage = std::move(storage);
   impl->info = std::move(bound.value().info);
   impl->weights = std::move(bound.value().weights);
@@ -133,7 +143,8 @@ static Result<std::shared_ptr<const Model>> finish_load(std::unique_ptr<Storage>
     s = make_table(impl->weights.decoder, impl->decoder_positions);
     if (!s) return s.error();
   }
-  return std::shared_ptr<const Model>(new Model(std::move(impl)));
+  if (info.has_text_tokenizer) impl->tokenizer = std::make_unique<text::WordTokenizer>(impl->info);
+  return detail::ModelAccess::make(std::move(impl));
 }
 
 Result<std::shared_ptr<const Model>> Model::load(const std::string& path) {

@@ -1,11 +1,13 @@
 #include "petrel/translator.h"
 
 #include <chrono>
-
 #include <cstdlib>
+#include <new>
 
-#include "decode/search.h"
+#include "core/checked.h"
+#include "decode/decoder_steps.h"
 #include "kernels/isa.h"
+#include "model_access.h"
 #include "models/encoder_decoder.h"
 #include "threads/thread_pool.h"
 
@@ -16,22 +18,51 @@ double ms_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 constexpr size_t kDefaultMaxNewTokens = 256;
-constexpr size_t kMaxBeam = 64;
+
+// The bytes of every buffer a request grows (activations, KV caches, logits,
+// histories), from the request's shape alone: checked before anything is allocated,
+// so a huge batch or beam is refused by name instead of wrapping a 32-bit size or
+// throwing std::bad_alloc.
+detail::CheckedSize request_bytes(const ModelInfo& info, size_t sentences, uint64_t source_tokens, size_t beam,
+                                  size_t max_steps, size_t threads, size_t cache_element) {
+  using detail::CheckedSize;
+  const uint64_t d = info.d_model, ffn = info.ffn_dim, widest = std::max(d, ffn) + 4;
+  const uint64_t rows = uint64_t{sentences} * beam, activation_rows = std::max<uint64_t>(rows, source_tokens);
+  CheckedSize total;
+  total += CheckedSize(source_tokens) * d * 4 * 2;                       // encoder states, cross K/V scratch
+  total += CheckedSize(activation_rows) * (6 * d + ffn) * 4;             // layer workspace
+  total += CheckedSize(activation_rows) * widest * threads;              // int8 activations per thread
+  const uint64_t layers = info.decoder_layers;
+  total += CheckedSize(source_tokens) * d * cache_element * 2 * layers;  // cross-attention K/V
+  total += CheckedSize(rows) * max_steps * d * cache_element * (2 * layers + 1);  // self K/V + reorder buffer
+  total += CheckedSize(rows) * info.vocab_size * 4;                      // logits
+  total += CheckedSize(rows) * max_steps * 4 * 2;                        // token histories
+  total += CheckedSize(sentences) * 3 * beam * max_steps * 4;            // finished hypotheses
+  return total;
+}
+
+std::string mib(uint64_t bytes) { return std::to_string((bytes + (1u << 20) - 1) >> 20) + " MiB"; }
+
 }  // namespace
 
 struct Translator::Impl {
   Impl(std::shared_ptr<const Model> m, const kernels::KernelTable& k, size_t threads)
-      : model(std::move(m)), kernels(k), pool(threads), graph(model->weights(), k, pool) {}
+      : model(std::move(m)), kernels(k), pool(threads), graph(detail::ModelAccess::weights(*model), k, pool) {}
+  Result<std::vector<Translation>> translate(const std::vector<std::vector<int32_t>>& batch,
+                                             const TranslateOptions& options);
+
   std::shared_ptr<const Model> model;
   const kernels::KernelTable& kernels;
   threads::ThreadPool pool;
   models::EncoderDecoder graph;
   layers::Workspace workspace;
   models::EncoderOutput encoded;
+  models::DecoderState decoder;
   models::OutputVocabulary output;
   decode::SearchState search;
   TranslateTimings timings;
 };
+
 
 std::vector<std::string> runnable_isas() {
   std::vector<std::string> out;
@@ -72,12 +103,25 @@ Translator::Translator(Translator&&) noexcept = default;
 Translator& Translator::operator=(Translator&&) noexcept = default;
 const TranslateTimings& Translator::last_timings() const { return impl_->timings; }
 const Model& Translator::model() const { return *impl_->model; }
+size_t Translator::threads() const { return impl_->pool.size(); }
 
 Result<std::vector<Translation>> Translator::translate(const std::vector<std::vector<int32_t>>& batch,
                                                        const TranslateOptions& options) {
-  const ModelInfo& info = impl_->model->info();
+  try {
+    return impl_->translate(batch, options);
+  } catch (const std::bad_alloc&) {  // the API never throws: memory ran out while buffers grew
+    return Error{ErrorCode::kOutOfMemory, "out of memory"};  // short enough to need no allocation
+  }
+}
+
+Result<std::vector<Translation>> Translator::Impl::translate(const std::vector<std::vector<int32_t>>& batch,
+                                                             const TranslateOptions& options) {
+  const ModelInfo& info = model->info();
   auto invalid = [](const std::string& message) { return Error{ErrorCode::kInvalidArgument, message}; };
   if (batch.empty()) return invalid("no inputs to translate");
+  if (batch.size() > kMaxBatchSize)
+    return invalid(std::to_string(batch.size()) + " inputs in one call; at most " + std::to_string(kMaxBatchSize));
+  uint64_t source_tokens = 0;
   for (size_t s = 0; s < batch.size(); ++s) {
     const auto& ids = batch[s];
     const std::string which = "input " + std::to_string(s + 1);
@@ -89,9 +133,11 @@ Result<std::vector<Translation>> Translator::translate(const std::vector<std::ve
       if (ids[i] < 0 || static_cast<uint32_t>(ids[i]) >= info.vocab_size)
         return invalid(which + ", position " + std::to_string(i + 1) + ": token id " + std::to_string(ids[i]) +
                        " is out of range (vocabulary of " + std::to_string(info.vocab_size) + ")");
+    source_tokens += ids.size();
   }
-  if (options.beam_size < 1 || options.beam_size > kMaxBeam)
-    return invalid("beam size must be in 1.." + std::to_string(kMaxBeam) + ", got " + std::to_string(options.beam_size));
+  if (options.beam_size < 1 || options.beam_size > kMaxBeamSize)
+    return invalid("beam size must be in 1.." + std::to_string(kMaxBeamSize) + ", got " +
+                   std::to_string(options.beam_size));
   if (options.n_best < 1 || options.n_best > options.beam_size)
     return invalid("n-best must be in 1..beam size (" + std::to_string(options.beam_size) + "), got " +
                    std::to_string(options.n_best));
@@ -105,33 +151,50 @@ Result<std::vector<Translation>> Translator::translate(const std::vector<std::ve
   if (options.use_shortlist && !info.shortlist.present)
     return invalid("this model file has no shortlist (petrel-convert --shortlist adds one)");
 
+  const DType cache_type = options.kv_cache_f16 ? DType::kF16 : DType::kF32;
+  const detail::CheckedSize needed = request_bytes(info, batch.size(), source_tokens, options.beam_size, max_new,
+                                                   pool.size(), detail::dtype_size(cache_type));
+  if (!needed.ok() || needed.value() > kMaxRequestBytes)
+    return Error{ErrorCode::kOutOfMemory,
+                 std::to_string(batch.size()) + " inputs (" + std::to_string(source_tokens) + " tokens) with beam " +
+                     std::to_string(options.beam_size) + " over " + std::to_string(max_new) + " new tokens need " +
+                     (needed.ok() ? mib(needed.value()) : std::string("more than 2^64 bytes")) +
+                     " of working memory; the limit is " + mib(kMaxRequestBytes) +
+                     ": translate fewer inputs per call, or use a smaller beam or max_new_tokens"};
+
   decode::SearchOptions so;
   so.beam = options.beam_size;
   so.n_best = options.n_best;
   so.max_new_tokens = max_new;
   so.min_new_tokens = std::min(options.min_new_tokens, max_new);
   so.length_penalty = options.length_penalty;
-  so.cache_type = options.kv_cache_f16 ? DType::kF16 : DType::kF32;
+  so.decoder_start_id = info.decoder_start_id;
+  so.eos_id = info.eos_id;
+  so.bad_word_ids = info.bad_word_ids;
 
   auto start = std::chrono::steady_clock::now();
-  const detail::ModelWeights& weights = impl_->model->weights();
-  if (options.use_shortlist) impl_->output.use_shortlist(weights, batch);
-  else impl_->output.use_all(weights);
-  impl_->graph.encode(batch, impl_->encoded, impl_->workspace);
-  impl_->timings.encode_ms = ms_since(start);
+  const detail::ModelWeights& weights = detail::ModelAccess::weights(*model);
+  if (options.use_shortlist) output.use_shortlist(weights, batch);
+  else output.use_all(weights);
+  graph.encode(batch, encoded, workspace);
+  timings.encode_ms = ms_since(start);
   start = std::chrono::steady_clock::now();
-  decode::SearchResult found = decode::search(impl_->graph, impl_->encoded, impl_->output, so, impl_->search,
-                                                 impl_->workspace);
-  impl_->timings.decode_ms = ms_since(start);
-  impl_->timings.decode_steps = found.steps;
+  std::vector<size_t> sentence_of_row(batch.size() * so.beam);
+  for (size_t r = 0; r < sentence_of_row.size(); ++r) sentence_of_row[r] = r / so.beam;
+  graph.start_decoding(encoded, sentence_of_row, max_new, cache_type, decoder, workspace);
+  decode::DecoderSteps steps(graph, decoder, workspace, output);
+  auto found = decode::search(steps, batch.size(), output, kernels, so, search);
+  timings.decode_ms = ms_since(start);
+  if (!found) return found.error();
+  timings.decode_steps = found.value().steps;
 
   std::vector<Translation> out(batch.size());
   size_t generated = 0;
   for (size_t s = 0; s < batch.size(); ++s) {
-    for (auto& h : found.hypotheses[s]) out[s].hypotheses.push_back({std::move(h.ids), h.score});
+    for (auto& h : found.value().hypotheses[s]) out[s].hypotheses.push_back({std::move(h.ids), h.score});
     if (!out[s].hypotheses.empty()) generated += out[s].hypotheses[0].ids.size();
   }
-  impl_->timings.generated_tokens = generated;
+  timings.generated_tokens = generated;
   return out;
 }
 

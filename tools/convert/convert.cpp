@@ -20,7 +20,7 @@ using json = nlohmann::json;
 
 constexpr const char* kProducer = "petrel-convert 0.1.0";
 // A stored position table matches a sinusoidal variant when every entry is this
-// close; variants differ by far more (DESIGN.md §2: up to 0.36 for d=512).
+// close; variants differ by far more (up to 0.36 for d=512: the paper's and Marian's frequencies differ).
 constexpr double kPositionTolerance = 2e-4;
 
 bool file_exists(const std::string& path) {
@@ -287,7 +287,7 @@ class Converter {
     const uint32_t head_dim = c_.d_model / c_.heads;
     attention_scale_ = static_cast<float>(1.0 / std::sqrt(double(head_dim)));
 
-    // Embeddings, with sqrt(d_model) folded in (DESIGN.md §2).
+    // Embeddings, with sqrt(d_model) folded in (ARCHITECTURE.md, "Where each fold happens").
     std::string enc_name, dec_name;
     int32_t enc_embed = -1, dec_embed = -1;
     std::vector<std::string> embed_targets;

@@ -1,5 +1,7 @@
 // Builds a Petrel model file: tensors go to a 64-byte aligned data section, the
-// metadata to a size-prefixed FlatBuffer in front of it (schema/petrel.fbs).
+// metadata to a size-prefixed FlatBuffer in front of it (schema/petrel.fbs). Every
+// scalar field is written, defaults included: a file states each value it relies
+// on, and tools and tests can patch any field in place.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +15,7 @@ namespace petrel::convert {
 
 class ModelWriter {
  public:
+  ModelWriter() { builder_.ForceDefaults(true); }
   flatbuffers::FlatBufferBuilder& builder() { return builder_; }
 
   // Adds a tensor and returns its index in the tensor table.

@@ -21,8 +21,8 @@ struct EncodedMatrix {
 
 // Encodes values[rows][cols]. The stored matrix represents values x row_scale: for
 // int8, q = round(v / s) with s = max|row| / 127 and the stored scale is s x row_scale
-// (the fold of DESIGN.md §2); f32/f16 store the pre-multiplied values.
-// With `layout` Panel16 the bytes are reordered for the matmul kernels.
+// (the embed_scale fold: ARCHITECTURE.md, "Where each fold happens"); f32/f16 store
+// the pre-multiplied values. With `layout` Panel16 the bytes are reordered for the matmul kernels.
 EncodedMatrix encode_matrix(const std::vector<float>& values, size_t rows, size_t cols, DType dtype,
                             float row_scale = 1.0f, detail::Layout layout = detail::Layout::kRowMajor);
 

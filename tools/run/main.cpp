@@ -13,7 +13,8 @@ int main(int argc, char** argv) {
   cli::Parser p("petrel-run", "MODEL.petrel (--ids \"12 7 99 0\" | --text \"...\")... [options]",
                 "Translates with a Petrel model. Input ids are used verbatim (no EOS is appended);\n"
                 "--text tokenizes with the model's vocabulary and appends EOS. Several --ids/--text\n"
-                "make one padded batch. Output hypotheses exclude the start token and the final EOS.");
+                "make one batch (packed: no padding is computed). Output hypotheses exclude the start\n"
+                "token and the final EOS.");
   p.flag("ids", "\"ID ...\"", "one input as space-separated token ids (repeatable)", true);
   p.flag("text", "TEXT", "one input as text (repeatable; needs a vocabulary in the model)", true);
   p.flag("beam", "K", "beam size (default 1 = greedy)");
@@ -27,6 +28,7 @@ int main(int argc, char** argv) {
   p.flag("isa", "PATH", "kernel path: scalar, avx2, avx512, neon, dotprod (default: $PETREL_ISA or the best)");
   p.toggle("json", "print one JSON object (results + timing)");
   TranslateOptions options;
+  size_t threads = 1;
   std::vector<std::vector<int32_t>> batch;
   bool text_mode = false;
   try {
@@ -46,7 +48,7 @@ int main(int argc, char** argv) {
     options.length_penalty = p.get_double("length-penalty", 1.0);
     if (!(options.length_penalty >= 0 && options.length_penalty <= 10))
       throw cli::UsageError("--length-penalty must be in 0..10");
-    p.get_int("threads", 1, 1, 256);
+    threads = static_cast<size_t>(p.get_int("threads", 1, 1, 256));
     options.use_shortlist = p.has("shortlist");
     options.kv_cache_f16 = p.get_choice("kv-cache", "f32", {"f32", "f16"}) == "f16";
     for (const auto& ids : p.all("ids")) {
@@ -77,6 +79,7 @@ int main(int argc, char** argv) {
 
   TranslatorOptions translator_options;
   translator_options.isa = p.get("isa");
+  translator_options.threads = threads;
   auto created = Translator::create(loaded.value(), translator_options);
   if (!created) {
     std::fprintf(stderr, "petrel-run: error: %s\n", created.error().message.c_str());
@@ -109,6 +112,7 @@ int main(int argc, char** argv) {
       j["results"].push_back(r);
     }
     j["isa"] = translator.isa();
+    j["threads"] = translator.threads();
     j["kv_cache"] = options.kv_cache_f16 ? "f16" : "f32";
     j["timing"] = {{"load_ms", load_ms},
                    {"encode_ms", t.encode_ms},
@@ -131,7 +135,8 @@ int main(int argc, char** argv) {
         std::printf("%s\t(score %.4f)\n", ids.c_str(), hyps[k].score);
     }
   }
-  std::fprintf(stderr, "load %.1f ms, encode %.1f ms, decode %.1f ms (%zu steps, %.0f tokens/s, %s)\n", load_ms,
-               t.encode_ms, t.decode_ms, t.decode_steps, tokens_per_s, translator.isa());
+  std::fprintf(stderr, "load %.1f ms, encode %.1f ms, decode %.1f ms (%zu steps, %.0f tokens/s, %s, %zu thread%s)\n",
+               load_ms, t.encode_ms, t.decode_ms, t.decode_steps, tokens_per_s, translator.isa(), translator.threads(),
+               translator.threads() == 1 ? "" : "s");
   return 0;
 }

@@ -1,5 +1,6 @@
 // A loaded Petrel model: immutable after load, shareable across threads, owns the
-// mapped file. Loading verifies the whole file (see DESIGN.md §3); nothing here throws.
+// mapped file. Loading verifies the whole file (ARCHITECTURE.md, "The model file"); nothing
+// here throws.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +14,7 @@
 namespace petrel {
 
 namespace detail {
-struct ModelWeights;
+struct ModelAccess;  // the engine's way in (engine/src/model_access.h)
 }
 
 enum class DType { kF32, kF16, kInt8 };
@@ -81,26 +82,25 @@ struct ModelInfo {
   uint64_t parameter_count = 0;
 };
 
-class PETREL_API Model {
+class Model {
  public:
   // Maps the file read-only and verifies it. Errors name the file and the field.
-  static Result<std::shared_ptr<const Model>> load(const std::string& path);
+  PETREL_API static Result<std::shared_ptr<const Model>> load(const std::string& path);
   // Copies `size` bytes into aligned storage owned by the model (for models shipped
   // inside app assets). `name` is used in error messages.
-  static Result<std::shared_ptr<const Model>> load_from_memory(const void* data, size_t size,
-                                                               const std::string& name = "<memory>");
+  PETREL_API static Result<std::shared_ptr<const Model>> load_from_memory(const void* data, size_t size,
+                                                                          const std::string& name = "<memory>");
 
-  const ModelInfo& info() const;
-  const detail::ModelWeights& weights() const;  // engine-internal view of the tensors
+  PETREL_API const ModelInfo& info() const;
 
-  ~Model();
+  PETREL_API ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
-  struct Impl;  // defined in the engine; users cannot construct one
-  explicit Model(std::unique_ptr<Impl> impl);
-
  private:
+  friend struct detail::ModelAccess;
+  struct Impl;
+  explicit Model(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

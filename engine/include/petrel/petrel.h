@@ -8,7 +8,10 @@
  *   const int32_t ids[] = {12, 7, 99, 0};
  *   const int32_t* inputs[] = {ids};
  *   size_t lengths[] = {4};
- *   petrel_translate_ids(session, inputs, lengths, 1, NULL, &result);   // NULL: greedy
+ *   petrel_options options;
+ *   petrel_options_init(&options);                          // sets struct_size and defaults
+ *   options.beam_size = 4;
+ *   petrel_translate_ids(session, inputs, lengths, 1, &options, &result);   // NULL options: greedy
  *   size_t n; const int32_t* out = petrel_result_ids(result, 0, 0, &n);
  *   petrel_result_free(result); petrel_session_free(session); petrel_model_free(model);
  *
@@ -33,15 +36,20 @@ typedef enum petrel_status {
   PETREL_IO = 2,               /* a file could not be opened or mapped */
   PETREL_FORMAT = 3,           /* a corrupt, hostile or inconsistent model file */
   PETREL_UNSUPPORTED = 4,      /* valid, but not runnable by this build or CPU */
-  PETREL_INTERNAL = 5
+  PETREL_INTERNAL = 5,
+  PETREL_OUT_OF_MEMORY = 6     /* an allocation failed, or a request is over the memory limit */
 } petrel_status;
 
 typedef struct petrel_model petrel_model;
 typedef struct petrel_session petrel_session;
 typedef struct petrel_result petrel_result;
 
+/* Options of a translation. Always fill one with petrel_options_init: it sets
+ * struct_size, so a library built from a newer header (with more fields appended)
+ * knows which fields this caller has and gives the others their defaults. */
 typedef struct petrel_options {
-  size_t beam_size;      /* 1 = greedy */
+  size_t struct_size;    /* sizeof(petrel_options) as the caller compiled it */
+  size_t beam_size;      /* 1 = greedy (at most 64) */
   size_t n_best;         /* hypotheses per input, <= beam_size */
   size_t max_new_tokens; /* 0: min(256, the model's max positions) */
   size_t min_new_tokens; /* EOS is not allowed before this many tokens */
@@ -58,7 +66,7 @@ PETREL_API uint32_t petrel_format_minor(void);
 /* The calling thread's message for its last failed call ("" if none). */
 PETREL_API const char* petrel_last_error(void);
 
-PETREL_API void petrel_options_init(petrel_options* options); /* greedy defaults */
+PETREL_API void petrel_options_init(petrel_options* options); /* struct_size + greedy defaults */
 
 PETREL_API petrel_status petrel_model_load(const char* path, petrel_model** model);
 /* Copies `size` bytes (a model shipped inside app assets). */
@@ -83,7 +91,9 @@ PETREL_API double petrel_result_score(const petrel_result* result, size_t input,
 PETREL_API void petrel_result_free(petrel_result* result);
 
 /* Text in and out, for models that carry a vocabulary with a text tokenizer:
- * the best hypothesis as a string the caller frees with petrel_string_free. */
+ * the best hypothesis as a string the caller frees with petrel_string_free. When no
+ * token could be generated (min_new_tokens with a shortlist allowing only EOS) it
+ * fails with PETREL_INVALID_ARGUMENT and says so. */
 PETREL_API petrel_status petrel_translate_text(petrel_session* session, const char* text, const petrel_options* options,
                                     char** translation);
 PETREL_API void petrel_string_free(char* text);

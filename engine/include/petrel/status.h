@@ -13,6 +13,7 @@ enum class ErrorCode {
   kFormat = 3,           // a model file is corrupt, hostile or inconsistent
   kUnsupported = 4,      // a valid file this build cannot run (newer major version, ...)
   kInternal = 5,
+  kOutOfMemory = 6,      // an allocation failed, or a request needs more memory than allowed
 };
 
 struct Error {

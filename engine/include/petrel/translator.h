@@ -13,10 +13,17 @@
 
 namespace petrel {
 
+// Limits of one translate() call; beyond them it fails with a named error.
+constexpr size_t kMaxBatchSize = size_t{1} << 16;  // inputs per call
+constexpr size_t kMaxBeamSize = 64;
+// Working memory one call may need (KV caches, logits, histories, activations),
+// computed before anything is allocated; more fails with ErrorCode::kOutOfMemory.
+constexpr uint64_t kMaxRequestBytes = sizeof(void*) >= 8 ? uint64_t{32} << 30 : uint64_t{3} << 29;
+
 struct TranslateOptions {
-  size_t beam_size = 1;         // 1 = greedy
+  size_t beam_size = 1;         // 1..kMaxBeamSize; 1 = greedy
   size_t n_best = 1;            // hypotheses returned per input, <= beam_size
-  size_t max_new_tokens = 0;    // 0: min(256, the model's max positions)
+  size_t max_new_tokens = 0;    // 0: min(256, the model's max positions); at most max positions
   size_t min_new_tokens = 0;    // EOS is not allowed before this many tokens
   double length_penalty = 1.0;  // score = log-probability / length^length_penalty
   // Decode over the model file's lexical shortlist (ModelInfo::shortlist): each
@@ -55,27 +62,31 @@ struct TranslatorOptions {
 // Kernel paths this build contains and this CPU runs, best last.
 PETREL_API std::vector<std::string> runnable_isas();
 
-class PETREL_API Translator {
+class Translator {
  public:
   // Fails when the requested ISA is unknown or this CPU cannot run it.
-  static Result<Translator> create(std::shared_ptr<const Model> model, const TranslatorOptions& options = {});
-  ~Translator();
-  Translator(Translator&&) noexcept;
-  Translator& operator=(Translator&&) noexcept;
+  PETREL_API static Result<Translator> create(std::shared_ptr<const Model> model,
+                                              const TranslatorOptions& options = {});
+  PETREL_API ~Translator();
+  PETREL_API Translator(Translator&&) noexcept;
+  PETREL_API Translator& operator=(Translator&&) noexcept;
 
   // Input ids are used verbatim (no EOS is appended). Errors name the input and
   // position: ids outside the vocabulary, inputs longer than the model allows,
-  // empty inputs, bad options.
-  Result<std::vector<Translation>> translate(const std::vector<std::vector<int32_t>>& batch,
-                                             const TranslateOptions& options = {});
+  // empty inputs, bad options, requests over the limits above. A hypothesis list
+  // may be empty when no token could be generated (e.g. min_new_tokens with a
+  // shortlist that allows only EOS). Never throws: running out of memory is
+  // ErrorCode::kOutOfMemory.
+  PETREL_API Result<std::vector<Translation>> translate(const std::vector<std::vector<int32_t>>& batch,
+                                                        const TranslateOptions& options = {});
 
-  const TranslateTimings& last_timings() const;
-  const Model& model() const;
-  const char* isa() const;  // the kernel path in use
-
-  struct Impl;
+  PETREL_API const TranslateTimings& last_timings() const;
+  PETREL_API const Model& model() const;
+  PETREL_API const char* isa() const;   // the kernel path in use
+  PETREL_API size_t threads() const;    // intra-op threads, the caller's included
 
  private:
+  struct Impl;
   explicit Translator(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -1,21 +1,55 @@
-// Beam search with the exact, reproducible rules of the runtime issue; greedy
-// decoding is beam width 1 (the same code path, so the two always agree).
+// Beam search with exact, reproducible rules; greedy decoding is beam width 1 (the
+// same code path, so the two always agree). The search knows nothing of the model
+// beyond StepModel: a step over rows of hypotheses, and a way to carry rows over.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-#include "models/encoder_decoder.h"
+#include "kernels/kernels.h"
+#include "layers/aligned_vector.h"
+#include "models/output_vocabulary.h"
+#include "petrel/status.h"
 
 namespace petrel::decode {
+
+// The model side of a search. Row r of a step holds one hypothesis; the rows of
+// sentence s's hypotheses form a block of `beam` rows, blocks in the order of the
+// sentences still searching (finished sentences' rows are dropped).
+class StepModel {
+ public:
+  virtual ~StepModel() = default;
+  // Row r reads tokens[r] at position `step`; writes logits [rows, outputs].
+  virtual void step(const int32_t* tokens, size_t rows, size_t step, float* logits) = 0;
+  // Row r of the next step continues row parent[r] of this one (positions 0..step);
+  // `rows` rows go on. Called only when some row moves or rows are dropped.
+  virtual void select(const size_t* parent, size_t rows, size_t step) = 0;
+};
+
+// Sees the search step by step: for streaming output and for stopping early.
+class SearchObserver {
+ public:
+  virtual ~SearchObserver() = default;
+  // After each step, for each sentence still searching: its best live hypothesis so
+  // far (`length` tokens; provisional under beam search, where a later step may
+  // prefer another). Return false to stop the sentence now: its live hypotheses
+  // finish as they would at the length limit.
+  virtual bool on_step(size_t sentence, const int32_t* tokens, size_t length) = 0;
+};
 
 struct SearchOptions {
   size_t beam = 1;
   size_t n_best = 1;
-  size_t max_new_tokens = 1;  // >= 1, <= max_positions
+  size_t max_new_tokens = 1;  // >= 1
   size_t min_new_tokens = 0;  // EOS is not allowed before this many tokens
   double length_penalty = 1.0;
-  DType cache_type = DType::kF32;  // the decoder's K/V caches: f32 or f16
+  int32_t decoder_start_id = 0, eos_id = 0;
+  std::vector<int32_t> bad_word_ids;  // never generated
+  // forced[s] (when given; may be empty): the tokens sentence s must start with. A
+  // forced token scores 0, as under Hugging Face's forced-token logits processors
+  // (which set its log-probability to 0), and is part of the output.
+  const std::vector<std::vector<int32_t>>* forced = nullptr;
+  SearchObserver* observer = nullptr;
 };
 
 struct Hypothesis {
@@ -24,18 +58,19 @@ struct Hypothesis {
 };
 
 struct SearchResult {
-  std::vector<std::vector<Hypothesis>> hypotheses;  // per sentence, best first
-  size_t steps = 0;                                 // decoder steps run
+  // Per sentence, best first; empty when no token could be generated (every
+  // candidate masked, e.g. min_new_tokens with a shortlist allowing only EOS).
+  std::vector<std::vector<Hypothesis>> hypotheses;
+  size_t steps = 0;  // decoder steps run
 };
 
 // Everything a search needs between steps, sized before the first step so the
 // loop does not allocate.
 struct SearchState {
-  models::DecoderState decoder;
   layers::AlignedVector<float> logits;
   std::vector<int32_t> tokens, history, new_history;
   std::vector<double> scores, new_scores;
-  std::vector<size_t> parent, live;
+  std::vector<size_t> parent, live, active, next_active;
   struct Candidate {
     double score;
     int32_t token;
@@ -43,7 +78,7 @@ struct SearchState {
   };
   std::vector<Candidate> candidates;
   std::vector<size_t> bad_indices;  // output indices of the bad words
-  std::vector<int32_t> top_ids;      // one hypothesis' best 2 x beam outputs
+  std::vector<int32_t> top_ids;     // one hypothesis' best 2 x beam outputs
   std::vector<float> top_logits;
   // Finished hypotheses, at most kFinishedPerBeam x beam per sentence: tokens in
   // a preallocated arena, so finishing one allocates nothing.
@@ -55,11 +90,17 @@ struct SearchState {
   std::vector<int32_t> finished_tokens;         // [sentence][slot][max_steps]
 };
 
-// Decodes over `output` (the whole vocabulary or a batch's shortlist): log-softmax
-// over each sentence's allowed outputs, then bad words (and EOS before
-// min_new_tokens) are masked.
-SearchResult search(const models::EncoderDecoder& model, const models::EncoderOutput& encoded,
-                    const models::OutputVocabulary& output, const SearchOptions& options, SearchState& state,
-                    layers::Workspace& ws);
+// The order candidates are visited in: higher score first, then lower token id,
+// then lower hypothesis. A strict weak ordering for any scores: NaN ranks below
+// every number (search stops with an error before NaN scores arise; see search()).
+bool ranks_before(const SearchState::Candidate& a, const SearchState::Candidate& b);
+
+// Decodes `sentences` sentences over `output` (the whole vocabulary or a batch's
+// shortlist): log-softmax over each sentence's allowed outputs, then bad words (and
+// EOS before min_new_tokens) are masked. Fails (kFormat) when a step's scores are
+// not finite — NaN or infinite logits come from a corrupt model file — naming the
+// sentence and the step.
+Result<SearchResult> search(StepModel& model, size_t sentences, const models::OutputVocabulary& output,
+                            const kernels::KernelTable& kernels, const SearchOptions& options, SearchState& state);
 
 }  // namespace petrel::decode

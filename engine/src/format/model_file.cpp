@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 
+#include "core/checked.h"
 #include "petrel_generated.h"
 
 namespace petrel::detail {
@@ -11,19 +12,14 @@ namespace {
 
 // Upper bounds that keep every later size computation far from overflow and every
 // arena a hostile file could ask for within reason.
+// d_model and ffn_dim bound every matrix's inner dimension k: int8 dot products over
+// k <= 2^16 stay within int32 (|255 x 128 x 2^16| < 2^31) whatever the weights.
 constexpr uint32_t kMaxDModel = 1u << 16;
-constexpr uint32_t kMaxFfn = 1u << 18;
+constexpr uint32_t kMaxFfn = 1u << 16;
 constexpr uint32_t kMaxVocab = 1u << 24;
 constexpr uint32_t kMaxPositions = 1u << 20;
 constexpr uint32_t kMaxLayers = 1024;
 constexpr size_t kMaxRank = 4;
-
-bool checked_mul(uint64_t a, uint64_t b, uint64_t* out) {
-  return !__builtin_mul_overflow(a, b, out);
-}
-bool checked_add(uint64_t a, uint64_t b, uint64_t* out) {
-  return !__builtin_add_overflow(a, b, out);
-}
 
 template <class Enum>
 bool enum_in_range(Enum value) {
@@ -361,17 +357,21 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
       return fail(r + ".positions: unknown kind or frequency convention");
     dst->positions = {static_cast<PositionKind>(p->kind()),
                       static_cast<FrequencyConvention>(p->frequency()), p->first_index()};
+    if (p->first_index() > kMaxPositions)
+      return fail(r + ".positions.first_index = " + std::to_string(p->first_index()) + " is out of range 0.." +
+                  std::to_string(kMaxPositions));
     if (dst->positions.kind == PositionKind::kLearned) {
+      // Position i reads row first_index + i (mBART's tables start at 2), so the
+      // table holds first_index + max_positions rows.
       Matrix table;
-      st = bind.matrix(p->table(), r + ".positions.table", info.max_positions, d, &table);
+      st = bind.matrix(p->table(), r + ".positions.table (first_index + max_positions rows)",
+                       uint64_t{p->first_index()} + info.max_positions, d, &table);
       if (!st) return st;
       if (table.dtype != DType::kF32 || table.layout != Layout::kRowMajor)
         return fail(r + ".positions.table: must be f32, row-major");
-      dst->position_table = static_cast<const float*>(table.data);
+      dst->position_table = static_cast<const float*>(table.data) + uint64_t{p->first_index()} * d;
     } else if (dst->positions.kind != PositionKind::kNone) {
       if (d % 2 != 0) return fail(r + ".positions: sinusoidal tables need an even d_model");
-      if (p->first_index() > kMaxPositions)
-        return fail(r + ".positions.first_index is out of range");
     }
     for (uint32_t i = 0; i < stack->layers()->size(); ++i) {
       const fb::Layer* l = stack->layers()->Get(i);

@@ -4,8 +4,22 @@
 #include <asm/hwcap.h>
 #include <sys/auxv.h>
 #endif
+#if defined(PETREL_X86_KERNELS)
+#include <cpuid.h>
+#endif
 
 namespace petrel::kernels {
+
+#if defined(PETREL_X86_KERNELS)
+namespace {
+// F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports does not
+// know "f16c". The AVX paths checked beside it cover the OS's register support.
+bool cpu_has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+}
+}  // namespace
+#endif
 
 const char* isa_name(Isa isa) {
   switch (isa) {
@@ -32,11 +46,11 @@ std::vector<Isa> runnable_isas() {
   std::vector<Isa> out{Isa::kScalar};
 #if defined(PETREL_X86_KERNELS)
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c())
     out.push_back(Isa::kAvx2);
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-      __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("f16c"))
+      __builtin_cpu_supports("avx512vnni") && cpu_has_f16c())
     out.push_back(Isa::kAvx512);
 #endif
 #if defined(PETREL_ARM_KERNELS)

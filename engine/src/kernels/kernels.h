@@ -5,10 +5,11 @@
 // instruction set at run time (kernels/isa.h).
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
-#include "format/weights.h"
+#include "core/tensor.h"
 
 namespace petrel::kernels {
 
@@ -18,6 +19,14 @@ struct QuantizedRows {
   int8_t* values;
   float* scales;
 };
+
+// x rounded half to even as an int8 (|x| <= 127 for a quantized activation). A
+// non-finite x — only a corrupt model's weights produce one — gives 0 rather than
+// an undefined float-to-int conversion.
+inline int8_t round_to_int8(float x) {
+  const float r = std::nearbyint(x);
+  return r >= -128.0f && r <= 127.0f ? static_cast<int8_t>(r) : 0;
+}
 
 struct KernelTable {
   const char* isa;

@@ -14,7 +14,7 @@ void quantize_rows(const float* x, size_t m, size_t k, QuantizedRows out) {
     float scale = max_abs / 127.0f;
     float inv = scale > 0 ? 1.0f / scale : 0.0f;
     int8_t* q = out.values + i * stride;
-    for (size_t c = 0; c < k; ++c) q[c] = static_cast<int8_t>(std::nearbyint(row[c] * inv));
+    for (size_t c = 0; c < k; ++c) q[c] = round_to_int8(row[c] * inv);
     for (size_t c = k; c < stride; ++c) q[c] = 0;
     out.scales[i] = scale;
   }
@@ -49,7 +49,7 @@ void linear(const float* x, size_t m, const detail::Matrix& w, const float* bias
       const int8_t* wq = static_cast<const int8_t*>(w.data);
       for (size_t i = 0; i < m; ++i)
         for (size_t j = 0; j < n; ++j) {
-          int32_t acc = 0;
+          int32_t acc = 0;  // |acc| <= 128 * 128 * k: within int32 for the loader's k <= 2^16
           for (size_t c = 0; c < k; ++c) acc += int32_t{scratch.values[i * stride + c]} * int32_t{wq[w.index(j, c)]};
           y[i * n + j] = static_cast<float>(acc) * (scratch.scales[i] * w.scales[j]) + (bias ? bias[j] : 0.0f);
         }

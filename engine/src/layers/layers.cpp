@@ -17,11 +17,6 @@ void Workspace::reserve(size_t rows, size_t d, size_t ffn, size_t max_keys, size
   }
 }
 
-namespace {
-// Below this many multiply-adds a matmul is not worth waking the pool for.
-constexpr size_t kParallelWork = size_t{1} << 16;
-}  // namespace
-
 void matmul(Context& c, const detail::Matrix& w, const float* bias, const float* x, size_t rows, float* y) {
   const size_t threads = c.pool.size(), n = w.rows, k = w.cols;
   if (threads == 1 || rows * n * k < kParallelWork) {

@@ -36,6 +36,9 @@ struct Context {
   Workspace& ws;
 };
 
+// Below this many multiply-adds a matmul is not worth waking the pool for.
+constexpr size_t kParallelWork = size_t{1} << 16;
+
 // y[rows][n] = x . W^T + bias over the pool: one row (a decoder step) is split by
 // output panels, several rows by rows.
 void matmul(Context& c, const detail::Matrix& w, const float* bias, const float* x, size_t rows, float* y);

@@ -75,6 +75,7 @@ void EncoderDecoder::start_decoding(const EncoderOutput& enc, const std::vector<
   st.cache_type = cache_type;
   st.cross_keys.resize(rows);
   for (size_t r = 0; r < rows; ++r) st.cross_keys[r] = {enc.offset[sentence_of_row[r]], enc.length[sentence_of_row[r]]};
+  st.reorder_keys.resize(rows);
   st.self_keys.resize(rows);
   st.x.resize(rows * d_);
   st.positions.resize(rows);
@@ -96,12 +97,12 @@ void EncoderDecoder::start_decoding(const EncoderOutput& enc, const std::vector<
   st.reorder_buffer.resize(rows * max_steps * d_ * esize);
 }
 
-void EncoderDecoder::decode_step(const int32_t* tokens, size_t step, DecoderState& st, Workspace& ws,
+void EncoderDecoder::decode_step(const int32_t* tokens, size_t rows, size_t step, DecoderState& st, Workspace& ws,
                                  const OutputVocabulary& output, float* logits) const {
-  const size_t rows = st.rows, esize = detail::dtype_size(st.cache_type);
+  const size_t esize = detail::dtype_size(st.cache_type);
   const float eps = info_.layer_norm_eps;
   const auto& dec = w_.decoder;
-  std::fill(st.positions.begin(), st.positions.end(), static_cast<int32_t>(step));
+  std::fill_n(st.positions.begin(), rows, static_cast<int32_t>(step));
   for (size_t r = 0; r < rows; ++r) st.self_keys[r] = {r * st.max_steps, step + 1};
   float* x = st.x.data();
   layers::Context c = context(ws);
@@ -140,16 +141,18 @@ void EncoderDecoder::decode_step(const int32_t* tokens, size_t step, DecoderStat
 
 // Each cache is gathered into the spare buffer, which then becomes the cache (all
 // caches have the buffer's size): one copy per cache, not two.
-void EncoderDecoder::reorder(const size_t* parent, size_t step, DecoderState& st) const {
+void EncoderDecoder::reorder(const size_t* parent, size_t rows, size_t step, DecoderState& st) const {
   const size_t row_bytes = st.max_steps * d_ * detail::dtype_size(st.cache_type);
   const size_t span = (step + 1) * d_ * detail::dtype_size(st.cache_type);
   for (auto* caches : {&st.self_k, &st.self_v}) {
     for (auto& cache : *caches) {
-      for (size_t r = 0; r < st.rows; ++r)
+      for (size_t r = 0; r < rows; ++r)
         std::memcpy(&st.reorder_buffer[r * row_bytes], &cache[parent[r] * row_bytes], span);
       cache.swap(st.reorder_buffer);
     }
   }
+  for (size_t r = 0; r < rows; ++r) st.reorder_keys[r] = st.cross_keys[parent[r]];
+  st.cross_keys.swap(st.reorder_keys);
 }
 
 }  // namespace petrel::models

@@ -27,6 +27,7 @@ struct DecoderState {
   size_t rows = 0, max_steps = 0;
   DType cache_type = DType::kF32;
   std::vector<layers::KeyRange> cross_keys;              // per row: its sentence's encoder rows
+  std::vector<layers::KeyRange> reorder_keys;            // cross_keys' spare, for reorder
   std::vector<layers::AlignedVector<uint8_t>> cross_k, cross_v;  // per layer [encoder rows, d]
   std::vector<layers::AlignedVector<uint8_t>> self_k, self_v;    // per layer [rows, max_steps, d]
   layers::AlignedVector<uint8_t> reorder_buffer;                 // [rows, max_steps, d]
@@ -48,13 +49,14 @@ class EncoderDecoder {
   void start_decoding(const EncoderOutput& enc, const std::vector<size_t>& sentence_of_row, size_t max_steps,
                       DType cache_type, DecoderState& state, layers::Workspace& ws) const;
 
-  // Runs one position for every row: tokens[r] at position `step`. Writes
-  // logits [rows, output.size()]. Allocation-free.
-  void decode_step(const int32_t* tokens, size_t step, DecoderState& state, layers::Workspace& ws,
+  // Runs one position for the first `rows` rows: tokens[r] at position `step`.
+  // Writes logits [rows, output.size()]. Allocation-free.
+  void decode_step(const int32_t* tokens, size_t rows, size_t step, DecoderState& state, layers::Workspace& ws,
                    const OutputVocabulary& output, float* logits) const;
 
-  // Beam reordering: row r takes the cache of row parent[r] (positions 0..step).
-  void reorder(const size_t* parent, size_t step, DecoderState& state) const;
+  // Row r (r < rows) takes the caches of row parent[r] (positions 0..step): beam
+  // reordering, and dropping the rows of finished sentences.
+  void reorder(const size_t* parent, size_t rows, size_t step, DecoderState& state) const;
 
   const detail::ModelWeights& weights() const { return w_; }
   const kernels::KernelTable& kernels() const { return k_; }

@@ -1,0 +1,23 @@
+// The engine's view of a loaded Model beyond its public info: the bound tensors
+// and the text tokenizer. Not installed; tools and tests reach it through the
+// petrel_engine_internal target.
+#pragma once
+
+#include <memory>
+
+#include "format/weights.h"
+#include "petrel/model.h"
+#include "text/tokenizer.h"
+
+namespace petrel::detail {
+
+struct ModelAccess {
+  using Impl = Model::Impl;  // defined in model.cpp
+  static const ModelWeights& weights(const Model& model);
+  // Built when the model loaded; null when the file carries no text tokenizer.
+  static const text::Tokenizer* tokenizer(const Model& model);
+  // The loader's way to make a Model (its constructor is private).
+  static std::shared_ptr<const Model> make(std::unique_ptr<Impl> impl);
+};
+
+}  // namespace petrel::detail
