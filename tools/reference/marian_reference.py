@@ -38,6 +38,9 @@ class Config:
         self.eos = kw.get("eos", 0)
         self.decoder_start = kw.get("decoder_start", self.pad)
         self.bad_words = kw.get("bad_words", [[self.pad]])
+        # Training only (as Hugging Face's `dropout`: after embedding + positions and on each
+        # sub-layer's output before the residual add); no effect in eval mode or at 0.
+        self.dropout = kw.get("dropout", 0.0)
 
     def hf_config(self):
         return {
@@ -116,6 +119,7 @@ class Layer(nn.Module):
         d = cfg.d_model
         self.pre = cfg.normalize_before
         self.act = activation(cfg.activation)
+        self.dropout = cfg.dropout
         self.self_attn = Attention(cfg)
         self.self_attn_layer_norm = nn.LayerNorm(d)
         if decoder:
@@ -126,9 +130,10 @@ class Layer(nn.Module):
         self.final_layer_norm = nn.LayerNorm(d)
 
     def block(self, x, norm, fn):
+        drop = lambda h: F.dropout(h, self.dropout, self.training)  # noqa: E731
         if self.pre:
-            return x + fn(norm(x))
-        return norm(x + fn(x))
+            return x + drop(fn(norm(x)))
+        return norm(x + drop(fn(x)))
 
     def forward(self, x, self_kv, self_mask, memory=None, memory_mask=None):
         """self_kv(x_normed) gives the keys/values input for self-attention (the
@@ -182,7 +187,8 @@ class Model(nn.Module):
 
     def embed(self, stack, ids, start=0):
         x = self.embed_tokens(stack)(ids) * self.embed_scale
-        return x + self.positions(stack, start, ids.shape[1])
+        x = x + self.positions(stack, start, ids.shape[1])
+        return F.dropout(x, self.cfg.dropout, self.training)
 
     def finish(self, stack, x):
         return stack.layer_norm(x) if self.cfg.normalize_before else x
@@ -293,9 +299,17 @@ def beam_search(model, memory, memory_mask, beam, max_new, alpha=1.0, allowed=No
         for h_index, (ids, score) in enumerate(live):
             tokens = torch.tensor([[cfg.decoder_start] + ids])
             lp = step_log_probs(model.decode_full(tokens, memory, memory_mask)[0, -1], bad, allowed)
-            for tok in range(cfg.vocab):
-                if lp[tok] != float("-inf"):  # masked tokens are never candidates
-                    cands.append((score + float(lp[tok]), tok, h_index))
+            # Only a hypothesis' 2*beam best tokens can be among the 2*beam best candidates;
+            # every token whose total ties the 2*beam-th best total is kept, so the sort below
+            # sees exactly the candidates a scan of the whole vocabulary would rank first.
+            # Masked (-inf) tokens are never candidates.
+            finite = int(torch.isfinite(lp).sum())
+            if finite == 0:
+                continue
+            kth_total = score + float(torch.topk(lp, min(2 * beam, finite)).values[-1])
+            totals = score + lp.double()
+            for tok in torch.nonzero(totals >= kth_total).flatten().tolist():
+                cands.append((score + float(lp[tok]), tok, h_index))
         cands.sort(key=lambda c: (-c[0], c[1], c[2]))
         new_live = []
         for rank, (score, tok, h_index) in enumerate(cands[:2 * beam]):
@@ -338,11 +352,13 @@ def state_dict_for_export(model, older_export=False):
     return sd
 
 
-def write_safetensors(path, tensors):
+def write_safetensors(path, tensors, dtype="F32"):
+    """dtype: "F32", or "F16" (IEEE half, round to nearest even) for a smaller checkpoint."""
+    numpy_type = {"F32": "<f4", "F16": "<f2"}[dtype]
     header, blobs, offset = {}, [], 0
     for name in sorted(tensors):
-        data = tensors[name].numpy().astype("<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(tensors[name].shape), "data_offsets": [offset, offset + len(data)]}
+        data = tensors[name].numpy().astype(numpy_type).tobytes()
+        header[name] = {"dtype": dtype, "shape": list(tensors[name].shape), "data_offsets": [offset, offset + len(data)]}
         blobs.append(data)
         offset += len(data)
     raw = json.dumps(header, separators=(",", ":")).encode()
