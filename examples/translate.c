@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
   }
 
   petrel_options options;
-  petrel_options_init(&options); /* greedy; set options.beam_size for beam search */
+  petrel_options_init(&options); /* the model's decoding defaults; set fields to override */
 
   char line[4096];
   int status = 0;

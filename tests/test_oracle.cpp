@@ -23,7 +23,17 @@ using json = nlohmann::json;
 namespace {
 
 const std::vector<std::string> kFixtures = {"post_swish_concat_tied", "pre_gelu_interleaved_untied",
-                                            "post_relu_learned_unshared", "older_export_concat"};
+                                            "post_relu_learned_unshared", "older_export_concat", "generation_eos5"};
+
+// Greedy decoding as the fixtures' "greedy" sections were made (not the model's own
+// defaults, which generation_eos5 sets otherwise).
+TranslateOptions greedy_options(size_t max_new) {
+  TranslateOptions o;
+  o.beam_size = 1;
+  o.length_penalty = 1.0;
+  o.max_new_tokens = max_new;
+  return o;
+}
 
 std::string convert_fixture(const std::string& name, DType dtype, const TempDir& tmp) {
   json e = expected_for(name);
@@ -147,8 +157,7 @@ TEST_CASE("f32 models match the PyTorch oracle on every kernel path", "[oracle]"
   const size_t threads = GENERATE(1, 3);
   Translator translator = make_translator(model, isa, threads);
   REQUIRE(std::string(translator.isa()) == isa);
-  TranslateOptions greedy;
-  greedy.max_new_tokens = max_new;
+  const TranslateOptions greedy = greedy_options(max_new);
   auto g = translator.translate(inputs, greedy);
   REQUIRE(g.has_value());
   for (size_t b = 0; b < inputs.size(); ++b) {
@@ -158,20 +167,25 @@ TEST_CASE("f32 models match the PyTorch oracle on every kernel path", "[oracle]"
     CHECK(g.value()[b].hypotheses[0].score == Approx(want["score"].get<double>()).epsilon(1e-4));
   }
 
-  TranslateOptions beam;
-  beam.beam_size = beam.n_best = e["beam"]["width"];
-  beam.length_penalty = e["beam"]["alpha"];
-  beam.max_new_tokens = max_new;
-  auto r = translator.translate(inputs, beam);
-  REQUIRE(r.has_value());
-  for (size_t b = 0; b < inputs.size(); ++b) {
-    const auto& want = e["beam"]["results"][b];
-    const auto& got = r.value()[b].hypotheses;
-    REQUIRE(got.size() == want.size());
-    for (size_t k = 0; k < got.size(); ++k) {
-      INFO("sentence " << b << ", hypothesis " << k);
-      CHECK(got[k].ids == want[k]["ids"].get<std::vector<int32_t>>());
-      CHECK(got[k].score == Approx(want[k]["score"].get<double>()).epsilon(1e-4));
+  // Both beam stop rules: stop once K have finished, and Hugging Face's default.
+  for (auto [rule, key] : {std::pair{BeamStop::kFirstK, "results"}, std::pair{BeamStop::kHeuristic, "results_heuristic"}}) {
+    TranslateOptions beam;
+    beam.beam_size = beam.n_best = e["beam"]["width"];
+    beam.length_penalty = e["beam"]["alpha"].get<double>();
+    beam.max_new_tokens = max_new;
+    beam.beam_stop = rule;
+    auto r = translator.translate(inputs, beam);
+    REQUIRE(r.has_value());
+    for (size_t b = 0; b < inputs.size(); ++b) {
+      const auto& want = e["beam"][key][b];
+      const auto& got = r.value()[b].hypotheses;
+      INFO(to_string(rule) << " beam stop, sentence " << b);
+      REQUIRE(got.size() == want.size());
+      for (size_t k = 0; k < got.size(); ++k) {
+        INFO("hypothesis " << k);
+        CHECK(got[k].ids == want[k]["ids"].get<std::vector<int32_t>>());
+        CHECK(got[k].score == Approx(want[k]["score"].get<double>()).epsilon(1e-4));
+      }
     }
   }
 
@@ -239,8 +253,7 @@ TEST_CASE("an f16 KV cache stays within f16 rounding of the oracle on every kern
 
     // Through the public API: greedy and beam run, and greedy keeps the oracle's output.
     Translator translator = make_translator(model, isa, 1);
-    TranslateOptions greedy;
-    greedy.max_new_tokens = e["max_new_tokens"];
+    TranslateOptions greedy = greedy_options(e["max_new_tokens"]);
     greedy.kv_cache_f16 = true;
     auto g = translator.translate(inputs, greedy);
     REQUIRE(g.has_value());
@@ -248,7 +261,8 @@ TEST_CASE("an f16 KV cache stays within f16 rounding of the oracle on every kern
       CHECK(g.value()[b].hypotheses[0].ids == e["greedy"][b]["ids"].get<std::vector<int32_t>>());
     TranslateOptions beam = greedy;
     beam.beam_size = beam.n_best = e["beam"]["width"];
-    beam.length_penalty = e["beam"]["alpha"];
+    beam.length_penalty = e["beam"]["alpha"].get<double>();
+    beam.beam_stop = BeamStop::kFirstK;
     auto r = translator.translate(inputs, beam);
     REQUIRE(r.has_value());
     for (size_t b = 0; b < inputs.size(); ++b)
@@ -278,8 +292,8 @@ TEST_CASE("translate rejects bad input with clear errors", "[runtime]") {
   REQUIRE_THAT(error_of({{}}), Contains("input 1 is empty"));
   REQUIRE_THAT(error_of({}), Contains("no inputs"));
   TranslateOptions o;
-  o.beam_size = 0;
-  REQUIRE_THAT(error_of({{1, 0}}, o), Contains("beam size"));
+  o.beam_size = 65;
+  REQUIRE_THAT(error_of({{1, 0}}, o), Contains("beam size must be in 1..64"));
   o.beam_size = 2;
   o.n_best = 3;
   REQUIRE_THAT(error_of({{1, 0}}, o), Contains("n-best"));
@@ -341,9 +355,9 @@ TEST_CASE("petrel-run --json reproduces the oracle's greedy and beam outputs", "
   for (const auto& input : inputs_of(e)) args += " --ids \"" + ids_text(input) + "\"";
   const std::string beam = " --beam " + std::to_string(e["beam"]["width"].get<int>()) + " --n-best " +
                            std::to_string(e["beam"]["width"].get<int>()) + " --length-penalty " +
-                           std::to_string(e["beam"]["alpha"].get<double>());
+                           std::to_string(e["beam"]["alpha"].get<double>()) + " --beam-stop first-k";
   int status = 0;
-  json greedy = json::parse(run_command(PETREL_RUN + args + " --json", &status));
+  json greedy = json::parse(run_command(PETREL_RUN + args + " --beam 1 --json", &status));
   REQUIRE(status == 0);
   json beamed = json::parse(run_command(PETREL_RUN + args + beam + " --json", &status));
   REQUIRE(status == 0);
@@ -353,11 +367,20 @@ TEST_CASE("petrel-run --json reproduces the oracle's greedy and beam outputs", "
     for (size_t k = 0; k < e["beam"]["results"][b].size(); ++k)
       CHECK(beamed["results"][b]["hypotheses"][k]["ids"] == e["beam"]["results"][b][k]["ids"]);
   }
+  CHECK(beamed["decoding"]["beam_stop"] == "first-k");
+  // Without --beam-stop: the model's rule, Hugging Face's default for these checkpoints.
+  const std::string heuristic = beam.substr(0, beam.find(" --beam-stop"));
+  json beamed_default = json::parse(run_command(PETREL_RUN + args + heuristic + " --json", &status));
+  REQUIRE(status == 0);
+  CHECK(beamed_default["decoding"]["beam_stop"] == "heuristic");
+  for (size_t b = 0; b < e["inputs"].size(); ++b)
+    for (size_t k = 0; k < e["beam"]["results_heuristic"][b].size(); ++k)
+      CHECK(beamed_default["results"][b]["hypotheses"][k]["ids"] == e["beam"]["results_heuristic"][b][k]["ids"]);
   for (const char* key : {"load_ms", "encode_ms", "decode_ms", "tokens_per_s"}) CHECK(greedy["timing"].contains(key));
   CHECK(greedy["isa"] == runnable_isas().back());
   CHECK(greedy["kv_cache"] == "f32");
   // The f16 KV cache keeps these outputs (see the f16 KV cache oracle test).
-  json half = json::parse(run_command(PETREL_RUN + args + " --kv-cache f16 --json", &status));
+  json half = json::parse(run_command(PETREL_RUN + args + " --beam 1 --kv-cache f16 --json", &status));
   REQUIRE(status == 0);
   CHECK(half["kv_cache"] == "f16");
   for (size_t b = 0; b < e["inputs"].size(); ++b)
@@ -433,8 +456,9 @@ TEST_CASE("model files written on x86-64 load and match the oracle on this platf
   Translator translator = make_translator(model);
   TranslateOptions beam;
   beam.beam_size = beam.n_best = e["beam"]["width"];
-  beam.length_penalty = e["beam"]["alpha"];
+  beam.length_penalty = e["beam"]["alpha"].get<double>();
   beam.max_new_tokens = e["max_new_tokens"];
+  beam.beam_stop = BeamStop::kFirstK;
   auto r = translator.translate(inputs_of(e), beam);
   REQUIRE(r.has_value());
   size_t agree = 0, total = 0;

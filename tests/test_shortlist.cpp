@@ -66,7 +66,8 @@ TEST_CASE("shortlist decoding matches the PyTorch oracle on every kernel path, b
   greedy.use_shortlist = true;
   TranslateOptions beam = greedy;
   beam.beam_size = beam.n_best = e["beam"]["width"];
-  beam.length_penalty = e["beam"]["alpha"];
+  beam.length_penalty = e["beam"]["alpha"].get<double>();
+  beam.beam_stop = BeamStop::kFirstK;  // the rule the shortlist fixture was made with
 
   const auto batched_greedy = translate(t, inputs, greedy);
   const auto batched_beam = translate(t, inputs, beam);

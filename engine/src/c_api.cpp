@@ -2,6 +2,7 @@
 // plus a per-thread message, and no exception crosses the boundary.
 #include "petrel/petrel.h"
 
+#include <cmath>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -54,8 +55,9 @@ petrel_status guarded(Body body) {
   }
 }
 
-// The fields every petrel_options has had (format 1.1 of the header): a caller's
-// struct must hold at least these.
+// The fields every petrel_options has had (library 0.1): a caller's struct must hold
+// at least these; fields after them (beam_stop, ...) are read only when struct_size
+// covers them.
 constexpr size_t kFirstOptionsSize = offsetof(petrel_options, kv_cache_f16) + sizeof(int);
 
 // A caller's options, reading only the fields its struct_size covers (an older
@@ -76,9 +78,21 @@ petrel::Result<petrel::TranslateOptions> to_cpp(const petrel_options* o) {
   t.n_best = o->n_best;
   t.max_new_tokens = o->max_new_tokens;
   t.min_new_tokens = o->min_new_tokens;
-  t.length_penalty = o->length_penalty;
+  if (!std::isnan(o->length_penalty)) t.length_penalty = o->length_penalty;
   t.use_shortlist = o->use_shortlist != 0;
   t.kv_cache_f16 = o->kv_cache_f16 != 0;
+  auto has = [&](size_t end_of_field) { return o->struct_size >= end_of_field; };
+  if (has(offsetof(petrel_options, beam_stop) + sizeof(int))) {
+    switch (o->beam_stop) {
+      case PETREL_BEAM_STOP_DEFAULT: t.beam_stop = petrel::BeamStop::kDefault; break;
+      case PETREL_BEAM_STOP_HEURISTIC: t.beam_stop = petrel::BeamStop::kHeuristic; break;
+      case PETREL_BEAM_STOP_FIRST_K: t.beam_stop = petrel::BeamStop::kFirstK; break;
+      default:
+        return petrel::Error{petrel::ErrorCode::kInvalidArgument,
+                             "petrel_options.beam_stop = " + std::to_string(o->beam_stop) +
+                                 " is not one of PETREL_BEAM_STOP_DEFAULT, _HEURISTIC, _FIRST_K"};
+    }
+  }
   return t;
 }
 
@@ -100,8 +114,8 @@ const char* petrel_last_error(void) { return last_error.c_str(); }
 void petrel_options_init(petrel_options* o) {
   if (o == nullptr) return;
   petrel::TranslateOptions d;
-  *o = {sizeof(petrel_options), d.beam_size,  d.n_best, d.max_new_tokens, d.min_new_tokens, d.length_penalty,
-        d.use_shortlist ? 1 : 0, d.kv_cache_f16 ? 1 : 0};
+  *o = {sizeof(petrel_options), d.beam_size, d.n_best, d.max_new_tokens, d.min_new_tokens, NAN,
+        d.use_shortlist ? 1 : 0,  d.kv_cache_f16 ? 1 : 0, PETREL_BEAM_STOP_DEFAULT};
 }
 
 petrel_status petrel_model_load(const char* path, petrel_model** model) {

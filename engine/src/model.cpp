@@ -44,6 +44,14 @@ const char* to_string(PositionKind k) {
   }
   return "?";
 }
+const char* to_string(BeamStop stop) {
+  switch (stop) {
+    case BeamStop::kDefault: return "default";
+    case BeamStop::kHeuristic: return "heuristic";
+    case BeamStop::kFirstK: return "first-k";
+  }
+  return "?";
+}
 const char* to_string(FrequencyConvention f) {
   return f == FrequencyConvention::kPaper ? "paper" : "marian-cpp";
 }

@@ -96,6 +96,31 @@ Result<Translator> Translator::create(std::shared_ptr<const Model> model, const 
   return Translator(std::make_unique<Impl>(std::move(model), *kernels::table_for(isa), options.threads));
 }
 
+Result<TranslateOptions> resolve_options(const ModelInfo& info, const TranslateOptions& requested) {
+  auto invalid = [](const std::string& message) { return Error{ErrorCode::kInvalidArgument, message}; };
+  const GenerationDefaults& model = info.generation;
+  TranslateOptions o = requested;
+  if (o.beam_size == 0) o.beam_size = model.num_beams;
+  if (o.beam_size < 1 || o.beam_size > kMaxBeamSize)
+    return invalid("beam size must be in 1.." + std::to_string(kMaxBeamSize) + ", got " + std::to_string(o.beam_size));
+  if (o.n_best < 1 || o.n_best > o.beam_size)
+    return invalid("n-best must be in 1..beam size (" + std::to_string(o.beam_size) + "), got " +
+                   std::to_string(o.n_best));
+  if (o.max_new_tokens == 0)
+    o.max_new_tokens = std::min<size_t>(model.max_length > 1 ? model.max_length - 1 : kDefaultMaxNewTokens,
+                                        info.max_positions);
+  if (o.max_new_tokens > info.max_positions)
+    return invalid("max new tokens " + std::to_string(o.max_new_tokens) + " exceeds the model's " +
+                   std::to_string(info.max_positions) + " positions");
+  o.min_new_tokens = std::min(o.min_new_tokens, o.max_new_tokens);
+  if (!o.length_penalty) o.length_penalty = model.length_penalty;
+  if (!(*o.length_penalty >= 0 && *o.length_penalty <= 10)) return invalid("length penalty must be in 0..10");
+  if (o.beam_stop == BeamStop::kDefault) o.beam_stop = model.beam_stop;
+  if (o.use_shortlist && !info.shortlist.present)
+    return invalid("this model file has no shortlist (petrel-convert --shortlist adds one)");
+  return o;
+}
+
 Translator::Translator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 const char* Translator::isa() const { return impl_->kernels.isa; }
 Translator::~Translator() = default;
@@ -115,7 +140,7 @@ Result<std::vector<Translation>> Translator::translate(const std::vector<std::ve
 }
 
 Result<std::vector<Translation>> Translator::Impl::translate(const std::vector<std::vector<int32_t>>& batch,
-                                                             const TranslateOptions& options) {
+                                                             const TranslateOptions& requested) {
   const ModelInfo& info = model->info();
   auto invalid = [](const std::string& message) { return Error{ErrorCode::kInvalidArgument, message}; };
   if (batch.empty()) return invalid("no inputs to translate");
@@ -135,21 +160,10 @@ Result<std::vector<Translation>> Translator::Impl::translate(const std::vector<s
                        " is out of range (vocabulary of " + std::to_string(info.vocab_size) + ")");
     source_tokens += ids.size();
   }
-  if (options.beam_size < 1 || options.beam_size > kMaxBeamSize)
-    return invalid("beam size must be in 1.." + std::to_string(kMaxBeamSize) + ", got " +
-                   std::to_string(options.beam_size));
-  if (options.n_best < 1 || options.n_best > options.beam_size)
-    return invalid("n-best must be in 1..beam size (" + std::to_string(options.beam_size) + "), got " +
-                   std::to_string(options.n_best));
-  size_t max_new = options.max_new_tokens;
-  if (max_new == 0) max_new = std::min<size_t>(kDefaultMaxNewTokens, info.max_positions);
-  if (max_new > info.max_positions)
-    return invalid("max new tokens " + std::to_string(max_new) + " exceeds the model's " +
-                   std::to_string(info.max_positions) + " positions");
-  if (!(options.length_penalty >= 0 && options.length_penalty <= 10))
-    return invalid("length penalty must be in 0..10");
-  if (options.use_shortlist && !info.shortlist.present)
-    return invalid("this model file has no shortlist (petrel-convert --shortlist adds one)");
+  auto resolved = resolve_options(info, requested);
+  if (!resolved) return resolved.error();
+  const TranslateOptions& options = resolved.value();
+  const size_t max_new = options.max_new_tokens;
 
   const DType cache_type = options.kv_cache_f16 ? DType::kF16 : DType::kF32;
   const detail::CheckedSize needed = request_bytes(info, batch.size(), source_tokens, options.beam_size, max_new,
@@ -167,7 +181,9 @@ Result<std::vector<Translation>> Translator::Impl::translate(const std::vector<s
   so.n_best = options.n_best;
   so.max_new_tokens = max_new;
   so.min_new_tokens = std::min(options.min_new_tokens, max_new);
-  so.length_penalty = options.length_penalty;
+  so.length_penalty = *options.length_penalty;
+  so.stop = options.beam_stop == BeamStop::kFirstK ? decode::BeamStop::kFirstK : decode::BeamStop::kHeuristic;
+  so.forced_eos_id = info.generation.forced_eos_id;
   so.decoder_start_id = info.decoder_start_id;
   so.eos_id = info.eos_id;
   so.bad_word_ids = info.bad_word_ids;

@@ -36,6 +36,14 @@ struct MarianConfig {
   Activation activation = Activation::kSwish;
   int32_t pad = 0, eos = 0, decoder_start = 0;
   std::vector<int32_t> bad_words;
+  // Generation settings (transformers' GenerationConfig): from generation_config.json
+  // when the checkpoint has one, else from config.json.
+  uint32_t num_beams = 1, max_length = 0;
+  double length_penalty = 1.0;
+  bool early_stopping = false;
+  int32_t forced_eos = -1;
+  std::string generation_source;        // which file they came from
+  std::vector<std::string> generation_notes;  // keys Petrel does not apply
 };
 
 class ConfigReader {
@@ -87,6 +95,14 @@ class ConfigReader {
   json j_;
 };
 
+void read_generation(const ConfigReader& r, MarianConfig& c, bool from_generation_config);
+
+std::string format_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
 MarianConfig read_config(const std::string& path) {
   ConfigReader r(path);
   MarianConfig c;
@@ -120,9 +136,27 @@ MarianConfig read_config(const std::string& path) {
   else throw ConvertError(path + ": unknown activation_function '" + act + "' (relu, gelu, swish/silu are supported)");
   c.pad = r.token("pad_token_id", c.vocab);
   c.eos = r.token("eos_token_id", c.vocab);
-  c.decoder_start = r.token("decoder_start_token_id", c.vocab);
-  if (r.raw().contains("bad_words_ids") && !r.raw()["bad_words_ids"].is_null()) {
-    const json& bw = r.raw()["bad_words_ids"];
+  read_generation(r, c, /*from_generation_config=*/false);
+  return c;
+}
+
+// The generation keys of `r` into c. transformers takes generation_config.json
+// whole when a checkpoint has one (GenerationConfig.from_pretrained), and otherwise
+// the generation keys of config.json (GenerationConfig.from_model_config).
+void read_generation(const ConfigReader& r, MarianConfig& c, bool from_generation_config) {
+  const std::string& path = r.path();
+  const json& j = r.raw();
+  auto given = [&](const char* key) { return j.contains(key) && !j[key].is_null(); };
+  c.generation_source = path;
+  c.decoder_start = given("decoder_start_token_id") || !from_generation_config
+                        ? r.token("decoder_start_token_id", c.vocab)
+                        : c.decoder_start;
+  if (from_generation_config && given("eos_token_id") && r.token("eos_token_id", c.vocab) != c.eos)
+    throw ConvertError(path + ": eos_token_id " + j["eos_token_id"].dump() + " differs from config.json's " +
+                       std::to_string(c.eos));
+  c.bad_words.clear();
+  if (given("bad_words_ids")) {
+    const json& bw = j["bad_words_ids"];
     if (!bw.is_array()) throw ConvertError(path + ": bad_words_ids must be a list of lists");
     for (const json& seq : bw) {
       if (!seq.is_array() || seq.size() != 1 || !seq[0].is_number_integer() || seq[0].get<int64_t>() < 0 ||
@@ -132,7 +166,36 @@ MarianConfig read_config(const std::string& path) {
       c.bad_words.push_back(seq[0].get<int32_t>());
     }
   }
-  return c;
+  c.num_beams = given("num_beams") ? r.positive("num_beams") : 1;
+  if (c.num_beams > 64) throw ConvertError(path + ": num_beams " + std::to_string(c.num_beams) + " exceeds 64");
+  c.max_length = given("max_length") ? r.positive("max_length") : 0;
+  c.length_penalty = 1.0;
+  if (given("length_penalty")) {
+    if (!j["length_penalty"].is_number() || !(j["length_penalty"].get<double>() >= 0) ||
+        j["length_penalty"].get<double>() > 10)
+      throw ConvertError(path + ": length_penalty must be a number in 0..10, got " + j["length_penalty"].dump());
+    c.length_penalty = j["length_penalty"].get<double>();
+  }
+  c.early_stopping = false;
+  if (given("early_stopping")) {
+    if (j["early_stopping"].is_string())
+      throw ConvertError(path + ": early_stopping " + j["early_stopping"].dump() +
+                         " is not supported (true or false are)");
+    c.early_stopping = r.flag("early_stopping", false);
+  }
+  c.forced_eos = given("forced_eos_token_id") ? r.token("forced_eos_token_id", c.vocab) : -1;
+  // Settings that change what generate() returns and Petrel does not apply: told, not hidden.
+  c.generation_notes.clear();
+  auto note_if = [&](const char* key, bool applies) {
+    if (given(key) && applies) c.generation_notes.push_back(std::string(key) + " = " + j[key].dump());
+  };
+  note_if("do_sample", j.value("do_sample", false) == true);
+  note_if("renormalize_logits", j.value("renormalize_logits", false) == true);
+  note_if("repetition_penalty", given("repetition_penalty") && j["repetition_penalty"] != 1.0);
+  note_if("no_repeat_ngram_size", given("no_repeat_ngram_size") && j["no_repeat_ngram_size"] != 0);
+  note_if("min_length", given("min_length") && j["min_length"] != 0);
+  note_if("num_beam_groups", given("num_beam_groups") && j["num_beam_groups"] != 1);
+  note_if("forced_bos_token_id", given("forced_bos_token_id"));
 }
 
 // The checkpoint's tensors: each is read at most once, shape-checked, NaN-checked;
@@ -365,6 +428,17 @@ class Converter {
     auto source = fbb_.CreateString(dir.substr(dir.find_last_of('/') + 1));
     auto bad_words = fbb_.CreateVector(c_.bad_words);
     auto tensors = writer_.tensor_table();
+    auto generation = fb::CreateGenerationDefaults(
+        fbb_, c_.num_beams, c_.max_length, static_cast<float>(c_.length_penalty),
+        c_.early_stopping ? fb::BeamStop::FirstK : fb::BeamStop::Heuristic, c_.forced_eos);
+    report_.notes.push_back("decoding defaults from " + c_.generation_source.substr(c_.generation_source.rfind('/') + 1) +
+                            ": beam " + std::to_string(c_.num_beams) + ", " +
+                            (c_.early_stopping ? "first-k" : "heuristic") + " beam stop, length penalty " +
+                            format_number(c_.length_penalty) + ", max length " +
+                            (c_.max_length ? std::to_string(c_.max_length) : std::string("none")) + ", forced EOS " +
+                            (c_.forced_eos >= 0 ? std::to_string(c_.forced_eos) : std::string("none")));
+    for (const std::string& n : c_.generation_notes)
+      report_.notes.push_back("not applied by Petrel: " + n + " (" + c_.generation_source + ")");
 
     fb::ModelBuilder mb(fbb_);
     mb.add_format_major(kFormatMajor);
@@ -391,6 +465,7 @@ class Converter {
     mb.add_folds(folds_vec);
     if (!tokenizer.IsNull()) mb.add_tokenizer(tokenizer);
     if (!shortlist.IsNull()) mb.add_shortlist(shortlist);
+    mb.add_generation(generation);
     mb.add_tensors(tensors);
     mb.add_data_size(writer_.data_size());
     report_.file_size = writer_.write(mb.Finish(), options_.output_path);
@@ -592,6 +667,8 @@ ConvertReport convert_checkpoint(const ConvertOptions& options) {
   if (options.embed_scale && !(std::isfinite(*options.embed_scale) && *options.embed_scale > 0))
     throw ConvertError("--embed-scale must be a positive number");
   MarianConfig config = read_config(dir + "/config.json");
+  if (file_exists(dir + "/generation_config.json"))
+    read_generation(ConfigReader(dir + "/generation_config.json"), config, /*from_generation_config=*/true);
   SafetensorsFile st(weights);
   Source src(st, options);
   return Converter(options, config, src).run();

@@ -84,6 +84,12 @@ int main(int argc, char** argv) {
                                                            {"best", m.shortlist.best},
                                                            {"source", m.shortlist.source}}
                                           : nlohmann::json(nullptr)},
+        {"generation", {{"from_checkpoint", m.generation.from_checkpoint},
+                        {"num_beams", m.generation.num_beams},
+                        {"max_length", m.generation.max_length},
+                        {"length_penalty", m.generation.length_penalty},
+                        {"beam_stop", to_string(m.generation.beam_stop)},
+                        {"forced_eos_id", m.generation.forced_eos_id}}},
         {"parameters", m.parameter_count},
         {"tensor_bytes", tensor_bytes},
         {"folds", nlohmann::json::array()},
@@ -129,6 +135,12 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(m.shortlist.candidates), m.shortlist.source.c_str());
   else
     std::printf("  shortlist         none\n");
+  const GenerationDefaults& g = m.generation;
+  std::printf("  decoding          beam %u, %s stop, length penalty %g, max length %s, forced EOS %s%s\n",
+              g.num_beams, to_string(g.beam_stop), g.length_penalty,
+              g.max_length ? std::to_string(g.max_length).c_str() : "none",
+              g.forced_eos_id >= 0 ? std::to_string(g.forced_eos_id).c_str() : "none",
+              g.from_checkpoint ? " (the checkpoint's generation config)" : " (defaults: the file records none)");
   std::printf("  folded scales:\n");
   for (const auto& f : m.folds) {
     std::printf("    %-16s %-12.6g %s\n", f.what.c_str(), f.value, f.note.c_str());

@@ -31,6 +31,15 @@ CONFIGS = {
     "older_export_concat": dict(cfg=dict(activation="swish", positions="concatenated", store_positions=True,
                                          scale_embedding=True, encoder_layers=1, decoder_layers=3),
                                 beam=3, alpha=1.0, older_export=True),
+    # EOS other than 0 (as opus-mt-tc-big-fr-en), and decoding defaults in a
+    # generation_config.json that wins over config.json's (transformers' rule).
+    "generation_eos5": dict(cfg=dict(activation="swish", positions="concatenated", scale_embedding=True, eos=5),
+                            beam=3, alpha=0.8, forced_eos=5, eos_boost=0.5,
+                            config_extra=dict(num_beams=1, max_length=40, forced_eos_token_id=5),
+                            generation_config=dict(num_beams=3, max_length=9, length_penalty=0.8,
+                                                   early_stopping=False, forced_eos_token_id=5,
+                                                   bad_words_ids=[[47]], decoder_start_token_id=47,
+                                                   eos_token_id=5, pad_token_id=47)),
 }
 
 
@@ -113,7 +122,11 @@ def build(name, spec, out_dir, seed):
     d = os.path.join(out_dir, name)
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "config.json"), "w") as f:
-        json.dump(cfg.hf_config(), f, indent=2)
+        json.dump({**cfg.hf_config(), **spec.get("config_extra", {})}, f, indent=2)
+    if "generation_config" in spec:
+        with open(os.path.join(d, "generation_config.json"), "w") as f:
+            json.dump(spec["generation_config"], f, indent=2)
+    forced_eos = spec.get("forced_eos")  # the model's forced_eos_token_id applies to every search
     ref.write_safetensors(os.path.join(d, "model.safetensors"),
                           ref.state_dict_for_export(model, spec.get("older_export", False)))
     if spec.get("vocab_json"):
@@ -133,23 +146,41 @@ def build(name, spec, out_dir, seed):
             "max_new_tokens": MAX_NEW,
             "encoder_states": [memory[b, :len(s)].tolist() for b, s in enumerate(inputs)],
             "first_step_logits": [], "greedy": [], "teacher_forced": [],
-            "beam": {"width": spec["beam"], "alpha": spec["alpha"], "results": []},
+            # results: stop once `width` have finished (early_stopping=True); results_heuristic:
+            # Hugging Face's default rule (early_stopping=False).
+            "beam": {"width": spec["beam"], "alpha": spec["alpha"], "results": [], "results_heuristic": []},
         }
         worst_cache = 0.0
         for b, s in enumerate(inputs):
             mem, msk = memory[b:b + 1], mask[b:b + 1]
             start = torch.tensor([[cfg.decoder_start]])
             expected["first_step_logits"].append(model.decode_full(start, mem, msk)[0, 0].tolist())
-            out, score = ref.greedy(model, mem, msk, MAX_NEW)
+            out, score = ref.greedy(model, mem, msk, MAX_NEW, forced_eos=forced_eos)
             expected["greedy"].append({"ids": out, "score": score})
             tokens = [cfg.decoder_start] + out
             bad = [w[0] for w in cfg.bad_words]
             lp = ref.step_log_probs(model.decode_full(torch.tensor([tokens]), mem, msk)[0], bad)
             expected["teacher_forced"].append({"tokens": tokens, "argmax": lp.argmax(-1).tolist()})
             worst_cache = max(worst_cache, check_kv_cache(model, mem, msk, tokens))
-            hyps = ref.beam_search(model, mem, msk, spec["beam"], MAX_NEW, spec["alpha"])
-            expected["beam"]["results"].append([{"ids": h, "score": sc} for h, sc in hyps])
+            for key, stop in (("results", "first-k"), ("results_heuristic", "heuristic")):
+                hyps = ref.beam_search(model, mem, msk, spec["beam"], MAX_NEW, spec["alpha"], stop=stop,
+                                       forced_eos=forced_eos)
+                expected["beam"][key].append([{"ids": h, "score": sc} for h, sc in hyps])
         expected["kv_cache_max_diff"] = worst_cache
+        if "generation_config" in spec:  # what decoding with the checkpoint's own defaults gives
+            g = spec["generation_config"]
+            stop = "first-k" if g.get("early_stopping") else "heuristic"
+            max_new = g["max_length"] - 1
+            expected["generation"] = {"greedy": [], "beam": [], "num_beams": g["num_beams"],
+                                      "max_new_tokens": max_new, "length_penalty": g["length_penalty"],
+                                      "beam_stop": stop, "forced_eos_id": g["forced_eos_token_id"]}
+            for b in range(len(inputs)):
+                mem, msk = memory[b:b + 1], mask[b:b + 1]
+                out, score = ref.greedy(model, mem, msk, max_new, g["length_penalty"], forced_eos=forced_eos)
+                expected["generation"]["greedy"].append({"ids": out, "score": score})
+                hyps = ref.beam_search(model, mem, msk, g["num_beams"], max_new, g["length_penalty"], stop=stop,
+                                       forced_eos=forced_eos)
+                expected["generation"]["beam"].append([{"ids": h, "score": sc} for h, sc in hyps])
         if "shortlist" in spec:
             expected["shortlist"] = shortlist_outputs(model, cfg, spec, inputs, memory, mask, d, seed)
     with open(os.path.join(d, "expected.json"), "w") as f:

@@ -270,8 +270,9 @@ def shortlist_allowed(always, table, source_ids, bad_ids):
     return sorted(allowed)
 
 
-def greedy(model, memory, memory_mask, max_new, alpha=1.0, allowed=None):
-    """One sentence (batch of 1). Returns (ids without start/EOS, normalised score)."""
+def greedy(model, memory, memory_mask, max_new, alpha=1.0, allowed=None, forced_eos=None):
+    """One sentence (batch of 1). Returns (ids without start/EOS, normalised score).
+    `forced_eos`: forced (scored 0) at the last step, as in beam_search."""
     cfg = model.cfg
     bad = [w[0] for w in cfg.bad_words]
     cache = [None] * cfg.decoder_layers
@@ -279,6 +280,9 @@ def greedy(model, memory, memory_mask, max_new, alpha=1.0, allowed=None):
     out, score = [], 0.0
     for step in range(max_new):
         lp = step_log_probs(model.decode_step(token, step, cache, memory, memory_mask), bad, allowed)[0]
+        if forced_eos is not None and step == max_new - 1:
+            lp = torch.full_like(lp, float("-inf"))
+            lp[forced_eos] = 0.0
         nxt = int(torch.argmax(lp))
         score += float(lp[nxt])
         if nxt == cfg.eos:
@@ -288,17 +292,45 @@ def greedy(model, memory, memory_mask, max_new, alpha=1.0, allowed=None):
     return out, score / max(len(out), 1) ** alpha
 
 
-def beam_search(model, memory, memory_mask, beam, max_new, alpha=1.0, allowed=None):
-    """One sentence. Returns finished hypotheses [(ids, normalised score)] best first."""
+def beam_search(model, memory, memory_mask, beam, max_new, alpha=1.0, allowed=None, stop="first-k",
+                forced_eos=None):
+    """One sentence. Returns the best `beam` finished hypotheses [(ids, normalised score)],
+    best first.
+
+    Hugging Face's beam search (transformers 4.57, generation/utils.py `_beam_search`),
+    one sentence at a time: each step ranks the 2*beam best extensions of the live
+    hypotheses; an EOS among the best `beam` of them finishes a hypothesis (score /
+    length^alpha, the EOS counted); the best `beam` non-EOS extensions live on; the
+    finished set keeps the best `beam`. At the length limit the best `beam` extensions
+    finish, EOS or not. `stop`: "first-k" ends the search once `beam` hypotheses have
+    finished (early_stopping=True); "heuristic" (early_stopping=False, Hugging Face's
+    default) goes on while the best live hypothesis, normalised by its length so far,
+    beats the worst finished one. `forced_eos`: this token is forced (scored 0) at the
+    last step, as the ForcedEOSTokenLogitsProcessor does.
+    Equal scores rank the lower token id, then the lower hypothesis first (torch.topk
+    leaves their order unspecified)."""
     cfg = model.cfg
     bad = [w[0] for w in cfg.bad_words]
     live = [([], 0.0)]
     finished = []
-    for _ in range(max_new):
+
+    def add_finished(ids, score):
+        if len(finished) < beam:
+            finished.append((ids, score))
+            return
+        worst = min(range(len(finished)), key=lambda i: finished[i][1])
+        if score > finished[worst][1]:
+            finished[worst] = (ids, score)
+
+    for step in range(max_new):
+        last = step == max_new - 1
         cands = []
         for h_index, (ids, score) in enumerate(live):
             tokens = torch.tensor([[cfg.decoder_start] + ids])
             lp = step_log_probs(model.decode_full(tokens, memory, memory_mask)[0, -1], bad, allowed)
+            if forced_eos is not None and last:
+                lp = torch.full_like(lp, float("-inf"))
+                lp[forced_eos] = 0.0
             # Only a hypothesis' 2*beam best tokens can be among the 2*beam best candidates;
             # every token whose total ties the 2*beam-th best total is kept, so the sort below
             # sees exactly the candidates a scan of the whole vocabulary would rank first.
@@ -314,18 +346,20 @@ def beam_search(model, memory, memory_mask, beam, max_new, alpha=1.0, allowed=No
         new_live = []
         for rank, (score, tok, h_index) in enumerate(cands[:2 * beam]):
             ids = live[h_index][0]
-            if tok == cfg.eos:
-                if rank < beam:
-                    finished.append((ids, score / (len(ids) + 1) ** alpha))
-            else:
+            normalised = score / (step + 1) ** alpha
+            if tok == cfg.eos or last:
+                if rank < beam:  # a lower-ranked EOS is skipped
+                    add_finished(ids if tok == cfg.eos else ids + [tok], normalised)
+            elif len(new_live) < beam:
                 new_live.append((ids + [tok], score))
-            if len(new_live) == beam:
-                break
         live = new_live
-        if len(finished) >= beam:
+        if not live or last:
             break
-    else:
-        finished += [(ids, score / max(len(ids), 1) ** alpha) for ids, score in live]
+        if len(finished) == beam:
+            if stop == "first-k":
+                break
+            if not live[0][1] / (step + 1) ** alpha > min(f[1] for f in finished):
+                break
     finished.sort(key=lambda f: -f[1])
     return finished
 

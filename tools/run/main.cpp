@@ -17,11 +17,14 @@ int main(int argc, char** argv) {
                 "token and the final EOS.");
   p.flag("ids", "\"ID ...\"", "one input as space-separated token ids (repeatable)", true);
   p.flag("text", "TEXT", "one input as text (repeatable; needs a vocabulary in the model)", true);
-  p.flag("beam", "K", "beam size (default 1 = greedy)");
+  p.flag("beam", "K", "beam size, 1 = greedy (default: the model's num_beams, else 1)");
   p.flag("n-best", "N", "hypotheses to print per input (default 1, at most K)");
-  p.flag("max-new-tokens", "L", "generated tokens at most (default min(256, max positions))");
+  p.flag("max-new-tokens", "L", "generated tokens at most (default: the model's max_length - 1, else 256)");
   p.flag("min-new-tokens", "L", "EOS is not allowed before L tokens (default 0)");
-  p.flag("length-penalty", "A", "score = log-probability / length^A (default 1.0)");
+  p.flag("length-penalty", "A", "score = log-probability / length^A (default: the model's, else 1.0)");
+  p.flag("beam-stop", "RULE", "heuristic (Hugging Face's default: go on while a live hypothesis could\n"
+                              "                              still win) or first-k (stop once K have finished)\n"
+                              "                              (default: the model's, else heuristic)");
   p.flag("threads", "T", "intra-op threads (default 1)");
   p.toggle("shortlist", "decode over the model file's lexical shortlist (petrel-convert --shortlist)");
   p.flag("kv-cache", "TYPE", "f32 (default) or f16: attention keys/values in half precision, half the memory");
@@ -38,16 +41,22 @@ int main(int argc, char** argv) {
     }
     if (p.positionals().size() != 1) throw cli::UsageError("expected one model file (see --help)");
     if (p.has("ids") == p.has("text")) throw cli::UsageError("give inputs with --ids or with --text (not both)");
-    options.beam_size = static_cast<size_t>(p.get_int("beam", 1, 1, 64));
+    if (p.has("beam")) options.beam_size = static_cast<size_t>(p.get_int("beam", 1, 1, 64));
     options.n_best = static_cast<size_t>(p.get_int("n-best", 1, 1, 64));
-    if (options.n_best > options.beam_size)
+    if (p.has("beam") && options.n_best > options.beam_size)
       throw cli::UsageError("--n-best " + std::to_string(options.n_best) + " exceeds --beam " +
                             std::to_string(options.beam_size));
     options.max_new_tokens = static_cast<size_t>(p.get_int("max-new-tokens", 0, 1, 1 << 20));
     options.min_new_tokens = static_cast<size_t>(p.get_int("min-new-tokens", 0, 0, 1 << 20));
-    options.length_penalty = p.get_double("length-penalty", 1.0);
-    if (!(options.length_penalty >= 0 && options.length_penalty <= 10))
-      throw cli::UsageError("--length-penalty must be in 0..10");
+    if (p.has("length-penalty")) {
+      options.length_penalty = p.get_double("length-penalty", 1.0);
+      if (!(*options.length_penalty >= 0 && *options.length_penalty <= 10))
+        throw cli::UsageError("--length-penalty must be in 0..10");
+    }
+    const std::string stop = p.get_choice("beam-stop", "default", {"default", "heuristic", "first-k"});
+    options.beam_stop = stop == "heuristic" ? BeamStop::kHeuristic
+                        : stop == "first-k" ? BeamStop::kFirstK
+                                            : BeamStop::kDefault;
     threads = static_cast<size_t>(p.get_int("threads", 1, 1, 256));
     options.use_shortlist = p.has("shortlist");
     options.kv_cache_f16 = p.get_choice("kv-cache", "f32", {"f32", "f16"}) == "f16";
@@ -86,6 +95,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   Translator& translator = created.value();
+  auto effective = resolve_options(model.info(), options);  // the model's defaults filled in
+  if (!effective) {
+    std::fprintf(stderr, "petrel-run: error: %s\n", effective.error().message.c_str());
+    return 1;
+  }
   auto result = translator.translate(batch, options);
   if (!result) {
     std::fprintf(stderr, "petrel-run: error: %s\n", result.error().message.c_str());
@@ -113,6 +127,13 @@ int main(int argc, char** argv) {
     }
     j["isa"] = translator.isa();
     j["threads"] = translator.threads();
+    const TranslateOptions& used = effective.value();
+    j["decoding"] = {{"beam", used.beam_size},
+                     {"beam_stop", to_string(used.beam_stop)},
+                     {"length_penalty", *used.length_penalty},
+                     {"max_new_tokens", used.max_new_tokens},
+                     {"min_new_tokens", used.min_new_tokens},
+                     {"forced_eos_id", model.info().generation.forced_eos_id}};
     j["kv_cache"] = options.kv_cache_f16 ? "f16" : "f32";
     j["timing"] = {{"load_ms", load_ms},
                    {"encode_ms", t.encode_ms},

@@ -58,6 +58,28 @@ struct ShortlistInfo {
   std::string source;
 };
 
+// When beam search stops for a sentence.
+enum class BeamStop {
+  kDefault,    // TranslateOptions: the model's own (GenerationDefaults::beam_stop)
+  // Hugging Face's default (transformers >= 4.50, early_stopping=False): go on while
+  // the best live hypothesis, normalized by its length so far, could beat the worst
+  // of the K finished ones.
+  kHeuristic,
+  kFirstK,     // as soon as K hypotheses have finished (early_stopping=True; CTranslate2)
+};
+PETREL_API const char* to_string(BeamStop stop);
+
+// How the checkpoint asks to be decoded (its config.json / generation_config.json);
+// translate() uses these for the options a caller leaves unset.
+struct GenerationDefaults {
+  bool from_checkpoint = false;  // false: the file records none (older files); these defaults
+  uint32_t num_beams = 1;
+  uint32_t max_length = 0;       // tokens including the decoder start token; 0: none given
+  double length_penalty = 1.0;
+  BeamStop beam_stop = BeamStop::kHeuristic;
+  int32_t forced_eos_id = -1;    // forced at the last allowed position; -1: none
+};
+
 struct ModelInfo {
   uint32_t format_major = 0, format_minor = 0;
   std::string producer, source;
@@ -78,6 +100,7 @@ struct ModelInfo {
   std::vector<TensorInfo> tensors;
   std::vector<FoldInfo> folds;
   ShortlistInfo shortlist;          // TranslateOptions::use_shortlist
+  GenerationDefaults generation;
   uint64_t file_size = 0;
   uint64_t parameter_count = 0;
 };
@@ -107,6 +130,6 @@ class Model {
 // Library and newest readable file-format versions.
 PETREL_API const char* library_version();
 constexpr uint32_t kFormatMajor = 1;
-constexpr uint32_t kFormatMinor = 1;  // 1.1: optional shortlist
+constexpr uint32_t kFormatMinor = 2;  // 1.1: optional shortlist; 1.2: generation defaults
 
 }  // namespace petrel

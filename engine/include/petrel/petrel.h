@@ -40,6 +40,14 @@ typedef enum petrel_status {
   PETREL_OUT_OF_MEMORY = 6     /* an allocation failed, or a request is over the memory limit */
 } petrel_status;
 
+/* When beam search stops for a sentence (petrel_options.beam_stop). */
+enum {
+  PETREL_BEAM_STOP_DEFAULT = 0,   /* the model's own (its generation config), else HEURISTIC */
+  PETREL_BEAM_STOP_HEURISTIC = 1, /* Hugging Face's default: while the best live hypothesis could
+                                     beat the worst finished one */
+  PETREL_BEAM_STOP_FIRST_K = 2    /* as soon as beam_size hypotheses have finished */
+};
+
 typedef struct petrel_model petrel_model;
 typedef struct petrel_session petrel_session;
 typedef struct petrel_result petrel_result;
@@ -49,13 +57,14 @@ typedef struct petrel_result petrel_result;
  * knows which fields this caller has and gives the others their defaults. */
 typedef struct petrel_options {
   size_t struct_size;    /* sizeof(petrel_options) as the caller compiled it */
-  size_t beam_size;      /* 1 = greedy (at most 64) */
-  size_t n_best;         /* hypotheses per input, <= beam_size */
-  size_t max_new_tokens; /* 0: min(256, the model's max positions) */
+  size_t beam_size;      /* 1 = greedy (at most 64); 0: the model's num_beams */
+  size_t n_best;         /* hypotheses per input, <= beam size */
+  size_t max_new_tokens; /* 0: the model's max_length - 1, else 256 (within its max positions) */
   size_t min_new_tokens; /* EOS is not allowed before this many tokens */
-  double length_penalty; /* score = log-probability / length^length_penalty */
+  double length_penalty; /* score = log-probability / length^length_penalty; NaN: the model's */
   int use_shortlist;     /* nonzero: decode over the model file's lexical shortlist */
   int kv_cache_f16;      /* nonzero: keep attention keys/values in half precision */
+  int beam_stop;         /* PETREL_BEAM_STOP_*: when beam search stops for a sentence */
 } petrel_options;
 
 /* Library version ("0.1.0") and the newest model-file format it reads. */
@@ -66,7 +75,8 @@ PETREL_API uint32_t petrel_format_minor(void);
 /* The calling thread's message for its last failed call ("" if none). */
 PETREL_API const char* petrel_last_error(void);
 
-PETREL_API void petrel_options_init(petrel_options* options); /* struct_size + greedy defaults */
+/* struct_size, and every option unset: the model's generation defaults apply */
+PETREL_API void petrel_options_init(petrel_options* options);
 
 PETREL_API petrel_status petrel_model_load(const char* path, petrel_model** model);
 /* Copies `size` bytes (a model shipped inside app assets). */

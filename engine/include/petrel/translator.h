@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,12 +21,19 @@ constexpr size_t kMaxBeamSize = 64;
 // computed before anything is allocated; more fails with ErrorCode::kOutOfMemory.
 constexpr uint64_t kMaxRequestBytes = sizeof(void*) >= 8 ? uint64_t{32} << 30 : uint64_t{3} << 29;
 
+// Options left unset take the model's own generation defaults (ModelInfo::generation:
+// what its config.json / generation_config.json ask for), as Hugging Face's
+// generate() does; a caller's value always wins.
 struct TranslateOptions {
-  size_t beam_size = 1;         // 1..kMaxBeamSize; 1 = greedy
-  size_t n_best = 1;            // hypotheses returned per input, <= beam_size
-  size_t max_new_tokens = 0;    // 0: min(256, the model's max positions); at most max positions
-  size_t min_new_tokens = 0;    // EOS is not allowed before this many tokens
-  double length_penalty = 1.0;  // score = log-probability / length^length_penalty
+  size_t beam_size = 0;       // 1..kMaxBeamSize, 1 = greedy; 0: the model's num_beams (1 if none)
+  size_t n_best = 1;          // hypotheses returned per input, <= beam size
+  // Generated tokens at most (EOS included); 0: the model's max_length - 1, else 256;
+  // never more than the model's max positions.
+  size_t max_new_tokens = 0;
+  size_t min_new_tokens = 0;  // EOS is not allowed before this many tokens
+  // score = log-probability / length^length_penalty; unset: the model's (1.0 if none)
+  std::optional<double> length_penalty;
+  BeamStop beam_stop = BeamStop::kDefault;  // kDefault: the model's (kHeuristic if none)
   // Decode over the model file's lexical shortlist (ModelInfo::shortlist): each
   // sentence may only produce its shortlist's tokens, normalised over them; the output
   // projection runs over those rows only. An error if the file has no shortlist.
@@ -58,6 +66,11 @@ struct TranslatorOptions {
   // Intra-op threads (the caller's choice; 1 = none started).
   size_t threads = 1;
 };
+
+// `options` with every unset field filled from the model's generation defaults and
+// every value checked (beam size, n-best, lengths, length penalty, shortlist):
+// what translate() will use. Errors name the option.
+PETREL_API Result<TranslateOptions> resolve_options(const ModelInfo& info, const TranslateOptions& options);
 
 // Kernel paths this build contains and this CPU runs, best last.
 PETREL_API std::vector<std::string> runnable_isas();

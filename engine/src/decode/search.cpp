@@ -12,10 +12,6 @@ using Candidate = SearchState::Candidate;
 // A score as a sort key: NaN below every number, so the order stays a strict weak one.
 double rank_key(double score) { return std::isnan(score) ? -INFINITY : score; }
 
-// A sentence finishes < beam hypotheses while live, up to beam more in its last
-// step, and beam live ones at the length limit.
-constexpr size_t kFinishedPerBeam = 3;
-
 double normalized(double score, size_t length, double alpha) {
   return score / std::pow(static_cast<double>(std::max<size_t>(length, 1)), alpha);
 }
@@ -56,21 +52,42 @@ Result<SearchResult> search(StepModel& model, size_t sentences, const models::Ou
   }
   const size_t eos_index = output.index_of(o.eos_id);  // always an output (shortlists keep EOS)
 
-  const size_t slots = kFinishedPerBeam * K;
+  // Each sentence keeps its best K finished hypotheses: a new one takes a free slot,
+  // or the worst one's place when strictly better (as Hugging Face merges them).
   s.finished.resize(sentences);
   for (auto& f : s.finished) {
     f.clear();
-    f.reserve(slots);
+    f.reserve(K);
   }
-  s.finished_tokens.resize(sentences * slots * max_steps);
-  auto finish = [&](size_t b, const int32_t* tokens, size_t length, double score) {
-    auto& f = s.finished[b];
-    std::copy_n(tokens, length, &s.finished_tokens[(b * slots + f.size()) * max_steps]);
-    f.push_back({length, score});  // within the reserved capacity
+  s.finished_tokens.resize(sentences * K * max_steps);
+  auto worst_slot = [&](size_t b) {
+    const auto& f = s.finished[b];
+    size_t worst = 0;
+    for (size_t i = 1; i < f.size(); ++i)
+      if (rank_key(f[i].score) < rank_key(f[worst].score)) worst = i;
+    return worst;
   };
+  // `tokens` (length - 1 of them) plus `last` when last >= 0.
+  auto finish = [&](size_t b, const int32_t* tokens, size_t length, int32_t last, double score) {
+    auto& f = s.finished[b];
+    size_t slot = f.size();
+    if (slot == K) {
+      slot = worst_slot(b);
+      if (!(rank_key(score) > rank_key(f[slot].score))) return;
+    } else {
+      f.push_back({});  // within the reserved capacity
+    }
+    int32_t* to = &s.finished_tokens[(b * K + slot) * max_steps];
+    const size_t copied = last >= 0 ? length - 1 : length;
+    std::copy_n(tokens, copied, to);
+    if (last >= 0) to[copied] = last;
+    f[slot] = {length, score};
+  };
+  const int32_t* const no_token = nullptr;
   auto forced_token = [&](size_t b, size_t step) -> const int32_t* {
-    if (o.forced == nullptr || step >= (*o.forced)[b].size()) return nullptr;
-    return &(*o.forced)[b][step];
+    if (o.forced != nullptr && step < (*o.forced)[b].size()) return &(*o.forced)[b][step];
+    if (o.forced_eos_id >= 0 && step + 1 == max_steps) return &o.forced_eos_id;
+    return no_token;
   };
 
   size_t step = 0;
@@ -106,13 +123,19 @@ Result<SearchResult> search(StepModel& model, size_t sentences, const models::Ou
       }
       std::sort(s.candidates.begin(), s.candidates.end(), ranks_before);
       const size_t to_block = s.next_active.size() * K;
+      const bool last_step = step + 1 == max_steps;
       size_t filled = 0;
-      for (size_t rank = 0; rank < s.candidates.size() && rank < 2 * K && filled < K; ++rank) {
+      for (size_t rank = 0; rank < s.candidates.size() && rank < 2 * K && (filled < K || last_step); ++rank) {
         const Candidate& c = s.candidates[rank];
         const size_t from = block + c.hyp;
+        const double score = normalized(c.score, step + 1, o.length_penalty);
         if (c.token == o.eos_id) {
           if (rank < K)  // a lower-ranked EOS is skipped, as in Hugging Face
-            finish(b, &s.history[from * max_steps], step, normalized(c.score, step + 1, o.length_penalty));
+            finish(b, &s.history[from * max_steps], step, -1, score);
+          continue;
+        }
+        if (last_step) {  // the length limit: the best K candidates finish, EOS or not
+          if (rank < K) finish(b, &s.history[from * max_steps], step + 1, c.token, score);
           continue;
         }
         const size_t to = to_block + filled++;
@@ -122,10 +145,16 @@ Result<SearchResult> search(StepModel& model, size_t sentences, const models::Ou
         s.new_history[to * max_steps + step] = c.token;
       }
       s.live[b] = filled;
-      bool go_on = s.finished[b].size() < K && filled > 0;
+      bool go_on = filled > 0;
+      if (go_on && s.finished[b].size() == K) {
+        // first-K: K have finished. Heuristic: the best live hypothesis, normalized by
+        // its length now, cannot beat the worst finished one.
+        go_on = o.stop == BeamStop::kHeuristic &&
+                normalized(s.new_scores[to_block], step + 1, o.length_penalty) > s.finished[b][worst_slot(b)].score;
+      }
       if (go_on && o.observer != nullptr && !o.observer->on_step(b, &s.new_history[to_block * max_steps], step + 1)) {
         for (size_t i = 0; i < filled; ++i)  // stopped by the observer: finish the live ones
-          finish(b, &s.new_history[(to_block + i) * max_steps], step + 1,
+          finish(b, &s.new_history[(to_block + i) * max_steps], step + 1, -1,
                  normalized(s.new_scores[to_block + i], step + 1, o.length_penalty));
         go_on = false;
       }
@@ -146,15 +175,10 @@ Result<SearchResult> search(StepModel& model, size_t sentences, const models::Ou
   SearchResult result;
   result.steps = step;
   result.hypotheses.resize(sentences);
-  for (size_t a = 0; a < s.active.size(); ++a) {  // the length limit was reached: finish the live ones
-    const size_t b = s.active[a];
-    for (size_t i = 0; i < s.live[b]; ++i)
-      finish(b, &s.history[(a * K + i) * max_steps], step, normalized(s.scores[a * K + i], step, o.length_penalty));
-  }
   for (size_t b = 0; b < sentences; ++b) {
     auto& hyps = result.hypotheses[b];
     for (size_t f = 0; f < s.finished[b].size(); ++f) {
-      const int32_t* tokens = &s.finished_tokens[(b * slots + f) * max_steps];
+      const int32_t* tokens = &s.finished_tokens[(b * K + f) * max_steps];
       hyps.push_back({{tokens, tokens + s.finished[b][f].length}, s.finished[b][f].score});
     }
     std::stable_sort(hyps.begin(), hyps.end(),

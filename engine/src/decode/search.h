@@ -37,13 +37,27 @@ class SearchObserver {
   virtual bool on_step(size_t sentence, const int32_t* tokens, size_t length) = 0;
 };
 
+// When beam search stops for a sentence.
+enum class BeamStop {
+  // Hugging Face's default (transformers >= 4.50, early_stopping=False): go on while
+  // the best live hypothesis, normalized by its current length, could beat the worst
+  // of the beam's K finished ones; the finished set keeps the best K.
+  kHeuristic,
+  // As soon as K hypotheses have finished (early_stopping=True; CTranslate2).
+  kFirstK,
+};
+
 struct SearchOptions {
   size_t beam = 1;
   size_t n_best = 1;
   size_t max_new_tokens = 1;  // >= 1
   size_t min_new_tokens = 0;  // EOS is not allowed before this many tokens
   double length_penalty = 1.0;
+  BeamStop stop = BeamStop::kHeuristic;
   int32_t decoder_start_id = 0, eos_id = 0;
+  // >= 0: this token is forced at the last allowed step (Hugging Face's
+  // forced_eos_token_id), scored 0 like any forced token.
+  int32_t forced_eos_id = -1;
   std::vector<int32_t> bad_word_ids;  // never generated
   // forced[s] (when given; may be empty): the tokens sentence s must start with. A
   // forced token scores 0, as under Hugging Face's forced-token logits processors
@@ -80,13 +94,13 @@ struct SearchState {
   std::vector<size_t> bad_indices;  // output indices of the bad words
   std::vector<int32_t> top_ids;     // one hypothesis' best 2 x beam outputs
   std::vector<float> top_logits;
-  // Finished hypotheses, at most kFinishedPerBeam x beam per sentence: tokens in
-  // a preallocated arena, so finishing one allocates nothing.
+  // The best `beam` finished hypotheses of each sentence: tokens in a preallocated
+  // arena, so finishing one allocates nothing.
   struct Finished {
     size_t length;
     double score;
   };
-  std::vector<std::vector<Finished>> finished;  // per sentence
+  std::vector<std::vector<Finished>> finished;  // per sentence, in slot order
   std::vector<int32_t> finished_tokens;         // [sentence][slot][max_steps]
 };
 

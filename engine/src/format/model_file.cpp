@@ -425,6 +425,23 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
     s = bind_shortlist(*list, info, &w.shortlist, fail);
     if (!s) return s.error();
   }
+  if (const fb::GenerationDefaults* g = m->generation()) {
+    GenerationDefaults& gen = info.generation;
+    gen.from_checkpoint = true;
+    if (g->num_beams() < 1 || g->num_beams() > 64)
+      return fail("generation.num_beams = " + std::to_string(g->num_beams()) + " is out of range 1..64");
+    gen.num_beams = g->num_beams();
+    gen.max_length = g->max_length();
+    if (!(g->length_penalty() >= 0.0f && g->length_penalty() <= 10.0f))
+      return fail("generation.length_penalty must be in 0..10");
+    gen.length_penalty = g->length_penalty();
+    if (!enum_in_range(g->beam_stop())) return fail("generation.beam_stop: unknown value");
+    gen.beam_stop = g->beam_stop() == fb::BeamStop::FirstK ? BeamStop::kFirstK : BeamStop::kHeuristic;
+    if (g->forced_eos_id() != -1) {
+      s = token(g->forced_eos_id(), "generation.forced_eos_id", &gen.forced_eos_id);
+      if (!s) return s.error();
+    }
+  }
   if (const fb::Tokenizer* tok = m->tokenizer()) {
     if (!enum_in_range(tok->kind())) return fail("tokenizer.kind: unknown value");
     if (tok->vocab()) {
