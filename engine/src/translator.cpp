@@ -35,7 +35,7 @@ detail::CheckedSize request_bytes(const ModelInfo& info, size_t sentences, uint6
   const uint64_t layers = info.decoder_layers;
   total += CheckedSize(source_tokens) * d * cache_element * 2 * layers;  // cross-attention K/V
   total += CheckedSize(rows) * max_steps * d * cache_element * (2 * layers + 1);  // self K/V + reorder buffer
-  total += CheckedSize(rows) * info.vocab_size * 4;                      // logits
+  total += CheckedSize(rows) * info.target_vocab_size * 4;               // logits
   total += CheckedSize(rows) * max_steps * 4 * 2;                        // token histories
   total += CheckedSize(sentences) * 3 * beam * max_steps * 4;            // finished hypotheses
   return total;

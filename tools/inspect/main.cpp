@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
         {"num_heads", m.num_heads},
         {"ffn_dim", m.ffn_dim},
         {"vocab_size", m.vocab_size},
+        {"target_vocab_size", m.target_vocab_size},
         {"max_positions", m.max_positions},
         {"encoder_layers", m.encoder_layers},
         {"decoder_layers", m.decoder_layers},
@@ -112,8 +113,11 @@ int main(int argc, char** argv) {
               m.format_minor, static_cast<unsigned long long>(m.file_size), m.producer.c_str());
   std::printf("  architecture      %s, %u encoder + %u decoder layers\n", m.architecture.c_str(), m.encoder_layers,
               m.decoder_layers);
-  std::printf("  d_model %u, heads %u, ffn %u, vocab %u, max positions %u\n", m.d_model, m.num_heads, m.ffn_dim,
-              m.vocab_size, m.max_positions);
+  const std::string vocab = m.target_vocab_size == m.vocab_size
+                                ? std::to_string(m.vocab_size)
+                                : std::to_string(m.vocab_size) + " source / " + std::to_string(m.target_vocab_size) + " target";
+  std::printf("  d_model %u, heads %u, ffn %u, vocab %s, max positions %u\n", m.d_model, m.num_heads, m.ffn_dim,
+              vocab.c_str(), m.max_positions);
   std::printf("  norm              %s-LN (eps %g), activation %s\n", to_string(m.norm), m.layer_norm_eps,
               to_string(m.activation));
   std::printf("  positions         encoder: %s\n                    decoder: %s\n",

@@ -40,6 +40,11 @@ CONFIGS = {
                                                    early_stopping=False, forced_eos_token_id=5,
                                                    bad_words_ids=[[47]], decoder_start_token_id=47,
                                                    eos_token_id=5, pad_token_id=47)),
+    # Separate source and target vocabularies (share_encoder_decoder_embeddings false,
+    # decoder_vocab_size 40 of 48) and an untied output projection.
+    "separate_vocab_untied": dict(cfg=dict(activation="swish", positions="concatenated", scale_embedding=True,
+                                           share=False, tie=False, target_vocab=40),
+                                  beam=3, alpha=1.0),
 }
 
 

@@ -26,6 +26,9 @@ class Config:
         self.heads = kw.get("heads", 4)
         self.ffn = kw.get("ffn", 64)
         self.vocab = kw.get("vocab", 48)
+        # The decoder's vocabulary (separate vocabularies: decoder_vocab_size); special
+        # tokens (pad, eos, decoder start, bad words) are ids of it.
+        self.target_vocab = kw.get("target_vocab", self.vocab)
         self.max_positions = kw.get("max_positions", 64)
         self.scale_embedding = kw.get("scale_embedding", True)
         self.normalize_before = kw.get("normalize_before", False)
@@ -34,7 +37,7 @@ class Config:
         self.store_positions = kw.get("store_positions", False)  # older exports store the table
         self.tie = kw.get("tie", True)
         self.share = kw.get("share", True)
-        self.pad = kw.get("pad", self.vocab - 1)
+        self.pad = kw.get("pad", self.target_vocab - 1)
         self.eos = kw.get("eos", 0)
         self.decoder_start = kw.get("decoder_start", self.pad)
         self.bad_words = kw.get("bad_words", [[self.pad]])
@@ -54,7 +57,7 @@ class Config:
             "encoder_ffn_dim": self.ffn,
             "decoder_ffn_dim": self.ffn,
             "vocab_size": self.vocab,
-            "decoder_vocab_size": self.vocab,
+            "decoder_vocab_size": self.target_vocab,
             "max_position_embeddings": self.max_positions,
             "scale_embedding": self.scale_embedding,
             "normalize_before": self.normalize_before,
@@ -151,7 +154,7 @@ class Stack(nn.Module):
         if cfg.normalize_before:
             self.layer_norm = nn.LayerNorm(cfg.d_model)
         if not cfg.share:
-            self.embed_tokens = nn.Embedding(cfg.vocab, cfg.d_model)
+            self.embed_tokens = nn.Embedding(cfg.target_vocab if decoder else cfg.vocab, cfg.d_model)
         if cfg.positions == "learned":
             self.embed_positions = nn.Embedding(cfg.max_positions, cfg.d_model)
 
@@ -160,12 +163,13 @@ class Model(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         self.model = nn.Module()
+        assert cfg.share is False or cfg.vocab == cfg.target_vocab, "a shared table needs one vocabulary"
         self.model.shared = nn.Embedding(cfg.vocab, cfg.d_model)
         self.model.encoder = Stack(cfg, False)
         self.model.decoder = Stack(cfg, True)
         if not cfg.tie:
-            self.lm_head = nn.Linear(cfg.d_model, cfg.vocab, bias=False)
-        self.register_buffer("final_logits_bias", torch.zeros(1, cfg.vocab))
+            self.lm_head = nn.Linear(cfg.d_model, cfg.target_vocab, bias=False)
+        self.register_buffer("final_logits_bias", torch.zeros(1, cfg.target_vocab))
         self.cfg = cfg
         self.embed_scale = math.sqrt(cfg.d_model) if cfg.scale_embedding else 1.0
         if cfg.positions != "learned":

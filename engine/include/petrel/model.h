@@ -84,12 +84,14 @@ struct ModelInfo {
   uint32_t format_major = 0, format_minor = 0;
   std::string producer, source;
   std::string architecture;  // "encoder-decoder"
-  uint32_t d_model = 0, num_heads = 0, ffn_dim = 0, vocab_size = 0, max_positions = 0;
+  uint32_t d_model = 0, num_heads = 0, ffn_dim = 0, max_positions = 0;
+  uint32_t vocab_size = 0;         // the encoder's (source) vocabulary: input ids are below it
+  uint32_t target_vocab_size = 0;  // the decoder's: output ids are below it (= vocab_size unless separate)
   uint32_t encoder_layers = 0, decoder_layers = 0;
   NormPlacement norm = NormPlacement::kPost;
   Activation activation = Activation::kSwish;
   float layer_norm_eps = 1e-5f;
-  int32_t pad_id = -1, eos_id = -1, decoder_start_id = -1;
+  int32_t pad_id = -1, eos_id = -1, decoder_start_id = -1;  // target ids
   std::vector<int32_t> bad_word_ids;
   PositionInfo encoder_positions{}, decoder_positions{};
   bool shared_embeddings = false;  // encoder and decoder use one table

@@ -31,7 +31,7 @@ bool enum_in_range(Enum value) {
 // allowed: after this, building a sentence's shortlist needs no checks.
 template <class Fail>
 Status bind_shortlist(const fb::Shortlist& list, ModelInfo& info, Shortlist* out, Fail fail) {
-  const uint32_t vocab = info.vocab_size;
+  const uint32_t vocab = info.vocab_size, targets = info.target_vocab_size;  // source ids index offsets
   if (!list.always() || !list.offsets() || !list.candidates())
     return fail("shortlist: 'always', 'offsets' and 'candidates' are all required");
   if (list.offsets()->size() != uint64_t{vocab} + 1)
@@ -39,9 +39,9 @@ Status bind_shortlist(const fb::Shortlist& list, ModelInfo& info, Shortlist* out
                 std::to_string(uint64_t{vocab} + 1));
   auto ids_in_range = [&](const flatbuffers::Vector<int32_t>& ids, const char* field) -> Status {
     for (uint32_t i = 0; i < ids.size(); ++i)
-      if (ids[i] < 0 || static_cast<uint32_t>(ids[i]) >= vocab)
+      if (ids[i] < 0 || static_cast<uint32_t>(ids[i]) >= targets)
         return fail(std::string("shortlist.") + field + "[" + std::to_string(i) + "] = " + std::to_string(ids[i]) +
-                    " is not a token id (vocab_size " + std::to_string(vocab) + ")");
+                    " is not a target token id (target vocabulary of " + std::to_string(targets) + ")");
     return Status::ok();
   };
   Status s = ids_in_range(*list.always(), "always");
@@ -306,6 +306,11 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
   if (s) s = bounded(m->vocab_size(), kMaxVocab, "vocab_size", &info.vocab_size);
   if (s) s = bounded(m->max_positions(), kMaxPositions, "max_positions", &info.max_positions);
   if (!s) return s.error();
+  info.target_vocab_size = info.vocab_size;
+  if (m->target_vocab_size() != 0) {
+    s = bounded(m->target_vocab_size(), kMaxVocab, "target_vocab_size", &info.target_vocab_size);
+    if (!s) return s.error();
+  }
   if (info.d_model % info.num_heads != 0)
     return fail("d_model " + std::to_string(info.d_model) + " is not divisible by num_heads " +
                 std::to_string(info.num_heads));
@@ -313,10 +318,11 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
   if (!(info.layer_norm_eps > 0.f && info.layer_norm_eps < 1.f))
     return fail("field 'layer_norm_eps' must be in (0, 1)");
 
+  // Special tokens are produced or read by the decoder: target ids.
   auto token = [&](int32_t id, const char* field, int32_t* dst) -> Status {
-    if (id < 0 || static_cast<uint32_t>(id) >= info.vocab_size)
+    if (id < 0 || static_cast<uint32_t>(id) >= info.target_vocab_size)
       return fail(std::string("field '") + field + "' = " + std::to_string(id) +
-                  " is not a token id (vocab_size " + std::to_string(info.vocab_size) + ")");
+                  " is not a token id (target vocabulary of " + std::to_string(info.target_vocab_size) + ")");
     *dst = id;
     return Status::ok();
   };
@@ -342,15 +348,16 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
     info.parameter_count += n;
   }
 
-  const uint64_t d = info.d_model, ffn = info.ffn_dim, vocab = info.vocab_size;
+  const uint64_t d = info.d_model, ffn = info.ffn_dim, vocab = info.target_vocab_size;
   auto bind_stack = [&](const fb::Stack* stack, const char* role, bool decoder,
                         Stack* dst) -> Status {
+    const uint64_t rows = decoder ? info.target_vocab_size : info.vocab_size;
     std::string r = role;
     if (stack == nullptr) return fail(r + ": missing");
     if (stack->layers()->size() == 0 || stack->layers()->size() > kMaxLayers)
       return fail(r + ": layer count " + std::to_string(stack->layers()->size()) +
                   " is out of range 1.." + std::to_string(kMaxLayers));
-    Status st = bind.matrix(stack->embed_tokens(), r + ".embed_tokens", vocab, d, &dst->embed_tokens);
+    Status st = bind.matrix(stack->embed_tokens(), r + ".embed_tokens", rows, d, &dst->embed_tokens);
     if (!st) return st;
     const fb::Positions* p = stack->positions();
     if (!enum_in_range(p->kind()) || !enum_in_range(p->frequency()))
@@ -451,6 +458,8 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
       info.vocab.reserve(tok->vocab()->size());
       for (const auto* t : *tok->vocab()) info.vocab.push_back(t->str());
       info.has_text_tokenizer = tok->kind() == fb::TokenizerKind::WordsThenChars;
+      if (info.has_text_tokenizer && info.target_vocab_size != info.vocab_size)
+        return fail("tokenizer.kind: a word tokenizer needs one vocabulary for source and target");
     }
   }
   return out;
