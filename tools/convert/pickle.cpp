@@ -2,7 +2,6 @@
 
 #include <cstdio>
 #include <cstring>
-#include <limits>
 
 #include "convert/convert_error.h"
 
@@ -198,7 +197,7 @@ std::string Machine::where(uint64_t file_offset) const {
 void Machine::fail(const std::string& reason) const { throw ConvertError(where(base_ + op_position_) + ": " + reason); }
 
 Id Machine::make(Value v) {
-  if (arena_.size() >= std::numeric_limits<Id>::max()) fail("too many values");
+  if (arena_.size() >= kMaxValues) fail("more than " + std::to_string(kMaxValues) + " values");
   arena_.push_back(std::move(v));
   return static_cast<Id>(arena_.size() - 1);
 }

@@ -80,9 +80,12 @@ class Machine {
   std::string where(uint64_t file_offset) const;
 
   // Limits that keep a hostile pickle's memory bounded.
+  // A real state dict needs about 20 values per tensor, a stack of a few
+  // thousand (pickle batches items by 1000) and MARKs nested 5 deep.
   static constexpr size_t kMaxMarkDepth = 64;
-  static constexpr size_t kMaxStack = size_t{1} << 20;
+  static constexpr size_t kMaxStack = size_t{1} << 18;
   static constexpr size_t kMaxMemo = size_t{1} << 22;
+  static constexpr size_t kMaxValues = size_t{1} << 22;
 
  private:
   Id make(Value v);

@@ -9,10 +9,12 @@
                      tensor a view into one flat storage and every matrix stored
                      transposed (storage offsets and strides on every read)
   model_f16.bin      the same weights as float16 (zip)
-  layouts_zip.bin, layouts_legacy.bin
+  layouts_zip.bin, layouts_legacy.bin, layouts_protocol4_zip.bin
                      small tensors in every layout a state dict can hold: bf16,
                      f16, views of one storage at different offsets, transposed,
-                     sliced, permuted, expanded (stride 0), 0-dimensional, empty;
+                     sliced, permuted, expanded (stride 0), 0-dimensional, empty
+                     (torch.save's pickle protocol 2; protocol 4 adds FRAME,
+                     SHORT_BINUNICODE, MEMOIZE and STACK_GLOBAL);
   layouts_expected.safetensors
                      what torch reads from them (float32, contiguous): the oracle
   hostile_*.bin      files Petrel must refuse: a pickled torch.nn.Linear (zip
@@ -143,6 +145,7 @@ def main():
     lay = layouts()
     torch.save(lay, path("layouts_zip.bin"))
     torch.save(lay, path("layouts_legacy.bin"), _use_new_zipfile_serialization=False)
+    torch.save(lay, path("layouts_protocol4_zip.bin"), pickle_protocol=4)
     ref.write_safetensors(path("layouts_expected.safetensors"), {k: v.float().contiguous() for k, v in lay.items()})
 
     torch.save(torch.nn.Linear(2, 2), path("hostile_module_zip.bin"))
@@ -151,8 +154,10 @@ def main():
     recompress(path("layouts_zip.bin"), path("hostile_compressed_zip.bin"))
 
     # torch reads back what was written (the fixtures are what torch.load accepts).
-    for name in ("model_zip.bin", "model_legacy.bin", "layouts_zip.bin", "layouts_legacy.bin"):
-        loaded = torch.load(path(name), weights_only=True)
+    for name in ("model_zip.bin", "model_legacy.bin", "layouts_zip.bin", "layouts_legacy.bin",
+                 "layouts_protocol4_zip.bin"):
+        # torch 1.13's weights_only unpickler lacks protocol 4's FRAME; these files are our own.
+        loaded = torch.load(path(name), weights_only="protocol4" not in name)
         source = sd if name.startswith("model") else lay
         assert all(torch.equal(loaded[k], source[k]) for k in source), name
     for name in sorted(os.listdir(out_dir)):
