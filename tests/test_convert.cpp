@@ -293,9 +293,13 @@ TEST_CASE("converter rejects bad checkpoints with a message naming file and tens
     patch_header(weights, [](nlohmann::json& h) { h["final_logits_bias"]["shape"] = {1, 47}; });
     c.expect_error("tensor 'final_logits_bias'", "shape and dtype need");
   }
-  SECTION("pytorch_model.bin only") {
+  SECTION("a pytorch_model.bin that is not one (test_pytorch_checkpoint.cpp tests real ones)") {
     std::filesystem::rename(weights, c.dir + "/pytorch_model.bin");
-    c.expect_error("pytorch_model.bin", "safe_serialization=True");
+    c.expect_error("pytorch_model.bin", "not a PyTorch checkpoint");
+  }
+  SECTION("no weights at all") {
+    std::filesystem::remove(weights);
+    c.expect_error("no model.safetensors or pytorch_model.bin");
   }
   SECTION("tied copies that differ") {
     c.tensors["lm_head.weight"] = c.tensors["model.shared.weight"];

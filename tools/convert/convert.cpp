@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "convert/checkpoint_file.h"
 #include "convert/model_writer.h"
-#include "convert/safetensors.h"
 #include "convert/shortlist.h"
 #include "kernels/positions.h"
 
@@ -202,22 +202,22 @@ void read_generation(const ConfigReader& r, MarianConfig& c, bool from_generatio
 // whatever is left unread at the end is an unexpected tensor.
 class Source {
  public:
-  Source(const SafetensorsFile& st, const ConvertOptions& o) : st_(st), options_(o) {}
+  Source(const CheckpointFile& st, const ConvertOptions& o) : st_(st), options_(o), total_(st.names().size()) {}
 
   bool has(const std::string& name) const { return st_.has(name); }
 
   std::vector<float> read(const std::string& name, const std::vector<uint64_t>& shape) {
-    const SafetensorsEntry& e = st_.entry(name);
+    const TensorInfo& e = st_.info(name);
     if (e.shape != shape)
       throw ConvertError(st_.path() + ": tensor '" + name + "' has shape " + shape_text(e.shape) +
                          ", the config needs " + shape_text(shape));
     consumed_.insert(name);
-    if (options_.progress) options_.progress(name, consumed_.size(), st_.entries().size());
+    if (options_.progress) options_.progress(name, consumed_.size(), total_);
     return st_.read_f32(name);
   }
 
   void check_all_consumed() const {
-    for (const auto& [name, entry] : st_.entries())
+    for (const std::string& name : st_.names())
       if (!consumed_.count(name))
         throw ConvertError(st_.path() + ": unexpected tensor '" + name +
                            "' (not part of a MarianMT model with this config)");
@@ -232,8 +232,9 @@ class Source {
   }
 
  private:
-  const SafetensorsFile& st_;
+  const CheckpointFile& st_;
   const ConvertOptions& options_;
+  size_t total_;
   std::set<std::string> consumed_;
 };
 
@@ -656,22 +657,18 @@ ConvertReport convert_checkpoint(const ConvertOptions& options) {
   struct stat dir_stat {};
   if (::stat(dir.c_str(), &dir_stat) != 0 || !S_ISDIR(dir_stat.st_mode))
     throw ConvertError(dir + ": not a checkpoint directory");
-  std::string weights = dir + "/model.safetensors";
-  if (!file_exists(weights)) {
-    if (file_exists(dir + "/pytorch_model.bin"))
-      throw ConvertError(dir + "/pytorch_model.bin: Petrel reads model.safetensors only (a pickle file can run "
-                         "code when loaded). Re-save it with transformers: "
-                         "MarianMTModel.from_pretrained(DIR).save_pretrained(DIR, safe_serialization=True)");
-    throw ConvertError(weights + ": not found (a checkpoint directory needs model.safetensors)");
-  }
   if (options.embed_scale && !(std::isfinite(*options.embed_scale) && *options.embed_scale > 0))
     throw ConvertError("--embed-scale must be a positive number");
   MarianConfig config = read_config(dir + "/config.json");
   if (file_exists(dir + "/generation_config.json"))
     read_generation(ConfigReader(dir + "/generation_config.json"), config, /*from_generation_config=*/true);
-  SafetensorsFile st(weights);
-  Source src(st, options);
-  return Converter(options, config, src).run();
+  std::unique_ptr<CheckpointFile> weights = open_checkpoint_weights(dir);
+  Source src(*weights, options);
+  ConvertReport report = Converter(options, config, src).run();
+  const std::string& path = weights->path();
+  report.notes.insert(report.notes.begin(),
+                      "weights: read " + path.substr(path.find_last_of('/') + 1) + " (" + weights->format() + ")");
+  return report;
 }
 
 }  // namespace petrel::convert

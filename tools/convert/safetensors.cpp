@@ -114,6 +114,17 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
 
 SafetensorsFile::~SafetensorsFile() { ::munmap(const_cast<uint8_t*>(bytes_), size_); }
 
+std::vector<std::string> SafetensorsFile::names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, e] : entries_) out.push_back(name);
+  return out;
+}
+
+const TensorInfo* SafetensorsFile::find(const std::string& name) const {
+  auto it = entries_.find(name);
+  return it == entries_.end() ? nullptr : &it->second;
+}
+
 const SafetensorsEntry& SafetensorsFile::entry(const std::string& name) const {
   auto it = entries_.find(name);
   if (it == entries_.end()) throw ConvertError(path_ + ": missing tensor '" + name + "'");

@@ -9,30 +9,30 @@
 #include <string>
 #include <vector>
 
-#include "convert/convert_error.h"
+#include "convert/checkpoint_file.h"
 
 namespace petrel::convert {
 
-struct SafetensorsEntry {
-  std::string dtype;  // "F32", "F16", "BF16", "F64"
-  std::vector<uint64_t> shape;
+struct SafetensorsEntry : TensorInfo {
   uint64_t begin = 0, end = 0;  // within the data area
 };
 
-class SafetensorsFile {
+class SafetensorsFile : public CheckpointFile {
  public:
   explicit SafetensorsFile(const std::string& path);
   ~SafetensorsFile();
   SafetensorsFile(const SafetensorsFile&) = delete;
   SafetensorsFile& operator=(const SafetensorsFile&) = delete;
 
-  const std::string& path() const { return path_; }
-  bool has(const std::string& name) const { return entries_.count(name) != 0; }
+  const std::string& path() const override { return path_; }
+  std::string format() const override { return "safetensors"; }
+  std::vector<std::string> names() const override;
+  const TensorInfo* find(const std::string& name) const override;
   const SafetensorsEntry& entry(const std::string& name) const;
   const std::map<std::string, SafetensorsEntry>& entries() const { return entries_; }
 
   // The tensor's values widened to f32 (F64 narrowed). Throws on NaN/Inf.
-  std::vector<float> read_f32(const std::string& name) const;
+  std::vector<float> read_f32(const std::string& name) const override;
 
  private:
   std::string path_;

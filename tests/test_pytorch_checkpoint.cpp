@@ -1,0 +1,619 @@
+// pytorch_model.bin without running pickle: torch.save's zip and legacy files
+// (tools/reference/make_pickle_fixtures.py) convert exactly as the safetensors
+// checkpoint does; every layout reads as torch reads it; hostile files — made by
+// the fixture script or crafted here byte by byte — are refused by name; random
+// damage never crashes.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "convert/convert.h"
+#include "convert/pickle.h"
+#include "convert/pytorch_checkpoint.h"
+#include "convert/safetensors.h"
+#include "convert/zip_reader.h"
+#include "format/model_file.h"
+#include "petrel/translator.h"
+#include "support/test_support.h"
+
+using namespace petrel;
+using namespace petrel::test;
+using Catch::Matchers::Contains;
+using convert::ConvertError;
+using convert::PytorchCheckpoint;
+
+namespace {
+
+const std::string kOracle = "post_swish_concat_tied";
+
+std::string pickle_fixture(const std::string& name) { return fixture_dir() + "/pickle/" + name; }
+
+// A checkpoint directory named like the oracle's (the model file records the
+// directory's name) whose weights are `weights` as pytorch_model.bin.
+std::string checkpoint_with(const TempDir& tmp, const std::string& weights) {
+  const std::string dir = tmp.file(kOracle);
+  std::filesystem::create_directory(dir);
+  for (const char* f : {"config.json", "vocab.json"})
+    write_bytes(dir + "/" + f, read_bytes(oracle_dir(kOracle) + "/" + f));
+  write_bytes(dir + "/pytorch_model.bin", read_bytes(weights));
+  return dir;
+}
+
+convert::ConvertReport convert_f32(const std::string& dir, const std::string& out) {
+  convert::ConvertOptions o;
+  o.checkpoint_dir = dir;
+  o.output_path = out;
+  o.linear_dtype = o.embedding_dtype = DType::kF32;
+  return convert::convert_checkpoint(o);
+}
+
+// Each tensor of an f32 model file, by name.
+std::map<std::string, std::vector<float>> model_tensors(const std::string& path) {
+  auto model = load_model(path);
+  const auto bytes = read_bytes(path);
+  uint32_t flatbuffer_size;
+  std::memcpy(&flatbuffer_size, bytes.data(), 4);
+  const uint64_t data = detail::data_section_start(flatbuffer_size);
+  std::map<std::string, std::vector<float>> out;
+  for (const auto& t : model->info().tensors) {
+    REQUIRE(t.dtype == DType::kF32);
+    std::vector<float> v(t.bytes / 4);
+    std::memcpy(v.data(), bytes.data() + data + t.offset, t.bytes);
+    out[t.name] = std::move(v);
+  }
+  return out;
+}
+
+// The oracle's greedy and beam outputs, translated by the engine from `path`.
+void check_translations(const std::string& path) {
+  nlohmann::json e = expected_for(kOracle);
+  auto translator = Translator::create(load_model(path), {});
+  REQUIRE(translator.has_value());
+  const auto inputs = e["inputs"].get<std::vector<std::vector<int32_t>>>();
+  TranslateOptions greedy;
+  greedy.max_new_tokens = e["max_new_tokens"];
+  auto g = translator.value().translate(inputs, greedy);
+  REQUIRE(g.has_value());
+  TranslateOptions beam = greedy;
+  beam.beam_size = beam.n_best = e["beam"]["width"];
+  beam.length_penalty = e["beam"]["alpha"].get<double>();
+  beam.beam_stop = BeamStop::kFirstK;  // the oracle's "results" rule
+  auto b = translator.value().translate(inputs, beam);
+  REQUIRE(b.has_value());
+  for (size_t s = 0; s < inputs.size(); ++s) {
+    INFO("sentence " << s);
+    CHECK(g.value()[s].hypotheses[0].ids == e["greedy"][s]["ids"].get<std::vector<int32_t>>());
+    const auto& want = e["beam"]["results"][s];
+    REQUIRE(b.value()[s].hypotheses.size() == want.size());
+    for (size_t k = 0; k < want.size(); ++k)
+      CHECK(b.value()[s].hypotheses[k].ids == want[k]["ids"].get<std::vector<int32_t>>());
+  }
+}
+
+// --- crafting hostile files ---------------------------------------------------------
+
+// Pickle opcodes, written by hand the way Python's pickler writes them.
+struct PickleWriter {
+  std::vector<uint8_t> bytes;
+
+  PickleWriter& op(uint8_t o) {
+    bytes.push_back(o);
+    return *this;
+  }
+  PickleWriter& raw(const std::string& s) {
+    bytes.insert(bytes.end(), s.begin(), s.end());
+    return *this;
+  }
+  PickleWriter& proto() { return op(0x80).op(2); }
+  PickleWriter& global(const std::string& module, const std::string& name) {
+    return op('c').raw(module + "\n" + name + "\n");
+  }
+  PickleWriter& str(const std::string& s) {
+    op('X');
+    for (int i = 0; i < 4; ++i) op(static_cast<uint8_t>(s.size() >> (8 * i)));
+    return raw(s);
+  }
+  PickleWriter& short_binstring(const std::string& s) {  // Python 2's str
+    return op('U').op(static_cast<uint8_t>(s.size())).raw(s);
+  }
+  PickleWriter& integer(int64_t v) {  // LONG1 with 8 bytes: any int64, negative ones too
+    op(0x8a).op(8);
+    for (int i = 0; i < 8; ++i) op(static_cast<uint8_t>(static_cast<uint64_t>(v) >> (8 * i)));
+    return *this;
+  }
+  PickleWriter& ints(const std::vector<int64_t>& v) {
+    op('(');
+    for (int64_t x : v) integer(x);
+    return op('t');
+  }
+  PickleWriter& ordered_dict() { return global("collections", "OrderedDict").op(')').op('R'); }
+};
+
+struct Entry {
+  std::string name = "w";
+  std::string storage_class = "FloatStorage";
+  std::string key = "0";
+  int64_t storage_elements = 6;
+  int64_t offset = 0;
+  std::vector<int64_t> sizes{2, 3}, strides{3, 1};
+  bool parameter = false;  // wrapped by _rebuild_parameter, as nn.Parameter pickles
+  std::string view;        // legacy only: a storage view key (elements offset.., size 4 from 2)
+};
+
+// An OrderedDict of tensors as torch.save pickles it; `legacy` adds the sixth
+// persistent-id field (a view, or None).
+std::vector<uint8_t> state_dict_pickle(const std::vector<Entry>& entries, bool legacy) {
+  PickleWriter w;
+  w.proto().ordered_dict().op('(');
+  for (const Entry& e : entries) {
+    w.str(e.name);
+    if (e.parameter) w.global("torch._utils", "_rebuild_parameter").op('(');
+    w.global("torch._utils", "_rebuild_tensor_v2").op('(');
+    w.op('(').str("storage").global("torch", e.storage_class).str(e.key).str("cpu").integer(e.storage_elements);
+    if (legacy) {
+      if (e.view.empty()) w.op('N');
+      else w.op('(').str(e.view).integer(2).integer(4).op('t');
+    }
+    w.op('t').op('Q');
+    w.integer(e.offset).ints(e.sizes).ints(e.strides).op(0x89).ordered_dict().op('t').op('R');
+    if (e.parameter) w.op(0x89).ordered_dict().op('t').op('R');
+  }
+  w.op('u').op('.');
+  return w.bytes;
+}
+
+std::vector<uint8_t> float_bytes(size_t n, float first = 1.0f) {
+  std::vector<uint8_t> out(n * 4);
+  for (size_t i = 0; i < n; ++i) {
+    const float v = first + static_cast<float>(i);
+    std::memcpy(&out[4 * i], &v, 4);
+  }
+  return out;
+}
+
+void put16(std::vector<uint8_t>& b, uint16_t v) {
+  for (int i = 0; i < 2; ++i) b.push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+void put32(std::vector<uint8_t>& b, uint32_t v) {
+  for (int i = 0; i < 4; ++i) b.push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+void put64(std::vector<uint8_t>& b, uint64_t v) {
+  for (int i = 0; i < 8; ++i) b.push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+
+// A zip archive written record by record (stored, sizes in the local header),
+// whose central directory a test may edit before finish().
+struct ZipBuilder {
+  struct Central {
+    std::string name;
+    uint32_t crc;
+    uint32_t size;
+    uint32_t offset;
+    uint16_t method;
+  };
+  std::vector<uint8_t> out;
+  std::vector<Central> central;
+
+  static std::vector<uint8_t> local_record(const std::string& name, const std::vector<uint8_t>& data,
+                                           uint16_t method = 0) {
+    std::vector<uint8_t> b;
+    put32(b, 0x04034b50);
+    put16(b, 20);
+    put16(b, 0);
+    put16(b, method);
+    put32(b, 0);  // time, date
+    put32(b, convert::crc32(data.data(), data.size()));
+    put32(b, static_cast<uint32_t>(data.size()));
+    put32(b, static_cast<uint32_t>(data.size()));
+    put16(b, static_cast<uint16_t>(name.size()));
+    put16(b, 0);
+    b.insert(b.end(), name.begin(), name.end());
+    b.insert(b.end(), data.begin(), data.end());
+    return b;
+  }
+  void add(const std::string& name, const std::vector<uint8_t>& data, uint16_t method = 0) {
+    central.push_back({name, convert::crc32(data.data(), data.size()), static_cast<uint32_t>(data.size()),
+                       static_cast<uint32_t>(out.size()), method});
+    const auto r = local_record(name, data, method);
+    out.insert(out.end(), r.begin(), r.end());
+  }
+  std::vector<uint8_t> finish() const {
+    std::vector<uint8_t> b = out;
+    const uint32_t start = static_cast<uint32_t>(b.size());
+    for (const Central& c : central) {
+      put32(b, 0x02014b50);
+      put16(b, 20);
+      put16(b, 20);
+      put16(b, 0);
+      put16(b, c.method);
+      put32(b, 0);
+      put32(b, c.crc);
+      put32(b, c.size);
+      put32(b, c.size);
+      put16(b, static_cast<uint16_t>(c.name.size()));
+      put16(b, 0);
+      put16(b, 0);
+      put16(b, 0);
+      put16(b, 0);
+      put32(b, 0);
+      put32(b, c.offset);
+      b.insert(b.end(), c.name.begin(), c.name.end());
+    }
+    const uint32_t size = static_cast<uint32_t>(b.size()) - start;
+    put32(b, 0x06054b50);
+    put16(b, 0);
+    put16(b, 0);
+    put16(b, static_cast<uint16_t>(central.size()));
+    put16(b, static_cast<uint16_t>(central.size()));
+    put32(b, size);
+    put32(b, start);
+    put16(b, 0);
+    return b;
+  }
+};
+
+// A zip-format checkpoint: ckpt/data.pkl and one ckpt/data/<key> per storage.
+std::vector<uint8_t> zip_checkpoint(const std::vector<uint8_t>& pickle,
+                                    const std::map<std::string, std::vector<uint8_t>>& storages) {
+  ZipBuilder z;
+  z.add("ckpt/data.pkl", pickle);
+  for (const auto& [key, bytes] : storages) z.add("ckpt/data/" + key, bytes);
+  z.add("ckpt/version", {'3', '\n'});
+  return z.finish();
+}
+
+// A legacy-format checkpoint: magic, protocol, system info, the state dict, the
+// key list, then each storage's element count and bytes.
+std::vector<uint8_t> legacy_checkpoint(const std::vector<uint8_t>& state, const std::vector<std::string>& keys,
+                                       const std::vector<std::vector<uint8_t>>& storages, bool little_endian = true) {
+  std::vector<uint8_t> b = {0x80, 2, 0x8a, 10, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19, '.',
+                            0x80, 2,    'M',  0xe9, 0x03, '.'};
+  PickleWriter info;
+  info.proto().op('}').str("little_endian").op(little_endian ? 0x88 : 0x89).op('s').op('.');
+  b.insert(b.end(), info.bytes.begin(), info.bytes.end());
+  b.insert(b.end(), state.begin(), state.end());
+  PickleWriter list;
+  list.proto().op(']').op('(');
+  for (const auto& k : keys) list.str(k);
+  list.op('e').op('.');
+  b.insert(b.end(), list.bytes.begin(), list.bytes.end());
+  for (const auto& s : storages) {
+    put64(b, s.size() / 4);
+    b.insert(b.end(), s.begin(), s.end());
+  }
+  return b;
+}
+
+void parse(const std::vector<uint8_t>& bytes) { convert::parse_pytorch_checkpoint(bytes.data(), bytes.size(), "crafted.bin"); }
+
+std::vector<uint8_t> zip_with(const std::vector<Entry>& entries, size_t storage_elements = 6) {
+  return zip_checkpoint(state_dict_pickle(entries, false), {{"0", float_bytes(storage_elements)}});
+}
+
+std::vector<uint8_t> zip_with_pickle(const PickleWriter& w) { return zip_checkpoint(w.bytes, {}); }
+
+}  // namespace
+
+TEST_CASE("zip and legacy pytorch_model.bin convert to the same model file as model.safetensors", "[pickle]") {
+  TempDir tmp;
+  const std::string reference = tmp.file("safetensors.petrel");
+  const auto st_report = convert_f32(oracle_dir(kOracle), reference);
+  REQUIRE(st_report.notes.front() == "weights: read model.safetensors (safetensors)");
+  const auto reference_bytes = read_bytes(reference);
+
+  struct Case {
+    const char* fixture;
+    const char* note;
+  };
+  for (const Case& c : {Case{"model_zip.bin", "weights: read pytorch_model.bin (zip format, torch 1.6+)"},
+                        Case{"model_legacy.bin", "weights: read pytorch_model.bin (legacy format, torch < 1.6)"}}) {
+    INFO(c.fixture);
+    TempDir case_tmp;
+    const std::string out = case_tmp.file("out.petrel");
+    const auto report = convert_f32(checkpoint_with(case_tmp, pickle_fixture(c.fixture)), out);
+    CHECK(report.notes.front() == c.note);
+    // Same weights, same decisions: the files are equal byte for byte.
+    CHECK(read_bytes(out) == reference_bytes);
+    check_translations(out);
+  }
+}
+
+TEST_CASE("an f16 pytorch_model.bin converts within f16 rounding of the f32 checkpoint", "[pickle]") {
+  TempDir tmp;
+  const std::string reference = tmp.file("safetensors.petrel"), out = tmp.file("f16.petrel");
+  convert_f32(oracle_dir(kOracle), reference);
+  convert_f32(checkpoint_with(tmp, pickle_fixture("model_f16.bin")), out);
+  const auto want = model_tensors(reference), got = model_tensors(out);
+  REQUIRE(got.size() == want.size());
+  size_t differing = 0;
+  for (const auto& [name, w] : want) {
+    INFO(name);
+    REQUIRE(got.count(name));
+    const auto& g = got.at(name);
+    REQUIRE(g.size() == w.size());
+    for (size_t i = 0; i < w.size(); ++i) {
+      // f16 keeps 11 significant bits; folded scales (sqrt(d_model), 1/sqrt(head_dim))
+      // scale the value and its rounding alike, plus one f32 rounding.
+      // (f16 subnormals, below 6.1e-5, round to 2^-25 absolute.)
+      REQUIRE(std::fabs(g[i] - w[i]) <= std::fabs(w[i]) * 0x1p-11f * 1.01f + 0x1p-25f * 8);
+      differing += g[i] != w[i];
+    }
+  }
+  CHECK(differing > 0);  // the file really held f16 values
+  check_translations(out);
+}
+
+TEST_CASE("every tensor layout reads as torch reads it (dtypes, shared storage, offsets, strides)", "[pickle]") {
+  convert::SafetensorsFile expected(pickle_fixture("layouts_expected.safetensors"));
+  const auto file = GENERATE(as<std::string>{}, "layouts_zip.bin", "layouts_legacy.bin", "layouts_protocol4_zip.bin");
+  INFO(file);
+  PytorchCheckpoint c(pickle_fixture(file));
+  CHECK(c.format() == (file == "layouts_legacy.bin" ? "legacy format, torch < 1.6" : "zip format, torch 1.6+"));
+  REQUIRE(c.names() == expected.names());
+  for (const std::string& name : expected.names()) {
+    INFO(name);
+    const std::string dtype = name.rfind("bf16.", 0) == 0 ? "BF16" : name.rfind("f16.", 0) == 0 ? "F16" : "F32";
+    CHECK(c.info(name).dtype == dtype);
+    CHECK(c.info(name).shape == expected.info(name).shape);
+    CHECK(c.read_f32(name) == expected.read_f32(name));
+  }
+  // The cases the fixture promises are really there.
+  CHECK(c.info("scalar").shape.empty());
+  CHECK(c.read_f32("empty").empty());
+  CHECK_THROWS_WITH(c.read_f32("absent"), Contains("missing tensor 'absent'"));
+}
+
+TEST_CASE("crafted state dicts: parameters, Python 2 pickles and legacy storage views read correctly", "[pickle]") {
+  SECTION("a tensor pickled as nn.Parameter reads as its data") {
+    Entry e;
+    e.parameter = true;
+    const auto bytes = zip_with({e});
+    PytorchCheckpoint c(bytes.data(), bytes.size(), "crafted.bin");
+    CHECK(c.read_f32("w") == std::vector<float>{1, 2, 3, 4, 5, 6});
+  }
+  SECTION("Python 2: OrderedDict([[key, tensor]]) and byte strings") {
+    PickleWriter w;
+    w.proto().global("collections", "OrderedDict").op(']').op('(').op(']').op('(').short_binstring("w");
+    w.global("torch._utils", "_rebuild_tensor").op('(');
+    w.op('(').short_binstring("storage").global("torch", "FloatStorage").short_binstring("k1").short_binstring("cpu");
+    w.integer(6).op('N').op('t').op('Q').integer(1).ints({2, 2}).ints({1, 2}).op('t').op('R');
+    w.op('e').op('e').op(0x85).op('R').op('.');
+    const auto bytes = legacy_checkpoint(w.bytes, {"k1"}, {float_bytes(6)});
+    PytorchCheckpoint c(bytes.data(), bytes.size(), "py2.bin");
+    // offset 1, shape (2, 2), strides (1, 2): [[2, 4], [3, 5]]
+    CHECK(c.read_f32("w") == std::vector<float>{2, 4, 3, 5});
+  }
+  SECTION("a legacy storage view") {
+    Entry e;
+    e.key = "root";
+    e.storage_elements = 8;
+    e.view = "view";
+    e.sizes = {2, 2};
+    e.strides = {2, 1};
+    const auto bytes = legacy_checkpoint(state_dict_pickle({e}, true), {"root"}, {float_bytes(8)});
+    PytorchCheckpoint c(bytes.data(), bytes.size(), "view.bin");
+    CHECK(c.read_f32("w") == std::vector<float>{3, 4, 5, 6});  // elements 2..5 of the root
+    Entry outside = e;
+    outside.storage_elements = 5;
+    const auto bad = legacy_checkpoint(state_dict_pickle({outside}, true), {"root"}, {float_bytes(5)});
+    CHECK_THROWS_WITH(parse(bad), Contains("storage view 'view'") && Contains("lies outside"));
+  }
+}
+
+TEST_CASE("hostile checkpoints are refused with the file, offset and reason named", "[pickle]") {
+  auto refused = [](const std::string& fixture) {
+    try {
+      PytorchCheckpoint c(pickle_fixture(fixture));
+    } catch (const ConvertError& e) {
+      return std::string(e.what());
+    }
+    FAIL(fixture << " was accepted");
+    return std::string();
+  };
+  auto crafted = [](const std::vector<uint8_t>& bytes) {
+    try {
+      parse(bytes);
+    } catch (const ConvertError& e) {
+      std::string what = e.what();
+      CHECK_THAT(what, Contains("crafted.bin"));
+      return what;
+    }
+    FAIL("a crafted file was accepted");
+    return std::string();
+  };
+
+  SECTION("a pickled module (torch.save(nn.Linear)), zip and legacy") {
+    CHECK_THAT(refused("hostile_module_zip.bin"),
+               Contains("hostile_module_zip.bin: byte ") && Contains("global 'torch.nn.modules.linear.Linear' is not allowed"));
+    CHECK_THAT(refused("hostile_module_legacy.bin"), Contains("global 'torch.nn.modules.linear.Linear' is not allowed"));
+  }
+  SECTION("an object whose unpickling calls os.system") {
+    CHECK_THAT(refused("hostile_os_system_zip.bin"), Contains("global 'posix.system' is not allowed"));
+    PickleWriter w;
+    w.proto().global("os", "system").str("echo pwned").op(0x85).op('R').op('.');
+    CHECK_THAT(crafted(zip_with_pickle(w)), Contains("global 'os.system' is not allowed"));
+  }
+  SECTION("a zip with compressed records") {
+    CHECK_THAT(refused("hostile_compressed_zip.bin"),
+               Contains("record 'layouts_zip/data.pkl' is compressed (method 8)"));
+  }
+  SECTION("opcodes outside the list") {
+    PickleWriter unknown;
+    unknown.proto().op(0xff);
+    CHECK_THAT(crafted(zip_with_pickle(unknown)), Contains("crafted.bin: byte 45 (ckpt/data.pkl): unknown opcode 0xff"));
+    PickleWriter inst;
+    inst.proto().op('i').raw("os\nsystem\n");
+    CHECK_THAT(crafted(zip_with_pickle(inst)), Contains("opcode 0x69 (INST) is not allowed"));
+  }
+  SECTION("a memo index out of range") {
+    PickleWriter w;
+    w.proto().op(']').op('q').op(0).op('h').op(7);
+    CHECK_THAT(crafted(zip_with_pickle(w)), Contains("memo index 7 was never stored"));
+    PickleWriter big;
+    big.proto().op(']').op('r').raw(std::string("\xff\xff\xff\x7f", 4));
+    CHECK_THAT(crafted(zip_with_pickle(big)), Contains("memo index 2147483647 is beyond the limit"));
+  }
+  SECTION("a truncated pickle and a truncated file") {
+    auto pickle = state_dict_pickle({Entry{}}, false);
+    pickle.resize(pickle.size() / 2);
+    CHECK_THAT(crafted(zip_checkpoint(pickle, {{"0", float_bytes(6)}})), Contains("truncated"));
+    auto file = read_bytes(pickle_fixture("model_zip.bin"));
+    file.resize(file.size() - 100);
+    CHECK_THROWS_WITH(parse(file), Contains("no zip end-of-directory record"));
+    auto legacy = read_bytes(pickle_fixture("model_legacy.bin"));
+    legacy.resize(legacy.size() - 100);
+    CHECK_THROWS_WITH(parse(legacy), Contains("run past the end of the file"));
+  }
+  SECTION("a storage key that does not exist") {
+    Entry e;
+    e.key = "missing";
+    CHECK_THAT(crafted(zip_with({e})), Contains("storage 'missing' has no record 'ckpt/data/missing'"));
+    CHECK_THAT(crafted(legacy_checkpoint(state_dict_pickle({e}, true), {}, {})),
+               Contains("storage 'missing' is used by a tensor but missing from the storage key list"));
+    CHECK_THAT(crafted(legacy_checkpoint(state_dict_pickle({Entry{}}, true), {"0", "extra"}, {float_bytes(6)})),
+               Contains("storage 'extra' is listed but no tensor uses it"));
+  }
+  SECTION("a storage shorter than its tensor, or than its declaration") {
+    Entry e;
+    e.sizes = {2, 4};
+    e.strides = {4, 1};
+    CHECK_THAT(crafted(zip_with({e})), Contains("tensor 'w': reads element 7 of storage '0', which holds 6 elements"));
+    CHECK_THAT(crafted(zip_with({Entry{}}, 5)),
+               Contains("record 'ckpt/data/0' holds 20 bytes, but storage '0' is declared with 6 F32 elements"));
+    CHECK_THAT(crafted(legacy_checkpoint(state_dict_pickle({Entry{}}, true), {"0"}, {float_bytes(5)})),
+               Contains("holds 5 elements, the state dict declares 6"));
+  }
+  SECTION("negative or overflowing size, stride and offset") {
+    Entry e;
+    e.sizes = {-2, 3};
+    CHECK_THAT(crafted(zip_with({e})), Contains("negative size or stride in dimension 0"));
+    e = Entry{};
+    e.strides = {3, -1};
+    CHECK_THAT(crafted(zip_with({e})), Contains("negative size or stride in dimension 1"));
+    e = Entry{};
+    e.offset = -1;
+    CHECK_THAT(crafted(zip_with({e})), Contains("negative storage offset -1"));
+    e = Entry{};
+    e.sizes = {INT64_MAX, 4};
+    CHECK_THAT(crafted(zip_with({e})), Contains("product of its sizes overflows"));
+    e = Entry{};
+    e.sizes = {2, 3};
+    e.strides = {INT64_MAX, 1};
+    CHECK_THAT(crafted(zip_with({e})), Contains("reads element"));
+    e.offset = INT64_MAX;
+    CHECK_THAT(crafted(zip_with({e})), Contains("last element's position overflows"));
+    Entry storage;
+    storage.storage_elements = -6;
+    CHECK_THAT(crafted(zip_with({storage})), Contains("storage '0' has a negative size -6"));
+    e = Entry{};
+    e.sizes = {1 << 20, 1 << 20};
+    e.strides = {0, 0};
+    CHECK_THAT(crafted(zip_with({e})), Contains("more than the file has bytes"));
+  }
+  SECTION("a zip whose records overlap, disagree or are damaged") {
+    const auto pickle = state_dict_pickle({Entry{}}, false);
+    // Record ckpt/data/0 hides inside data.pkl's bytes: a valid local header, but shared bytes.
+    ZipBuilder overlap;
+    const auto inner = ZipBuilder::local_record("ckpt/data/0", float_bytes(6));
+    auto outer_data = pickle;
+    outer_data.insert(outer_data.end(), inner.begin(), inner.end());
+    overlap.add("ckpt/data.pkl", outer_data);
+    const uint32_t inner_offset = 30 + 13 + static_cast<uint32_t>(pickle.size());
+    overlap.central.push_back({"ckpt/data/0", convert::crc32(float_bytes(6).data(), 24), 24, inner_offset, 0});
+    CHECK_THAT(crafted(overlap.finish()), Contains("records 'ckpt/data.pkl' and 'ckpt/data/0' overlap"));
+
+    ZipBuilder renamed;
+    renamed.add("ckpt/data.pkl", pickle);
+    renamed.add("ckpt/data/0", float_bytes(6));
+    renamed.central[1].name = "ckpt/data/1";
+    CHECK_THAT(crafted(renamed.finish()), Contains("record 'ckpt/data/1': local header names it 'ckpt/data/0'"));
+
+    ZipBuilder compressed;
+    compressed.add("ckpt/data.pkl", pickle, 8);
+    CHECK_THAT(crafted(compressed.finish()), Contains("is compressed (method 8)"));
+
+    ZipBuilder past_end;
+    past_end.add("ckpt/data.pkl", pickle);
+    past_end.central[0].size += 1000;
+    CHECK_THAT(crafted(past_end.finish()), Contains("run past the records' area"));
+
+    auto flipped = zip_with({Entry{}});
+    flipped[200] ^= 0x40;  // inside data.pkl: the CRC no longer matches
+    CHECK_THAT(crafted(flipped), Contains("CRC-32"));
+  }
+  SECTION("deep nesting and an unbounded stack") {
+    PickleWriter marks;
+    marks.proto();
+    for (int i = 0; i < 100; ++i) marks.op('(');
+    CHECK_THAT(crafted(zip_with_pickle(marks)), Contains("nesting deeper than 64 MARKs"));
+    PickleWriter lists;  // 100000 lists, each inside the next: no recursion anywhere
+    lists.proto();
+    for (int i = 0; i < 100000; ++i) lists.op(']');
+    for (int i = 1; i < 100000; ++i) lists.op('a');
+    lists.op('.');
+    CHECK_THAT(crafted(zip_with_pickle(lists)), Contains("the pickled object is a list, not a state dict"));
+    PickleWriter nones;
+    nones.proto();
+    for (size_t i = 0; i <= convert::pickle::Machine::kMaxStack; ++i) nones.op('N');
+    CHECK_THAT(crafted(zip_with_pickle(nones)), Contains("stack deeper than"));
+  }
+  SECTION("types a state dict does not hold") {
+    Entry e;
+    e.storage_class = "LongStorage";
+    CHECK_THAT(crafted(zip_with({e})), Contains("storage type torch.LongStorage holds int64 values"));
+    PickleWriter w;
+    w.proto().op('}').str("w").str("not a tensor").op('s').op('.');
+    CHECK_THAT(crafted(zip_with_pickle(w)), Contains("state dict entry 'w' is a string, not a tensor"));
+    CHECK_THAT(crafted(legacy_checkpoint(state_dict_pickle({Entry{}}, true), {"0"}, {float_bytes(6)}, false)),
+               Contains("big-endian"));
+    CHECK_THAT(crafted({'n', 'o', 't', ' ', 'a', ' ', 'c', 'h', 'e', 'c', 'k', 'p', 'o', 'i', 'n', 't'}),
+               Contains("not a PyTorch checkpoint"));
+  }
+  SECTION("through the converter: the file is named and no output is left") {
+    TempDir tmp;
+    const std::string dir = checkpoint_with(tmp, pickle_fixture("hostile_os_system_zip.bin"));
+    const std::string out = tmp.file("out.petrel");
+    CHECK_THROWS_WITH(convert_f32(dir, out), Contains(dir + "/pytorch_model.bin: byte") && Contains("posix.system"));
+    CHECK_FALSE(exists(out));
+  }
+}
+
+TEST_CASE("random byte flips and truncations never crash the reader, only throw ConvertError", "[pickle]") {
+  std::mt19937 rng(20261123);
+  size_t refused = 0, accepted = 0;
+  for (const char* name : {"layouts_zip.bin", "layouts_legacy.bin", "layouts_protocol4_zip.bin", "model_zip.bin",
+                           "model_legacy.bin"}) {
+    const auto original = read_bytes(pickle_fixture(name));
+    const bool big = original.size() > 100000;
+    const int rounds = big ? 300 : 1000;
+    for (int round = 0; round < rounds; ++round) {
+      auto bytes = original;
+      // Big files: aim most damage at their structure (the pickle at the front, the
+      // directory at the end) rather than at tensor bytes.
+      auto position = [&]() -> size_t {
+        const size_t n = bytes.size();
+        switch (big ? rng() % 3 : 0) {
+          case 1: return rng() % std::min<size_t>(n, 16384);
+          case 2: return n - 1 - rng() % std::min<size_t>(n, 4096);
+          default: return rng() % n;
+        }
+      };
+      if (rng() % 5 == 0) {
+        bytes.resize(position());
+      } else {
+        for (int flips = 1 + static_cast<int>(rng() % 4); flips > 0; --flips) bytes[position()] = static_cast<uint8_t>(rng());
+      }
+      try {
+        convert::parse_pytorch_checkpoint(bytes.data(), bytes.size(), name);
+        ++accepted;
+      } catch (const ConvertError&) {
+        ++refused;
+      }
+    }
+  }
+  INFO(refused << " refused, " << accepted << " accepted");
+  CHECK(refused > accepted);
+}

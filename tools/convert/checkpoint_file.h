@@ -1,0 +1,43 @@
+// A checkpoint's named tensors, whatever the container: the converter reads
+// weights through this and does not care whether they came from safetensors or
+// from a PyTorch pickle.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "convert/convert_error.h"
+
+namespace petrel::convert {
+
+struct TensorInfo {
+  std::string dtype;  // "F32", "F16", "BF16", "F64" (safetensors' names)
+  std::vector<uint64_t> shape;
+};
+
+class CheckpointFile {
+ public:
+  virtual ~CheckpointFile() = default;
+
+  virtual const std::string& path() const = 0;
+  // What was read, for the report: "safetensors", "zip format, torch 1.6+", ...
+  virtual std::string format() const = 0;
+  virtual std::vector<std::string> names() const = 0;  // sorted
+  virtual const TensorInfo* find(const std::string& name) const = 0;  // nullptr if absent
+  // The tensor's values in row-major order, widened to f32. Throws on NaN/Inf.
+  virtual std::vector<float> read_f32(const std::string& name) const = 0;
+
+  bool has(const std::string& name) const { return find(name) != nullptr; }
+  const TensorInfo& info(const std::string& name) const {
+    if (const TensorInfo* t = find(name)) return *t;
+    throw ConvertError(path() + ": missing tensor '" + name + "'");
+  }
+};
+
+// The weights of a checkpoint directory: model.safetensors if present, else
+// pytorch_model.bin (zip or legacy format). Throws if neither exists.
+std::unique_ptr<CheckpointFile> open_checkpoint_weights(const std::string& dir);
+
+}  // namespace petrel::convert
