@@ -34,7 +34,8 @@ std::shared_ptr<const Model> convert_and_load(const std::string& checkpoint, con
   o.output_path = out;
   o.linear_dtype = linear;
   o.embedding_dtype = embeddings;
-  o.positions = positions;
+  use_fixture_options(o);
+  if (positions != convert::PositionChoice::kAuto) o.positions = positions;
   convert::convert_checkpoint(o);
   auto m = Model::load(out);
   if (!m) FAIL(m.error().message);
@@ -250,6 +251,25 @@ TEST_CASE("converter rejects bad checkpoints with a message naming file and tens
     c.config["activation_function"] = "tanh";
     c.save();
     c.expect_error("config.json", "unknown activation_function 'tanh'");
+  }
+  SECTION("config keys transformers ignores may not contradict the model type") {
+    c.config["normalize_before"] = true;
+    c.save();
+    c.expect_error("config.json: normalize_before = true contradicts model_type 'marian'", "pass --norm");
+    c.config["normalize_before"] = false;
+    c.config["normalize_embedding"] = true;
+    c.save();
+    c.expect_error("config.json: normalize_embedding = true contradicts model_type 'marian'",
+                   "Petrel does not support it");
+    c.config["normalize_embedding"] = false;
+    c.config["static_position_embeddings"] = false;
+    c.save();
+    c.expect_error("static_position_embeddings = false", "pass --positions");
+  }
+  SECTION("one shared table needs one vocabulary") {
+    c.config["decoder_vocab_size"] = c.config["vocab_size"].get<int>() - 2;
+    c.save();
+    c.expect_error("config.json: decoder_vocab_size", "share_encoder_decoder_embeddings is true");
   }
   SECTION("missing config key") {
     c.config.erase("d_model");

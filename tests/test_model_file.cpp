@@ -102,7 +102,7 @@ TEST_CASE("random single-byte flips are rejected, or load and translate safely",
       // where kernels that index by, or overflow on, file data would be caught.
       const auto& info = r.value()->info();
       REQUIRE(info.d_model % info.num_heads == 0);
-      REQUIRE(info.eos_id < static_cast<int32_t>(info.vocab_size));
+      REQUIRE(info.eos_id < static_cast<int32_t>(info.target_vocab_size));
       auto translator = Translator::create(r.value());
       REQUIRE(translator.has_value());
       TranslateOptions options;

@@ -23,7 +23,8 @@ using json = nlohmann::json;
 namespace {
 
 const std::vector<std::string> kFixtures = {"post_swish_concat_tied", "pre_gelu_interleaved_untied",
-                                            "post_relu_learned_unshared", "older_export_concat", "generation_eos5"};
+                                            "post_relu_learned_unshared", "older_export_concat", "generation_eos5",
+                                            "separate_vocab_untied"};
 
 // Greedy decoding as the fixtures' "greedy" sections were made (not the model's own
 // defaults, which generation_eos5 sets otherwise).
@@ -41,7 +42,7 @@ std::string convert_fixture(const std::string& name, DType dtype, const TempDir&
   o.checkpoint_dir = oracle_dir(name);
   o.output_path = tmp.file(name + "-" + to_string(dtype) + ".petrel");
   o.linear_dtype = o.embedding_dtype = dtype;
-  o.positions = convert::parse_position_choice(e["convert_positions"]);
+  use_fixture_options(o);
   convert::convert_checkpoint(o);
   return o.output_path;
 }
@@ -82,13 +83,13 @@ double first_step_error(const models::EncoderDecoder& graph, const Model& model,
   for (size_t b = 0; b < sentences; ++b) rows[b] = b;
   graph.start_decoding(enc, rows, 1, cache_type, st, ws);
   std::vector<int32_t> start(sentences, info.decoder_start_id);
-  std::vector<float> logits(sentences * info.vocab_size);
+  std::vector<float> logits(sentences * info.target_vocab_size);
   models::OutputVocabulary everything;
   everything.use_all(detail::ModelAccess::weights(model));
   graph.decode_step(start.data(), sentences, 0, st, ws, everything, logits.data());
   double worst = 0;
   for (size_t b = 0; b < sentences; ++b)
-    worst = std::max(worst, relative_error(&logits[b * info.vocab_size],
+    worst = std::max(worst, relative_error(&logits[b * info.target_vocab_size],
                                            e["first_step_logits"][b].get<std::vector<float>>()));
   return worst;
 }
@@ -110,7 +111,7 @@ std::pair<size_t, size_t> teacher_forced_agreement(const Model& model, const jso
     auto argmax = e["teacher_forced"][b]["argmax"].get<std::vector<int32_t>>();
     models::DecoderState st;
     graph.start_decoding(enc, {b}, tokens.size(), cache_type, st, ws);
-    std::vector<float> logits(info.vocab_size);
+    std::vector<float> logits(info.target_vocab_size);
     models::OutputVocabulary everything;
     everything.use_all(detail::ModelAccess::weights(model));
     for (size_t t = 0; t < tokens.size(); ++t) {

@@ -150,7 +150,7 @@ TEST_CASE("shortlist problems are named: the converter's input, the file, the re
   CHECK_THAT(convert_error(tmp.file("bad-prob.s2t")), Contains("bad-prob.s2t:1") && Contains("not in [0, 1]"));
   std::ofstream(tmp.file("unknown.s2t")) << "x1 y2 0.5\nNULL w2 0.5\n";
   CHECK_THAT(convert_error(tmp.file("unknown.s2t")), Contains("no line names two tokens"));
-  CHECK_THAT(convert_error(lex, oracle_dir("pre_gelu_interleaved_untied")), Contains("vocab.json"));
+  CHECK_THAT(convert_error(lex, oracle_dir("older_export_concat")), Contains("vocab.json"));
   CHECK_THAT(convert_error(lex, oracle_dir(kFixture), 0), Contains("--shortlist-best"));
 
   // Hostile shortlist fields are rejected by name.

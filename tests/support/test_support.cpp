@@ -21,6 +21,15 @@ nlohmann::json expected_for(const std::string& name) {
   return nlohmann::json::parse(in);
 }
 
+void use_fixture_options(convert::ConvertOptions& o) {
+  std::ifstream in(o.checkpoint_dir + "/expected.json");
+  if (!in) return;
+  const nlohmann::json e = nlohmann::json::parse(in);
+  o.positions = convert::parse_position_choice(e.value("convert_positions", "auto"));
+  const std::string norm = e.value("convert_norm", "auto");
+  if (norm != "auto") o.norm = convert::parse_norm(norm);
+}
+
 std::shared_ptr<const Model> load_model(const std::string& path) {
   auto m = Model::load(path);
   if (!m) throw std::runtime_error(m.error().message);

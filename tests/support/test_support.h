@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "convert/convert.h"
 #include "petrel/model.h"
 
 namespace petrel::test {
@@ -16,6 +17,9 @@ namespace petrel::test {
 std::string fixture_dir();                     // tests/fixtures
 std::string oracle_dir(const std::string& name);  // tests/fixtures/oracle/<name>
 nlohmann::json expected_for(const std::string& name);  // the oracle's expected.json for <name>
+// The converter options an oracle fixture was made for (its expected.json's
+// convert_positions and convert_norm), applied to o (o.checkpoint_dir is the fixture).
+void use_fixture_options(convert::ConvertOptions& o);
 // Model::load, throwing the loader's message on failure (Catch reports it).
 std::shared_ptr<const Model> load_model(const std::string& path);
 

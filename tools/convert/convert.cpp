@@ -31,6 +31,7 @@ bool file_exists(const std::string& path) {
 struct MarianConfig {
   uint32_t d_model = 0, encoder_layers = 0, decoder_layers = 0, heads = 0, ffn = 0, vocab = 0,
            max_positions = 0;
+  uint32_t target_vocab = 0;  // decoder_vocab_size: the decoder's table, the output projection's rows
   bool scale_embedding = false, normalize_before = false, tie_word_embeddings = true,
        share_embeddings = true;
   Activation activation = Activation::kSwish;
@@ -44,6 +45,7 @@ struct MarianConfig {
   int32_t forced_eos = -1;
   std::string generation_source;        // which file they came from
   std::vector<std::string> generation_notes;  // keys Petrel does not apply
+  std::vector<std::string> legacy_keys;       // ignored by transformers, consistent with Marian
 };
 
 class ConfigReader {
@@ -103,7 +105,7 @@ std::string format_number(double v) {
   return buf;
 }
 
-MarianConfig read_config(const std::string& path) {
+MarianConfig read_config(const std::string& path, const ConvertOptions& options) {
   ConfigReader r(path);
   MarianConfig c;
   std::string model_type = r.text("model_type", "marian");
@@ -119,23 +121,51 @@ MarianConfig read_config(const std::string& path) {
   if (r.positive("decoder_ffn_dim", c.ffn) != c.ffn)
     throw ConvertError(path + ": encoder_ffn_dim and decoder_ffn_dim differ (unsupported)");
   c.vocab = r.positive("vocab_size");
-  if (r.positive("decoder_vocab_size", c.vocab) != c.vocab)
-    throw ConvertError(path + ": decoder_vocab_size differs from vocab_size (unsupported)");
+  c.target_vocab = r.positive("decoder_vocab_size", c.vocab);
   c.max_positions = r.positive("max_position_embeddings");
   if (c.d_model % c.heads != 0)
     throw ConvertError(path + ": d_model " + std::to_string(c.d_model) +
                        " is not divisible by encoder_attention_heads " + std::to_string(c.heads));
   c.scale_embedding = r.flag("scale_embedding", false);
-  c.normalize_before = r.flag("normalize_before", false);
+  // Keys of the BART-era configs that transformers' MarianConfig ignores: checked
+  // against what Marian is (post-LN, sinusoidal positions, no embedding norm, no
+  // extra logits bias), never used to decide the structure. A contradiction is refused
+  // rather than guessed; --norm / --positions state a different structure deliberately.
+  struct Legacy {
+    const char* key;
+    bool marian_value;
+    const char* overridden_by;  // the converter flag that states the structure instead
+  };
+  for (const Legacy& k : {Legacy{"normalize_before", false, "--norm"}, Legacy{"add_final_layer_norm", false, "--norm"},
+                          Legacy{"static_position_embeddings", true, "--positions"},
+                          Legacy{"normalize_embedding", false, nullptr}, Legacy{"add_bias_logits", false, nullptr}}) {
+    if (!r.raw().contains(k.key) || r.raw()[k.key].is_null()) continue;
+    const bool value = r.flag(k.key, k.marian_value);
+    const bool overridden = k.overridden_by != nullptr &&
+                            (std::string(k.overridden_by) == "--norm" ? options.norm.has_value()
+                                                                      : options.positions != PositionChoice::kAuto);
+    if (value != k.marian_value && !overridden)
+      throw ConvertError(path + ": " + k.key + " = " + (value ? "true" : "false") +
+                         " contradicts model_type 'marian' (transformers ignores this key; a Marian model is " +
+                         (k.marian_value ? "built as if it were true" : "built as if it were false") + ")" +
+                         (k.overridden_by ? std::string("; pass ") + k.overridden_by +
+                                                " to convert such a model deliberately"
+                                          : std::string("; Petrel does not support it")));
+    c.legacy_keys.push_back(std::string(k.key) + "=" + (value ? "true" : "false"));
+  }
+  c.normalize_before = options.norm == NormPlacement::kPre;
   c.tie_word_embeddings = r.flag("tie_word_embeddings", true);
   c.share_embeddings = r.flag("share_encoder_decoder_embeddings", true);
+  if (c.share_embeddings && c.target_vocab != c.vocab)
+    throw ConvertError(path + ": decoder_vocab_size " + std::to_string(c.target_vocab) + " differs from vocab_size " +
+                       std::to_string(c.vocab) + ", but share_encoder_decoder_embeddings is true (one table)");
   std::string act = r.text("activation_function", "swish");
   if (act == "swish" || act == "silu") c.activation = Activation::kSwish;
   else if (act == "relu") c.activation = Activation::kRelu;
   else if (act == "gelu") c.activation = Activation::kGelu;
   else throw ConvertError(path + ": unknown activation_function '" + act + "' (relu, gelu, swish/silu are supported)");
-  c.pad = r.token("pad_token_id", c.vocab);
-  c.eos = r.token("eos_token_id", c.vocab);
+  c.pad = r.token("pad_token_id", c.target_vocab);
+  c.eos = r.token("eos_token_id", c.target_vocab);
   read_generation(r, c, /*from_generation_config=*/false);
   return c;
 }
@@ -149,9 +179,9 @@ void read_generation(const ConfigReader& r, MarianConfig& c, bool from_generatio
   auto given = [&](const char* key) { return j.contains(key) && !j[key].is_null(); };
   c.generation_source = path;
   c.decoder_start = given("decoder_start_token_id") || !from_generation_config
-                        ? r.token("decoder_start_token_id", c.vocab)
+                        ? r.token("decoder_start_token_id", c.target_vocab)
                         : c.decoder_start;
-  if (from_generation_config && given("eos_token_id") && r.token("eos_token_id", c.vocab) != c.eos)
+  if (from_generation_config && given("eos_token_id") && r.token("eos_token_id", c.target_vocab) != c.eos)
     throw ConvertError(path + ": eos_token_id " + j["eos_token_id"].dump() + " differs from config.json's " +
                        std::to_string(c.eos));
   c.bad_words.clear();
@@ -160,7 +190,7 @@ void read_generation(const ConfigReader& r, MarianConfig& c, bool from_generatio
     if (!bw.is_array()) throw ConvertError(path + ": bad_words_ids must be a list of lists");
     for (const json& seq : bw) {
       if (!seq.is_array() || seq.size() != 1 || !seq[0].is_number_integer() || seq[0].get<int64_t>() < 0 ||
-          seq[0].get<int64_t>() >= c.vocab)
+          seq[0].get<int64_t>() >= c.target_vocab)
         throw ConvertError(path + ": bad_words_ids entry " + seq.dump() +
                            " is not supported (single token ids below vocab_size are)");
       c.bad_words.push_back(seq[0].get<int32_t>());
@@ -183,7 +213,7 @@ void read_generation(const ConfigReader& r, MarianConfig& c, bool from_generatio
                          " is not supported (true or false are)");
     c.early_stopping = r.flag("early_stopping", false);
   }
-  c.forced_eos = given("forced_eos_token_id") ? r.token("forced_eos_token_id", c.vocab) : -1;
+  c.forced_eos = given("forced_eos_token_id") ? r.token("forced_eos_token_id", c.target_vocab) : -1;
   // Settings that change what generate() returns and Petrel does not apply: told, not hidden.
   c.generation_notes.clear();
   auto note_if = [&](const char* key, bool applies) {
@@ -315,12 +345,12 @@ PositionDecision decide_positions(Source& src, const std::string& tensor, const 
 
 // Reads one embedding table from the first present of `names`; the others, if
 // present, must be identical (they are tied copies).
-std::vector<float> read_tied(Source& src, const std::vector<std::string>& names, const MarianConfig& c,
+std::vector<float> read_tied(Source& src, const std::vector<std::string>& names, uint64_t rows, const MarianConfig& c,
                              std::string* used) {
   std::vector<float> table;
   for (const std::string& name : names) {
     if (!src.has(name)) continue;
-    std::vector<float> t = src.read(name, {c.vocab, c.d_model});
+    std::vector<float> t = src.read(name, {rows, c.d_model});
     if (table.empty()) {
       table = std::move(t);
       *used = name;
@@ -359,18 +389,20 @@ class Converter {
       std::vector<std::string> names = {"model.shared.weight", "model.encoder.embed_tokens.weight",
                                         "model.decoder.embed_tokens.weight"};
       if (c_.tie_word_embeddings) names.push_back("lm_head.weight");
-      auto table = read_tied(src_, names, c_, &enc_name);
+      auto table = read_tied(src_, names, c_.vocab, c_, &enc_name);
       enc_embed = dec_embed =
           matrix("embed_tokens", table, c_.vocab, c_.d_model, options_.embedding_dtype, embed_scale, tied_layout);
       embed_targets = {"embed_tokens"};
     } else {
-      auto enc = read_tied(src_, {"model.encoder.embed_tokens.weight"}, c_, &enc_name);
+      auto enc = read_tied(src_, {"model.encoder.embed_tokens.weight"}, c_.vocab, c_, &enc_name);
       enc_embed = matrix("encoder.embed_tokens", enc, c_.vocab, c_.d_model, options_.embedding_dtype, embed_scale);
-      std::vector<std::string> names = {"model.decoder.embed_tokens.weight", "model.shared.weight"};
+      // An older export's leftover model.shared only has the decoder's shape with one vocabulary.
+      std::vector<std::string> names = {"model.decoder.embed_tokens.weight"};
+      if (c_.target_vocab == c_.vocab) names.push_back("model.shared.weight");
       if (c_.tie_word_embeddings) names.push_back("lm_head.weight");
-      auto dec = read_tied(src_, names, c_, &dec_name);
-      dec_embed = matrix("decoder.embed_tokens", dec, c_.vocab, c_.d_model, options_.embedding_dtype, embed_scale,
-                         tied_layout);
+      auto dec = read_tied(src_, names, c_.target_vocab, c_, &dec_name);
+      dec_embed = matrix("decoder.embed_tokens", dec, c_.target_vocab, c_.d_model, options_.embedding_dtype,
+                         embed_scale, tied_layout);
       embed_targets = {"encoder.embed_tokens", "decoder.embed_tokens"};
     }
     if (embed_scale != 1.0f)
@@ -395,12 +427,13 @@ class Converter {
 
     int32_t output_proj = -1;
     if (!tied) {
-      auto w = src_.read("lm_head.weight", {c_.vocab, c_.d_model});
-      output_proj = matrix("output_proj", w, c_.vocab, c_.d_model, options_.linear_dtype, 1.0f, detail::Layout::kPanel16);
+      auto w = src_.read("lm_head.weight", {c_.target_vocab, c_.d_model});
+      output_proj =
+          matrix("output_proj", w, c_.target_vocab, c_.d_model, options_.linear_dtype, 1.0f, detail::Layout::kPanel16);
     }
     int32_t logits_bias = -1;
     if (src_.has("final_logits_bias")) {
-      auto b = src_.read("final_logits_bias", {1, c_.vocab});
+      auto b = src_.read("final_logits_bias", {1, c_.target_vocab});
       logits_bias = vector_tensor("final_logits_bias", b);
     }
     if (!output_norm_.empty())
@@ -409,6 +442,13 @@ class Converter {
     folds_.push_back({"attention_scale", attention_scale_, q_targets_, "1/sqrt(head_dim) folded into W_q and b_q"});
     src_.check_all_consumed();
 
+    if (!c_.legacy_keys.empty()) {
+      std::string keys;
+      for (const auto& k : c_.legacy_keys) keys += (keys.empty() ? "" : ", ") + k;
+      report_.notes.push_back("config.json keys transformers ignores, consistent with Marian: " + keys);
+    }
+    if (options_.norm)
+      report_.notes.push_back(std::string("layer norms: ") + to_string(*options_.norm) + "-LN (--norm)");
     auto tokenizer = read_vocab();
     auto shortlist = read_shortlist();
     std::vector<flatbuffers::Offset<fb::Fold>> folds;
@@ -451,6 +491,7 @@ class Converter {
     mb.add_num_heads(c_.heads);
     mb.add_ffn_dim(c_.ffn);
     mb.add_vocab_size(c_.vocab);
+    if (c_.target_vocab != c_.vocab) mb.add_target_vocab_size(c_.target_vocab);
     mb.add_max_positions(c_.max_positions);
     mb.add_norm(c_.normalize_before ? fb::NormPlacement::Pre : fb::NormPlacement::Post);
     mb.add_activation(static_cast<fb::Activation>(c_.activation));
@@ -589,14 +630,16 @@ class Converter {
     // SentencePiece models need their .spm files to tokenize, which Petrel does not
     // implement: store the vocabulary for display, but no text tokenizer.
     bool sentencepiece = file_exists(options_.checkpoint_dir + "/source.spm");
+    const bool word_tokenizer = !sentencepiece && c_.target_vocab == c_.vocab;
     report_.notes.push_back(std::string("vocabulary: ") + std::to_string(c_.vocab) + " tokens" +
-                            (sentencepiece ? " (SentencePiece model: text input is not supported, use token ids)"
-                                           : ", text tokenizer: words, unknown words as characters"));
+                            (sentencepiece    ? " (SentencePiece model: text input is not supported, use token ids)"
+                             : word_tokenizer ? ", text tokenizer: words, unknown words as characters"
+                                              : " (source only: a separate target vocabulary; use token ids)"));
     std::vector<flatbuffers::Offset<flatbuffers::String>> strings;
     for (const auto& t : vocab) strings.push_back(fbb_.CreateString(t));
     vocab_ = std::move(vocab);
     auto vec = fbb_.CreateVector(strings);
-    return fb::CreateTokenizer(fbb_, sentencepiece ? fb::TokenizerKind::None : fb::TokenizerKind::WordsThenChars, vec);
+    return fb::CreateTokenizer(fbb_, word_tokenizer ? fb::TokenizerKind::WordsThenChars : fb::TokenizerKind::None, vec);
   }
 
   flatbuffers::Offset<fb::Shortlist> read_shortlist() {
@@ -604,6 +647,9 @@ class Converter {
     if (path.empty()) return 0;
     if (vocab_.empty())
       throw ConvertError(path + ": a shortlist names tokens, so the checkpoint needs a vocab.json");
+    if (c_.target_vocab != c_.vocab)
+      throw ConvertError(path + ": shortlists of models with separate source and target vocabularies are not "
+                         "supported yet");
     if (options_.shortlist_best == 0) throw ConvertError("--shortlist-best must be at least 1");
     ShortlistTable t = read_lexical_shortlist(path, vocab_, options_.shortlist_first, options_.shortlist_best, c_.eos);
     if (t.candidates.empty()) throw ConvertError(path + ": no line names two tokens of the vocabulary");
@@ -642,6 +688,12 @@ DType parse_dtype(const std::string& text, const std::string& flag) {
   throw ConvertError(flag + ": unknown dtype '" + text + "' (f32, f16, int8)");
 }
 
+NormPlacement parse_norm(const std::string& text) {
+  if (text == "pre") return NormPlacement::kPre;
+  if (text == "post") return NormPlacement::kPost;
+  throw ConvertError("--norm: unknown value '" + text + "' (pre, post)");
+}
+
 PositionChoice parse_position_choice(const std::string& text) {
   if (text == "auto") return PositionChoice::kAuto;
   if (text == "sinusoidal-concatenated") return PositionChoice::kSinusoidalConcatenated;
@@ -659,7 +711,7 @@ ConvertReport convert_checkpoint(const ConvertOptions& options) {
     throw ConvertError(dir + ": not a checkpoint directory");
   if (options.embed_scale && !(std::isfinite(*options.embed_scale) && *options.embed_scale > 0))
     throw ConvertError("--embed-scale must be a positive number");
-  MarianConfig config = read_config(dir + "/config.json");
+  MarianConfig config = read_config(dir + "/config.json", options);
   if (file_exists(dir + "/generation_config.json"))
     read_generation(ConfigReader(dir + "/generation_config.json"), config, /*from_generation_config=*/true);
   std::unique_ptr<CheckpointFile> weights = open_checkpoint_weights(dir);

@@ -22,6 +22,9 @@ struct ConvertOptions {
   DType embedding_dtype = DType::kInt8;
   std::optional<double> embed_scale;  // overrides config's scale_embedding
   PositionChoice positions = PositionChoice::kAuto;
+  // Layer-norm placement. Unset: what the model type implies (Marian: post-LN);
+  // config keys transformers ignores (normalize_before) never decide it.
+  std::optional<NormPlacement> norm;
   // A lexical shortlist to store (Marian lex.s2t format; needs vocab.json): the
   // `first` target ids and each source token's `best` most likely targets.
   std::string shortlist_path;
@@ -54,5 +57,7 @@ ConvertReport convert_checkpoint(const ConvertOptions& options);
 // Parses "f32" | "f16" | "int8"; throws on anything else.
 DType parse_dtype(const std::string& text, const std::string& flag);
 PositionChoice parse_position_choice(const std::string& text);
+// Parses "pre" | "post"; throws on anything else.
+NormPlacement parse_norm(const std::string& text);
 
 }  // namespace petrel::convert

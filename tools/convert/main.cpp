@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   p.flag("embeddings", "DTYPE", "embedding table: f32, f16 or int8 (default int8)");
   p.flag("embed-scale", "X", "embedding scale to fold (default: sqrt(d_model) if scale_embedding)");
   p.flag("positions", "KIND", "auto, sinusoidal-concatenated, sinusoidal-interleaved, learned, none (default auto)");
+  p.flag("norm", "PLACEMENT", "pre or post: layer-norm placement, when it differs from what the model type implies");
   p.flag("shortlist", "LEX", "store a lexical shortlist: Marian's lex.s2t text format, \"TARGET SOURCE PROB\"\n"
                              "                              per line (needs vocab.json); petrel-run --shortlist uses it");
   p.flag("shortlist-first", "N", "shortlist: the first N target ids (the most frequent) always (default 100)");
@@ -61,6 +62,7 @@ int main(int argc, char** argv) {
     o.embedding_dtype = convert::parse_dtype(p.get("embeddings", "int8"), "--embeddings");
     if (p.has("embed-scale") && p.get("embed-scale") != "auto") o.embed_scale = p.get_double("embed-scale", 1.0);
     o.positions = convert::parse_position_choice(p.get("positions", "auto"));
+    if (p.has("norm")) o.norm = convert::parse_norm(p.get("norm"));
     o.shortlist_path = p.get("shortlist", "");
     o.shortlist_first = static_cast<uint32_t>(p.get_int("shortlist-first", 100, 0, 1 << 24));
     o.shortlist_best = static_cast<uint32_t>(p.get_int("shortlist-best", 100, 1, 1 << 16));

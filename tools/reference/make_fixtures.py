@@ -147,6 +147,9 @@ def build(name, spec, out_dir, seed):
         expected = {
             "name": name,
             "convert_positions": spec.get("convert_positions", "auto"),
+            # A pre-LN model of type marian is converted with --norm pre (the converter
+            # does not take the structure from config keys transformers ignores).
+            "convert_norm": "pre" if cfg.normalize_before else "auto",
             "inputs": inputs,
             "max_new_tokens": MAX_NEW,
             "encoder_states": [memory[b, :len(s)].tolist() for b, s in enumerate(inputs)],
