@@ -24,7 +24,7 @@ namespace {
 
 const std::vector<std::string> kFixtures = {"post_swish_concat_tied", "pre_gelu_interleaved_untied",
                                             "post_relu_learned_unshared", "older_export_concat", "generation_eos5",
-                                            "separate_vocab_untied"};
+                                            "separate_vocab_untied", "tc_big_d1024"};
 
 // Greedy decoding as the fixtures' "greedy" sections were made (not the model's own
 // defaults, which generation_eos5 sets otherwise).
@@ -36,11 +36,15 @@ TranslateOptions greedy_options(size_t max_new) {
   return o;
 }
 
-std::string convert_fixture(const std::string& name, DType dtype, const TempDir& tmp) {
-  json e = expected_for(name);
+// Converted once per process and dtype (tc_big_d1024 alone is 50 MB of f32 weights);
+// `tmp` is kept for the callers' sake.
+std::string convert_fixture(const std::string& name, DType dtype, const TempDir& /*tmp*/) {
+  static TempDir converted;
+  const std::string out = converted.file(name + "-" + to_string(dtype) + ".petrel");
+  if (exists(out)) return out;
   convert::ConvertOptions o;
-  o.checkpoint_dir = oracle_dir(name);
-  o.output_path = tmp.file(name + "-" + to_string(dtype) + ".petrel");
+  o.checkpoint_dir = fixture_checkpoint(name);
+  o.output_path = out;
   o.linear_dtype = o.embedding_dtype = dtype;
   use_fixture_options(o);
   convert::convert_checkpoint(o);
@@ -216,7 +220,7 @@ TEST_CASE("int8 and f16 models agree with the f32 oracle (teacher-forced top-1) 
   WARN(to_string(dtype) << " on " << isa << ": teacher-forced top-1 agreement with the f32 oracle: " << agree << "/" << total << " = "
                         << rate * 100 << "%");
   // Random weights are harsher than trained ones; floors sit a little under the
-  // measured figures (int8 measured 143/144 = 99.3%, f16 144/144).
+  // measured figures (int8 measured 256/258 = 99.2% over the seven fixtures, f16 258/258).
   CHECK(rate >= (dtype == DType::kF16 ? 0.99 : 0.97));
 }
 

@@ -21,6 +21,46 @@ nlohmann::json expected_for(const std::string& name) {
   return nlohmann::json::parse(in);
 }
 
+namespace {
+
+// tools/reference/make_fixtures.py's generator: element i of a tensor with seed s is
+// center + scale * (2u - 1), u = top 24 bits of splitmix64(s * 0x9E3779B97F4A7C15 + i) / 2^24.
+std::vector<float> generated_tensor(uint64_t seed, size_t count, double center, double scale) {
+  std::vector<float> out(count);
+  for (size_t i = 0; i < count; ++i) {
+    uint64_t z = seed * 0x9E3779B97F4A7C15ull + i + 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    const double u = static_cast<double>(z >> 40) / double(1 << 24);
+    out[i] = static_cast<float>(center + scale * (2.0 * u - 1.0));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string fixture_checkpoint(const std::string& name) {
+  const std::string dir = oracle_dir(name);
+  std::ifstream manifest(dir + "/generated_weights.json");
+  if (!manifest) return dir;
+  static TempDir generated;  // once per process: regenerating 50 MB per test would be slow
+  const std::string out = generated.file(name);
+  if (exists(out + "/model.safetensors")) return out;
+  copy_dir(dir, out);
+  std::map<std::string, RawTensor> tensors;
+  for (const auto& t : nlohmann::json::parse(manifest)) {
+    RawTensor raw;
+    raw.shape = t["shape"].get<std::vector<uint64_t>>();
+    size_t count = 1;
+    for (uint64_t d : raw.shape) count *= d;
+    raw.values = generated_tensor(t["seed"], count, t["center"], t["scale"]);
+    tensors[t["name"]] = std::move(raw);
+  }
+  write_checkpoint(out + "/model.safetensors", tensors);
+  return out;
+}
+
 void use_fixture_options(convert::ConvertOptions& o) {
   std::ifstream in(o.checkpoint_dir + "/expected.json");
   if (!in) return;

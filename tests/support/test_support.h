@@ -17,6 +17,10 @@ namespace petrel::test {
 std::string fixture_dir();                     // tests/fixtures
 std::string oracle_dir(const std::string& name);  // tests/fixtures/oracle/<name>
 nlohmann::json expected_for(const std::string& name);  // the oracle's expected.json for <name>
+// The checkpoint directory of oracle fixture <name>: the committed directory, or for a
+// fixture whose weights are too big to commit (generated_weights.json), a copy in a
+// process-wide temporary directory with model.safetensors regenerated.
+std::string fixture_checkpoint(const std::string& name);
 // The converter options an oracle fixture was made for (its expected.json's
 // convert_positions and convert_norm), applied to o (o.checkpoint_dir is the fixture).
 void use_fixture_options(convert::ConvertOptions& o);

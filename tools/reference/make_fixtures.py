@@ -12,6 +12,7 @@ import json
 import os
 import sys
 
+import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -45,6 +46,11 @@ CONFIGS = {
     "separate_vocab_untied": dict(cfg=dict(activation="swish", positions="concatenated", scale_embedding=True,
                                            share=False, tie=False, target_vocab=40),
                                   beam=3, alpha=1.0),
+    # The shape of opus-mt's tc-big models (d_model 1024, 16 heads) at tiny depth, with
+    # weights a test regenerates (50 MB as f32: not committed).
+    "tc_big_d1024": dict(cfg=dict(activation="swish", positions="concatenated", scale_embedding=True,
+                                  d_model=1024, heads=16, ffn=256, encoder_layers=1, decoder_layers=1, vocab=40),
+                         beam=3, alpha=1.0, generated_weights=True),
 }
 
 
@@ -63,6 +69,43 @@ def init_weights(model, gen, eos_boost):
         model.final_logits_bias.copy_(0.1 * torch.randn(model.final_logits_bias.shape, generator=gen))
         # Make EOS a real contender so finished hypotheses occur within MAX_NEW steps.
         model.final_logits_bias[0, model.cfg.eos] += eos_boost
+
+
+# Weights a test can regenerate (fixtures too big to commit, e.g. d_model 1024): tensor k
+# of the sorted names, element i = center + scale * (2u - 1), u = the top 24 bits of
+# splitmix64(seed_k * 0x9E3779B97F4A7C15 + i) / 2^24, computed in double and rounded to
+# f32. tests/support/test_support.cpp (generated_tensor) implements the same.
+def splitmix64_uniform(seed, count):
+    with np.errstate(over="ignore"):
+        z = np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) + np.arange(count, dtype=np.uint64)
+        z = z + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    return (z >> np.uint64(40)).astype(np.float64) / float(1 << 24)
+
+
+def generated_weights(model):
+    """Fills `model` from the generator; returns the manifest that regenerates it."""
+    sd = ref.state_dict_for_export(model)
+    manifest, values = [], {}
+    for k, name in enumerate(sorted(sd)):
+        shape = list(sd[name].shape)
+        if "layer_norm" in name and name.endswith("weight"):
+            center, scale = 1.0, 0.3
+        elif name.endswith("bias"):
+            center, scale = 0.0, 0.15
+        elif "embed" in name or "shared" in name:
+            center, scale = 0.0, 0.25
+        else:  # a linear layer's [out, in] weight: std about 1/sqrt(in)
+            center, scale = 0.0, (3.0 / shape[-1]) ** 0.5
+        count = int(np.prod(shape))
+        v = (center + scale * (2.0 * splitmix64_uniform(k + 1, count) - 1.0)).astype(np.float32)
+        values[name] = torch.from_numpy(v.reshape(shape))
+        manifest.append({"name": name, "shape": shape, "seed": k + 1, "center": center, "scale": scale})
+    missing, unexpected = model.load_state_dict(values, strict=False)
+    assert not unexpected, unexpected
+    return manifest
 
 
 def make_batch(cfg, gen, lengths):
@@ -124,6 +167,7 @@ def build(name, spec, out_dir, seed):
     cfg = ref.Config(**spec["cfg"])
     model = ref.Model(cfg).eval()
     init_weights(model, gen, spec.get("eos_boost", 1.0))
+    manifest = generated_weights(model) if spec.get("generated_weights") else None
     d = os.path.join(out_dir, name)
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "config.json"), "w") as f:
@@ -132,8 +176,12 @@ def build(name, spec, out_dir, seed):
         with open(os.path.join(d, "generation_config.json"), "w") as f:
             json.dump(spec["generation_config"], f, indent=2)
     forced_eos = spec.get("forced_eos")  # the model's forced_eos_token_id applies to every search
-    ref.write_safetensors(os.path.join(d, "model.safetensors"),
-                          ref.state_dict_for_export(model, spec.get("older_export", False)))
+    if manifest is not None:  # too big to commit: the test regenerates model.safetensors
+        with open(os.path.join(d, "generated_weights.json"), "w") as f:
+            json.dump(manifest, f, indent=1)
+    else:
+        ref.write_safetensors(os.path.join(d, "model.safetensors"),
+                              ref.state_dict_for_export(model, spec.get("older_export", False)))
     if spec.get("vocab_json"):
         vocab = {("</s>" if i == cfg.eos else "<pad>" if i == cfg.pad else f"w{i}"): i for i in range(cfg.vocab)}
         with open(os.path.join(d, "vocab.json"), "w") as f:
