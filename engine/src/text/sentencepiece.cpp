@@ -1,0 +1,287 @@
+// Building a SentencePiece from an untrusted spec, the encode driver (normalize, segment,
+// then upstream's PopulateSentencePieceText) and decoding (upstream's
+// SentencePieceProcessor::Decode). The two segmentation algorithms live in
+// spm_unigram.cpp and spm_bpe.cpp.
+#include "text/sentencepiece.h"
+
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
+
+namespace petrel::text {
+namespace {
+
+// A piece for an error message: at most 40 bytes, control and non-ASCII bytes as \xNN.
+std::string quoted(std::string_view s) {
+  std::string out = "'";
+  for (size_t i = 0; i < s.size() && i < 40; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\'' && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    }
+  }
+  if (s.size() > 40) out += "...";
+  return out + "'";
+}
+
+// "<0x41>" -> 0x41; -1 unless the piece is exactly upstream's ByteToPiece format
+// ("<0x%02X>", upper-case hex).
+int byte_of_piece(std::string_view piece) {
+  if (piece.size() != 6 || piece.compare(0, 3, "<0x") != 0 || piece[5] != '>') return -1;
+  auto hex = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1; };
+  const int hi = hex(piece[3]), lo = hex(piece[4]);
+  return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
+
+Error format_error(const std::string& where, const std::string& what) {
+  return Error{ErrorCode::kFormat, where + ": " + what};
+}
+
+}  // namespace
+
+Result<SentencePiece> SentencePiece::create(const SentencePieceSpec& spec, const std::string& where) {
+  SentencePiece sp;
+  if (spec.algorithm != SpmAlgorithm::kUnigram && spec.algorithm != SpmAlgorithm::kBpe)
+    return format_error(where, "trainer_spec.model_type: " + std::to_string(static_cast<int>(spec.algorithm)) +
+                                   " is neither UNIGRAM (1) nor BPE (2)");
+  const size_t n = spec.pieces.size();
+  if (n == 0) return format_error(where, "pieces: the model has no pieces");
+  if (n > static_cast<size_t>(INT32_MAX)) return format_error(where, "pieces: more than 2^31 - 1 pieces");
+  if (spec.scores.size() != n)
+    return format_error(where, "scores: " + std::to_string(spec.scores.size()) + " scores for " +
+                                   std::to_string(n) + " pieces");
+  if (spec.types.size() != n)
+    return format_error(where, "types: " + std::to_string(spec.types.size()) + " types for " + std::to_string(n) +
+                                   " pieces");
+
+  sp.algorithm_ = spec.algorithm;
+  sp.pieces_ = spec.pieces;
+  sp.scores_ = spec.scores;
+  sp.types_ = spec.types;
+  sp.byte_fallback_ = spec.byte_fallback;
+  sp.unk_surface_ = std::string(spec.unk_surface);
+  sp.remove_extra_whitespaces_ = spec.remove_extra_whitespaces;
+  sp.strip_leading_space_ = spec.add_dummy_prefix || spec.remove_extra_whitespaces;
+  // Upstream starts from FLT_MAX / FLT_MIN (the smallest positive float, not the most
+  // negative one); user-defined pieces score length * max_score - 0.1, so keep it.
+  sp.min_score_ = FLT_MAX;
+  sp.max_score_ = FLT_MIN;
+  sp.unk_id_ = -1;
+  for (int32_t& id : sp.byte_ids_) id = -1;
+
+  for (size_t i = 0; i < n; ++i) {
+    const std::string field = "pieces[" + std::to_string(i) + "]";
+    const std::string_view piece = spec.pieces[i];
+    if (piece.empty()) return format_error(where, field + ".piece: empty (a piece must not be empty)");
+    if (std::isnan(spec.scores[i])) return format_error(where, field + ".score: NaN");
+    const auto id = static_cast<int32_t>(i);
+    switch (spec.types[i]) {
+      case PieceType::kNormal:
+        sp.min_score_ = std::min(sp.min_score_, spec.scores[i]);
+        sp.max_score_ = std::max(sp.max_score_, spec.scores[i]);
+        break;
+      case PieceType::kUnknown:
+        if (sp.unk_id_ >= 0)
+          return format_error(where, field + ".type: a second UNKNOWN piece " + quoted(piece) + " (pieces[" +
+                                         std::to_string(sp.unk_id_) + "] is one already)");
+        sp.unk_id_ = id;
+        break;
+      case PieceType::kControl:
+        // BPE starts from single characters and looks each up among all pieces; a
+        // control piece there would be emitted without consuming text, which upstream
+        // rejects mid-encode ("all normalized characters are not consumed").
+        if (spec.algorithm == SpmAlgorithm::kBpe && utf8::lead_length(static_cast<unsigned char>(piece[0])) >= piece.size())
+          return format_error(where, field + ": the CONTROL piece " + quoted(piece) +
+                                         " is a single character, which a BPE model cannot encode");
+        break;
+      case PieceType::kUserDefined:
+        sp.has_user_defined_ = true;
+        break;
+      case PieceType::kUnused:
+        sp.has_unused_ = true;
+        break;
+      case PieceType::kByte: {
+        if (!spec.byte_fallback)
+          return format_error(where, field + ": BYTE piece " + quoted(piece) +
+                                         " although trainer_spec.byte_fallback is false");
+        const int byte = byte_of_piece(piece);
+        if (byte < 0) return format_error(where, field + ": BYTE piece " + quoted(piece) + " is not <0x00>..<0xFF>");
+        sp.byte_ids_[byte] = id;  // a second <0xNN> is a duplicate piece, caught below
+        break;
+      }
+      default:
+        return format_error(where, field + ".type: " + std::to_string(static_cast<int>(spec.types[i])) +
+                                       " is no piece type (1..6)");
+    }
+  }
+  if (sp.unk_id_ < 0) return format_error(where, "pieces: no piece of type UNKNOWN");
+  if (spec.byte_fallback) {
+    for (int b = 0; b < 256; ++b) {
+      if (sp.byte_ids_[b] < 0) {
+        char name[8];
+        std::snprintf(name, sizeof name, "<0x%02X>", b);
+        return format_error(where, std::string("pieces: trainer_spec.byte_fallback is true but there is no BYTE piece ") + name);
+      }
+    }
+  }
+  // Upstream keeps two maps (normal/user-defined/unused pieces, and the others) and
+  // tolerates one string in both; one piece string per id here, so ids and strings
+  // convert both ways.
+  if (const PieceTrie::Duplicate dup = sp.trie_.build(sp.pieces_); dup.first >= 0)
+    return format_error(where, "pieces[" + std::to_string(dup.second) + "]: " + quoted(sp.pieces_[static_cast<size_t>(dup.second)]) +
+                                   " duplicates pieces[" + std::to_string(dup.first) + "]");
+
+  Result<CharsMap> map = CharsMap::parse(spec.precompiled_charsmap, where + ": normalizer_spec");
+  if (!map) return map.error();
+  NormalizerFlags flags;
+  flags.add_dummy_prefix = spec.add_dummy_prefix;
+  flags.remove_extra_whitespaces = spec.remove_extra_whitespaces;
+  flags.escape_whitespaces = spec.escape_whitespaces;
+  flags.treat_whitespace_as_suffix = spec.treat_whitespace_as_suffix;
+  sp.normalizer_ = Normalizer(map.value(), flags);
+  return sp;
+}
+
+int32_t SentencePiece::piece_to_id(std::string_view piece) const {
+  const int32_t id = trie_.find(piece);
+  return id < 0 ? unk_id_ : id;
+}
+
+size_t SentencePiece::longest_user_defined(std::string_view text) const {
+  size_t longest = 0;
+  uint32_t node = PieceTrie::root();
+  for (size_t i = 0; i < text.size(); ++i) {
+    node = trie_.child(node, static_cast<unsigned char>(text[i]));
+    if (node == PieceTrie::kNone) break;
+    const int32_t id = trie_.id(node);
+    if (id >= 0 && types_[static_cast<size_t>(id)] == PieceType::kUserDefined) longest = i + 1;
+  }
+  return longest;
+}
+
+Status SentencePiece::encode(std::string_view text, Encoding& out) const {
+  out.pieces_.clear();
+  out.spans_.clear();
+  Status normalized = normalizer_.normalize(text, has_user_defined_ ? this : nullptr, kMaxNormalizedBytes,
+                                            out.normalized_);
+  if (!normalized) {
+    out.normalized_.clear();
+    return normalized;
+  }
+  if (out.normalized_.empty()) return Status::ok();
+  const std::string_view view(out.normalized_.data(), out.normalized_.size());
+  if (algorithm_ == SpmAlgorithm::kUnigram)
+    encode_unigram(view, out);
+  else
+    encode_bpe(view, out);
+  emit_pieces(out);
+  return Status::ok();
+}
+
+void SentencePiece::emit_pieces(Encoding& work) const {
+  bool previous_unknown = false;
+  for (const Encoding::Span& span : work.spans_) {
+    const bool unknown = types_[static_cast<size_t>(span.id)] == PieceType::kUnknown;
+    if (unknown && byte_fallback_) {
+      for (uint32_t i = 0; i < span.size; ++i) {
+        const int32_t id = byte_ids_[static_cast<unsigned char>(work.normalized_[span.begin + i])];
+        work.pieces_.push_back(Piece{id, pieces_[static_cast<size_t>(id)]});
+      }
+    } else if (unknown && previous_unknown) {  // one piece for a run of unknown characters
+      std::string_view& text = work.pieces_.back().text;
+      text = std::string_view(text.data(), text.size() + span.size);
+    } else if (unknown) {  // its text is the input's (normalized), not the unknown piece's
+      work.pieces_.push_back(Piece{span.id, std::string_view(work.normalized_.data() + span.begin, span.size)});
+    } else {
+      work.pieces_.push_back(Piece{span.id, pieces_[static_cast<size_t>(span.id)]});
+    }
+    previous_unknown = unknown;
+  }
+}
+
+template <class PieceAt>
+void SentencePiece::decode_impl(size_t count, PieceAt piece_at, std::string& out) const {
+  out.clear();
+  std::string bytes;  // a run of byte pieces, decoded together as UTF-8
+  auto flush_bytes = [&]() {
+    for (size_t at = 0; at < bytes.size();) {
+      const size_t length = utf8::valid_length(bytes.data() + at, bytes.size() - at);
+      if (length == 0) {
+        out += kReplacementCharacter;
+        at += 1;
+      } else {
+        out.append(bytes, at, length);
+        at += length;
+      }
+    }
+    bytes.clear();
+  };
+  // Upstream strips the ▁ of the first piece that yields text (the dummy prefix),
+  // while the output is still empty.
+  bool at_start = true, stripped_space = false;
+  for (size_t i = 0; i < count; ++i) {
+    std::string_view piece;
+    int32_t id = 0;
+    piece_at(i, piece, id);
+    const PieceType type = types_[static_cast<size_t>(id)];
+    if (type == PieceType::kByte) {
+      bytes.push_back(static_cast<char>(byte_of_piece(pieces_[static_cast<size_t>(id)])));
+      continue;
+    }
+    flush_bytes();
+    if (stripped_space || !out.empty()) at_start = false;
+    stripped_space = false;
+    if (type == PieceType::kControl) continue;  // <s>, </s>: invisible
+    if (type == PieceType::kUnknown) {
+      out += piece == pieces_[static_cast<size_t>(id)] ? std::string_view(unk_surface_) : piece;
+      continue;
+    }
+    if (at_start && strip_leading_space_ && piece.compare(0, kSpaceSymbol.size(), kSpaceSymbol) == 0) {
+      piece.remove_prefix(kSpaceSymbol.size());
+      stripped_space = !remove_extra_whitespaces_;
+    }
+    for (size_t at = 0;;) {  // ▁ -> space
+      const size_t found = piece.find(kSpaceSymbol, at);
+      out.append(piece.data() + at, (found == std::string_view::npos ? piece.size() : found) - at);
+      if (found == std::string_view::npos) break;
+      out += ' ';
+      at = found + kSpaceSymbol.size();
+    }
+  }
+  flush_bytes();
+}
+
+Status SentencePiece::decode(const int32_t* ids, size_t count, std::string& out) const {
+  for (size_t i = 0; i < count; ++i) {
+    if (ids[i] < 0 || ids[i] >= size()) {
+      out.clear();
+      return Error{ErrorCode::kInvalidArgument, "token id " + std::to_string(ids[i]) + " (position " +
+                                                    std::to_string(i) + ") is outside the " +
+                                                    std::to_string(size()) + " SentencePiece pieces"};
+    }
+  }
+  decode_impl(
+      count,
+      [&](size_t i, std::string_view& piece, int32_t& id) {
+        id = ids[i];
+        piece = pieces_[static_cast<size_t>(id)];
+      },
+      out);
+  return Status::ok();
+}
+
+void SentencePiece::decode_pieces(const std::string_view* pieces, size_t count, std::string& out) const {
+  decode_impl(
+      count,
+      [&](size_t i, std::string_view& piece, int32_t& id) {
+        piece = pieces[i];
+        id = piece_to_id(piece);
+      },
+      out);
+}
+
+}  // namespace petrel::text

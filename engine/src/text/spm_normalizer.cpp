@@ -1,0 +1,160 @@
+#include "text/spm_normalizer.h"
+
+#include <cstring>
+
+namespace petrel::text {
+
+namespace utf8 {
+
+size_t valid_length(const char* p, size_t n) {
+  auto byte = [p](size_t i) { return static_cast<uint32_t>(static_cast<unsigned char>(p[i])); };
+  auto trail = [&byte](size_t i) { return (byte(i) & 0xc0) == 0x80; };
+  auto scalar = [](uint32_t c) { return c < 0xd800 || (c >= 0xe000 && c <= 0x10ffff); };
+  const uint32_t lead = byte(0);
+  if (lead < 0x80) return 1;
+  if (n >= 2 && (lead & 0xe0) == 0xc0) {
+    const uint32_t c = ((lead & 0x1f) << 6) | (byte(1) & 0x3f);
+    return trail(1) && c >= 0x80 ? 2 : 0;
+  }
+  if (n >= 3 && (lead & 0xf0) == 0xe0) {
+    const uint32_t c = ((lead & 0x0f) << 12) | ((byte(1) & 0x3f) << 6) | (byte(2) & 0x3f);
+    return trail(1) && trail(2) && c >= 0x800 && scalar(c) ? 3 : 0;
+  }
+  if (n >= 4 && (lead & 0xf8) == 0xf0) {
+    const uint32_t c =
+        ((lead & 0x07) << 18) | ((byte(1) & 0x3f) << 12) | ((byte(2) & 0x3f) << 6) | (byte(3) & 0x3f);
+    return trail(1) && trail(2) && trail(3) && c >= 0x10000 && scalar(c) ? 4 : 0;
+  }
+  return 0;
+}
+
+}  // namespace utf8
+
+namespace {
+
+// darts-clone's unit layout (darts.h, DoubleArrayUnit).
+bool has_leaf(uint32_t unit) { return ((unit >> 8) & 1) == 1; }
+uint32_t label(uint32_t unit) { return unit & ((1u << 31) | 0xff); }
+size_t offset(uint32_t unit) { return static_cast<size_t>(unit >> 10) << ((unit & (1u << 9)) >> 6); }
+uint32_t value(uint32_t unit) { return unit & ((1u << 31) - 1); }
+
+uint32_t load_le32(const unsigned char* p) {
+  return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 | static_cast<uint32_t>(p[2]) << 16 |
+         static_cast<uint32_t>(p[3]) << 24;
+}
+
+}  // namespace
+
+Result<CharsMap> CharsMap::parse(std::string_view blob, const std::string& where) {
+  CharsMap map;
+  if (blob.empty()) return map;
+  if (blob.size() <= 4)
+    return Error{ErrorCode::kFormat, where + ": precompiled_charsmap: " + std::to_string(blob.size()) +
+                                         " bytes, too short for its 4-byte trie size"};
+  const auto* bytes = reinterpret_cast<const unsigned char*>(blob.data());
+  const uint32_t trie_size = load_le32(bytes);
+  if (trie_size > blob.size() - 4)
+    return Error{ErrorCode::kFormat, where + ": precompiled_charsmap: its trie of " + std::to_string(trie_size) +
+                                         " bytes runs past the end of the " + std::to_string(blob.size()) +
+                                         "-byte map"};
+  map.units_ = bytes + 4;
+  map.unit_count_ = trie_size / 4;  // as upstream: a partial unit at the end is ignored
+  map.replacements_ = blob.substr(4 + static_cast<size_t>(trie_size));
+  return map;
+}
+
+uint32_t CharsMap::unit(size_t index) const { return load_le32(units_ + 4 * index); }
+
+size_t CharsMap::longest_match(std::string_view text, std::string_view& replacement) const {
+  if (unit_count_ == 0) return 0;
+  size_t longest = 0;
+  size_t node = offset(unit(0));
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    node ^= byte;
+    if (node >= unit_count_) break;
+    const uint32_t u = unit(node);
+    if (label(u) != byte) break;
+    node ^= offset(u);
+    if (!has_leaf(u)) continue;
+    if (node >= unit_count_) break;
+    const uint32_t at = value(unit(node));
+    if (at >= replacements_.size()) continue;  // hostile offset: not a rule
+    const char* begin = replacements_.data() + at;
+    const size_t room = replacements_.size() - at;
+    const void* nul = std::memchr(begin, '\0', room);
+    replacement = std::string_view(begin, nul ? static_cast<size_t>(static_cast<const char*>(nul) - begin) : room);
+    longest = i + 1;
+  }
+  return longest;
+}
+
+std::string_view Normalizer::normalize_prefix(std::string_view input, const SymbolMatcher* matcher,
+                                              size_t& consumed) const {
+  if (matcher != nullptr) {
+    if (const size_t n = matcher->longest_user_defined(input); n > 0) {
+      consumed = n;
+      return input.substr(0, n);
+    }
+  }
+  std::string_view replacement;
+  if (const size_t n = map_.longest_match(input, replacement); n > 0) {
+    consumed = n;
+    return replacement;
+  }
+  const size_t n = utf8::valid_length(input.data(), input.size());
+  if (n == 0) {  // malformed: one byte becomes U+FFFD
+    consumed = 1;
+    return kReplacementCharacter;
+  }
+  consumed = n;
+  return input.substr(0, n);
+}
+
+Status Normalizer::normalize(std::string_view input, const SymbolMatcher* matcher, size_t max_output,
+                             std::vector<char>& out) const {
+  out.clear();
+  size_t consumed = 0;
+  if (flags_.remove_extra_whitespaces) {  // leading spaces (after normalization) go
+    while (!input.empty()) {
+      if (normalize_prefix(input, matcher, consumed) != " ") break;
+      input.remove_prefix(consumed);
+    }
+  }
+  if (input.empty()) return Status::ok();
+
+  const std::string_view space = flags_.escape_whitespaces ? kSpaceSymbol : std::string_view(" ");
+  auto append = [&out](std::string_view s) { out.insert(out.end(), s.begin(), s.end()); };
+  out.reserve(input.size() * 3);
+  if (!flags_.treat_whitespace_as_suffix && flags_.add_dummy_prefix) append(space);
+
+  bool previous_is_space = flags_.remove_extra_whitespaces;
+  while (!input.empty()) {
+    std::string_view piece = normalize_prefix(input, matcher, consumed);
+    while (previous_is_space && !piece.empty() && piece.front() == ' ') piece.remove_prefix(1);
+    if (!piece.empty()) {
+      for (char c : piece) {
+        if (c == ' ' && flags_.escape_whitespaces)
+          append(kSpaceSymbol);
+        else
+          out.push_back(c);
+      }
+      previous_is_space = piece.back() == ' ';
+      if (out.size() > max_output)
+        return Error{ErrorCode::kInvalidArgument,
+                     "the normalized text exceeds " + std::to_string(max_output) + " bytes"};
+    }
+    input.remove_prefix(consumed);
+    if (!flags_.remove_extra_whitespaces) previous_is_space = false;
+  }
+
+  if (flags_.remove_extra_whitespaces) {  // trailing spaces go
+    while (out.size() >= space.size() &&
+           std::memcmp(out.data() + out.size() - space.size(), space.data(), space.size()) == 0)
+      out.resize(out.size() - space.size());
+  }
+  if (flags_.treat_whitespace_as_suffix && flags_.add_dummy_prefix) append(space);
+  return Status::ok();
+}
+
+}  // namespace petrel::text

@@ -1,0 +1,95 @@
+// SentencePiece's text normalizer: the precompiled character map (a darts-clone
+// double-array trie of rules plus their NUL-terminated replacements), longest-match
+// rewriting, and the whitespace rules (dummy prefix, extra-whitespace removal, ▁
+// escaping). Semantics follow upstream's normalizer.cc (0.1.97) exactly; the map comes
+// from an untrusted file, so every unit index and replacement offset is checked where
+// it is read.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "petrel/status.h"
+
+namespace petrel::text {
+
+// U+2581 LOWER ONE EIGHTH BLOCK, SentencePiece's visible space.
+inline constexpr std::string_view kSpaceSymbol = "\xe2\x96\x81";
+inline constexpr std::string_view kReplacementCharacter = "\xef\xbf\xbd";  // U+FFFD
+
+namespace utf8 {
+
+// Length of the character starting with byte `lead` as upstream's OneCharLen guesses it
+// from the lead byte alone (1 for ASCII and stray continuation bytes, 2/3/4 otherwise).
+inline size_t lead_length(unsigned char lead) {
+  return static_cast<size_t>("\1\1\1\1\1\1\1\1\1\1\1\1\2\2\3\4"[lead >> 4]);
+}
+
+// Decodes one character of [p, p + n), n >= 1, as upstream's DecodeUTF8 +
+// IsValidDecodeUTF8: returns its length when it is well-formed (shortest form, no
+// surrogate, at most U+10FFFF), 0 when the first byte starts no valid character.
+size_t valid_length(const char* p, size_t n);
+
+}  // namespace utf8
+
+// The double-array trie of a precompiled charsmap: a view into the caller's bytes.
+class CharsMap {
+ public:
+  CharsMap() = default;
+  // Splits `blob` (<uint32 LE trie size><trie units><replacement strings>); an empty
+  // blob is no map. Errors name `where`.
+  static Result<CharsMap> parse(std::string_view blob, const std::string& where);
+
+  bool empty() const { return unit_count_ == 0; }
+  // The longest rule that is a prefix of `text` (0 if none) and its replacement.
+  // A rule whose replacement offset lies outside the string block is ignored.
+  size_t longest_match(std::string_view text, std::string_view& replacement) const;
+
+ private:
+  uint32_t unit(size_t index) const;
+  const unsigned char* units_ = nullptr;
+  size_t unit_count_ = 0;
+  std::string_view replacements_;
+};
+
+// What Normalizer needs besides the map. Defaults are the proto2 defaults.
+struct NormalizerFlags {
+  bool add_dummy_prefix = true;
+  bool remove_extra_whitespaces = true;
+  bool escape_whitespaces = true;
+  bool treat_whitespace_as_suffix = false;
+};
+
+class Normalizer {
+ public:
+  // Finds the longest user-defined symbol that is a prefix of a text (0: none).
+  // User-defined symbols pass through normalization untouched.
+  class SymbolMatcher {
+   public:
+    virtual ~SymbolMatcher() = default;
+    virtual size_t longest_user_defined(std::string_view text) const = 0;
+  };
+
+  Normalizer() = default;
+  Normalizer(CharsMap map, NormalizerFlags flags) : map_(map), flags_(flags) {}
+
+  // Appends the normalized form of `input` to `out` (which is cleared first).
+  // `matcher` may be null (no user-defined symbols). Fails only when the output would
+  // exceed `max_output` bytes.
+  Status normalize(std::string_view input, const SymbolMatcher* matcher, size_t max_output,
+                   std::vector<char>& out) const;
+
+ private:
+  // One step of the rewrite: the replacement of the prefix of `input` and how many
+  // input bytes it consumes (>= 1).
+  std::string_view normalize_prefix(std::string_view input, const SymbolMatcher* matcher,
+                                    size_t& consumed) const;
+
+  CharsMap map_;
+  NormalizerFlags flags_;
+};
+
+}  // namespace petrel::text

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Petrel's SentencePiece against Debian's, line for line, over the held-out corpus
+# (tests/fixtures/sentencepiece/corpus.txt.xz) and every committed model:
+# spm_encode --output_format=piece|id and spm_decode --input_format=id|piece against
+# spm_tool (tests/spm_tool.cpp) on the same input; any differing line fails.
+#
+#   spm_oracle.sh SPM_TOOL FIXTURES_DIR MAX_LINES [EMULATOR...]
+#
+# MAX_LINES 0 means the whole corpus. Exits 77 (ctest: skipped) when spm_encode is not
+# installed (Debian package `sentencepiece`).
+set -euo pipefail
+
+tool=$1 fixtures=$2 max_lines=$3
+shift 3
+emulator=("$@")
+
+for t in spm_encode spm_decode; do
+  if ! command -v "$t" >/dev/null; then
+    echo "SKIPPED: $t is not installed (Debian package 'sentencepiece'); the oracle comparison needs it"
+    exit 77
+  fi
+done
+command -v xz >/dev/null || { echo "FAILED: xz is not installed (Debian package 'xz-utils')"; exit 1; }
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+if [[ "$max_lines" -gt 0 ]]; then
+  xz -dc "$fixtures/corpus.txt.xz" | head -n "$max_lines" >"$work/corpus.txt"
+else
+  xz -dc "$fixtures/corpus.txt.xz" >"$work/corpus.txt"
+fi
+lines=$(wc -l <"$work/corpus.txt")
+echo "corpus: $lines lines, $(wc -c <"$work/corpus.txt") bytes"
+
+# Compares two outputs line for line; prints the first difference.
+same() {  # what expected actual
+  if cmp -s "$2" "$3"; then return 0; fi
+  echo "  $1 differs:"
+  diff <(nl -ba "$2") <(nl -ba "$3") | head -n 6 | sed 's/^/    /'
+  return 1
+}
+
+failed=0
+for model in "$fixtures"/models/*.spm; do
+  name=$(basename "$model" .spm)
+  ok=1
+  for format in piece id; do
+    spm_encode --model="$model" --output_format=$format <"$work/corpus.txt" >"$work/want.$format"
+    "${emulator[@]}" "$tool" "$model" encode $format <"$work/corpus.txt" >"$work/got.$format"
+    same "encode $format" "$work/want.$format" "$work/got.$format" || ok=0
+    # Decoding reads the oracle's encoding, so a decode check does not depend on ours.
+    spm_decode --model="$model" --input_format=$format <"$work/want.$format" >"$work/want.decode"
+    "${emulator[@]}" "$tool" "$model" decode $format <"$work/want.$format" >"$work/got.decode"
+    same "decode $format" "$work/want.decode" "$work/got.decode" || ok=0
+  done
+  pieces=$(wc -w <"$work/want.id")
+  if [[ $ok == 1 ]]; then
+    echo "$name: $lines lines ($pieces pieces): encode piece/id and decode id/piece identical"
+  else
+    echo "$name: FAILED"
+    failed=1
+  fi
+done
+exit $failed
