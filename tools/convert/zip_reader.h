@@ -36,7 +36,6 @@ class ZipArchive {
 
  private:
   const uint8_t* data_;
-  size_t size_;
   std::string path_;
   std::vector<ZipRecord> records_;
   std::map<std::string, size_t> by_name_;
