@@ -184,40 +184,62 @@ void put64(std::vector<uint8_t>& b, uint64_t v) {
   for (int i = 0; i < 8; ++i) b.push_back(static_cast<uint8_t>(v >> (8 * i)));
 }
 
-// A zip archive written record by record (stored, sizes in the local header),
-// whose central directory a test may edit before finish().
+// A zip archive written record by record, whose central directory a test may
+// edit before finish(). Records are stored; `zip64` puts sizes and offsets in
+// zip64 extra fields (as files over 4 GB need), `descriptor` puts the CRC and
+// sizes after the data (as PyTorch's writer does).
 struct ZipBuilder {
   struct Central {
     std::string name;
     uint32_t crc;
     uint32_t size;
     uint32_t offset;
-    uint16_t method;
+    uint16_t method = 0;
+    bool zip64 = false, descriptor = false;
   };
   std::vector<uint8_t> out;
   std::vector<Central> central;
 
   static std::vector<uint8_t> local_record(const std::string& name, const std::vector<uint8_t>& data,
-                                           uint16_t method = 0) {
+                                           uint16_t method = 0, bool zip64 = false, bool descriptor = false) {
+    const uint32_t crc = convert::crc32(data.data(), data.size()), size = static_cast<uint32_t>(data.size());
     std::vector<uint8_t> b;
     put32(b, 0x04034b50);
-    put16(b, 20);
-    put16(b, 0);
+    put16(b, 45);
+    put16(b, descriptor ? 8 : 0);
     put16(b, method);
     put32(b, 0);  // time, date
-    put32(b, convert::crc32(data.data(), data.size()));
-    put32(b, static_cast<uint32_t>(data.size()));
-    put32(b, static_cast<uint32_t>(data.size()));
+    put32(b, descriptor ? 0 : crc);
+    put32(b, descriptor ? 0 : zip64 ? 0xffffffffu : size);
+    put32(b, descriptor ? 0 : zip64 ? 0xffffffffu : size);
     put16(b, static_cast<uint16_t>(name.size()));
-    put16(b, 0);
+    put16(b, zip64 ? 20 : 0);
     b.insert(b.end(), name.begin(), name.end());
+    if (zip64) {
+      put16(b, 1);
+      put16(b, 16);
+      put64(b, size);
+      put64(b, size);
+    }
     b.insert(b.end(), data.begin(), data.end());
+    if (descriptor) {
+      put32(b, 0x08074b50);
+      put32(b, crc);
+      if (zip64) {
+        put64(b, size);
+        put64(b, size);
+      } else {
+        put32(b, size);
+        put32(b, size);
+      }
+    }
     return b;
   }
-  void add(const std::string& name, const std::vector<uint8_t>& data, uint16_t method = 0) {
+  void add(const std::string& name, const std::vector<uint8_t>& data, uint16_t method = 0, bool zip64 = false,
+           bool descriptor = false) {
     central.push_back({name, convert::crc32(data.data(), data.size()), static_cast<uint32_t>(data.size()),
-                       static_cast<uint32_t>(out.size()), method});
-    const auto r = local_record(name, data, method);
+                       static_cast<uint32_t>(out.size()), method, zip64, descriptor});
+    const auto r = local_record(name, data, method, zip64, descriptor);
     out.insert(out.end(), r.begin(), r.end());
   }
   std::vector<uint8_t> finish() const {
@@ -225,22 +247,29 @@ struct ZipBuilder {
     const uint32_t start = static_cast<uint32_t>(b.size());
     for (const Central& c : central) {
       put32(b, 0x02014b50);
-      put16(b, 20);
-      put16(b, 20);
-      put16(b, 0);
+      put16(b, 45);
+      put16(b, 45);
+      put16(b, c.descriptor ? 8 : 0);
       put16(b, c.method);
       put32(b, 0);
       put32(b, c.crc);
-      put32(b, c.size);
-      put32(b, c.size);
+      put32(b, c.zip64 ? 0xffffffffu : c.size);
+      put32(b, c.zip64 ? 0xffffffffu : c.size);
       put16(b, static_cast<uint16_t>(c.name.size()));
-      put16(b, 0);
+      put16(b, c.zip64 ? 28 : 0);
       put16(b, 0);
       put16(b, 0);
       put16(b, 0);
       put32(b, 0);
-      put32(b, c.offset);
+      put32(b, c.zip64 ? 0xffffffffu : c.offset);
       b.insert(b.end(), c.name.begin(), c.name.end());
+      if (c.zip64) {
+        put16(b, 1);
+        put16(b, 24);
+        put64(b, c.size);
+        put64(b, c.size);
+        put64(b, c.offset);
+      }
     }
     const uint32_t size = static_cast<uint32_t>(b.size()) - start;
     put32(b, 0x06054b50);
@@ -385,6 +414,25 @@ TEST_CASE("crafted state dicts: parameters, Python 2 pickles and legacy storage 
     PytorchCheckpoint c(bytes.data(), bytes.size(), "py2.bin");
     // offset 1, shape (2, 2), strides (1, 2): [[2, 4], [3, 5]]
     CHECK(c.read_f32("w") == std::vector<float>{2, 4, 3, 5});
+  }
+  SECTION("zip64 extra fields and data descriptors, as big files and PyTorch's writer use them") {
+    const auto pickle = state_dict_pickle({Entry{}}, false);
+    for (bool zip64 : {false, true}) {
+      for (bool descriptor : {false, true}) {
+        INFO("zip64 " << zip64 << ", descriptor " << descriptor);
+        ZipBuilder z;
+        z.add("archive/data.pkl", pickle, 0, zip64, descriptor);
+        z.add("archive/data/0", float_bytes(6), 0, zip64, descriptor);
+        const auto bytes = z.finish();
+        PytorchCheckpoint c(bytes.data(), bytes.size(), "zip64.bin");
+        CHECK(c.read_f32("w") == std::vector<float>{1, 2, 3, 4, 5, 6});
+      }
+    }
+    ZipBuilder z;
+    z.add("archive/data.pkl", pickle, 0, true, true);
+    auto bytes = z.finish();
+    bytes[30 + 16 + 20 + pickle.size() + 4] ^= 1;  // the descriptor's CRC
+    CHECK_THROWS_WITH(parse(bytes), Contains("data descriptor differs from the central directory"));
   }
   SECTION("a legacy storage view") {
     Entry e;

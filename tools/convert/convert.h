@@ -1,5 +1,6 @@
 // petrel-convert's library: a Hugging Face MarianMT checkpoint directory
-// (config.json + model.safetensors [+ vocab.json]) -> one .petrel file.
+// (config.json + model.safetensors or pytorch_model.bin [+ vocab.json]) -> one
+// .petrel file.
 #pragma once
 
 #include <cstdint>

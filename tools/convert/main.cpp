@@ -27,9 +27,10 @@ static std::string shape_text(const std::vector<uint64_t>& s) {
 
 int main(int argc, char** argv) {
   cli::Parser p("petrel-convert", "CHECKPOINT_DIR -o MODEL.petrel [options]",
-                "Converts a Hugging Face MarianMT checkpoint (config.json + model.safetensors [+ vocab.json])\n"
-                "into one Petrel model file. Constant scales (sqrt(d_model) embedding scale, 1/sqrt(head_dim)\n"
-                "attention scale, the tied output's 1/sqrt(d_model)) are folded into the stored tables.");
+                "Converts a Hugging Face MarianMT checkpoint (config.json + model.safetensors or pytorch_model.bin\n"
+                "[+ vocab.json]) into one Petrel model file. Constant scales (sqrt(d_model) embedding scale,\n"
+                "1/sqrt(head_dim) attention scale, the tied output's 1/sqrt(d_model)) are folded into the\n"
+                "stored tables.");
   p.flag("output", "FILE", "output model file (also -o)");
   p.flag("quantize", "DTYPE", "linear weights: f32, f16 or int8 (default int8)");
   p.flag("embeddings", "DTYPE", "embedding table: f32, f16 or int8 (default int8)");

@@ -1,5 +1,6 @@
 #include "convert/pickle.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 

@@ -30,6 +30,48 @@ uint64_t le64(const uint8_t* p) {
   return v;
 }
 
+float load_f32(const uint8_t* p) {
+  float v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+float load_f16(const uint8_t* p) { return kernels::half_to_float(static_cast<uint16_t>(p[0] | p[1] << 8)); }
+float load_bf16(const uint8_t* p) {
+  const uint32_t bits = uint32_t{static_cast<uint16_t>(p[0] | p[1] << 8)} << 16;
+  float v;
+  std::memcpy(&v, &bits, 4);
+  return v;
+}
+
+// The tensor's elements in row-major order over any strides: the innermost
+// dimension in a tight loop (a straight copy when it is contiguous), the others as
+// an odometer. Positions were checked against the storage when the file was parsed.
+template <float (*Load)(const uint8_t*), size_t kSize, typename Tensor>
+void gather(const uint8_t* base, const Tensor& t, float* out, uint64_t elements) {
+  const size_t dims = t.shape.size();
+  if (dims == 0) {
+    out[0] = Load(base + t.first * kSize);
+    return;
+  }
+  const uint64_t inner = t.shape[dims - 1], inner_stride = t.strides[dims - 1];
+  std::vector<uint64_t> index(dims, 0);
+  uint64_t row_start = t.first;
+  for (uint64_t i = 0; i < elements; i += inner) {
+    const uint8_t* row = base + row_start * kSize;
+    if (inner_stride == 1) {
+      for (uint64_t k = 0; k < inner; ++k) out[i + k] = Load(row + k * kSize);
+    } else {
+      for (uint64_t k = 0; k < inner; ++k) out[i + k] = Load(row + k * inner_stride * kSize);
+    }
+    for (size_t d = dims - 1; d-- > 0;) {
+      row_start += t.strides[d];
+      if (++index[d] < t.shape[d]) break;
+      row_start -= t.strides[d] * t.shape[d];
+      index[d] = 0;
+    }
+  }
+}
+
 }  // namespace
 
 PytorchCheckpoint::PytorchCheckpoint(const std::string& path)
@@ -271,43 +313,13 @@ std::vector<float> PytorchCheckpoint::read_f32(const std::string& name) const {
   if (elements == 0) return out;
 
   const uint8_t* base = data_ + t.storage_offset;
-  const size_t esize = element_size(t.dtype);
-  auto convert = [&](uint64_t element, size_t i) {
-    const uint8_t* p = base + element * esize;
-    if (t.dtype == "F32") {
-      std::memcpy(&out[i], p, 4);
-    } else {
-      const auto h = static_cast<uint16_t>(p[0] | p[1] << 8);
-      if (t.dtype == "F16") {
-        out[i] = kernels::half_to_float(h);
-      } else {
-        const uint32_t bits = uint32_t{h} << 16;
-        std::memcpy(&out[i], &bits, 4);
-      }
-    }
+  if (t.dtype == "F32") gather<load_f32, 4>(base, t, out.data(), elements);
+  else if (t.dtype == "F16") gather<load_f16, 2>(base, t, out.data(), elements);
+  else gather<load_bf16, 2>(base, t, out.data(), elements);
+  for (size_t i = 0; i < elements; ++i)
     if (!std::isfinite(out[i]))
       throw ConvertError(path_ + ": tensor '" + name + "' holds a non-finite value (NaN or Inf) at element " +
                          std::to_string(i));
-  };
-  // Row-major order over any strides: the innermost dimension in a tight loop, the
-  // others as an odometer.
-  const size_t dims = t.shape.size();
-  if (dims == 0) {
-    convert(t.first, 0);
-    return out;
-  }
-  const uint64_t inner = t.shape[dims - 1], inner_stride = t.strides[dims - 1];
-  std::vector<uint64_t> index(dims, 0);
-  uint64_t row_start = t.first;
-  for (size_t i = 0; i < elements; i += inner) {
-    for (uint64_t k = 0; k < inner; ++k) convert(row_start + k * inner_stride, i + k);
-    for (size_t d = dims - 1; d-- > 0;) {
-      row_start += t.strides[d];
-      if (++index[d] < t.shape[d]) break;
-      row_start -= t.strides[d] * t.shape[d];
-      index[d] = 0;
-    }
-  }
   return out;
 }
 

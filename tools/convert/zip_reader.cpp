@@ -187,7 +187,7 @@ bool ZipArchive::looks_like_zip(const uint8_t* data, size_t size) {
 }
 
 ZipArchive::ZipArchive(const uint8_t* data, size_t size, std::string path)
-    : data_(data), size_(size), path_(std::move(path)) {
+    : data_(data), path_(std::move(path)) {
   const Directory dir = find_directory(data, size, path_);
   std::vector<Footprint> footprints;
   uint64_t pos = dir.offset;

@@ -31,12 +31,12 @@ class ZipArchive {
 
   const std::vector<ZipRecord>& records() const { return records_; }
   const ZipRecord* find(const std::string& name) const;
-  // The record's bytes, after its CRC-32 has been checked (once per record).
+  // The record's bytes, after its CRC-32 has been checked (once per record; the
+  // cache of checked records makes this not thread-safe).
   const uint8_t* verified_data(const ZipRecord& record) const;
 
  private:
   const uint8_t* data_;
-  size_t size_;
   std::string path_;
   std::vector<ZipRecord> records_;
   std::map<std::string, size_t> by_name_;
