@@ -19,6 +19,7 @@ struct petrel_session {
 };
 struct petrel_result {
   std::vector<petrel::Translation> translations;
+  std::vector<std::vector<std::string>> texts;  // per input and hypothesis; empty for ids
 };
 
 namespace {
@@ -167,7 +168,7 @@ petrel_status petrel_translate_ids(petrel_session* session, const int32_t* const
     if (!cpp_options) return fail(cpp_options.error());
     auto translated = session->translator.translate(cpp, cpp_options.value());
     if (!translated) return fail(translated.error());
-    *result = new petrel_result{std::move(translated.value())};
+    *result = new petrel_result{std::move(translated.value()), {}};
     return PETREL_OK;
   });
 }
@@ -191,7 +192,43 @@ double petrel_result_score(const petrel_result* r, size_t input, size_t k) {
   return petrel_result_hypotheses(r, input) > k ? r->translations[input].hypotheses[k].score : 0.0;
 }
 
+const char* petrel_result_text(const petrel_result* r, size_t input, size_t k) {
+  if (petrel_result_hypotheses(r, input) <= k || r->texts.size() <= input) return nullptr;
+  return r->texts[input][k].c_str();
+}
+
 void petrel_result_free(petrel_result* result) { delete result; }
+
+petrel_status petrel_translate_texts(petrel_session* session, const char* const* texts, size_t count,
+                                     const petrel_options* options, petrel_result** result) {
+  return guarded([&] {
+    if (session == nullptr || result == nullptr || (count > 0 && texts == nullptr))
+      return invalid("petrel_translate_texts: NULL argument");
+    *result = nullptr;
+    std::vector<std::string> cpp(count);
+    for (size_t i = 0; i < count; ++i) {
+      if (texts[i] == nullptr) return invalid("petrel_translate_texts: NULL text");
+      cpp[i] = texts[i];
+    }
+    auto cpp_options = to_cpp(options);
+    if (!cpp_options) return fail(cpp_options.error());
+    auto translated = session->translator.translate_text(cpp, cpp_options.value());
+    if (!translated) return fail(translated.error());
+    auto out = std::make_unique<petrel_result>();
+    for (auto& t : translated.value()) {
+      petrel::Translation ids;
+      std::vector<std::string> strings;
+      for (auto& h : t.hypotheses) {
+        ids.hypotheses.push_back({std::move(h.ids), h.score});
+        strings.push_back(std::move(h.text));
+      }
+      out->translations.push_back(std::move(ids));
+      out->texts.push_back(std::move(strings));
+    }
+    *result = out.release();
+    return PETREL_OK;
+  });
+}
 
 petrel_status petrel_translate_text(petrel_session* session, const char* text, const petrel_options* options,
                                     char** translation) {
@@ -199,22 +236,18 @@ petrel_status petrel_translate_text(petrel_session* session, const char* text, c
     if (session == nullptr || text == nullptr || translation == nullptr)
       return invalid("petrel_translate_text: NULL argument");
     *translation = nullptr;
-    const petrel::Model& model = session->translator.model();
     auto cpp_options = to_cpp(options);
     if (!cpp_options) return fail(cpp_options.error());
-    auto ids = petrel::encode_text(model, text);
-    if (!ids) return fail(ids.error());
-    auto translated = session->translator.translate({ids.value()}, cpp_options.value());
+    auto translated = session->translator.translate_text({text}, cpp_options.value());
     if (!translated) return fail(translated.error());
     const auto& hypotheses = translated.value()[0].hypotheses;
     if (hypotheses.empty())
       return invalid("petrel_translate_text: no token could be generated for this input (every candidate was "
                      "masked: min_new_tokens with a shortlist that allows only EOS?)");
-    auto out = petrel::decode_text(model, hypotheses[0].ids);
-    if (!out) return fail(out.error());
-    *translation = static_cast<char*>(std::malloc(out.value().size() + 1));
-    if (*translation == nullptr) return fail({petrel::ErrorCode::kInternal, "out of memory"});
-    std::memcpy(*translation, out.value().c_str(), out.value().size() + 1);
+    const std::string& out = hypotheses[0].text;
+    *translation = static_cast<char*>(std::malloc(out.size() + 1));
+    if (*translation == nullptr) return fail({petrel::ErrorCode::kOutOfMemory, "out of memory"});
+    std::memcpy(*translation, out.c_str(), out.size() + 1);
     return PETREL_OK;
   });
 }

@@ -12,6 +12,7 @@
 #include "format/model_file.h"
 #include "kernels/positions.h"
 #include "model_access.h"
+#include "text/marian_tokenizer.h"
 #include "text/word_tokenizer.h"
 
 namespace petrel {
@@ -151,7 +152,13 @@ static Result<std::shared_ptr<const Model>> finish_load(std::unique_ptr<Storage>
     s = make_table(impl->weights.decoder, impl->decoder_positions);
     if (!s) return s.error();
   }
-  if (info.has_text_tokenizer) impl->tokenizer = std::make_unique<text::WordTokenizer>(impl->info);
+  if (bound.value().marian_tokenizer) {
+    auto tokenizer = text::MarianTokenizer::create(std::move(*bound.value().marian_tokenizer), name);
+    if (!tokenizer) return tokenizer.error();
+    impl->tokenizer = std::move(tokenizer.value());
+  } else if (info.has_text_tokenizer) {
+    impl->tokenizer = std::make_unique<text::WordTokenizer>(impl->info);
+  }
   return detail::ModelAccess::make(std::move(impl));
 }
 

@@ -96,6 +96,42 @@ Result<Translator> Translator::create(std::shared_ptr<const Model> model, const 
   return Translator(std::make_unique<Impl>(std::move(model), *kernels::table_for(isa), options.threads));
 }
 
+Result<std::vector<TextTranslation>> Translator::translate_text(const std::vector<std::string>& texts,
+                                                                const TranslateOptions& options) {
+  const Model& m = *impl_->model;
+  std::vector<TextTranslation> out(texts.size());
+  std::vector<std::vector<int32_t>> batch;
+  batch.reserve(texts.size());
+  try {
+    for (size_t i = 0; i < texts.size(); ++i) {
+      auto tokens = tokenize(m, texts[i]);
+      if (!tokens)
+        return Error{tokens.error().code, "input " + std::to_string(i + 1) + ": " + tokens.error().message};
+      out[i].input = std::move(tokens.value());
+      batch.push_back(out[i].input.ids);
+    }
+    auto translated = translate(batch, options);
+    if (!translated) return translated.error();
+    for (size_t i = 0; i < texts.size(); ++i) {
+      for (Hypothesis& h : translated.value()[i].hypotheses) {
+        TextHypothesis t;
+        auto text = decode_text(m, h.ids);
+        if (!text) return text.error();
+        auto pieces = output_tokens(m, h.ids);
+        if (!pieces) return pieces.error();
+        t.text = std::move(text.value());
+        t.pieces = std::move(pieces.value());
+        t.ids = std::move(h.ids);
+        t.score = h.score;
+        out[i].hypotheses.push_back(std::move(t));
+      }
+    }
+  } catch (const std::bad_alloc&) {
+    return Error{ErrorCode::kOutOfMemory, "out of memory"};
+  }
+  return out;
+}
+
 Result<TranslateOptions> resolve_options(const ModelInfo& info, const TranslateOptions& requested) {
   auto invalid = [](const std::string& message) { return Error{ErrorCode::kInvalidArgument, message}; };
   const GenerationDefaults& model = info.generation;

@@ -7,10 +7,12 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <unordered_map>
 
 #include "convert/checkpoint_file.h"
 #include "convert/model_writer.h"
 #include "convert/shortlist.h"
+#include "convert/spm_model.h"
 #include "kernels/positions.h"
 
 namespace petrel::convert {
@@ -599,13 +601,8 @@ class Converter {
     return fb::CreateStack(fbb_, embed, positions, fbb_.CreateVector(out), final_norm);
   }
 
-  // vocab.json ({"token": id}) when the checkpoint has one.
-  flatbuffers::Offset<fb::Tokenizer> read_vocab() {
-    std::string path = options_.checkpoint_dir + "/vocab.json";
-    if (!file_exists(path)) {
-      report_.notes.push_back("vocabulary: none (no vocab.json); use token ids");
-      return 0;
-    }
+  // A {"token": id} vocabulary file holding every id below `size` exactly once.
+  static std::vector<std::string> read_vocab_file(const std::string& path, uint32_t size, const char* size_key) {
     json j;
     try {
       std::ifstream in(path);
@@ -614,12 +611,12 @@ class Converter {
       throw ConvertError(path + ": not valid JSON: " + e.what());
     }
     if (!j.is_object()) throw ConvertError(path + ": must map tokens to ids");
-    std::vector<std::string> vocab(c_.vocab);
-    std::vector<bool> seen(c_.vocab, false);
+    std::vector<std::string> vocab(size);
+    std::vector<bool> seen(size, false);
     for (auto it = j.begin(); it != j.end(); ++it) {
-      if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 || it.value().get<int64_t>() >= c_.vocab)
-        throw ConvertError(path + ": token '" + it.key() + "' has id " + it.value().dump() +
-                           ", outside vocab_size " + std::to_string(c_.vocab));
+      if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 || it.value().get<int64_t>() >= size)
+        throw ConvertError(path + ": token '" + it.key() + "' has id " + it.value().dump() + ", outside " + size_key +
+                           " " + std::to_string(size));
       auto id = it.value().get<size_t>();
       if (seen[id]) throw ConvertError(path + ": id " + std::to_string(id) + " is used by two tokens");
       seen[id] = true;
@@ -627,19 +624,124 @@ class Converter {
     }
     for (size_t id = 0; id < seen.size(); ++id)
       if (!seen[id]) throw ConvertError(path + ": no token for id " + std::to_string(id));
-    // SentencePiece models need their .spm files to tokenize, which Petrel does not
-    // implement: store the vocabulary for display, but no text tokenizer.
-    bool sentencepiece = file_exists(options_.checkpoint_dir + "/source.spm");
-    const bool word_tokenizer = !sentencepiece && c_.target_vocab == c_.vocab;
-    report_.notes.push_back(std::string("vocabulary: ") + std::to_string(c_.vocab) + " tokens" +
-                            (sentencepiece    ? " (SentencePiece model: text input is not supported, use token ids)"
-                             : word_tokenizer ? ", text tokenizer: words, unknown words as characters"
-                                              : " (source only: a separate target vocabulary; use token ids)"));
+    return vocab;
+  }
+
+  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>> strings_of(
+      const std::vector<std::string>& v) {
     std::vector<flatbuffers::Offset<flatbuffers::String>> strings;
-    for (const auto& t : vocab) strings.push_back(fbb_.CreateString(t));
-    vocab_ = std::move(vocab);
-    auto vec = fbb_.CreateVector(strings);
-    return fb::CreateTokenizer(fbb_, word_tokenizer ? fb::TokenizerKind::WordsThenChars : fb::TokenizerKind::None, vec);
+    for (const auto& t : v) strings.push_back(fbb_.CreateString(t));
+    return fbb_.CreateVector(strings);
+  }
+
+  // A .spm model as the engine stores it; vocab_ids maps its pieces to `vocab` ids
+  // (-1: absent) when vocab is given.
+  flatbuffers::Offset<fb::SentencePieceModel> sentencepiece_table(const SpmModel& m,
+                                                                  const std::vector<std::string>* vocab) {
+    std::vector<flatbuffers::Offset<flatbuffers::String>> pieces;
+    for (std::string_view p : m.pieces) pieces.push_back(fbb_.CreateString(p.data(), p.size()));
+    auto pieces_vec = fbb_.CreateVector(pieces);
+    auto scores = fbb_.CreateVector(m.scores);
+    std::vector<uint8_t> types;
+    for (text::PieceType t : m.types) types.push_back(static_cast<uint8_t>(t));
+    auto types_vec = fbb_.CreateVector(types);
+    auto charsmap = fbb_.CreateVector(reinterpret_cast<const uint8_t*>(m.precompiled_charsmap.data()),
+                                      m.precompiled_charsmap.size());
+    auto unk_surface = fbb_.CreateString(m.unk_surface.data(), m.unk_surface.size());
+    auto normalizer = fbb_.CreateString(m.normalizer_name.data(), m.normalizer_name.size());
+    flatbuffers::Offset<flatbuffers::Vector<int32_t>> vocab_ids;
+    if (vocab != nullptr) {
+      std::unordered_map<std::string_view, int32_t> id_of;
+      for (size_t i = 0; i < vocab->size(); ++i) id_of.emplace((*vocab)[i], static_cast<int32_t>(i));
+      std::vector<int32_t> ids;
+      size_t missing = 0;
+      for (std::string_view p : m.pieces) {
+        auto it = id_of.find(p);
+        ids.push_back(it == id_of.end() ? -1 : it->second);
+        missing += it == id_of.end();
+      }
+      vocab_ids = fbb_.CreateVector(ids);
+      report_.notes.push_back(m.path.substr(m.path.find_last_of('/') + 1) + ": " + std::to_string(m.pieces.size()) +
+                              " pieces, " + std::to_string(missing) + " of them not in vocab.json (encoded as <unk>)");
+    }
+    fb::SentencePieceModelBuilder b(fbb_);
+    b.add_algorithm(static_cast<fb::SentencePieceAlgorithm>(m.algorithm));
+    b.add_pieces(pieces_vec);
+    b.add_scores(scores);
+    b.add_types(types_vec);
+    b.add_precompiled_charsmap(charsmap);
+    b.add_add_dummy_prefix(m.add_dummy_prefix);
+    b.add_remove_extra_whitespaces(m.remove_extra_whitespaces);
+    b.add_escape_whitespaces(m.escape_whitespaces);
+    b.add_treat_whitespace_as_suffix(m.treat_whitespace_as_suffix);
+    b.add_byte_fallback(m.byte_fallback);
+    b.add_unk_surface(unk_surface);
+    b.add_normalizer(normalizer);
+    if (vocab != nullptr) b.add_vocab_ids(vocab_ids);
+    return b.Finish();
+  }
+
+  // The text tokenizer: opus-mt's (source.spm + target.spm + vocab.json [+
+  // target_vocab.json]), else the demo's word tokenizer over vocab.json, else none.
+  flatbuffers::Offset<fb::Tokenizer> read_vocab() {
+    const std::string& dir = options_.checkpoint_dir;
+    const std::string path = dir + "/vocab.json";
+    if (!file_exists(path)) {
+      report_.notes.push_back("vocabulary: none (no vocab.json); use token ids");
+      return 0;
+    }
+    std::vector<std::string> vocab = read_vocab_file(path, c_.vocab, "vocab_size");
+    const bool spm_files = file_exists(dir + "/source.spm") && file_exists(dir + "/target.spm");
+    const bool separate = c_.target_vocab != c_.vocab;
+    std::vector<std::string> target_vocab;
+    if (separate && file_exists(dir + "/target_vocab.json"))
+      target_vocab = read_vocab_file(dir + "/target_vocab.json", c_.target_vocab, "decoder_vocab_size");
+    vocab_ = vocab;
+    auto vocab_vec = strings_of(vocab);
+
+    if (spm_files && (!separate || !target_vocab.empty())) {
+      const SpmModel source = read_spm_model(dir + "/source.spm");
+      const SpmModel target = read_spm_model(dir + "/target.spm");
+      auto id_of = [&](const char* token) -> int32_t {
+        auto it = std::find(vocab.begin(), vocab.end(), token);
+        if (it == vocab.end()) throw ConvertError(path + ": no '" + token + "' (a Marian vocabulary has it)");
+        return static_cast<int32_t>(it - vocab.begin());
+      };
+      const int32_t eos = id_of("</s>"), unk = id_of("<unk>"), pad = id_of("<pad>");
+      bool clean_up = true;  // the tokenizer base class's default
+      if (file_exists(dir + "/tokenizer_config.json")) {
+        ConfigReader tc(dir + "/tokenizer_config.json");
+        clean_up = tc.flag("clean_up_tokenization_spaces", true);
+      }
+      auto target_vocab_vec = target_vocab.empty() ? 0 : strings_of(target_vocab);
+      auto source_table = sentencepiece_table(source, &vocab);
+      auto target_table = sentencepiece_table(target, nullptr);
+      report_.notes.push_back("text tokenizer: Marian (transformers 4.22-4.33 MarianTokenizer rules): " +
+                              std::string(source.algorithm == text::SpmAlgorithm::kBpe ? "BPE" : "unigram") +
+                              " source.spm, " + (target.algorithm == text::SpmAlgorithm::kBpe ? "BPE" : "unigram") +
+                              " target.spm, " + std::to_string(vocab.size()) + " vocabulary tokens" +
+                              (separate ? " + " + std::to_string(target_vocab.size()) + " target tokens" : "") +
+                              (clean_up ? ", tokenization spaces cleaned up" : ""));
+      fb::TokenizerBuilder b(fbb_);
+      b.add_kind(fb::TokenizerKind::Marian);
+      b.add_vocab(vocab_vec);
+      if (!target_vocab.empty()) b.add_target_vocab(target_vocab_vec);
+      b.add_source(source_table);
+      b.add_target(target_table);
+      b.add_eos_id(eos);
+      b.add_unk_id(unk);
+      b.add_pad_id(pad);
+      b.add_clean_up_spaces(clean_up);
+      return b.Finish();
+    }
+    const bool word_tokenizer = !spm_files && !separate;
+    report_.notes.push_back(std::string("vocabulary: ") + std::to_string(c_.vocab) + " tokens" +
+                            (word_tokenizer ? ", text tokenizer: words, unknown words as characters"
+                             : spm_files    ? " (no target_vocab.json for the separate target vocabulary: no text "
+                                              "tokenizer; use token ids)"
+                                            : " (no source.spm/target.spm: use token ids)"));
+    return fb::CreateTokenizer(fbb_, word_tokenizer ? fb::TokenizerKind::WordsThenChars : fb::TokenizerKind::None,
+                               vocab_vec);
   }
 
   flatbuffers::Offset<fb::Shortlist> read_shortlist() {

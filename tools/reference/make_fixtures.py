@@ -244,6 +244,97 @@ def build(name, spec, out_dir, seed):
     print(f"{name}: greedy {[g['ids'] for g in expected['greedy']]}, kv-cache diff {worst_cache:.2e}")
 
 
+# --- an opus-mt-shaped checkpoint with text: source.spm, target.spm, vocab.json -------
+MARIAN_TEXT = "marian_text"
+SPM_MODELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "fixtures",
+                          "sentencepiece", "models")
+TEXT_INPUTS = [
+    "Open the file",
+    ">>fra<< Save changes?",
+    "Cannot open %s: permission denied",
+    "Line one </s> line two <unk>",
+    "  spaces   around  ",
+    "数据 Daten 데이터",
+    "",
+]
+
+
+def corpus_lines(count):
+    """Real lines from the SentencePiece fixtures' corpus (gettext messages, many scripts)."""
+    import lzma
+    path = os.path.join(SPM_MODELS, "..", "corpus.txt.xz")
+    with lzma.open(path, "rt", encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    step = max(1, len(lines) // count)
+    return [lines[i] for i in range(0, len(lines), step)][:count]
+
+
+def build_marian_text(out_dir, seed):
+    """A random model whose vocabulary is opus-mt's shape: "</s>" 0, "<unk>" 1, the
+    pieces of source.spm (a unigram nmt_nfkc model) and target.spm (a BPE model with byte
+    fallback and >>xx<< language codes), every 7th source-only piece left out (so it
+    encodes as <unk>), "<pad>" last. Expected: what tools/reference/marian_tokenizer.py
+    (MarianTokenizer, transformers 4.22-4.33 rules) gives for real lines, and the text of
+    the oracle's greedy translations of a few inputs."""
+    import shutil
+    import sentencepiece as spm
+    import marian_tokenizer as mt
+    d = os.path.join(out_dir, MARIAN_TEXT)
+    os.makedirs(d, exist_ok=True)
+    shutil.copy(os.path.join(SPM_MODELS, "unigram_nfkc.spm"), os.path.join(d, "source.spm"))
+    shutil.copy(os.path.join(SPM_MODELS, "bpe_identity_bytes_udf.spm"), os.path.join(d, "target.spm"))
+    source = spm.SentencePieceProcessor(model_file=os.path.join(d, "source.spm"))
+    target = spm.SentencePieceProcessor(model_file=os.path.join(d, "target.spm"))
+    specials = {"<unk>", "<s>", "</s>"}
+    target_pieces = [target.id_to_piece(i) for i in range(target.get_piece_size())]
+    source_pieces = [source.id_to_piece(i) for i in range(source.get_piece_size())]
+    tokens, seen = ["</s>", "<unk>"], {"</s>", "<unk>"}
+    for i, p in enumerate(source_pieces):
+        if p in specials or p in seen or (i % 7 == 0 and p not in target_pieces):
+            continue
+        tokens.append(p)
+        seen.add(p)
+    for p in target_pieces:
+        if p not in specials and p not in seen:
+            tokens.append(p)
+            seen.add(p)
+    tokens.append("<pad>")
+    vocab = {t: i for i, t in enumerate(tokens)}
+    with open(os.path.join(d, "vocab.json"), "w", encoding="utf-8") as f:
+        json.dump(vocab, f, ensure_ascii=False, indent=0)
+    with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+        json.dump({"source_lang": "en", "target_lang": "de", "model_max_length": 512}, f)
+
+    torch.manual_seed(seed)
+    cfg = ref.Config(d_model=32, heads=4, ffn=64, encoder_layers=2, decoder_layers=2, vocab=len(tokens),
+                     max_positions=64, eos=0, pad=len(tokens) - 1)
+    model = ref.Model(cfg).eval()
+    manifest = generated_weights(model)
+    with open(os.path.join(d, "generated_weights.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg.hf_config(), f, indent=2)
+
+    tok = mt.MarianTokenizer(d)
+    lines = corpus_lines(2000)
+    expected = {"name": MARIAN_TEXT, "rules": "transformers 4.22-4.33 MarianTokenizer (marian_tokenizer.py)",
+                "convert_positions": "auto", "convert_norm": "auto",
+                "tokenizer": [{"text": t, "pieces": tok.tokenize(t) + ["</s>"], "ids": tok.encode(t),
+                               "decoded": tok.decode(tok.encode(t))} for t in TEXT_INPUTS + lines],
+                "translations": []}
+    with torch.no_grad():
+        for text in TEXT_INPUTS:
+            ids = tok.encode(text)
+            memory, mask = model.encode(torch.tensor([ids]), [len(ids)])
+            out, score = ref.greedy(model, memory, mask, MAX_NEW)
+            expected["translations"].append({"text": text, "ids": ids, "output_ids": out, "score": score,
+                                             "output_text": tok.decode(out)})
+    with open(os.path.join(d, "expected.json"), "w", encoding="utf-8") as f:
+        json.dump(expected, f, ensure_ascii=False)
+    print(f"{MARIAN_TEXT}: vocabulary {len(tokens)}, {len(expected['tokenizer'])} tokenizer lines, "
+          f"translations {[t['output_text'] for t in expected['translations']]}")
+
+
 def main():
     out_dir = sys.argv[1] if len(sys.argv) > 1 else "tests/fixtures/oracle"
     torch.set_num_threads(1)
@@ -251,6 +342,8 @@ def main():
     for seed, (name, spec) in enumerate(CONFIGS.items()):
         if not only or name in only:
             build(name, spec, out_dir, 1000 + seed)
+    if not only or MARIAN_TEXT in only:
+        build_marian_text(out_dir, 2000)
 
 
 if __name__ == "__main__":

@@ -98,6 +98,9 @@ PETREL_API size_t petrel_result_hypotheses(const petrel_result* result, size_t i
 /* Ids of hypothesis k of input i (without start token and EOS); NULL when out of range. */
 PETREL_API const int32_t* petrel_result_ids(const petrel_result* result, size_t input, size_t k, size_t* length);
 PETREL_API double petrel_result_score(const petrel_result* result, size_t input, size_t k);
+/* Text of hypothesis k of input i (a result of petrel_translate_texts); NULL when out of
+ * range or when the result holds ids only. Valid until petrel_result_free. */
+PETREL_API const char* petrel_result_text(const petrel_result* result, size_t input, size_t k);
 PETREL_API void petrel_result_free(petrel_result* result);
 
 /* Text in and out, for models that carry a vocabulary with a text tokenizer:
@@ -107,6 +110,10 @@ PETREL_API void petrel_result_free(petrel_result* result);
 PETREL_API petrel_status petrel_translate_text(petrel_session* session, const char* text, const petrel_options* options,
                                     char** translation);
 PETREL_API void petrel_string_free(char* text);
+/* A batch of texts (UTF-8, NUL-terminated): hypotheses as text (petrel_result_text) and
+ * ids (petrel_result_ids). Errors name the input (e.g. one longer than the model allows). */
+PETREL_API petrel_status petrel_translate_texts(petrel_session* session, const char* const* texts, size_t count,
+                                                const petrel_options* options, petrel_result** result);
 
 #ifdef __cplusplus
 }

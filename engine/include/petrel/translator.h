@@ -53,6 +53,26 @@ struct Translation {
   std::vector<Hypothesis> hypotheses;  // best first
 };
 
+// A text as the model reads it: its tokens (SentencePiece pieces, words, language
+// codes; EOS as "</s>") and their vocabulary ids, EOS included.
+struct TokenizedText {
+  std::vector<std::string> pieces;
+  std::vector<int32_t> ids;
+};
+
+// A translation of text: the input as the model read it, and each hypothesis as
+// text with its output tokens.
+struct TextHypothesis {
+  std::string text;
+  double score = 0;
+  std::vector<int32_t> ids;          // without the start token and the final EOS
+  std::vector<std::string> pieces;   // the tokens of `ids`
+};
+struct TextTranslation {
+  TokenizedText input;
+  std::vector<TextHypothesis> hypotheses;  // best first; empty when no token could be generated
+};
+
 struct TranslateTimings {
   double encode_ms = 0, decode_ms = 0;
   size_t decode_steps = 0;
@@ -93,6 +113,12 @@ class Translator {
   PETREL_API Result<std::vector<Translation>> translate(const std::vector<std::vector<int32_t>>& batch,
                                                         const TranslateOptions& options = {});
 
+  // Text in, text out, through the model's tokenizer (an error if the file carries
+  // none). Errors name the input: one that tokenizes longer than the model's positions
+  // is refused (split it into sentences first).
+  PETREL_API Result<std::vector<TextTranslation>> translate_text(const std::vector<std::string>& texts,
+                                                                  const TranslateOptions& options = {});
+
   PETREL_API const TranslateTimings& last_timings() const;
   PETREL_API const Model& model() const;
   PETREL_API const char* isa() const;   // the kernel path in use
@@ -104,11 +130,15 @@ class Translator {
   std::unique_ptr<Impl> impl_;
 };
 
-// Text I/O for models whose file carries a vocabulary with a text tokenizer:
-// whitespace-separated words found in the vocabulary, other words as characters;
-// EOS is appended. Errors name the word that cannot be encoded.
+// Text I/O through the model file's tokenizer (ModelInfo::has_text_tokenizer): opus-mt's
+// SentencePiece models with their vocabulary (as Hugging Face's MarianTokenizer), or the
+// demo's word tokenizer. The ids the encoder reads for `text`, EOS appended.
 PETREL_API Result<std::vector<int32_t>> encode_text(const Model& model, const std::string& text);
-// Tokens joined by spaces, without special tokens (pad, EOS, decoder start).
+// The same with the tokens (what `petrel-run --tokenize` shows).
+PETREL_API Result<TokenizedText> tokenize(const Model& model, const std::string& text);
+// Output ids as text; special tokens (EOS, pad, unknown) are skipped.
 PETREL_API Result<std::string> decode_text(const Model& model, const std::vector<int32_t>& ids);
+// The token of each output id (target vocabulary).
+PETREL_API Result<std::vector<std::string>> output_tokens(const Model& model, const std::vector<int32_t>& ids);
 
 }  // namespace petrel

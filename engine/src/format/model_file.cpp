@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <tuple>
 
 #include "core/checked.h"
 #include "petrel_generated.h"
@@ -62,6 +63,86 @@ Status bind_shortlist(const fb::Shortlist& list, ModelInfo& info, Shortlist* out
   info.shortlist = {true, list.first(), list.best(), list.always()->size(), list.candidates()->size(),
                     list.source() ? list.source()->str() : ""};
   return Status::ok();
+}
+
+std::vector<std::string_view> string_views(const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>& v) {
+  std::vector<std::string_view> out;
+  out.reserve(v.size());
+  for (const auto* str : v) out.emplace_back(str->c_str(), str->size());
+  return out;
+}
+
+// A SentencePiece model's fields as a spec viewing into the file: sizes agree, the
+// vocabulary ids are in range. (Its deeper structure — piece types, the charsmap's
+// trie — SentencePiece::create checks when the tokenizer is built.)
+template <class Fail>
+Result<text::SentencePieceSpec> bind_sentencepiece(const fb::SentencePieceModel* spm, const char* role,
+                                                   uint32_t vocab, Fail fail) {
+  const std::string r = std::string("tokenizer.") + role;
+  if (spm == nullptr) return fail(r + ": missing");
+  const size_t n = spm->pieces()->size();
+  if (spm->scores()->size() != n || spm->types()->size() != n)
+    return fail(r + ": " + std::to_string(n) + " pieces but " + std::to_string(spm->scores()->size()) + " scores and " +
+                std::to_string(spm->types()->size()) + " types");
+  if (spm->algorithm() != fb::SentencePieceAlgorithm::Unigram && spm->algorithm() != fb::SentencePieceAlgorithm::Bpe)
+    return fail(r + ".algorithm: unknown value " + std::to_string(static_cast<int>(spm->algorithm())));
+  text::SentencePieceSpec spec;
+  spec.algorithm = static_cast<text::SpmAlgorithm>(spm->algorithm());
+  spec.pieces = string_views(*spm->pieces());
+  spec.scores.assign(spm->scores()->begin(), spm->scores()->end());
+  spec.types.reserve(n);
+  for (uint8_t t : *spm->types()) spec.types.push_back(static_cast<text::PieceType>(t));
+  if (const auto* map = spm->precompiled_charsmap())
+    spec.precompiled_charsmap = {reinterpret_cast<const char*>(map->data()), map->size()};
+  spec.add_dummy_prefix = spm->add_dummy_prefix();
+  spec.remove_extra_whitespaces = spm->remove_extra_whitespaces();
+  spec.escape_whitespaces = spm->escape_whitespaces();
+  spec.treat_whitespace_as_suffix = spm->treat_whitespace_as_suffix();
+  spec.byte_fallback = spm->byte_fallback();
+  if (spm->unk_surface()) spec.unk_surface = {spm->unk_surface()->c_str(), spm->unk_surface()->size()};
+  if (vocab != 0) {
+    if (spm->vocab_ids() == nullptr || spm->vocab_ids()->size() != n)
+      return fail(r + ".vocab_ids: expected one per piece (" + std::to_string(n) + ")");
+    for (uint32_t i = 0; i < n; ++i) {
+      const int32_t id = spm->vocab_ids()->Get(i);
+      if (id < -1 || (id >= 0 && static_cast<uint32_t>(id) >= vocab))
+        return fail(r + ".vocab_ids[" + std::to_string(i) + "] = " + std::to_string(id) +
+                    " is not a vocabulary id (vocab_size " + std::to_string(vocab) + ")");
+    }
+  }
+  return spec;
+}
+
+template <class Fail>
+Result<text::MarianTokenizer::Parts> bind_marian_tokenizer(const fb::Tokenizer& tok, const ModelInfo& info,
+                                                           Fail fail) {
+  text::MarianTokenizer::Parts parts;
+  if (tok.vocab() == nullptr) return fail("tokenizer.vocab: a Marian tokenizer needs the vocabulary");
+  parts.vocab = string_views(*tok.vocab());
+  if (tok.target_vocab() != nullptr) {
+    if (tok.target_vocab()->size() != info.target_vocab_size)
+      return fail("tokenizer.target_vocab holds " + std::to_string(tok.target_vocab()->size()) +
+                  " tokens, expected target_vocab_size " + std::to_string(info.target_vocab_size));
+    parts.target_vocab = string_views(*tok.target_vocab());
+  } else if (info.target_vocab_size != info.vocab_size) {
+    return fail("tokenizer.target_vocab: missing, and the target vocabulary differs from the source's");
+  }
+  auto source = bind_sentencepiece(tok.source(), "source", info.vocab_size, fail);
+  if (!source) return source.error();
+  auto target = bind_sentencepiece(tok.target(), "target", 0, fail);
+  if (!target) return target.error();
+  parts.source = std::move(source.value());
+  parts.target = std::move(target.value());
+  parts.source_vocab_ids = tok.source()->vocab_ids()->data();
+  for (auto [id, field, dst] : {std::tuple{tok.eos_id(), "eos_id", &parts.eos_id},
+                                std::tuple{tok.unk_id(), "unk_id", &parts.unk_id},
+                                std::tuple{tok.pad_id(), "pad_id", &parts.pad_id}}) {
+    if (id < 0 || static_cast<uint32_t>(id) >= info.vocab_size)
+      return fail(std::string("tokenizer.") + field + " = " + std::to_string(id) + " is not a source token id");
+    *dst = id;
+  }
+  parts.clean_up_spaces = tok.clean_up_spaces();
+  return parts;
 }
 
 class Binder {
@@ -451,14 +532,20 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
   }
   if (const fb::Tokenizer* tok = m->tokenizer()) {
     if (!enum_in_range(tok->kind())) return fail("tokenizer.kind: unknown value");
+    if (tok->kind() == fb::TokenizerKind::Marian) {
+      auto parts = bind_marian_tokenizer(*tok, info, fail);
+      if (!parts) return parts.error();
+      out.marian_tokenizer = std::move(parts.value());
+      info.has_text_tokenizer = true;
+    }
     if (tok->vocab()) {
       if (tok->vocab()->size() != info.vocab_size)
         return fail("tokenizer.vocab holds " + std::to_string(tok->vocab()->size()) +
                     " tokens, expected vocab_size " + std::to_string(info.vocab_size));
       info.vocab.reserve(tok->vocab()->size());
       for (const auto* t : *tok->vocab()) info.vocab.push_back(t->str());
-      info.has_text_tokenizer = tok->kind() == fb::TokenizerKind::WordsThenChars;
-      if (info.has_text_tokenizer && info.target_vocab_size != info.vocab_size)
+      info.has_text_tokenizer = tok->kind() != fb::TokenizerKind::None;
+      if (tok->kind() == fb::TokenizerKind::WordsThenChars && info.target_vocab_size != info.vocab_size)
         return fail("tokenizer.kind: a word tokenizer needs one vocabulary for source and target");
     }
   }

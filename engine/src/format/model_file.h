@@ -6,7 +6,10 @@
 #include <cstdint>
 #include <string>
 
+#include <optional>
+
 #include "format/weights.h"
+#include "text/marian_tokenizer.h"
 #include "petrel/model.h"
 #include "petrel/status.h"
 
@@ -15,6 +18,9 @@ namespace petrel::detail {
 struct BoundModel {
   ModelInfo info;
   ModelWeights weights;  // weights.info is left null; the owner points it at its info
+  // A Marian tokenizer section, checked for sizes and ids, as views into the file;
+  // the owner builds the tokenizer from it.
+  std::optional<text::MarianTokenizer::Parts> marian_tokenizer;
 };
 
 // `bytes` must stay alive and unchanged while the result is used, and be 64-byte

@@ -7,7 +7,7 @@ WordTokenizer::WordTokenizer(const ModelInfo& info) : info_(info) {
   for (size_t i = 0; i < info.vocab.size(); ++i) ids_.emplace(info.vocab[i], static_cast<int32_t>(i));
 }
 
-Result<std::vector<int32_t>> WordTokenizer::encode(std::string_view text) const {
+Result<TokenizedText> WordTokenizer::tokenize(std::string_view text) const {
   std::vector<int32_t> out;
   auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; };
   for (size_t at = 0; at < text.size();) {
@@ -37,7 +37,10 @@ Result<std::vector<int32_t>> WordTokenizer::encode(std::string_view text) const 
     }
   }
   out.push_back(info_.eos_id);
-  return out;
+  TokenizedText t;
+  for (int32_t id : out) t.pieces.push_back(info_.vocab[static_cast<size_t>(id)]);
+  t.ids = std::move(out);
+  return t;
 }
 
 Result<std::string> WordTokenizer::decode(const std::vector<int32_t>& ids) const {
@@ -50,6 +53,11 @@ Result<std::string> WordTokenizer::decode(const std::vector<int32_t>& ids) const
     out += info_.vocab[static_cast<size_t>(id)];
   }
   return out;
+}
+
+std::optional<std::string_view> WordTokenizer::output_token(int32_t id) const {
+  if (id < 0 || static_cast<size_t>(id) >= info_.vocab.size()) return std::nullopt;
+  return info_.vocab[static_cast<size_t>(id)];
 }
 
 }  // namespace petrel::text

@@ -14,8 +14,9 @@ class WordTokenizer final : public Tokenizer {
  public:
   // Keeps a reference to info (its vocabulary and special ids): info must outlive it.
   explicit WordTokenizer(const ModelInfo& info);
-  Result<std::vector<int32_t>> encode(std::string_view text) const override;
+  Result<TokenizedText> tokenize(std::string_view text) const override;
   Result<std::string> decode(const std::vector<int32_t>& ids) const override;
+  std::optional<std::string_view> output_token(int32_t id) const override;
 
  private:
   const ModelInfo& info_;
