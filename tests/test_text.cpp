@@ -6,6 +6,7 @@
 // tools/reference/make_fixtures.py).
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <fstream>
 
 #include "convert/convert.h"
 #include "petrel/petrel.h"
@@ -155,4 +156,59 @@ TEST_CASE("text: inputs too long for the model, and models without a tokenizer, 
   REQUIRE_FALSE(no_text.has_value());
   CHECK(no_text.error().code == ErrorCode::kUnsupported);
   CHECK_THAT(no_text.error().message, Contains("input 1") && Contains("no text tokenizer"));
+}
+
+TEST_CASE("petrel-run: --text, lines on standard input, --tokenize and --detokenize", "[text][cli]") {
+  const json e = expected_for("marian_text");
+  const std::string model = marian_text_model();
+  TempDir tmp;
+  std::string lines;
+  for (const auto& t : e["translations"]) lines += t["text"].get<std::string>() + "\n";
+  std::ofstream(tmp.file("in.txt")) << lines;
+  int status = 0;
+  const std::string greedy = " --beam 1 --max-new-tokens 12";
+  // A file through standard input: one translation per line, in order, empty for empty.
+  std::string out = run_command("cat " + tmp.file("in.txt") + " | " + PETREL_RUN + " " + model + greedy + " --batch 3",
+                                &status, /*stdout_only=*/true);
+  REQUIRE(status == 0);
+  std::string want;
+  for (const auto& t : e["translations"])
+    want += (t["text"].get<std::string>().empty() ? std::string() : t["output_text"].get<std::string>()) + "\n";
+  CHECK(out == want);
+
+  // --text, repeatable, with --json.
+  std::string args;
+  for (size_t i = 0; i < 3; ++i) args += " --text '" + e["translations"][i]["text"].get<std::string>() + "'";
+  json j = json::parse(run_command(PETREL_RUN + " " + model + greedy + args + " --json", &status, true));
+  REQUIRE(status == 0);
+  for (size_t i = 0; i < 3; ++i) {
+    CHECK(j["results"][i]["input_text"] == e["translations"][i]["text"]);
+    CHECK(j["results"][i]["input"] == e["translations"][i]["ids"]);
+    CHECK(j["results"][i]["hypotheses"][0]["text"] == e["translations"][i]["output_text"]);
+  }
+
+  // --tokenize shows pieces and ids; --detokenize turns ids back into text.
+  const json& line = e["tokenizer"][1];
+  j = json::parse(run_command(PETREL_RUN + " " + model + " --tokenize --json --text '" +
+                                  line["text"].get<std::string>() + "'",
+                              &status, true));
+  REQUIRE(status == 0);
+  CHECK(j["results"][0]["pieces"] == line["pieces"]);
+  CHECK(j["results"][0]["ids"] == line["ids"]);
+  std::string ids;
+  for (int32_t id : line["ids"]) ids += (ids.empty() ? "" : " ") + std::to_string(id);
+  out = run_command(PETREL_RUN + " " + model + " --detokenize --ids '" + ids + "'", &status, true);
+  REQUIRE(status == 0);
+  CHECK(out == line["decoded"].get<std::string>() + "\n");
+
+  // Bytes that are not UTF-8 still give valid JSON (replaced), never an abort.
+  std::ofstream(tmp.file("bad.txt")) << "caf\xe9 \xff\xfe ok\n";
+  out = run_command(PETREL_RUN + " " + model + greedy + " --json < " + tmp.file("bad.txt"), &status, true);
+  REQUIRE(status == 0);
+  CHECK_NOTHROW(json::parse(out));
+
+  // Flags that cannot go together, and text for a model without a tokenizer.
+  out = run_command(PETREL_RUN + " " + model + " --tokenize --ids '1 0'", &status);
+  CHECK(status != 0);
+  CHECK_THAT(out, Contains("--tokenize takes text inputs"));
 }

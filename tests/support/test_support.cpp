@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <cstdio>
 #include <stdexcept>
 
 #include "convert/safetensors.h"
@@ -84,6 +85,17 @@ TempDir::TempDir() {
 TempDir::~TempDir() {
   std::error_code ec;
   fs::remove_all(path_, ec);
+}
+
+std::string run_command(const std::string& command, int* status, bool stdout_only) {
+  std::string out;
+  FILE* pipe = popen((command + (stdout_only ? " 2>/dev/null" : " 2>&1")).c_str(), "r");
+  if (pipe == nullptr) throw std::runtime_error("cannot run: " + command);
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
+  *status = pclose(pipe);
+  return out;
 }
 
 std::vector<uint8_t> read_bytes(const std::string& path) {

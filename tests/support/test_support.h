@@ -38,6 +38,10 @@ class TempDir {
   std::string path_;
 };
 
+// Runs a shell command; returns its standard output (and standard error, merged, unless
+// stdout_only) and sets *status to the wait status.
+std::string run_command(const std::string& command, int* status, bool stdout_only = false);
+
 std::vector<uint8_t> read_bytes(const std::string& path);
 void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes);
 void copy_dir(const std::string& from, const std::string& to);

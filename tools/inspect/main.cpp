@@ -20,6 +20,23 @@ static nlohmann::json position_json(const PositionInfo& p) {
   return {{"kind", to_string(p.kind)}, {"frequency", to_string(p.frequency)}, {"first_index", p.first_index}};
 }
 
+static nlohmann::json tokenizer_json(const TokenizerInfo& t) {
+  auto spm = [](const SentencePieceInfo& s) {
+    return nlohmann::json{{"algorithm", s.algorithm},
+                          {"pieces", s.pieces},
+                          {"normalizer", s.normalizer},
+                          {"byte_fallback", s.byte_fallback}};
+  };
+  nlohmann::json j = {{"kind", t.kind}};
+  if (t.kind == "marian") {
+    j["source"] = spm(t.source);
+    j["target"] = spm(t.target);
+    j["separate_target_vocab"] = t.separate_target_vocab;
+    j["language_codes"] = t.language_codes;
+  }
+  return j;
+}
+
 int main(int argc, char** argv) {
   cli::Parser p("petrel-inspect", "MODEL.petrel [--json] [--no-tensors]",
                 "Verifies a Petrel model file and describes it: architecture, hyper-parameters,\n"
@@ -79,6 +96,7 @@ int main(int argc, char** argv) {
         {"final_logits_bias", m.final_logits_bias},
         {"vocabulary", m.vocab.size()},
         {"text_tokenizer", m.has_text_tokenizer},
+        {"tokenizer", tokenizer_json(m.tokenizer)},
         {"shortlist", m.shortlist.present ? nlohmann::json{{"always", m.shortlist.always},
                                                            {"candidates", m.shortlist.candidates},
                                                            {"first", m.shortlist.first},
@@ -130,6 +148,21 @@ int main(int argc, char** argv) {
   for (int32_t id : m.bad_word_ids) bad += " " + std::to_string(id);
   std::printf("  tokens            pad %d, eos %d, decoder start %d, never generated:%s\n", m.pad_id, m.eos_id,
               m.decoder_start_id, bad.empty() ? " none" : bad.c_str());
+  if (m.tokenizer.kind == "marian") {
+    auto spm_text = [](const SentencePieceInfo& s) {
+      return s.algorithm + ", " + std::to_string(s.pieces) + " pieces, normalizer " +
+             (s.normalizer.empty() ? std::string("?") : s.normalizer) + (s.byte_fallback ? ", byte fallback" : "");
+    };
+    std::printf("  tokenizer         Marian (SentencePiece): source %s; target %s%s\n", spm_text(m.tokenizer.source).c_str(),
+                spm_text(m.tokenizer.target).c_str(),
+                m.tokenizer.separate_target_vocab ? "; separate target vocabulary" : "");
+    std::string codes;
+    for (size_t i = 0; i < m.tokenizer.language_codes.size() && i < 12; ++i)
+      codes += (i ? " " : "") + m.tokenizer.language_codes[i];
+    if (m.tokenizer.language_codes.size() > 12)
+      codes += " ... (" + std::to_string(m.tokenizer.language_codes.size()) + ")";
+    std::printf("  language codes    %s\n", codes.empty() ? "none" : codes.c_str());
+  }
   std::printf("  vocabulary        %s\n", m.vocab.empty() ? "none (token ids only)"
                                         : (std::to_string(m.vocab.size()) + " tokens" +
                                            (m.has_text_tokenizer ? ", text tokenizer" : ", ids only")).c_str());

@@ -80,6 +80,21 @@ struct GenerationDefaults {
   int32_t forced_eos_id = -1;    // forced at the last allowed position; -1: none
 };
 
+struct SentencePieceInfo {
+  std::string algorithm;   // "unigram" or "bpe"
+  uint32_t pieces = 0;
+  std::string normalizer;  // "nmt_nfkc", "identity", ...
+  bool byte_fallback = false;
+};
+
+// The model file's text tokenizer (has_text_tokenizer).
+struct TokenizerInfo {
+  std::string kind = "none";  // "none", "words" (the demo's), "marian" (opus-mt: SentencePiece)
+  SentencePieceInfo source, target;         // marian
+  bool separate_target_vocab = false;       // marian: target_vocab.json
+  std::vector<std::string> language_codes;  // ">>xx<<" tokens of the vocabulary
+};
+
 struct ModelInfo {
   uint32_t format_major = 0, format_minor = 0;
   std::string producer, source;
@@ -98,6 +113,7 @@ struct ModelInfo {
   bool tied_output = false;        // output projection uses the decoder embedding table
   bool final_logits_bias = false;
   bool has_text_tokenizer = false;  // vocab + a tokenizer Petrel implements
+  TokenizerInfo tokenizer;
   std::vector<std::string> vocab;   // id -> token; may be empty
   std::vector<TensorInfo> tensors;
   std::vector<FoldInfo> folds;

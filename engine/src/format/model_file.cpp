@@ -535,6 +535,18 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
     if (tok->kind() == fb::TokenizerKind::Marian) {
       auto parts = bind_marian_tokenizer(*tok, info, fail);
       if (!parts) return parts.error();
+      TokenizerInfo& t = info.tokenizer;
+      t.kind = "marian";
+      for (auto [spm, dst] : {std::pair{tok->source(), &t.source}, std::pair{tok->target(), &t.target}}) {
+        dst->algorithm = spm->algorithm() == fb::SentencePieceAlgorithm::Bpe ? "bpe" : "unigram";
+        dst->pieces = spm->pieces()->size();
+        dst->normalizer = spm->normalizer() ? spm->normalizer()->str() : "";
+        dst->byte_fallback = spm->byte_fallback();
+      }
+      t.separate_target_vocab = tok->target_vocab() != nullptr;
+      for (std::string_view token : parts.value().vocab)
+        if (token.size() > 4 && token.compare(0, 2, ">>") == 0 && token.compare(token.size() - 2, 2, "<<") == 0)
+          t.language_codes.emplace_back(token);
       out.marian_tokenizer = std::move(parts.value());
       info.has_text_tokenizer = true;
     }
@@ -545,6 +557,7 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
       info.vocab.reserve(tok->vocab()->size());
       for (const auto* t : *tok->vocab()) info.vocab.push_back(t->str());
       info.has_text_tokenizer = tok->kind() != fb::TokenizerKind::None;
+      if (tok->kind() == fb::TokenizerKind::WordsThenChars) info.tokenizer.kind = "words";
       if (tok->kind() == fb::TokenizerKind::WordsThenChars && info.target_vocab_size != info.vocab_size)
         return fail("tokenizer.kind: a word tokenizer needs one vocabulary for source and target");
     }
