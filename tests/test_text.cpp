@@ -7,8 +7,10 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <fstream>
+#include <random>
 
 #include "convert/convert.h"
+#include "petrel_generated.h"
 #include "petrel/petrel.h"
 #include "petrel/translator.h"
 #include "support/test_support.h"
@@ -211,4 +213,112 @@ TEST_CASE("petrel-run: --text, lines on standard input, --tokenize and --detoken
   out = run_command(PETREL_RUN + " " + model + " --tokenize --ids '1 0'", &status);
   CHECK(status != 0);
   CHECK_THAT(out, Contains("--tokenize takes text inputs"));
+}
+
+TEST_CASE("text: any bytes tokenize without a crash, special texts and language codes included", "[text]") {
+  auto model = load_model(marian_text_model());
+  std::mt19937 rng(7);
+  const std::vector<std::string> fragments = {"</s>", "<unk>", "<pad>", ">>fra<<", ">>", "<<", " ", "\t", "\n",
+                                              "\xe3\x80\x80", "\xc2\xa0", "\xe2\x96\x81", "\xff", "\xc3", "\xe2\x82",
+                                              "a", "Datei", "数据", "\xef\xbf\xbd", "%s", "\x00"};
+  for (int trial = 0; trial < 3000; ++trial) {
+    std::string text;
+    const int parts = static_cast<int>(rng() % 12);
+    for (int i = 0; i < parts; ++i) {
+      if (rng() % 4 == 0) text += static_cast<char>(rng() % 256);
+      else text += fragments[rng() % fragments.size()];
+    }
+    auto t = tokenize(*model, text);
+    REQUIRE(t.has_value());
+    REQUIRE(t.value().ids.size() == t.value().pieces.size());
+    REQUIRE(t.value().ids.back() == 0);  // EOS
+    for (int32_t id : t.value().ids) REQUIRE((id >= 0 && static_cast<uint32_t>(id) < model->info().vocab_size));
+    REQUIRE(decode_text(*model, t.value().ids).has_value());
+  }
+}
+
+TEST_CASE("text: a hostile tokenizer section is refused at load, by field", "[text][format]") {
+  const auto good = read_bytes(marian_text_model());
+  auto load = [](const std::vector<uint8_t>& bytes) {
+    return Model::load_from_memory(bytes.data(), bytes.size(), "hostile.petrel");
+  };
+  REQUIRE(load(good).has_value());
+  auto tokenizer_of = [](std::vector<uint8_t>& bytes) {
+    return fb::GetMutableModel(bytes.data() + 4)->mutable_tokenizer();
+  };
+  auto expect = [&](const std::vector<uint8_t>& bytes, const std::string& a, const std::string& b) {
+    auto r = load(bytes);
+    REQUIRE_FALSE(r.has_value());
+    INFO(r.error().message);
+    CHECK_THAT(r.error().message, Contains("hostile.petrel") && Contains(a) && Contains(b));
+  };
+  {
+    auto bytes = good;
+    tokenizer_of(bytes)->mutable_source()->mutable_vocab_ids()->Mutate(3, 999999);
+    expect(bytes, "tokenizer.source.vocab_ids[3] = 999999", "not a vocabulary id");
+  }
+  {
+    auto bytes = good;
+    REQUIRE(tokenizer_of(bytes)->mutate_eos_id(-7));
+    expect(bytes, "tokenizer.eos_id = -7", "not a source token id");
+  }
+  {
+    auto bytes = good;  // a piece type outside the proto's enum
+    tokenizer_of(bytes)->mutable_target()->mutable_types()->Mutate(10, 9);
+    expect(bytes, "tokenizer.target", "type");
+  }
+  {
+    auto bytes = good;  // the charsmap's trie size says more than the blob holds
+    auto* map = tokenizer_of(bytes)->mutable_source()->mutable_precompiled_charsmap();
+    REQUIRE(map->size() > 8);
+    map->Mutate(3, 0x7f);
+    expect(bytes, "tokenizer.source", "charsmap");
+  }
+  // Random flips inside the tokenizer's strings and tables: refused, or load and
+  // tokenize safely (under ASan/UBSan in CI).
+  std::mt19937 rng(11);
+  const auto* source = fb::GetModel(good.data() + 4)->tokenizer()->source();
+  const size_t begin = reinterpret_cast<const uint8_t*>(source->pieces()) - good.data();
+  const size_t end = begin + 400000;
+  int loaded = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    auto bytes = good;
+    for (int f = 0; f < 4; ++f) bytes[begin + rng() % std::min(end - begin, bytes.size() - begin)] ^= 1u << (rng() % 8);
+    auto r = load(bytes);
+    if (!r) continue;
+    ++loaded;
+    auto t = tokenize(*r.value(), "Open the file >>fra<< 数据 </s>");
+    if (t) REQUIRE(decode_text(*r.value(), t.value().ids).has_value());
+  }
+  WARN("tokenizer-section flips: " << loaded << " of 300 loaded and tokenized");
+}
+
+TEST_CASE("text: malformed tokenizer files are refused by the converter with the file named", "[text][convert]") {
+  TempDir tmp;
+  const std::string dir = tmp.file("ckpt");
+  copy_dir(fixture_checkpoint("marian_text"), dir);
+  auto error_of = [&]() -> std::string {
+    convert::ConvertOptions o;
+    o.checkpoint_dir = dir;
+    o.output_path = tmp.file("out.petrel");
+    try {
+      convert::convert_checkpoint(o);
+    } catch (const convert::ConvertError& e) {
+      CHECK_FALSE(exists(o.output_path));
+      return e.what();
+    }
+    return "";
+  };
+  const auto spm = read_bytes(dir + "/source.spm");
+  write_bytes(dir + "/source.spm", std::vector<uint8_t>(spm.begin(), spm.begin() + spm.size() / 2));
+  CHECK_THAT(error_of(), Contains("source.spm"));
+  write_bytes(dir + "/source.spm", spm);
+  json vocab = json::parse(std::ifstream(dir + "/vocab.json"));
+  const int unk = vocab["<unk>"];
+  vocab.erase("<unk>");
+  vocab["<not-unk>"] = unk;
+  std::ofstream(dir + "/vocab.json") << vocab.dump();
+  CHECK_THAT(error_of(), Contains("vocab.json") && Contains("no '<unk>'"));
+  std::ofstream(dir + "/vocab.json") << "{\"a\": 1";
+  CHECK_THAT(error_of(), Contains("vocab.json: not valid JSON"));
 }
