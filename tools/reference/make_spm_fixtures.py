@@ -8,13 +8,13 @@ and Debian's sentencepiece 0.1.97 as the oracle:
   msgid and every plural form of msgstr; contexts stripped; one line per text line),
   deduplicated and sorted. A hash of each line puts it in the training part (1 in 4)
   or the held-out part, so the split does not depend on catalog order.
-* models/*.spm: small models trained with spm_train on training lines of a few
-  scripts (POOLS) — unigram and
-  BPE; with and without byte fallback; user-defined symbols (>>fra<< and other language
-  codes) and extra control symbols; nmt_nfkc, nmt_nfkc_cf and identity normalization;
-  whitespace as suffix; extra whitespace kept; and two models whose pieces are partly
-  marked UNUSED (edited here in the wire format: spm_train never writes UNUSED).
-  character_coverage is below 1, so held-out text has unknown characters.
+* models/*.spm: small models trained with spm_train on training lines of a few scripts
+  (POOLS) — unigram and BPE; with and without byte fallback; user-defined symbols
+  (>>fra<< and other language codes) and extra control symbols; nmt_nfkc, nmt_nfkc_cf
+  and identity normalization; whitespace as suffix; extra whitespace kept; no dummy
+  prefix; and two models whose pieces are partly marked UNUSED (edited here in the wire
+  format: spm_train never writes UNUSED). character_coverage is below 1 and held-out
+  text has scripts the models never saw, so unknown characters are common.
 * corpus.txt.xz: held-out lines balanced over scripts (at least 100,000 lines);
   corpus.json records the count per script. Its first SAMPLE_LINES lines (short ones,
   at most SAMPLE_MAX_BYTES) are the sample whose oracle outputs are committed:
@@ -118,6 +118,8 @@ def ensure_tools():
         return
     if os.geteuid() != 0:
         sys.exit(f"needs Debian packages {' '.join(missing)}: sudo apt-get install -y {' '.join(missing)}")
+    print(f"installing: {' '.join(missing)}")
+    subprocess.run(["apt-get", "update", "-qq"], check=True)
     subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", *missing], check=True)
 
 
