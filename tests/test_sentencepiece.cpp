@@ -404,6 +404,11 @@ TEST_CASE("The .spm reader reads what spm_train wrote", "[sentencepiece]") {
   CHECK_FALSE(suffix.add_dummy_prefix);
   const convert::SpmModel spaces = convert::read_spm_model(spm_dir() + "/models/unigram_identity_spaces.spm");
   CHECK_FALSE(spaces.remove_extra_whitespaces);
+  const convert::SpmModel edited =
+      convert::read_spm_model(spm_dir() + "/models/unigram_suffix_noescape_unksurface.spm");
+  CHECK_FALSE(edited.escape_whitespaces);
+  CHECK(edited.unk_surface == "<?>");
+  CHECK(edited.treat_whitespace_as_suffix);
 
   // A copy keeps the bytes its views point into.
   convert::SpmModel copy = bpe;
