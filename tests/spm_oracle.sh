@@ -25,7 +25,7 @@ command -v xz >/dev/null || { echo "FAILED: xz is not installed (Debian package 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 if [[ "$max_lines" -gt 0 ]]; then
-  xz -dc "$fixtures/corpus.txt.xz" | head -n "$max_lines" >"$work/corpus.txt"
+  { xz -dc "$fixtures/corpus.txt.xz" || true; } | head -n "$max_lines" >"$work/corpus.txt"  # xz: SIGPIPE
 else
   xz -dc "$fixtures/corpus.txt.xz" >"$work/corpus.txt"
 fi

@@ -12,6 +12,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "convert/convert_error.h"
@@ -325,6 +326,60 @@ TEST_CASE("SentencePiece ids and pieces convert both ways", "[sentencepiece]") {
   CHECK_FALSE(m.sp.decode(negative, 1, out));
 }
 
+TEST_CASE("PieceTrie finds every piece and every prefix, and reports duplicates", "[sentencepiece]") {
+  std::mt19937 rng(7);
+  for (const size_t count : {size_t{1}, size_t{5}, size_t{60}, size_t{3000}}) {  // below and above the radix cut-off
+    INFO(count << " pieces");
+    // Shared prefixes longer than 8 bytes, NUL bytes, prefixes of one another.
+    const std::vector<std::string> stems = {"", "\xe2\x96\x81", "\xe2\x96\x81\xd0\xbf\xd1\x80\xd0\xbe", "abcdefgh",
+                                            std::string("a\0b", 3), "zzzzzzzzzzzzzzzzz"};
+    std::set<std::string> unique;
+    while (unique.size() < count) {
+      std::string p = stems[rng() % stems.size()];
+      const size_t extra = rng() % 12;
+      for (size_t i = 0; i < extra; ++i) p += static_cast<char>(rng() % 4 == 0 ? rng() % 256 : 'a' + rng() % 3);
+      if (!p.empty()) unique.insert(p);
+    }
+    std::vector<std::string> strings(unique.begin(), unique.end());
+    std::shuffle(strings.begin(), strings.end(), rng);
+    const std::vector<std::string_view> views(strings.begin(), strings.end());
+    PieceTrie trie;
+    REQUIRE(trie.build(views).first < 0);
+    std::set<std::string> prefixes;
+    for (size_t i = 0; i < strings.size(); ++i) {
+      REQUIRE(trie.find(strings[i]) == static_cast<int32_t>(i));
+      for (size_t k = 0; k <= strings[i].size(); ++k) prefixes.insert(strings[i].substr(0, k));
+    }
+    for (const std::string& p : prefixes) {
+      REQUIRE(trie.walk(PieceTrie::root(), p) != PieceTrie::kNone);
+      for (int b = 0; b < 256; b += 37) {  // a byte more: a node exactly when it is a prefix
+        const std::string longer = p + static_cast<char>(b);
+        CHECK((trie.walk(PieceTrie::root(), longer) != PieceTrie::kNone) == (prefixes.count(longer) == 1));
+      }
+    }
+    // The same pieces with one repeated: found, whichever two they are.
+    std::vector<std::string_view> twice = views;
+    const size_t copy_of = rng() % views.size();
+    twice.push_back(views[copy_of]);
+    const PieceTrie::Duplicate dup = PieceTrie().build(twice);
+    CHECK(dup.first == static_cast<int32_t>(copy_of));
+    CHECK(dup.second == static_cast<int32_t>(views.size()));
+  }
+}
+
+TEST_CASE("SentencePiece refuses a text whose normalized form is too long", "[sentencepiece]") {
+  LoadedModel m = load("bpe_identity");
+  Encoding e;
+  const std::string text(SentencePiece::kMaxNormalizedBytes, 'a');  // + the dummy prefix
+  Status s = m.sp.encode(text, e);
+  REQUIRE_FALSE(s);
+  CHECK(s.error().code == ErrorCode::kInvalidArgument);
+  CHECK_THAT(s.error().message, Contains("normalized text exceeds"));
+  CHECK(e.pieces().empty());
+  REQUIRE(m.sp.encode("a b", e));  // the Encoding is usable again
+  CHECK(e.pieces().size() >= 2);
+}
+
 TEST_CASE("The .spm reader reads what spm_train wrote", "[sentencepiece]") {
   const convert::SpmModel bpe = convert::read_spm_model(spm_dir() + "/models/bpe_identity_bytes_udf.spm");
   CHECK(bpe.algorithm == SpmAlgorithm::kBpe);
@@ -349,6 +404,11 @@ TEST_CASE("The .spm reader reads what spm_train wrote", "[sentencepiece]") {
   CHECK_FALSE(suffix.add_dummy_prefix);
   const convert::SpmModel spaces = convert::read_spm_model(spm_dir() + "/models/unigram_identity_spaces.spm");
   CHECK_FALSE(spaces.remove_extra_whitespaces);
+  const convert::SpmModel edited =
+      convert::read_spm_model(spm_dir() + "/models/unigram_suffix_noescape_unksurface.spm");
+  CHECK_FALSE(edited.escape_whitespaces);
+  CHECK(edited.unk_surface == "<?>");
+  CHECK(edited.treat_whitespace_as_suffix);
 
   // A copy keeps the bytes its views point into.
   convert::SpmModel copy = bpe;

@@ -8,13 +8,13 @@ and Debian's sentencepiece 0.1.97 as the oracle:
   msgid and every plural form of msgstr; contexts stripped; one line per text line),
   deduplicated and sorted. A hash of each line puts it in the training part (1 in 4)
   or the held-out part, so the split does not depend on catalog order.
-* models/*.spm: small models trained with spm_train on training lines of a few
-  scripts (POOLS) — unigram and
-  BPE; with and without byte fallback; user-defined symbols (>>fra<< and other language
-  codes) and extra control symbols; nmt_nfkc, nmt_nfkc_cf and identity normalization;
-  whitespace as suffix; extra whitespace kept; and two models whose pieces are partly
-  marked UNUSED (edited here in the wire format: spm_train never writes UNUSED).
-  character_coverage is below 1, so held-out text has unknown characters.
+* models/*.spm: small models trained with spm_train on training lines of a few scripts
+  (POOLS) — unigram and BPE; with and without byte fallback; user-defined symbols
+  (>>fra<< and other language codes) and extra control symbols; nmt_nfkc, nmt_nfkc_cf
+  and identity normalization; whitespace as suffix; extra whitespace kept; no dummy
+  prefix; and models edited here in the wire format for what spm_train never writes:
+  pieces marked UNUSED, escape_whitespaces off, a custom unk_surface. character_coverage is below 1 and held-out
+  text has scripts the models never saw, so unknown characters are common.
 * corpus.txt.xz: held-out lines balanced over scripts (at least 100,000 lines);
   corpus.json records the count per script. Its first SAMPLE_LINES lines (short ones,
   at most SAMPLE_MAX_BYTES) are the sample whose oracle outputs are committed:
@@ -89,10 +89,16 @@ MODELS = {
                                                    normalization_rule_name="identity",
                                                    treat_whitespace_as_suffix="true", add_dummy_prefix="false")),
 }
-# name: (trained model it is derived from, every n-th normal piece marked UNUSED)
-UNUSED_MODELS = {
-    "unigram_unused": ("unigram_identity_spaces", 7),
-    "bpe_unused": ("bpe_identity", 5),
+# name: (trained model it is derived from, edits: every n-th normal piece marked
+# UNUSED, NormalizerSpec varint fields replaced, TrainerSpec.unk_surface set)
+DERIVED_MODELS = {
+    "unigram_unused": ("unigram_identity_spaces", dict(unused_every=7)),
+    "bpe_unused": ("bpe_identity", dict(unused_every=5)),
+    # spm_train has no flag for these: spaces stay spaces (and pieces with ▁ never
+    # match), and a custom unk_surface for decoding.
+    "bpe_noescape": ("bpe_identity", dict(normalizer={5: 0})),
+    "unigram_suffix_noescape_unksurface": ("unigram_identity_suffix",
+                                           dict(normalizer={5: 0}, unk_surface="<?>")),
 }
 
 # First word of a character's Unicode name -> the script it counts for.
@@ -118,6 +124,8 @@ def ensure_tools():
         return
     if os.geteuid() != 0:
         sys.exit(f"needs Debian packages {' '.join(missing)}: sudo apt-get install -y {' '.join(missing)}")
+    print(f"installing: {' '.join(missing)}")
+    subprocess.run(["apt-get", "update", "-qq"], check=True)
     subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", *missing], check=True)
 
 
@@ -240,26 +248,44 @@ def fields(data):
         yield tag >> 3, wire, data[start:at]
 
 
-def mark_unused(data, every):
-    """The model with every `every`-th NORMAL piece (in id order) typed UNUSED (5)."""
+def length_delimited(number, body):
+    return varint(number << 3 | 2) + varint(len(body)) + body
+
+
+def body_of(raw):
+    """The payload of a length-delimited field."""
+    _, at = read_varint(raw, 0)
+    length, at = read_varint(raw, at)
+    return raw[at:at + length]
+
+
+def edit_model(data, unused_every=None, normalizer=None, unk_surface=None):
+    """The model with every `unused_every`-th NORMAL piece (in id order) typed UNUSED (5),
+    the NormalizerSpec varint fields in `normalizer` ({number: value}) replaced, and
+    TrainerSpec.unk_surface set."""
     out = bytearray()
     normal = 0
     for number, _, raw in fields(data):
-        if number != 1:
+        if number == 1 and unused_every:
+            body = body_of(raw)
+            kept = [r for n, _, r in fields(body) if n != 3]
+            types = [read_varint(r, 1)[0] for n, _, r in fields(body) if n == 3]
+            piece_type = types[-1] if types else 1
+            if piece_type == 1:
+                normal += 1
+                if normal % unused_every == 0:
+                    piece_type = 5
+            new_body = b"".join(kept) + (varint(3 << 3) + varint(piece_type) if piece_type != 1 else b"")
+            out += length_delimited(1, new_body)
+        elif number == 3 and normalizer:
+            body = b"".join(r for n, _, r in fields(body_of(raw)) if n not in normalizer)
+            body += b"".join(varint(n << 3) + varint(v) for n, v in sorted(normalizer.items()))
+            out += length_delimited(3, body)
+        elif number == 2 and unk_surface is not None:
+            body = b"".join(r for n, _, r in fields(body_of(raw)) if n != 44)
+            out += length_delimited(2, body + length_delimited(44, unk_surface.encode()))
+        else:
             out += raw
-            continue
-        _, body_at = read_varint(raw, 0)
-        length, body_at = read_varint(raw, body_at)
-        body = raw[body_at:body_at + length]
-        kept = [(n, r) for n, _, r in fields(body) if n != 3]
-        types = [read_varint(r, 1)[0] for n, _, r in fields(body) if n == 3]
-        piece_type = types[-1] if types else 1
-        if piece_type == 1:
-            normal += 1
-            if normal % every == 0:
-                piece_type = 5
-        new_body = b"".join(r for _, r in kept) + (varint(3 << 3) + varint(piece_type) if piece_type != 1 else b"")
-        out += varint(1 << 3 | 2) + varint(len(new_body)) + new_body
     return bytes(out)
 
 
@@ -407,12 +433,12 @@ def main():
 
     if not reuse_models:
         train_models(training, models_dir)
-    for name, (base, every) in UNUSED_MODELS.items():
+    for name, (base, edits) in DERIVED_MODELS.items():
         with open(os.path.join(models_dir, base + ".spm"), "rb") as f:
-            data = mark_unused(f.read(), every)
+            data = edit_model(f.read(), **edits)
         with open(os.path.join(models_dir, name + ".spm"), "wb") as f:
             f.write(data)
-    names = list(MODELS) + list(UNUSED_MODELS)
+    names = list(MODELS) + list(DERIVED_MODELS)
     import sentencepiece as spm
 
     # One xz stream for all models: their outputs share most of their text, which

@@ -54,6 +54,9 @@ Result<SentencePiece> SentencePiece::create(const SentencePieceSpec& spec, const
   if (spec.scores.size() != n)
     return format_error(where, "scores: " + std::to_string(spec.scores.size()) + " scores for " +
                                    std::to_string(n) + " pieces");
+  size_t piece_bytes = 0;  // the trie numbers its nodes (at most one per byte) in 32 bits
+  for (std::string_view p : spec.pieces) piece_bytes += p.size();
+  if (piece_bytes >= (size_t{1} << 31)) return format_error(where, "pieces: more than 2 GiB of piece text");
   if (spec.types.size() != n)
     return format_error(where, "types: " + std::to_string(spec.types.size()) + " types for " + std::to_string(n) +
                                    " pieces");
@@ -74,10 +77,10 @@ Result<SentencePiece> SentencePiece::create(const SentencePieceSpec& spec, const
   for (int32_t& id : sp.byte_ids_) id = -1;
 
   for (size_t i = 0; i < n; ++i) {
-    const std::string field = "pieces[" + std::to_string(i) + "]";
+    auto field = [i]() { return "pieces[" + std::to_string(i) + "]"; };  // only for messages
     const std::string_view piece = spec.pieces[i];
-    if (piece.empty()) return format_error(where, field + ".piece: empty (a piece must not be empty)");
-    if (std::isnan(spec.scores[i])) return format_error(where, field + ".score: NaN");
+    if (piece.empty()) return format_error(where, field() + ".piece: empty (a piece must not be empty)");
+    if (std::isnan(spec.scores[i])) return format_error(where, field() + ".score: NaN");
     const auto id = static_cast<int32_t>(i);
     switch (spec.types[i]) {
       case PieceType::kNormal:
@@ -86,7 +89,7 @@ Result<SentencePiece> SentencePiece::create(const SentencePieceSpec& spec, const
         break;
       case PieceType::kUnknown:
         if (sp.unk_id_ >= 0)
-          return format_error(where, field + ".type: a second UNKNOWN piece " + quoted(piece) + " (pieces[" +
+          return format_error(where, field() + ".type: a second UNKNOWN piece " + quoted(piece) + " (pieces[" +
                                          std::to_string(sp.unk_id_) + "] is one already)");
         sp.unk_id_ = id;
         break;
@@ -95,7 +98,7 @@ Result<SentencePiece> SentencePiece::create(const SentencePieceSpec& spec, const
         // control piece there would be emitted without consuming text, which upstream
         // rejects mid-encode ("all normalized characters are not consumed").
         if (spec.algorithm == SpmAlgorithm::kBpe && utf8::lead_length(static_cast<unsigned char>(piece[0])) >= piece.size())
-          return format_error(where, field + ": the CONTROL piece " + quoted(piece) +
+          return format_error(where, field() + ": the CONTROL piece " + quoted(piece) +
                                          " is a single character, which a BPE model cannot encode");
         break;
       case PieceType::kUserDefined:
@@ -106,15 +109,15 @@ Result<SentencePiece> SentencePiece::create(const SentencePieceSpec& spec, const
         break;
       case PieceType::kByte: {
         if (!spec.byte_fallback)
-          return format_error(where, field + ": BYTE piece " + quoted(piece) +
+          return format_error(where, field() + ": BYTE piece " + quoted(piece) +
                                          " although trainer_spec.byte_fallback is false");
         const int byte = byte_of_piece(piece);
-        if (byte < 0) return format_error(where, field + ": BYTE piece " + quoted(piece) + " is not <0x00>..<0xFF>");
+        if (byte < 0) return format_error(where, field() + ": BYTE piece " + quoted(piece) + " is not <0x00>..<0xFF>");
         sp.byte_ids_[byte] = id;  // a second <0xNN> is a duplicate piece, caught below
         break;
       }
       default:
-        return format_error(where, field + ".type: " + std::to_string(static_cast<int>(spec.types[i])) +
+        return format_error(where, field() + ".type: " + std::to_string(static_cast<int>(spec.types[i])) +
                                        " is no piece type (1..6)");
     }
   }

@@ -123,9 +123,10 @@ class SentencePiece : private Normalizer::SymbolMatcher {
 
   // Normalizes `text` and segments it: the pieces spm_encode prints (no bos/eos added).
   // Any bytes are accepted (malformed UTF-8 becomes U+FFFD). Fails (kInvalidArgument)
-  // only when the normalized text would exceed kMaxNormalizedBytes.
+  // only when the normalized text would exceed kMaxNormalizedBytes (the scratch space
+  // grows by up to 24 bytes per normalized byte; no sentence comes near it).
   Status encode(std::string_view text, Encoding& out) const;
-  static constexpr size_t kMaxNormalizedBytes = size_t{1} << 30;
+  static constexpr size_t kMaxNormalizedBytes = size_t{64} << 20;
 
   // The text of pieces given by id, as spm_decode --input_format=id prints it.
   // Fails (kInvalidArgument) on an id outside [0, size()).

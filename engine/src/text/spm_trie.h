@@ -16,7 +16,7 @@ class PieceTrie {
   static constexpr uint32_t kNone = UINT32_MAX;
 
   struct Duplicate {
-    int32_t first = -1, second = -1;  // ids of two equal pieces; first < 0: none
+    int32_t first = -1, second = -1;  // ids of two equal pieces, first < second; first < 0: none
   };
   // Pieces must be non-empty. Returns the first duplicate pair found (the trie is then
   // unusable) or {-1, -1}.
@@ -25,14 +25,15 @@ class PieceTrie {
   static constexpr uint32_t root() { return 0; }
   // The node reached from `node` by `byte`, or kNone.
   uint32_t child(uint32_t node, unsigned char byte) const {
-    const Node& n = nodes_[node];
-    const unsigned char* labels = labels_.data() + n.first_child;
-    if (n.child_count <= 8) {
-      for (uint32_t i = 0; i < n.child_count; ++i)
-        if (labels[i] == byte) return n.first_child + i;
+    const uint32_t first = nodes_[node].first_child;
+    const uint32_t count = nodes_[node + 1].first_child - first;
+    const unsigned char* labels = labels_.data() + first;
+    if (count <= 8) {
+      for (uint32_t i = 0; i < count; ++i)
+        if (labels[i] == byte) return first + i;
       return kNone;
     }
-    uint32_t lo = 0, hi = n.child_count;
+    uint32_t lo = 0, hi = count;
     while (lo < hi) {
       const uint32_t mid = (lo + hi) / 2;
       if (labels[mid] < byte)
@@ -40,7 +41,7 @@ class PieceTrie {
       else
         hi = mid;
     }
-    return lo < n.child_count && labels[lo] == byte ? n.first_child + lo : kNone;
+    return lo < count && labels[lo] == byte ? first + lo : kNone;
   }
   // The piece ending at `node`, or -1.
   int32_t id(uint32_t node) const { return nodes_[node].id; }
@@ -59,10 +60,11 @@ class PieceTrie {
   }
 
  private:
+  // Nodes are numbered breadth first, so the children of node n are the nodes
+  // [nodes_[n].first_child, nodes_[n + 1].first_child); a last node closes the list.
   struct Node {
-    uint32_t first_child = 0;  // children are nodes [first_child, first_child + child_count)
-    uint32_t child_count = 0;
-    int32_t id = -1;
+    uint32_t first_child;
+    int32_t id;  // the piece ending here, or -1
   };
   std::vector<Node> nodes_;
   std::vector<unsigned char> labels_;  // labels_[n]: the byte leading to node n
