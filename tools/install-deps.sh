@@ -5,8 +5,10 @@
 #   tools/install-deps.sh --cross    also the ARM cross compilers and qemu-user
 set -euo pipefail
 
+# sentencepiece (spm_encode/spm_decode) and xz-utils: the tokenizer oracle tests compare
+# Petrel's SentencePiece with Debian's on a compressed corpus of real text.
 packages=(cmake g++ make libxsimd-dev libflatbuffers-dev flatbuffers-compiler catch2
-          libbenchmark-dev nlohmann-json3-dev pkgconf)
+          libbenchmark-dev nlohmann-json3-dev pkgconf sentencepiece xz-utils)
 if [[ "${1:-}" == "--cross" ]]; then
   packages+=(g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user)
 fi
