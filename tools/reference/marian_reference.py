@@ -406,3 +406,26 @@ def write_safetensors(path, tensors, dtype="F32"):
         f.write(raw)
         for b in blobs:
             f.write(b)
+
+
+def read_safetensors(path):
+    """{name: f32 tensor} from a safetensors file of F32/F16/BF16 tensors (what
+    write_safetensors and Hugging Face write)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    (header_size,) = struct.unpack_from("<Q", raw)
+    header = json.loads(raw[8:8 + header_size])
+    base = 8 + header_size
+    tensors = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        start, end = entry["data_offsets"]
+        data = raw[base + start:base + end]
+        if entry["dtype"] == "BF16":
+            halves = np.frombuffer(data, dtype="<u2").astype(np.uint32) << 16
+            values = halves.view(np.float32)
+        else:
+            values = np.frombuffer(data, dtype={"F32": "<f4", "F16": "<f2"}[entry["dtype"]]).astype(np.float32)
+        tensors[name] = torch.from_numpy(values.reshape(entry["shape"]).copy())
+    return tensors
