@@ -31,6 +31,11 @@ from marian_tokenizer import MarianTokenizer  # noqa: E402
 import metrics  # noqa: E402
 
 
+def forced_eos(model):
+    """The checkpoint's forced_eos_token_id (generate() forces it at the last step)."""
+    return getattr(model, "forced_eos_token_id", None)
+
+
 def load_model(model_dir):
     """marian_reference's Model from a Hugging Face MarianMT checkpoint directory."""
     with open(os.path.join(model_dir, "config.json")) as f:
@@ -48,19 +53,26 @@ def load_model(model_dir):
     model = ref.Model(cfg)
     model.load_state_dict(ref.read_safetensors(os.path.join(model_dir, "model.safetensors")))
     model.eval()
+    # generate() takes forced_eos_token_id from generation_config.json when there is one.
+    generation = c
+    if os.path.exists(os.path.join(model_dir, "generation_config.json")):
+        with open(os.path.join(model_dir, "generation_config.json")) as f:
+            generation = json.load(f)
+    model.forced_eos_token_id = generation.get("forced_eos_token_id")
     return model
 
 
 @torch.no_grad()
-def translate(model, tok, sources, beam, alpha, max_new, progress=True):
+def translate(model, tok, sources, beam, alpha, max_new, progress=True, beam_stop="heuristic"):
     hypotheses, start = [], time.time()
     for n, text in enumerate(sources):
         ids = torch.tensor([tok.encode(text)])
         memory, mask = model.encode(ids, [ids.shape[1]])
         if beam == 1:
-            out, _ = ref.greedy(model, memory, mask, max_new)
+            out, _ = ref.greedy(model, memory, mask, max_new, forced_eos=forced_eos(model))
         else:
-            out = ref.beam_search(model, memory, mask, beam, max_new, alpha)[0][0]
+            out = ref.beam_search(model, memory, mask, beam, max_new, alpha, stop=beam_stop,
+                                  forced_eos=forced_eos(model))[0][0]
         hypotheses.append(tok.decode(out))
         if progress and (n + 1) % 200 == 0:
             print(f"  {n + 1}/{len(sources)} sentences, {time.time() - start:.0f}s", file=sys.stderr, flush=True)
@@ -88,6 +100,8 @@ def main():
     t.add_argument("--limit", type=int, help="only the first N sentences")
     t.add_argument("--output", help="write the hypotheses here")
     t.add_argument("--threads", type=int, default=2)
+    t.add_argument("--beam-stop", choices=["heuristic", "first-k"], default="heuristic",
+                   help="heuristic: generate()'s default (early_stopping=False); first-k: early_stopping=True")
     s = sub.add_parser("score")
     s.add_argument("hypotheses")
     s.add_argument("references")
@@ -102,7 +116,7 @@ def main():
         sources, references = sources[:args.limit], references[:args.limit]
     model, tok = load_model(args.model_dir), MarianTokenizer(args.model_dir)
     start = time.time()
-    hypotheses = translate(model, tok, sources, args.beam, args.alpha, args.max_new)
+    hypotheses = translate(model, tok, sources, args.beam, args.alpha, args.max_new, beam_stop=args.beam_stop)
     print(f"{len(sources)} sentences, {'greedy' if args.beam == 1 else f'beam {args.beam}'}, "
           f"{time.time() - start:.0f}s")
     if args.output:
