@@ -71,11 +71,13 @@ using namespace petrel::test;
 
 namespace {
 size_t allocations_of(Translator& translator, const std::vector<std::vector<int32_t>>& batch, size_t steps,
-                      size_t beam, bool shortlist, bool half_cache) {
+                      size_t beam, bool shortlist, bool half_cache, bool streaming = false) {
   TranslateOptions o;
   o.beam_size = o.n_best = beam;
   o.use_shortlist = shortlist;
   o.kv_cache_f16 = half_cache;
+  size_t events = 0;
+  if (streaming) o.on_token = [&events](const TokenEvent& e) { return ++events > 0 && !e.piece.empty(); };
   o.max_new_tokens = o.min_new_tokens = steps;
   allocations = 0;
   counting = true;
@@ -100,15 +102,17 @@ TEST_CASE("the decode loop does not allocate", "[runtime][memory]") {
   const size_t threads = GENERATE(1, 2);
   const bool shortlist = GENERATE(false, true);
   const bool half_cache = GENERATE(false, true);
+  const bool streaming = GENERATE(false, true);  // a token callback per step adds nothing either
   auto created = Translator::create(model.value(), {"", threads});
   REQUIRE(created.has_value());
   Translator& translator = created.value();
   const std::vector<std::vector<int32_t>> batch = {{5, 9, 13, 0}, {7, 0}, {21, 22, 23, 24, 25, 0}};
-  allocations_of(translator, batch, 40, beam, shortlist, half_cache);  // grow every buffer to the largest shape
-  const size_t short_run = allocations_of(translator, batch, 4, beam, shortlist, half_cache);
-  const size_t long_run = allocations_of(translator, batch, 40, beam, shortlist, half_cache);
-  INFO("beam " << beam << ", threads " << threads << ", shortlist " << shortlist << ", f16 cache " << half_cache << ": "
-               << short_run << " allocations for 4 steps, " << long_run << " for 40");
+  allocations_of(translator, batch, 40, beam, shortlist, half_cache, streaming);  // grow every buffer
+  const size_t short_run = allocations_of(translator, batch, 4, beam, shortlist, half_cache, streaming);
+  const size_t long_run = allocations_of(translator, batch, 40, beam, shortlist, half_cache, streaming);
+  INFO("beam " << beam << ", threads " << threads << ", shortlist " << shortlist << ", f16 cache " << half_cache
+               << ", streaming " << streaming << ": " << short_run << " allocations for 4 steps, " << long_run
+               << " for 40");
   CHECK(long_run == short_run);
 }
 

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -83,6 +84,23 @@ petrel::Result<petrel::TranslateOptions> to_cpp(const petrel_options* o) {
   t.use_shortlist = o->use_shortlist != 0;
   t.kv_cache_f16 = o->kv_cache_f16 != 0;
   auto has = [&](size_t end_of_field) { return o->struct_size >= end_of_field; };
+  if (has(offsetof(petrel_options, stream_text) + sizeof(int)) && o->on_token != nullptr) {
+    const petrel_token_fn fn = o->on_token;
+    void* const data = o->on_token_data;
+    t.stream_text = o->stream_text != 0;
+    t.on_token = [fn, data, text = std::string(), delta = std::string()](const petrel::TokenEvent& e) mutable {
+      petrel_token_event c{e.input,         e.ids,   e.length, e.piece.data(), e.provisional ? 1 : 0,
+                           e.final ? 1 : 0, nullptr, nullptr,  e.text_restarted ? 1 : 0};
+      if (e.piece.empty()) c.piece = "";
+      if (!e.text.empty() || !e.text_delta.empty() || e.text_restarted) {  // NUL-terminated copies for C
+        text.assign(e.text);
+        delta.assign(e.text_delta);
+        c.text = text.c_str();
+        c.text_delta = delta.c_str();
+      }
+      return fn(data, &c) != 0;
+    };
+  }
   if (has(offsetof(petrel_options, beam_stop) + sizeof(int))) {
     switch (o->beam_stop) {
       case PETREL_BEAM_STOP_DEFAULT: t.beam_stop = petrel::BeamStop::kDefault; break;
@@ -116,7 +134,7 @@ void petrel_options_init(petrel_options* o) {
   if (o == nullptr) return;
   petrel::TranslateOptions d;
   *o = {sizeof(petrel_options), d.beam_size, d.n_best, d.max_new_tokens, d.min_new_tokens, NAN,
-        d.use_shortlist ? 1 : 0,  d.kv_cache_f16 ? 1 : 0, PETREL_BEAM_STOP_DEFAULT};
+        d.use_shortlist ? 1 : 0,  d.kv_cache_f16 ? 1 : 0, PETREL_BEAM_STOP_DEFAULT, nullptr, nullptr, 0};
 }
 
 petrel_status petrel_model_load(const char* path, petrel_model** model) {
@@ -253,5 +271,23 @@ petrel_status petrel_translate_text(petrel_session* session, const char* text, c
 }
 
 void petrel_string_free(char* text) { std::free(text); }
+
+petrel_status petrel_translate_stream(petrel_session* session, const char* text, const petrel_options* options,
+                                      petrel_token_fn on_token, void* user_data, char** translation) {
+  return guarded([&] {
+    petrel_options o;
+    petrel_options_init(&o);
+    if (options != nullptr) {
+      auto checked = to_cpp(options);  // the caller's struct_size must make sense
+      if (!checked) return fail(checked.error());
+      std::memcpy(&o, options, options->struct_size);  // an older caller's fields; the rest keep defaults
+      o.struct_size = sizeof o;
+    }
+    o.on_token = on_token;
+    o.on_token_data = user_data;
+    o.stream_text = 1;
+    return petrel_translate_text(session, text, &o, translation);
+  });
+}
 
 }  // extern "C"

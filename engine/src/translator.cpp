@@ -9,6 +9,7 @@
 #include "kernels/isa.h"
 #include "model_access.h"
 #include "models/encoder_decoder.h"
+#include "text/tokenizer.h"
 #include "threads/thread_pool.h"
 
 namespace petrel {
@@ -42,6 +43,36 @@ detail::CheckedSize request_bytes(const ModelInfo& info, size_t sentences, uint6
 }
 
 std::string mib(uint64_t bytes) { return std::to_string((bytes + (1u << 20) - 1) >> 20) + " MiB"; }
+
+// The search's per-step observer as the caller's TokenCallback: no allocation per step.
+class StreamObserver final : public decode::SearchObserver {
+ public:
+  StreamObserver(const TokenCallback& callback, const text::Tokenizer* tokenizer, bool provisional)
+      : callback_(callback), tokenizer_(tokenizer), provisional_(provisional) {}
+  bool on_step(size_t sentence, const int32_t* tokens, size_t length) override {
+    TokenEvent e;
+    e.input = sentence;
+    e.ids = tokens;
+    e.length = length;
+    e.provisional = provisional_;
+    if (tokenizer_ != nullptr && length > 0) e.piece = tokenizer_->output_token(tokens[length - 1]).value_or("");
+    return callback_(e);
+  }
+  void finish(size_t sentence, const int32_t* tokens, size_t length) {
+    TokenEvent e;
+    e.input = sentence;
+    e.ids = tokens;
+    e.length = length;
+    e.final = true;
+    if (tokenizer_ != nullptr && length > 0) e.piece = tokenizer_->output_token(tokens[length - 1]).value_or("");
+    callback_(e);
+  }
+
+ private:
+  const TokenCallback& callback_;
+  const text::Tokenizer* tokenizer_;
+  bool provisional_;
+};
 
 }  // namespace
 
@@ -110,7 +141,24 @@ Result<std::vector<TextTranslation>> Translator::translate_text(const std::vecto
       out[i].input = std::move(tokens.value());
       batch.push_back(out[i].input.ids);
     }
-    auto translated = translate(batch, options);
+    // Streaming text: each step's hypothesis detokenized, with what it adds to the last.
+    TranslateOptions with_text = options;
+    std::vector<std::string> shown(texts.size());
+    std::string text;
+    if (options.on_token && options.stream_text) {
+      with_text.on_token = [&](const TokenEvent& e) {
+        TokenEvent t = e;
+        auto decoded = decode_text(m, std::vector<int32_t>(e.ids, e.ids + e.length));
+        text = decoded ? std::move(decoded.value()) : std::string();
+        std::string& previous = shown[e.input];
+        t.text = text;
+        t.text_restarted = text.compare(0, previous.size(), previous) != 0;
+        t.text_delta = t.text_restarted ? std::string_view(text) : std::string_view(text).substr(previous.size());
+        previous = text;
+        return options.on_token(t);
+      };
+    }
+    auto translated = translate(batch, with_text);
     if (!translated) return translated.error();
     for (size_t i = 0; i < texts.size(); ++i) {
       for (Hypothesis& h : translated.value()[i].hypotheses) {
@@ -235,10 +283,19 @@ Result<std::vector<Translation>> Translator::Impl::translate(const std::vector<s
   for (size_t r = 0; r < sentence_of_row.size(); ++r) sentence_of_row[r] = r / so.beam;
   graph.start_decoding(encoded, sentence_of_row, max_new, cache_type, decoder, workspace);
   decode::DecoderSteps steps(graph, decoder, workspace, output);
+  StreamObserver stream(options.on_token, detail::ModelAccess::tokenizer(*model), so.beam > 1);
+  if (options.on_token) so.observer = &stream;
   auto found = decode::search(steps, batch.size(), output, kernels, so, search);
   timings.decode_ms = ms_since(start);
   if (!found) return found.error();
   timings.decode_steps = found.value().steps;
+  if (options.on_token) {  // each input's final translation, after the step-by-step events
+    for (size_t s = 0; s < batch.size(); ++s) {
+      const auto& hyps = found.value().hypotheses[s];
+      if (hyps.empty()) continue;
+      stream.finish(s, hyps[0].ids.data(), hyps[0].ids.size());
+    }
+  }
 
   std::vector<Translation> out(batch.size());
   size_t generated = 0;

@@ -52,6 +52,22 @@ typedef struct petrel_model petrel_model;
 typedef struct petrel_session petrel_session;
 typedef struct petrel_result petrel_result;
 
+/* One step of a translation as it is produced (streaming; petrel_options.on_token). */
+typedef struct petrel_token_event {
+  size_t input;           /* which input of the call */
+  const int32_t* ids;     /* its best live hypothesis so far, without the start token */
+  size_t length;
+  const char* piece;      /* the newest token's text as the tokenizer stores it ("\u2581Datei");
+                             "" without a tokenizer */
+  int provisional;        /* beam search: a later step may prefer another hypothesis */
+  int final;              /* the input's translation is done: `ids` is its best hypothesis */
+  const char* text;       /* text translations with stream_text: the hypothesis so far, else NULL */
+  const char* text_delta; /* what `text` adds to this input's previous event */
+  int text_restarted;     /* `text` does not extend the previous text: show it afresh */
+} petrel_token_event;
+/* Return 0 to stop translating that input now (its hypotheses finish as they are). */
+typedef int (*petrel_token_fn)(void* user_data, const petrel_token_event* event);
+
 /* Options of a translation. Always fill one with petrel_options_init: it sets
  * struct_size, so a library built from a newer header (with more fields appended)
  * knows which fields this caller has and gives the others their defaults. */
@@ -65,6 +81,9 @@ typedef struct petrel_options {
   int use_shortlist;     /* nonzero: decode over the model file's lexical shortlist */
   int kv_cache_f16;      /* nonzero: keep attention keys/values in half precision */
   int beam_stop;         /* PETREL_BEAM_STOP_*: when beam search stops for a sentence */
+  petrel_token_fn on_token; /* streaming: called after every step (NULL: none) */
+  void* on_token_data;      /* passed to on_token */
+  int stream_text;          /* nonzero: events of text translations carry the text so far */
 } petrel_options;
 
 /* Library version ("0.1.0") and the newest model-file format it reads. */
@@ -110,6 +129,10 @@ PETREL_API void petrel_result_free(petrel_result* result);
 PETREL_API petrel_status petrel_translate_text(petrel_session* session, const char* text, const petrel_options* options,
                                     char** translation);
 PETREL_API void petrel_string_free(char* text);
+/* petrel_translate_text with the translation streamed to `on_token` as it is produced
+ * (with the text so far); the whole translation is returned as well. */
+PETREL_API petrel_status petrel_translate_stream(petrel_session* session, const char* text, const petrel_options* options,
+                                                 petrel_token_fn on_token, void* user_data, char** translation);
 /* A batch of texts (UTF-8, NUL-terminated): hypotheses as text (petrel_result_text) and
  * ids (petrel_result_ids). Errors name the input (e.g. one longer than the model allows). */
 PETREL_API petrel_status petrel_translate_texts(petrel_session* session, const char* const* texts, size_t count,

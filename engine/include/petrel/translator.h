@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string_view>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +22,27 @@ constexpr size_t kMaxBeamSize = 64;
 // Working memory one call may need (KV caches, logits, histories, activations),
 // computed before anything is allocated; more fails with ErrorCode::kOutOfMemory.
 constexpr uint64_t kMaxRequestBytes = sizeof(void*) >= 8 ? uint64_t{32} << 30 : uint64_t{3} << 29;
+
+// One step of a translation as it is produced (TranslateOptions::on_token): called after
+// each decoder step for every input still being translated, then once per input with
+// its final translation, on the translating thread.
+struct TokenEvent {
+  size_t input = 0;              // which input of the call
+  const int32_t* ids = nullptr;  // its best live hypothesis so far, without the start token
+  size_t length = 0;
+  std::string_view piece;        // the newest token as the tokenizer stores it ("▁Datei");
+                                 //   empty for a model without a tokenizer
+  bool provisional = false;      // beam search: a later step may prefer another hypothesis
+  bool final = false;            // the input's translation is done: `ids` is its best hypothesis
+                                 //   (one such event per input with a hypothesis, after the last step)
+  // translate_text with stream_text only (detokenizing costs a decode per step):
+  std::string_view text;         // the hypothesis so far as text
+  std::string_view text_delta;   // what `text` adds to this input's previous event
+  bool text_restarted = false;   // `text` does not extend the previous text: show it afresh
+};
+// Return false to stop translating that input now: its live hypotheses finish as they are
+// (the return value of a final event is ignored).
+using TokenCallback = std::function<bool(const TokenEvent&)>;
 
 // Options left unset take the model's own generation defaults (ModelInfo::generation:
 // what its config.json / generation_config.json ask for), as Hugging Face's
@@ -42,6 +65,10 @@ struct TranslateOptions {
   // precision: half the cache memory and half the bytes attention reads. Outputs then
   // differ from the f32 cache's by f16 rounding of K and V (relative 2^-11).
   bool kv_cache_f16 = false;
+  // Streaming: called after every step (see TokenEvent). The decode loop stays free of
+  // allocation with it; stream_text adds the detokenized text, which allocates.
+  TokenCallback on_token;
+  bool stream_text = false;
 };
 
 struct Hypothesis {
