@@ -7,6 +7,7 @@
 
 #include "format/weights.h"
 #include "petrel/model.h"
+#include "petrel/translator.h"
 #include "text/tokenizer.h"
 
 namespace petrel::detail {
@@ -19,5 +20,8 @@ struct ModelAccess {
   // The loader's way to make a Model (its constructor is private).
   static std::shared_ptr<const Model> make(std::unique_ptr<Impl> impl);
 };
+
+// A hypothesis as text, with the tokens of its ids (the model's tokenizer).
+Result<TextHypothesis> text_hypothesis(const Model& model, Hypothesis&& hypothesis);
 
 }  // namespace petrel::detail

@@ -162,16 +162,9 @@ Result<std::vector<TextTranslation>> Translator::translate_text(const std::vecto
     if (!translated) return translated.error();
     for (size_t i = 0; i < texts.size(); ++i) {
       for (Hypothesis& h : translated.value()[i].hypotheses) {
-        TextHypothesis t;
-        auto text = decode_text(m, h.ids);
-        if (!text) return text.error();
-        auto pieces = output_tokens(m, h.ids);
-        if (!pieces) return pieces.error();
-        t.text = std::move(text.value());
-        t.pieces = std::move(pieces.value());
-        t.ids = std::move(h.ids);
-        t.score = h.score;
-        out[i].hypotheses.push_back(std::move(t));
+        auto t = detail::text_hypothesis(m, std::move(h));
+        if (!t) return t.error();
+        out[i].hypotheses.push_back(std::move(t.value()));
       }
     }
   } catch (const std::bad_alloc&) {

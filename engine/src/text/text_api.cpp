@@ -36,4 +36,19 @@ Result<std::string> decode_text(const Model& model, const std::vector<int32_t>& 
   return tokenizer->decode(ids);
 }
 
+namespace detail {
+Result<TextHypothesis> text_hypothesis(const Model& model, Hypothesis&& h) {
+  TextHypothesis t;
+  auto text = decode_text(model, h.ids);
+  if (!text) return text.error();
+  auto pieces = output_tokens(model, h.ids);
+  if (!pieces) return pieces.error();
+  t.text = std::move(text.value());
+  t.pieces = std::move(pieces.value());
+  t.ids = std::move(h.ids);
+  t.score = h.score;
+  return t;
+}
+}  // namespace detail
+
 }  // namespace petrel

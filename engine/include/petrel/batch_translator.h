@@ -1,0 +1,68 @@
+// Many inputs at once (a file, a stream of messages): inputs are read in windows, sorted
+// by length within a window and packed into batches by a token budget; the batches run on
+// one or more sessions sharing the model (inter-op workers, each with its own intra-op
+// threads); each input's result is delivered in input order as soon as it and every input
+// before it are done.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "petrel/export.h"
+#include "petrel/translator.h"
+
+namespace petrel {
+
+struct BatchOptions {
+  size_t max_batch_tokens = 2048;  // source tokens in one batch (inputs are packed, not padded)
+  size_t max_batch_size = 64;      // inputs in one batch
+  // Inputs read and sorted by length at a time; 0: 8 x max_batch_size. A larger window
+  // packs batches better, a smaller one delivers the first results sooner.
+  size_t window = 0;
+  // Text only: translate each sentence of an input (text/sentence_splitter.h's rules) and
+  // join the translations with the text that stood between the sentences. An input too
+  // long for the model is then translated sentence by sentence instead of refused.
+  bool split_sentences = false;
+};
+
+struct BatchTotals {
+  size_t inputs = 0, sentences = 0;  // sentences: units translated (after splitting)
+  size_t source_tokens = 0, generated_tokens = 0;
+  double seconds = 0;
+};
+
+class BatchTranslator {
+ public:
+  // `workers` sessions (1..64) with `options.threads` intra-op threads each.
+  PETREL_API static Result<BatchTranslator> create(std::shared_ptr<const Model> model,
+                                                   const TranslatorOptions& options = {}, size_t workers = 1);
+  PETREL_API ~BatchTranslator();
+  PETREL_API BatchTranslator(BatchTranslator&&) noexcept;
+  PETREL_API BatchTranslator& operator=(BatchTranslator&&) noexcept;
+
+  // deliver(index, result) is called once per input, in input order, on the calling
+  // thread. A result is an error for that input alone (e.g. one too long for the model
+  // without sentence splitting); an empty text gives an empty translation. Streaming
+  // callbacks (TranslateOptions::on_token) are not supported here. The returned status
+  // fails only for bad options or when delivery cannot go on.
+  using TextSink = std::function<void(size_t index, Result<TextTranslation>&& result)>;
+  PETREL_API Status translate_text(const std::vector<std::string>& texts, const TranslateOptions& options,
+                                   const BatchOptions& batching, const TextSink& deliver);
+  using IdSink = std::function<void(size_t index, Result<Translation>&& result)>;
+  PETREL_API Status translate(const std::vector<std::vector<int32_t>>& inputs, const TranslateOptions& options,
+                              const BatchOptions& batching, const IdSink& deliver);
+
+  PETREL_API const BatchTotals& last_totals() const;
+  PETREL_API size_t workers() const;
+  PETREL_API const char* isa() const;
+
+ private:
+  struct Impl;
+  explicit BatchTranslator(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace petrel

@@ -1,0 +1,165 @@
+// Many inputs at once (BatchTranslator): results come in input order whatever the
+// packing and the number of workers, equal to translating each input alone; empty
+// inputs give empty outputs in place; a too-long input is refused alone, or translated
+// sentence by sentence with splitting. On the real en-de model and an oracle fixture.
+#include <catch2/catch.hpp>
+#include <fstream>
+
+#include "convert/convert.h"
+#include "petrel/batch_translator.h"
+#include "support/test_support.h"
+
+using namespace petrel;
+using namespace petrel::test;
+using Catch::Matchers::Contains;
+
+namespace {
+
+std::shared_ptr<const Model> en_de() {
+  static TempDir tmp;
+  static const std::string path = [] {
+    convert::ConvertOptions o;
+    o.checkpoint_dir = std::string(PETREL_SOURCE_DIR) + "/tools/en-de-model";
+    o.output_path = tmp.file("en-de.petrel");
+    convert::convert_checkpoint(o);
+    return o.output_path;
+  }();
+  return load_model(path);
+}
+
+std::vector<std::string> test_sentences(size_t count) {
+  std::ifstream in(fixture_dir() + "/en-de/test.en");
+  std::vector<std::string> out;
+  std::string line;
+  while (out.size() < count && std::getline(in, line)) out.push_back(line);
+  return out;
+}
+
+TranslateOptions greedy() {
+  TranslateOptions o;
+  o.beam_size = 1;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("batch: text results in input order, as each input alone, whatever the workers", "[batch]") {
+  auto model = en_de();
+  std::vector<std::string> texts = test_sentences(60);
+  texts.insert(texts.begin() + 5, "");
+  texts.insert(texts.begin() + 9, "   ");
+  auto single = Translator::create(model);
+  REQUIRE(single.has_value());
+  std::vector<std::string> alone;
+  for (const auto& t : texts) {
+    if (t.find_first_not_of(' ') == std::string::npos) {
+      alone.emplace_back();
+      continue;
+    }
+    auto r = single.value().translate_text({t}, greedy());
+    REQUIRE(r.has_value());
+    alone.push_back(r.value()[0].hypotheses[0].text);
+  }
+  for (size_t workers : {1, 3}) {
+    auto batch = BatchTranslator::create(model, {}, workers);
+    REQUIRE(batch.has_value());
+    BatchOptions b;
+    b.max_batch_size = 7;
+    b.max_batch_tokens = 120;
+    b.window = 20;
+    std::vector<size_t> order;
+    std::vector<std::string> got;
+    Status s = batch.value().translate_text(texts, greedy(), b, [&](size_t i, Result<TextTranslation>&& r) {
+      order.push_back(i);
+      REQUIRE(r.has_value());
+      got.push_back(r.value().hypotheses.at(0).text);
+    });
+    REQUIRE(s.has_value());
+    INFO(workers << " workers");
+    std::vector<size_t> expected_order(texts.size());
+    for (size_t i = 0; i < texts.size(); ++i) expected_order[i] = i;
+    CHECK(order == expected_order);
+    REQUIRE(got.size() == alone.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      INFO("input " << i << ": " << texts[i]);
+      CHECK(got[i] == alone[i]);
+    }
+    CHECK(batch.value().last_totals().inputs == texts.size());
+    CHECK(batch.value().last_totals().sentences == texts.size() - 2);
+  }
+}
+
+TEST_CASE("batch: a paragraph is split into sentences and reassembled; too long is refused alone", "[batch]") {
+  auto model = en_de();
+  const std::vector<std::string> parts = {"You need to specify a command.", "Unable to correct missing packages.",
+                                          "The file could not be saved."};
+  auto single = Translator::create(model);
+  REQUIRE(single.has_value());
+  std::vector<std::string> alone;
+  for (const auto& p : parts) {
+    auto r = single.value().translate_text({p}, greedy());
+    REQUIRE(r.has_value());
+    alone.push_back(r.value()[0].hypotheses[0].text);
+  }
+  std::string long_text;  // far more tokens than the model's 512 positions, in short sentences
+  for (int i = 0; i < 200; ++i) long_text += "Open the file. ";
+  auto batch = BatchTranslator::create(model);
+  REQUIRE(batch.has_value());
+  BatchOptions split;
+  split.split_sentences = true;
+  std::vector<Result<TextTranslation>> results;
+  auto collect = [&](size_t, Result<TextTranslation>&& r) { results.push_back(std::move(r)); };
+  REQUIRE(batch.value().translate_text({parts[0] + " " + parts[1] + "  " + parts[2], long_text, "Open file"}, greedy(),
+                                       split, collect)
+              .has_value());
+  REQUIRE(results.size() == 3);
+  REQUIRE(results[0].has_value());
+  // The text between the sentences stays as it was (one space, then two).
+  CHECK(results[0].value().hypotheses[0].text == alone[0] + " " + alone[1] + "  " + alone[2]);
+  CHECK(results[1].has_value());
+  CHECK(results[2].has_value());
+  CHECK(batch.value().last_totals().sentences == 3 + 200 + 1);
+
+  results.clear();
+  REQUIRE(batch.value().translate_text({"Open file", long_text, "Save"}, greedy(), BatchOptions{}, collect).has_value());
+  REQUIRE(results.size() == 3);
+  CHECK(results[0].has_value());
+  REQUIRE_FALSE(results[1].has_value());
+  CHECK_THAT(results[1].error().message, Contains("input 2 has") && Contains("at most 512") && Contains("split"));
+  CHECK(results[2].has_value());
+}
+
+TEST_CASE("batch: token ids, with the oracle's outputs in order", "[batch]") {
+  const auto e = expected_for("post_swish_concat_tied");
+  auto model = load_model(fixture_dir() + "/portable/post_swish_concat_tied-f32.petrel");
+  std::vector<std::vector<int32_t>> inputs;
+  for (int repeat = 0; repeat < 10; ++repeat)
+    for (const auto& i : e["inputs"]) inputs.push_back(i.get<std::vector<int32_t>>());
+  inputs.push_back({});
+  auto batch = BatchTranslator::create(model, {}, 2);
+  REQUIRE(batch.has_value());
+  TranslateOptions o = greedy();
+  o.max_new_tokens = e["max_new_tokens"];
+  o.length_penalty = 1.0;
+  BatchOptions b;
+  b.max_batch_size = 4;
+  size_t next = 0;
+  REQUIRE(batch.value()
+              .translate(inputs, o, b,
+                         [&](size_t i, Result<Translation>&& r) {
+                           REQUIRE(i == next++);
+                           REQUIRE(r.has_value());
+                           if (i == inputs.size() - 1) {
+                             CHECK(r.value().hypotheses.at(0).ids.empty());
+                             return;
+                           }
+                           CHECK(r.value().hypotheses.at(0).ids ==
+                                 e["greedy"][i % 3]["ids"].get<std::vector<int32_t>>());
+                         })
+              .has_value());
+  CHECK(next == inputs.size());
+  o.on_token = [](const TokenEvent&) { return true; };
+  auto refused = batch.value().translate(inputs, o, b, [](size_t, Result<Translation>&&) {});
+  REQUIRE_FALSE(refused.has_value());
+  CHECK_THAT(refused.error().message, Contains("streaming"));
+}
