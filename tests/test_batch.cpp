@@ -163,3 +163,56 @@ TEST_CASE("batch: token ids, with the oracle's outputs in order", "[batch]") {
   REQUIRE_FALSE(refused.has_value());
   CHECK_THAT(refused.error().message, Contains("streaming"));
 }
+
+TEST_CASE("petrel-run --input, --json-lines, --stream, and a line too long for the model", "[batch][cli]") {
+  TempDir tmp;
+  const std::string model = tmp.file("en-de.petrel");
+  {
+    convert::ConvertOptions o;
+    o.checkpoint_dir = std::string(PETREL_SOURCE_DIR) + "/tools/en-de-model";
+    o.output_path = model;
+    convert::convert_checkpoint(o);
+  }
+  std::string long_line;
+  for (int i = 0; i < 200; ++i) long_line += "Open the file, ";
+  std::ofstream(tmp.file("in.txt")) << "You need to specify a command.\n\nOpen file. Save changes?\n" << long_line << "\n";
+  int status = 0;
+  // Plain output: a line per input, the failed one empty, exit status 1, the error on stderr.
+  std::string out = run_command(PETREL_RUN + " " + model + " --beam 1 --input " + tmp.file("in.txt"), &status, true);
+  CHECK(status != 0);
+  std::vector<std::string> lines;
+  for (size_t at = 0; at < out.size();) {
+    size_t end = out.find('\n', at);
+    lines.push_back(out.substr(at, end - at));
+    at = end + 1;
+  }
+  REQUIRE(lines.size() == 4);
+  CHECK_FALSE(lines[0].empty());
+  CHECK(lines[1].empty());
+  CHECK(lines[2].find(' ') != std::string::npos);  // two sentences, joined
+  CHECK(lines[3].empty());
+  out = run_command(PETREL_RUN + " " + model + " --beam 1 --input " + tmp.file("in.txt") + " --quiet", &status);
+  CHECK_THAT(out, Contains("input 4 has a sentence of") && Contains("at most 512"));
+
+  // --json-lines: an object per input in order, then the totals.
+  out = run_command(PETREL_RUN + " " + model + " --beam 1 --json-lines --no-split < " + tmp.file("in.txt"), &status,
+                    true);
+  std::vector<nlohmann::json> objects;
+  for (size_t at = 0; at < out.size();) {
+    size_t end = out.find('\n', at);
+    objects.push_back(nlohmann::json::parse(out.substr(at, end - at)));
+    at = end + 1;
+  }
+  REQUIRE(objects.size() == 5);
+  for (size_t i = 0; i < 4; ++i) CHECK(objects[i]["index"] == i);
+  CHECK(objects[0]["hypotheses"][0]["text"] == lines[0]);
+  CHECK(objects[3].contains("error"));
+  CHECK(objects[4]["summary"]["inputs"] == 4);
+  CHECK(objects[4]["summary"]["failed"] == 1);
+
+  // --stream prints the same translation as it is produced.
+  out = run_command(PETREL_RUN + " " + model + " --beam 1 --stream --text 'You need to specify a command.'", &status,
+                    true);
+  REQUIRE(status == 0);
+  CHECK(out == lines[0] + "\n");
+}

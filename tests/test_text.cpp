@@ -170,7 +170,7 @@ TEST_CASE("petrel-run: --text, lines on standard input, --tokenize and --detoken
   int status = 0;
   const std::string greedy = " --beam 1 --max-new-tokens 12";
   // A file through standard input: one translation per line, in order, empty for empty.
-  std::string out = run_command("cat " + tmp.file("in.txt") + " | " + PETREL_RUN + " " + model + greedy + " --batch 3",
+  std::string out = run_command("cat " + tmp.file("in.txt") + " | " + PETREL_RUN + " " + model + greedy + " --max-batch 3",
                                 &status, /*stdout_only=*/true);
   REQUIRE(status == 0);
   std::string want;
