@@ -89,7 +89,7 @@ TEST_CASE("batch: text results in input order, as each input alone, whatever the
   }
 }
 
-TEST_CASE("batch: a paragraph is split into sentences and reassembled; too long is refused alone", "[batch]") {
+TEST_CASE("batch: a paragraph is split into sentences and reassembled, too long is refused alone", "[batch]") {
   auto model = en_de();
   const std::vector<std::string> parts = {"You need to specify a command.", "Unable to correct missing packages.",
                                           "The file could not be saved."};

@@ -68,7 +68,7 @@ TEST_CASE("streaming, greedy: each event extends the output by one token, the la
   }
 }
 
-TEST_CASE("streaming text: the deltas add up to the translation; beam events are provisional", "[stream]") {
+TEST_CASE("streaming text: the deltas add up to the translation, beam events are provisional", "[stream]") {
   auto translator = Translator::create(en_de_model());
   REQUIRE(translator.has_value());
   for (size_t beam : {1, 4}) {
