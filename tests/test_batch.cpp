@@ -7,6 +7,7 @@
 
 #include "convert/convert.h"
 #include "petrel/batch_translator.h"
+#include "petrel/petrel.h"
 #include "support/test_support.h"
 
 using namespace petrel;
@@ -215,4 +216,67 @@ TEST_CASE("petrel-run --input, --json-lines, --stream, and a line too long for t
                     true);
   REQUIRE(status == 0);
   CHECK(out == lines[0] + "\n");
+}
+
+namespace {
+struct Collected {
+  std::vector<size_t> order;
+  std::vector<std::string> texts;
+  std::vector<int> statuses;
+};
+void collect_text(void* data, size_t index, petrel_status status, const char* text, double) {
+  auto* c = static_cast<Collected*>(data);
+  c->order.push_back(index);
+  c->texts.emplace_back(text);
+  c->statuses.push_back(status);
+}
+}  // namespace
+
+TEST_CASE("C API: petrel_translate_many delivers in input order, errors per input", "[batch][capi]") {
+  auto model_path = [] {
+    static TempDir tmp;
+    convert::ConvertOptions o;
+    o.checkpoint_dir = std::string(PETREL_SOURCE_DIR) + "/tools/en-de-model";
+    o.output_path = tmp.file("en-de.petrel");
+    convert::convert_checkpoint(o);
+    return o.output_path;
+  }();
+  petrel_model* model = nullptr;
+  REQUIRE(petrel_model_load(model_path.c_str(), &model) == PETREL_OK);
+  std::string long_line;
+  for (int i = 0; i < 200; ++i) long_line += "Open the file, ";
+  auto texts = test_sentences(20);
+  texts.push_back(long_line);
+  texts.push_back("");
+  std::vector<const char*> pointers;
+  for (const auto& t : texts) pointers.push_back(t.c_str());
+  petrel_options options;
+  petrel_options_init(&options);
+  options.beam_size = 1;
+  petrel_batch_options batching;
+  petrel_batch_options_init(&batching);
+  batching.workers = 2;
+  batching.max_batch_size = 5;
+  Collected got;
+  REQUIRE(petrel_translate_many(model, nullptr, pointers.data(), pointers.size(), &options, &batching, collect_text,
+                                &got) == PETREL_OK);
+  REQUIRE(got.order.size() == texts.size());
+  for (size_t i = 0; i < texts.size(); ++i) CHECK(got.order[i] == i);
+  CHECK(got.statuses[20] == PETREL_INVALID_ARGUMENT);
+  CHECK_THAT(got.texts[20], Contains("input 21 has"));
+  CHECK(got.statuses[21] == PETREL_OK);
+  CHECK(got.texts[21].empty());
+  petrel_session* session = nullptr;
+  REQUIRE(petrel_session_create(model, nullptr, 1, &session) == PETREL_OK);
+  for (size_t i = 0; i < 20; i += 7) {
+    char* one = nullptr;
+    REQUIRE(petrel_translate_text(session, pointers[i], &options, &one) == PETREL_OK);
+    CHECK(got.texts[i] == one);
+    petrel_string_free(one);
+  }
+  batching.struct_size = 3;
+  CHECK(petrel_translate_many(model, nullptr, pointers.data(), 1, &options, &batching, collect_text, &got) ==
+        PETREL_INVALID_ARGUMENT);
+  petrel_session_free(session);
+  petrel_model_free(model);
 }

@@ -10,6 +10,7 @@
 #include <new>
 #include <string>
 
+#include "petrel/batch_translator.h"
 #include "petrel/translator.h"
 
 struct petrel_model {
@@ -271,6 +272,55 @@ petrel_status petrel_translate_text(petrel_session* session, const char* text, c
 }
 
 void petrel_string_free(char* text) { std::free(text); }
+
+void petrel_batch_options_init(petrel_batch_options* o) {
+  if (o == nullptr) return;
+  petrel::BatchOptions d;
+  *o = {sizeof(petrel_batch_options), d.max_batch_tokens, d.max_batch_size, 1, 1, d.split_sentences ? 1 : 0};
+}
+
+petrel_status petrel_translate_many(const petrel_model* model, const char* isa, const char* const* texts, size_t count,
+                                    const petrel_options* options, const petrel_batch_options* batching,
+                                    petrel_text_sink sink, void* user_data) {
+  return guarded([&] {
+    if (model == nullptr || sink == nullptr || (count > 0 && texts == nullptr))
+      return invalid("petrel_translate_many: NULL argument");
+    petrel_batch_options b;
+    petrel_batch_options_init(&b);
+    if (batching != nullptr) {
+      if (batching->struct_size < sizeof(size_t) || batching->struct_size > sizeof b)
+        return invalid("petrel_batch_options.struct_size is wrong: initialise it with petrel_batch_options_init");
+      std::memcpy(&b, batching, batching->struct_size);
+    }
+    auto cpp_options = to_cpp(options);
+    if (!cpp_options) return fail(cpp_options.error());
+    std::vector<std::string> cpp(count);
+    for (size_t i = 0; i < count; ++i) {
+      if (texts[i] == nullptr) return invalid("petrel_translate_many: NULL text");
+      cpp[i] = texts[i];
+    }
+    auto translator = petrel::BatchTranslator::create(model->model, {isa ? isa : "", b.threads}, b.workers);
+    if (!translator) return fail(translator.error());
+    petrel::BatchOptions cb;
+    cb.max_batch_tokens = b.max_batch_tokens;
+    cb.max_batch_size = b.max_batch_size;
+    cb.split_sentences = b.split_sentences != 0;
+    petrel::Status s = translator.value().translate_text(
+        cpp, cpp_options.value(), cb, [&](size_t i, petrel::Result<petrel::TextTranslation>&& r) {
+          if (!r) {
+            const std::string message = r.error().message;
+            petrel_status code = fail(r.error());  // the code; the thread's message is the last error
+            sink(user_data, i, code, message.c_str(), 0.0);
+            last_error.clear();
+            return;
+          }
+          const auto& hyps = r.value().hypotheses;
+          sink(user_data, i, PETREL_OK, hyps.empty() ? "" : hyps[0].text.c_str(), hyps.empty() ? 0.0 : hyps[0].score);
+        });
+    if (!s) return fail(s.error());
+    return PETREL_OK;
+  });
+}
 
 petrel_status petrel_translate_stream(petrel_session* session, const char* text, const petrel_options* options,
                                       petrel_token_fn on_token, void* user_data, char** translation) {

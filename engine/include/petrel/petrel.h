@@ -129,6 +129,28 @@ PETREL_API void petrel_result_free(petrel_result* result);
 PETREL_API petrel_status petrel_translate_text(petrel_session* session, const char* text, const petrel_options* options,
                                     char** translation);
 PETREL_API void petrel_string_free(char* text);
+/* Many texts at once (a file, a stream of messages): sorted by length, packed into batches,
+ * translated on `workers` sessions sharing the model, and handed to `sink` one by one in
+ * input order as soon as each is ready. Fill with petrel_batch_options_init. */
+typedef struct petrel_batch_options {
+  size_t struct_size;       /* sizeof(petrel_batch_options) as the caller compiled it */
+  size_t max_batch_tokens;  /* source tokens per batch (default 2048) */
+  size_t max_batch_size;    /* inputs per batch (default 64) */
+  size_t workers;           /* sessions on their own threads (default 1) */
+  size_t threads;           /* intra-op threads per session (default 1) */
+  int split_sentences;      /* nonzero: translate sentence by sentence and reassemble */
+} petrel_batch_options;
+PETREL_API void petrel_batch_options_init(petrel_batch_options* options);
+/* One input's result: status PETREL_OK and its best translation, or the status and message
+ * of its own error (e.g. too long for the model). Strings live until the sink returns. */
+typedef void (*petrel_text_sink)(void* user_data, size_t index, petrel_status status, const char* text_or_error,
+                                 double score);
+/* isa: NULL or "" for $PETREL_ISA or the best path. Fails only for bad arguments or options. */
+PETREL_API petrel_status petrel_translate_many(const petrel_model* model, const char* isa, const char* const* texts,
+                                               size_t count, const petrel_options* options,
+                                               const petrel_batch_options* batching, petrel_text_sink sink,
+                                               void* user_data);
+
 /* petrel_translate_text with the translation streamed to `on_token` as it is produced
  * (with the text so far); the whole translation is returned as well. */
 PETREL_API petrel_status petrel_translate_stream(petrel_session* session, const char* text, const petrel_options* options,
