@@ -9,6 +9,7 @@
 #include "decode/decoder_steps.h"
 #include "format/model_file.h"
 #include "kernels/isa.h"
+#include "models/encoder_decoder.h"
 #include "model_access.h"
 #include "petrel/translator.h"
 #include "support/test_support.h"
@@ -237,5 +238,40 @@ TEST_CASE("a batch translates as its sentences one at a time", "[search][oracle]
         CHECK(a[k].score == Approx(t[k].score).epsilon(1e-5));
       }
     }
+  }
+}
+
+TEST_CASE("the KV caches grow as outputs get longer, with the same results as caches sized up front", "[search]") {
+  const std::string isa = GENERATE(from_range(runnable_isas()));
+  auto model = load_model(fixture_dir() + "/portable/post_swish_concat_tied-f32.petrel");
+  kernels::Isa id;
+  REQUIRE(kernels::parse_isa(isa, &id));
+  threads::ThreadPool pool(1);
+  models::EncoderDecoder graph(detail::ModelAccess::weights(*model), *kernels::table_for(id), pool);
+  layers::Workspace ws;
+  models::EncoderOutput enc;
+  graph.encode({{19, 20, 37, 19, 34, 4, 0}, {27, 18, 24, 0}}, enc, ws);
+  models::OutputVocabulary everything;
+  everything.use_all(detail::ModelAccess::weights(*model));
+  const size_t steps = 60, vocab = model->info().target_vocab_size;
+  for (DType cache : {DType::kF32, DType::kF16}) {
+    std::vector<float> logits[2];
+    for (size_t capacity : {size_t{60}, size_t{5}}) {  // 5 grows to 10, 20, 40, 60
+      models::DecoderState st;
+      graph.start_decoding(enc, {0, 0, 1}, steps, cache, st, ws, capacity);
+      std::vector<int32_t> tokens = {47, 47, 47};
+      std::vector<float>& out = logits[capacity == 5];
+      std::vector<float> step_logits(3 * vocab);
+      for (size_t t = 0; t < steps; ++t) {
+        graph.decode_step(tokens.data(), 3, t, st, ws, everything, step_logits.data());
+        out.insert(out.end(), step_logits.begin(), step_logits.end());
+        const size_t parent[] = {1, 0, 2};  // rows swap places each step, as beams do
+        graph.reorder(parent, 3, t, st);
+        for (size_t r = 0; r < 3; ++r) tokens[r] = static_cast<int32_t>((t * 7 + r * 13) % (vocab - 1));
+      }
+      if (capacity == 5) CHECK(st.capacity == steps);
+    }
+    INFO(isa << ", " << to_string(cache) << " cache");
+    CHECK(logits[0] == logits[1]);
   }
 }

@@ -62,7 +62,8 @@ void EncoderDecoder::encode(const std::vector<std::vector<int32_t>>& batch, Enco
 }
 
 void EncoderDecoder::start_decoding(const EncoderOutput& enc, const std::vector<size_t>& sentence_of_row,
-                                    size_t max_steps, DType cache_type, DecoderState& st, Workspace& ws) const {
+                                    size_t max_steps, DType cache_type, DecoderState& st, Workspace& ws,
+                                    size_t initial_capacity) const {
   const size_t rows = sentence_of_row.size(), layers = w_.decoder.layers.size();
   const size_t enc_rows = enc.rows(), esize = detail::dtype_size(cache_type);
   size_t longest = 0;
@@ -72,6 +73,8 @@ void EncoderDecoder::start_decoding(const EncoderOutput& enc, const std::vector<
 
   st.rows = rows;
   st.max_steps = max_steps;
+  // A first guess at the output's length (about the input's); grown when exceeded.
+  st.capacity = std::min(max_steps, initial_capacity ? initial_capacity : std::max<size_t>(32, 2 * longest));
   st.cache_type = cache_type;
   st.cross_keys.resize(rows);
   for (size_t r = 0; r < rows; ++r) st.cross_keys[r] = {enc.offset[sentence_of_row[r]], enc.length[sentence_of_row[r]]};
@@ -91,10 +94,10 @@ void EncoderDecoder::start_decoding(const EncoderOutput& enc, const std::vector<
     layers::dense(c, attn.v, enc.states.data(), enc_rows, ws.v.data());
     k_.store_as(ws.k.data(), enc_rows * d_, cache_type, st.cross_k[l].data());
     k_.store_as(ws.v.data(), enc_rows * d_, cache_type, st.cross_v[l].data());
-    st.self_k[l].resize(rows * max_steps * d_ * esize);
-    st.self_v[l].resize(rows * max_steps * d_ * esize);
+    st.self_k[l].resize(rows * st.capacity * d_ * esize);
+    st.self_v[l].resize(rows * st.capacity * d_ * esize);
   }
-  st.reorder_buffer.resize(rows * max_steps * d_ * esize);
+  st.reorder_buffer.resize(rows * st.capacity * d_ * esize);
 }
 
 void EncoderDecoder::decode_step(const int32_t* tokens, size_t rows, size_t step, DecoderState& st, Workspace& ws,
@@ -102,8 +105,9 @@ void EncoderDecoder::decode_step(const int32_t* tokens, size_t rows, size_t step
   const size_t esize = detail::dtype_size(st.cache_type);
   const float eps = info_.layer_norm_eps;
   const auto& dec = w_.decoder;
+  if (step >= st.capacity) grow_caches(rows, step, st);
   std::fill_n(st.positions.begin(), rows, static_cast<int32_t>(step));
-  for (size_t r = 0; r < rows; ++r) st.self_keys[r] = {r * st.max_steps, step + 1};
+  for (size_t r = 0; r < rows; ++r) st.self_keys[r] = {r * st.capacity, step + 1};
   float* x = st.x.data();
   layers::Context c = context(ws);
   k_.embed(dec.embed_tokens, tokens, st.positions.data(), rows, dec.position_table, x);
@@ -116,7 +120,7 @@ void EncoderDecoder::decode_step(const int32_t* tokens, size_t rows, size_t step
       layers::dense(c, layer.self_attn.v, in, rows, ws.v.data());
       // Append this position's K/V to each row's cache, then attend 0..step.
       for (size_t r = 0; r < rows; ++r) {
-        const size_t at = (r * st.max_steps + step) * d_ * esize;
+        const size_t at = (r * st.capacity + step) * d_ * esize;
         k_.store_as(&ws.k[r * d_], d_, st.cache_type, &st.self_k[l][at]);
         k_.store_as(&ws.v[r * d_], d_, st.cache_type, &st.self_v[l][at]);
       }
@@ -141,8 +145,24 @@ void EncoderDecoder::decode_step(const int32_t* tokens, size_t rows, size_t step
 
 // Each cache is gathered into the spare buffer, which then becomes the cache (all
 // caches have the buffer's size): one copy per cache, not two.
+void EncoderDecoder::grow_caches(size_t rows, size_t step, DecoderState& st) const {
+  const size_t esize = detail::dtype_size(st.cache_type);
+  const size_t capacity = std::min(st.max_steps, std::max(2 * st.capacity, step + 1));
+  const size_t old_row = st.capacity * d_ * esize, new_row = capacity * d_ * esize;
+  for (auto* caches : {&st.self_k, &st.self_v}) {
+    for (auto& cache : *caches) {
+      st.reorder_buffer.resize(st.rows * new_row);
+      for (size_t r = 0; r < rows; ++r)
+        std::memcpy(&st.reorder_buffer[r * new_row], &cache[r * old_row], step * d_ * esize);
+      cache.swap(st.reorder_buffer);
+    }
+  }
+  st.reorder_buffer.resize(st.rows * new_row);
+  st.capacity = capacity;
+}
+
 void EncoderDecoder::reorder(const size_t* parent, size_t rows, size_t step, DecoderState& st) const {
-  const size_t row_bytes = st.max_steps * d_ * detail::dtype_size(st.cache_type);
+  const size_t row_bytes = st.capacity * d_ * detail::dtype_size(st.cache_type);
   const size_t span = (step + 1) * d_ * detail::dtype_size(st.cache_type);
   for (auto* caches : {&st.self_k, &st.self_v}) {
     for (auto& cache : *caches) {

@@ -22,15 +22,18 @@ struct EncoderOutput {
 
 // Per-hypothesis decoder state for `rows` hypotheses of up to `max_steps` steps.
 // The K/V caches hold elements of cache_type: f32, or f16 (half the memory, and half
-// the bytes attention reads, for outputs within f16 rounding of f32's).
+// the bytes attention reads, for outputs within f16 rounding of f32's). They hold
+// `capacity` positions per row, and grow (doubling, up to max_steps) when a step
+// reaches it: memory follows the outputs' real length, not the length limit; a session
+// keeps its buffers, so once they have grown, steps allocate nothing.
 struct DecoderState {
-  size_t rows = 0, max_steps = 0;
+  size_t rows = 0, max_steps = 0, capacity = 0;
   DType cache_type = DType::kF32;
   std::vector<layers::KeyRange> cross_keys;              // per row: its sentence's encoder rows
   std::vector<layers::KeyRange> reorder_keys;            // cross_keys' spare, for reorder
   std::vector<layers::AlignedVector<uint8_t>> cross_k, cross_v;  // per layer [encoder rows, d]
-  std::vector<layers::AlignedVector<uint8_t>> self_k, self_v;    // per layer [rows, max_steps, d]
-  layers::AlignedVector<uint8_t> reorder_buffer;                 // [rows, max_steps, d]
+  std::vector<layers::AlignedVector<uint8_t>> self_k, self_v;    // per layer [rows, capacity, d]
+  layers::AlignedVector<uint8_t> reorder_buffer;                 // [rows, capacity, d]
   std::vector<layers::KeyRange> self_keys;               // per row, rebuilt each step
   layers::AlignedVector<float> x;                        // [rows, d]
   std::vector<int32_t> positions;                        // [rows]
@@ -46,8 +49,9 @@ class EncoderDecoder {
   // Sizes `state` for rows hypotheses (row r decodes sentence sentence_of_row[r]) with
   // caches of cache_type (f32 or f16) and computes each decoder layer's
   // cross-attention K/V once.
+  // initial_capacity: positions the caches start with (0: about twice the longest input).
   void start_decoding(const EncoderOutput& enc, const std::vector<size_t>& sentence_of_row, size_t max_steps,
-                      DType cache_type, DecoderState& state, layers::Workspace& ws) const;
+                      DType cache_type, DecoderState& state, layers::Workspace& ws, size_t initial_capacity = 0) const;
 
   // Runs one position for the first `rows` rows: tokens[r] at position `step`.
   // Writes logits [rows, output.size()]. Allocation-free.
@@ -62,6 +66,8 @@ class EncoderDecoder {
   const kernels::KernelTable& kernels() const { return k_; }
 
  private:
+  // Gives every row's self-attention caches room for positions up to `step`.
+  void grow_caches(size_t rows, size_t step, DecoderState& state) const;
   void run_encoder_layer(layers::Context& c, const detail::Layer& layer, float* x, size_t rows,
                          const layers::KeyRange* keys) const;
   layers::Context context(layers::Workspace& ws) const { return {k_, pool_, ws}; }
