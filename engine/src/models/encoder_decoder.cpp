@@ -74,7 +74,7 @@ void EncoderDecoder::start_decoding(const EncoderOutput& enc, const std::vector<
   st.rows = rows;
   st.max_steps = max_steps;
   // A first guess at the output's length (about the input's); grown when exceeded.
-  st.capacity = std::min(max_steps, initial_capacity ? initial_capacity : std::max<size_t>(32, 2 * longest));
+  st.capacity = std::min(max_steps, initial_capacity ? initial_capacity : detail::round_up(longest + 8, 16));
   st.cache_type = cache_type;
   st.cross_keys.resize(rows);
   for (size_t r = 0; r < rows; ++r) st.cross_keys[r] = {enc.offset[sentence_of_row[r]], enc.length[sentence_of_row[r]]};
@@ -97,7 +97,6 @@ void EncoderDecoder::start_decoding(const EncoderOutput& enc, const std::vector<
     st.self_k[l].resize(rows * st.capacity * d_ * esize);
     st.self_v[l].resize(rows * st.capacity * d_ * esize);
   }
-  st.reorder_buffer.resize(rows * st.capacity * d_ * esize);
 }
 
 void EncoderDecoder::decode_step(const int32_t* tokens, size_t rows, size_t step, DecoderState& st, Workspace& ws,
@@ -147,25 +146,37 @@ void EncoderDecoder::decode_step(const int32_t* tokens, size_t rows, size_t step
 // caches have the buffer's size): one copy per cache, not two.
 void EncoderDecoder::grow_caches(size_t rows, size_t step, DecoderState& st) const {
   const size_t esize = detail::dtype_size(st.cache_type);
-  const size_t capacity = std::min(st.max_steps, std::max(2 * st.capacity, step + 1));
+  // Half as much again: outputs overshoot their inputs by a little, rarely by double.
+  const size_t capacity = std::min(st.max_steps, detail::round_up(std::max(st.capacity + st.capacity / 2, step + 1), 16));
   const size_t old_row = st.capacity * d_ * esize, new_row = capacity * d_ * esize;
+  // In place, last row first (each moves forward): a cache that has grown before has
+  // the room and nothing is allocated. Only the rows still decoding count: once most
+  // sentences are done, a long straggler grows a small cache, not the whole batch's.
   for (auto* caches : {&st.self_k, &st.self_v}) {
     for (auto& cache : *caches) {
-      st.reorder_buffer.resize(st.rows * new_row);
-      for (size_t r = 0; r < rows; ++r)
-        std::memcpy(&st.reorder_buffer[r * new_row], &cache[r * old_row], step * d_ * esize);
-      cache.swap(st.reorder_buffer);
+      if (cache.size() < rows * new_row) cache.resize(rows * new_row);
+      for (size_t r = rows; r-- > 1;) std::memmove(&cache[r * new_row], &cache[r * old_row], step * d_ * esize);
     }
   }
-  st.reorder_buffer.resize(st.rows * new_row);
   st.capacity = capacity;
 }
 
+// Dropping finished sentences only moves rows down (parent[r] >= r, increasing): done in
+// place. Beam reordering gathers each cache into the spare buffer, which then becomes
+// the cache: one copy per cache, and the spare exists only when beams are used.
 void EncoderDecoder::reorder(const size_t* parent, size_t rows, size_t step, DecoderState& st) const {
   const size_t row_bytes = st.capacity * d_ * detail::dtype_size(st.cache_type);
   const size_t span = (step + 1) * d_ * detail::dtype_size(st.cache_type);
+  bool compaction = true;
+  for (size_t r = 0; r < rows && compaction; ++r) compaction = parent[r] >= r && (r == 0 || parent[r] > parent[r - 1]);
   for (auto* caches : {&st.self_k, &st.self_v}) {
     for (auto& cache : *caches) {
+      if (compaction) {
+        for (size_t r = 0; r < rows; ++r)
+          if (parent[r] != r) std::memcpy(&cache[r * row_bytes], &cache[parent[r] * row_bytes], span);
+        continue;
+      }
+      if (st.reorder_buffer.size() < rows * row_bytes) st.reorder_buffer.resize(rows * row_bytes);
       for (size_t r = 0; r < rows; ++r)
         std::memcpy(&st.reorder_buffer[r * row_bytes], &cache[parent[r] * row_bytes], span);
       cache.swap(st.reorder_buffer);

@@ -23,7 +23,7 @@ struct EncoderOutput {
 // Per-hypothesis decoder state for `rows` hypotheses of up to `max_steps` steps.
 // The K/V caches hold elements of cache_type: f32, or f16 (half the memory, and half
 // the bytes attention reads, for outputs within f16 rounding of f32's). They hold
-// `capacity` positions per row, and grow (doubling, up to max_steps) when a step
+// `capacity` positions per row, and grow (by half, up to max_steps) when a step
 // reaches it: memory follows the outputs' real length, not the length limit; a session
 // keeps its buffers, so once they have grown, steps allocate nothing.
 struct DecoderState {
@@ -33,7 +33,7 @@ struct DecoderState {
   std::vector<layers::KeyRange> reorder_keys;            // cross_keys' spare, for reorder
   std::vector<layers::AlignedVector<uint8_t>> cross_k, cross_v;  // per layer [encoder rows, d]
   std::vector<layers::AlignedVector<uint8_t>> self_k, self_v;    // per layer [rows, capacity, d]
-  layers::AlignedVector<uint8_t> reorder_buffer;                 // [rows, capacity, d]
+  layers::AlignedVector<uint8_t> reorder_buffer;                 // beams' gathers: [rows, capacity, d]
   std::vector<layers::KeyRange> self_keys;               // per row, rebuilt each step
   layers::AlignedVector<float> x;                        // [rows, d]
   std::vector<int32_t> positions;                        // [rows]
@@ -49,7 +49,7 @@ class EncoderDecoder {
   // Sizes `state` for rows hypotheses (row r decodes sentence sentence_of_row[r]) with
   // caches of cache_type (f32 or f16) and computes each decoder layer's
   // cross-attention K/V once.
-  // initial_capacity: positions the caches start with (0: about twice the longest input).
+  // initial_capacity: positions the caches start with (0: a little more than the longest input).
   void start_decoding(const EncoderOutput& enc, const std::vector<size_t>& sentence_of_row, size_t max_steps,
                       DType cache_type, DecoderState& state, layers::Workspace& ws, size_t initial_capacity = 0) const;
 
