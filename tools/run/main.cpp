@@ -91,8 +91,8 @@ int main(int argc, char** argv) {
   p.flag("ids", "\"ID ...\"", "one input as space-separated token ids (repeatable)", true);
   p.flag("input", "FILE", "inputs, one per line ('-': standard input, the default)");
   p.toggle("no-split", "--input: translate each line whole, without splitting it into sentences");
-  p.flag("max-batch-tokens", "N", "--input: source tokens per batch (default 2048)");
-  p.flag("max-batch", "N", "--input: inputs per batch (default 64)");
+  p.flag("max-batch-tokens", "N", "--input: source tokens per batch (default 1024)");
+  p.flag("max-batch", "N", "--input: inputs per batch (default 8; more is faster and takes more memory)");
   p.flag("workers", "W", "--input: translator sessions on their own threads sharing the model (default 1)");
   p.toggle("stream", "print each translation as it is produced (text inputs, one at a time)");
   p.toggle("tokenize", "show how the inputs tokenize (pieces and ids) instead of translating");
@@ -146,8 +146,8 @@ int main(int argc, char** argv) {
                                             : BeamStop::kDefault;
     threads = static_cast<size_t>(p.get_int("threads", 1, 1, 256));
     workers = static_cast<size_t>(p.get_int("workers", 1, 1, 64));
-    batching.max_batch_tokens = static_cast<size_t>(p.get_int("max-batch-tokens", 2048, 1, 1 << 24));
-    batching.max_batch_size = static_cast<size_t>(p.get_int("max-batch", 64, 1, 65536));
+    batching.max_batch_tokens = static_cast<size_t>(p.get_int("max-batch-tokens", 1024, 1, 1 << 24));
+    batching.max_batch_size = static_cast<size_t>(p.get_int("max-batch", 8, 1, 65536));
     batching.split_sentences = !p.has("no-split");
     options.use_shortlist = p.has("shortlist");
     options.kv_cache_f16 = p.get_choice("kv-cache", "f32", {"f32", "f16"}) == "f16";

@@ -134,8 +134,8 @@ PETREL_API void petrel_string_free(char* text);
  * input order as soon as each is ready. Fill with petrel_batch_options_init. */
 typedef struct petrel_batch_options {
   size_t struct_size;       /* sizeof(petrel_batch_options) as the caller compiled it */
-  size_t max_batch_tokens;  /* source tokens per batch (default 2048) */
-  size_t max_batch_size;    /* inputs per batch (default 64) */
+  size_t max_batch_tokens;  /* source tokens per batch (default 1024) */
+  size_t max_batch_size;    /* inputs per batch (default 8) */
   size_t workers;           /* sessions on their own threads (default 1) */
   size_t threads;           /* intra-op threads per session (default 1) */
   int split_sentences;      /* nonzero: translate sentence by sentence and reassemble */
