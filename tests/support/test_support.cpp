@@ -71,6 +71,11 @@ void use_fixture_options(convert::ConvertOptions& o) {
   if (norm != "auto") o.norm = convert::parse_norm(norm);
 }
 
+size_t subset_stride() {
+  const char* subset = std::getenv("PETREL_TEST_SUBSET");
+  return subset != nullptr && *subset != '\0' && std::string(subset) != "0" ? 5 : 1;
+}
+
 std::shared_ptr<const Model> load_model(const std::string& path) {
   auto m = Model::load(path);
   if (!m) throw std::runtime_error(m.error().message);

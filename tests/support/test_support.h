@@ -24,6 +24,10 @@ std::string fixture_checkpoint(const std::string& name);
 // The converter options an oracle fixture was made for (its expected.json's
 // convert_positions and convert_norm), applied to o (o.checkpoint_dir is the fixture).
 void use_fixture_options(convert::ConvertOptions& o);
+// Heavy tests check every `stride`-th case of their data: 1, or 5 when the environment
+// sets PETREL_TEST_SUBSET (emulated CPUs and sanitizer builds, where the whole set
+// takes minutes per test; tools/test.sh and the cross test presets set it).
+size_t subset_stride();
 // Model::load, throwing the loader's message on failure (Catch reports it).
 std::shared_ptr<const Model> load_model(const std::string& path);
 
