@@ -4,7 +4,8 @@
 # PyTorch model itself: corpus chrF2 and BLEU (13a) as tools/reference/metrics.py computes
 # them (sacreBLEU's default settings). Text goes in and out through the engine's own
 # tokenizer; decoding uses the checkpoint's settings (forced EOS; beam stop: Hugging Face's
-# default heuristic) with the beam given.
+# default heuristic) with the beam given. Each line is translated whole (--no-split), as
+# the oracle does: f32 greedy then equals PyTorch's output on every line.
 #   bench/quality_en_de.sh [BUILD_DIR] [DTYPES] [--no-pytorch]
 #     BUILD_DIR  default build/release; DTYPES default "f32 f16 int8"
 # The PyTorch rows need Debian's python3-torch (tools/reference/eval_en_de.py).
@@ -30,7 +31,7 @@ for dtype in $dtypes; do
   for beam in 1 4; do
     out=$work/petrel-$dtype-beam$beam.de
     start=$(date +%s.%N)
-    "$bin/petrel-run" "$model" --beam "$beam" --batch 32 <"$src" >"$out" 2>/dev/null
+    "$bin/petrel-run" "$model" --beam "$beam" --no-split <"$src" >"$out" 2>/dev/null
     seconds=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.0f", b - a }')
     echo "| Petrel $dtype ($(du -k "$model" | cut -f1) KiB) | $([[ $beam == 1 ]] && echo greedy || echo "beam $beam") | $(score "$out") | ${seconds} s |"
   done

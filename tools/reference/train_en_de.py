@@ -14,8 +14,9 @@ optimizer, step, epoch and batch position, RNG states, the dev history, elapsed 
 run that is cut off continues where it stopped; run it under nohup. Every --eval-steps it
 measures the dev split (loss, and chrF of batched greedy decoding) and keeps the weights of
 that point in WORK/eval-STEP.pt; it stops after --max-minutes of training wall time or when
-dev chrF has not improved by 0.2 for --patience evaluations. `export` picks the better on dev
-of the best evaluation point and the average of the last --average evaluation points, and
+dev chrF has not improved by 0.2 for --patience evaluations. `export` picks the best on dev
+of: the best evaluation point, the last step (when the run stopped between evaluations) and
+the average of the last --average of these snapshots, and
 writes config.json, model.safetensors (f16), source.spm, target.spm, vocab.json,
 tokenizer_config.json and generation_config.json.
 
@@ -323,14 +324,25 @@ def export(args):
     with open(os.path.join(args.work, "history.json")) as f:
         history = json.load(f)
     best = max(history, key=lambda p: p["dev_chrf_greedy"])
+
+    def snapshot(step):  # an evaluation point's weights, or the last step's (checkpoint.pt)
+        if step == "final":
+            return torch.load(os.path.join(args.work, "checkpoint.pt"))["model"]
+        return torch.load(os.path.join(args.work, f"eval-{step}.pt"))
+
+    # The run may stop between evaluations: its last step is a candidate of its own.
+    final_step = torch.load(os.path.join(args.work, "checkpoint.pt"))["state"]["step"]
+    snapshots = [p["step"] for p in history if os.path.exists(os.path.join(args.work, f"eval-{p['step']}.pt"))]
     candidates = {f"best evaluation (step {best['step']})": [best["step"]]}
-    available = [p["step"] for p in history if os.path.exists(os.path.join(args.work, f"eval-{p['step']}.pt"))]
-    if args.average > 1 and len(available) >= 2:
-        last = available[-args.average:]
-        candidates[f"average of steps {last}"] = last
+    if final_step != snapshots[-1]:
+        snapshots.append("final")
+        candidates[f"last step ({final_step})"] = ["final"]
+    if args.average > 1 and len(snapshots) >= 2:
+        last = snapshots[-args.average:]
+        candidates["average of steps " + ", ".join(str(final_step if s == "final" else s) for s in last)] = last
     results = {}
     for label, steps in candidates.items():
-        states = [torch.load(os.path.join(args.work, f"eval-{s}.pt")) for s in steps]
+        states = [snapshot(s) for s in steps]
         averaged = {k: sum(s[k] for s in states) / len(states) for k in states[0]}
         model.load_state_dict(averaged)
         _, chrf, _ = evaluate(model, tok, dev_pairs, dev_refs, 0.0)
