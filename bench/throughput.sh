@@ -16,7 +16,7 @@ bin=$build/tools
 work=build/bench/throughput
 mkdir -p "$work"
 
-corpus=$work/corpus-en.txt
+corpus=$work/corpus-en-$lines.txt
 if [[ ! -s $corpus ]]; then  # deterministic: messages of the German catalogs, by hash
   /usr/bin/python3 - "$corpus" "$lines" <<'EOF'
 import hashlib, sys
@@ -31,14 +31,14 @@ chosen = sorted(seen, key=lambda t: hashlib.sha1(t.encode()).hexdigest())[: int(
 open(sys.argv[1], "w").write("\n".join(chosen) + "\n")
 EOF
 fi
-model=$work/en-de-int8.petrel
-[[ -s $model ]] || "$bin/petrel-convert" tools/en-de-model -o "$model" --quiet
+model=$work/en-de-int8.petrel  # converted every run: the bundled model may have changed
+"$bin/petrel-convert" tools/en-de-model -o "$model" --quiet
 base=build/bench/base-int8.petrel
 if [[ ! -s $base ]]; then
   [[ -d build/bench/base ]] || /usr/bin/python3 tools/reference/make_bench_checkpoint.py build/bench/base
   "$bin/petrel-convert" build/bench/base -o "$base" --quiet
 fi
-ids=$work/corpus-ids.txt  # the same sentences as token ids (the en-de tokenizer), for the base model
+ids=$work/corpus-ids-$lines.txt  # the same sentences as token ids (the en-de tokenizer), for the base model
 [[ -s $ids ]] || "$bin/petrel-run" "$model" --tokenize --json <"$corpus" |
   /usr/bin/python3 -c "import json,sys; [print(' '.join(map(str, r['ids']))) for r in json.load(sys.stdin)['results']]" >"$ids"
 
