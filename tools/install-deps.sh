@@ -6,7 +6,8 @@
 set -euo pipefail
 
 packages=(cmake g++ make libxsimd-dev libflatbuffers-dev flatbuffers-compiler catch2
-          libbenchmark-dev nlohmann-json3-dev pkgconf)
+          libbenchmark-dev nlohmann-json3-dev pkgconf
+          clang libclang-rt-14-dev)  # the clang build and libFuzzer (tools/fuzz.sh)
 if [[ "${1:-}" == "--cross" ]]; then
   packages+=(g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user)
 fi

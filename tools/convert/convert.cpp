@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -11,6 +12,7 @@
 #include "convert/checkpoint_file.h"
 #include "convert/model_writer.h"
 #include "convert/shortlist.h"
+#include "core/utf8.h"
 #include "kernels/positions.h"
 
 namespace petrel::convert {
@@ -48,16 +50,27 @@ struct MarianConfig {
   std::vector<std::string> legacy_keys;       // ignored by transformers, consistent with Marian
 };
 
+// A whole file as text; `missing` says what a missing file means.
+std::string read_text(const std::string& path, const std::string& missing) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConvertError(path + ": cannot open" + missing);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw ConvertError(path + ": read error");
+  return text;
+}
+
+json parse_json(const std::string& path, const std::string& text) {
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {
+    throw ConvertError(path + ": not valid JSON: " + e.what());
+  }
+}
+
 class ConfigReader {
  public:
-  explicit ConfigReader(const std::string& path) : path_(path) {
-    std::ifstream in(path);
-    if (!in) throw ConvertError(path + ": cannot open (a checkpoint directory needs config.json)");
-    try {
-      j_ = json::parse(in);
-    } catch (const json::exception& e) {
-      throw ConvertError(path + ": not valid JSON: " + e.what());
-    }
+  // `text` is the file's content; `path` names it in errors.
+  ConfigReader(const std::string& path, const std::string& text) : path_(path), j_(parse_json(path, text)) {
     if (!j_.is_object()) throw ConvertError(path + ": not a JSON object");
   }
 
@@ -105,8 +118,8 @@ std::string format_number(double v) {
   return buf;
 }
 
-MarianConfig read_config(const std::string& path, const ConvertOptions& options) {
-  ConfigReader r(path);
+MarianConfig read_config(const ConfigReader& r, const ConvertOptions& options) {
+  const std::string& path = r.path();
   MarianConfig c;
   std::string model_type = r.text("model_type", "marian");
   if (model_type != "marian")
@@ -367,6 +380,26 @@ std::vector<float> read_tied(Source& src, const std::vector<std::string>& names,
   return table;
 }
 
+// vocab.json ({"token": id, ...}): every id below vocab_size used exactly once.
+std::vector<std::string> parse_vocab(const std::string& path, const std::string& text, uint32_t vocab_size) {
+  const json j = parse_json(path, text);
+  if (!j.is_object()) throw ConvertError(path + ": must map tokens to ids");
+  std::vector<std::string> vocab(vocab_size);
+  std::vector<bool> seen(vocab_size, false);
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 || it.value().get<int64_t>() >= vocab_size)
+      throw ConvertError(path + ": token '" + it.key() + "' has id " + it.value().dump() + ", outside vocab_size " +
+                         std::to_string(vocab_size));
+    auto id = it.value().get<size_t>();
+    if (seen[id]) throw ConvertError(path + ": id " + std::to_string(id) + " is used by two tokens");
+    seen[id] = true;
+    vocab[id] = it.key();
+  }
+  for (size_t id = 0; id < seen.size(); ++id)
+    if (!seen[id]) throw ConvertError(path + ": no token for id " + std::to_string(id));
+  return vocab;
+}
+
 class Converter {
  public:
   Converter(const ConvertOptions& o, const MarianConfig& c, Source& src)
@@ -466,7 +499,8 @@ class Converter {
     // portable file, and the same checkpoint converts to the same bytes anywhere.
     std::string dir = options_.checkpoint_dir;
     while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-    auto source = fbb_.CreateString(dir.substr(dir.find_last_of('/') + 1));
+    // A name is any bytes; the file's strings are UTF-8 (the loader refuses others).
+    auto source = fbb_.CreateString(detail::to_valid_utf8(dir.substr(dir.find_last_of('/') + 1)));
     auto bad_words = fbb_.CreateVector(c_.bad_words);
     auto tensors = writer_.tensor_table();
     auto generation = fb::CreateGenerationDefaults(
@@ -606,27 +640,7 @@ class Converter {
       report_.notes.push_back("vocabulary: none (no vocab.json); use token ids");
       return 0;
     }
-    json j;
-    try {
-      std::ifstream in(path);
-      j = json::parse(in);
-    } catch (const json::exception& e) {
-      throw ConvertError(path + ": not valid JSON: " + e.what());
-    }
-    if (!j.is_object()) throw ConvertError(path + ": must map tokens to ids");
-    std::vector<std::string> vocab(c_.vocab);
-    std::vector<bool> seen(c_.vocab, false);
-    for (auto it = j.begin(); it != j.end(); ++it) {
-      if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 || it.value().get<int64_t>() >= c_.vocab)
-        throw ConvertError(path + ": token '" + it.key() + "' has id " + it.value().dump() +
-                           ", outside vocab_size " + std::to_string(c_.vocab));
-      auto id = it.value().get<size_t>();
-      if (seen[id]) throw ConvertError(path + ": id " + std::to_string(id) + " is used by two tokens");
-      seen[id] = true;
-      vocab[id] = it.key();
-    }
-    for (size_t id = 0; id < seen.size(); ++id)
-      if (!seen[id]) throw ConvertError(path + ": no token for id " + std::to_string(id));
+    std::vector<std::string> vocab = parse_vocab(path, read_text(path, ""), c_.vocab);
     // SentencePiece models need their .spm files to tokenize, which Petrel does not
     // implement: store the vocabulary for display, but no text tokenizer.
     bool sentencepiece = file_exists(options_.checkpoint_dir + "/source.spm");
@@ -661,7 +675,7 @@ class Converter {
     auto always = fbb_.CreateVector(t.always);
     auto offsets = fbb_.CreateVector(t.offsets);
     auto candidates = fbb_.CreateVector(t.candidates);
-    auto source = fbb_.CreateString(path.substr(path.find_last_of('/') + 1));
+    auto source = fbb_.CreateString(detail::to_valid_utf8(path.substr(path.find_last_of('/') + 1)));
     return fb::CreateShortlist(fbb_, always, offsets, candidates, t.first, t.best, source);
   }
 
@@ -711,9 +725,12 @@ ConvertReport convert_checkpoint(const ConvertOptions& options) {
     throw ConvertError(dir + ": not a checkpoint directory");
   if (options.embed_scale && !(std::isfinite(*options.embed_scale) && *options.embed_scale > 0))
     throw ConvertError("--embed-scale must be a positive number");
-  MarianConfig config = read_config(dir + "/config.json", options);
-  if (file_exists(dir + "/generation_config.json"))
-    read_generation(ConfigReader(dir + "/generation_config.json"), config, /*from_generation_config=*/true);
+  const std::string config_path = dir + "/config.json", generation_path = dir + "/generation_config.json";
+  MarianConfig config = read_config(
+      ConfigReader(config_path, read_text(config_path, " (a checkpoint directory needs config.json)")), options);
+  if (file_exists(generation_path))
+    read_generation(ConfigReader(generation_path, read_text(generation_path, "")), config,
+                    /*from_generation_config=*/true);
   std::unique_ptr<CheckpointFile> weights = open_checkpoint_weights(dir);
   Source src(*weights, options);
   ConvertReport report = Converter(options, config, src).run();
@@ -721,6 +738,18 @@ ConvertReport convert_checkpoint(const ConvertOptions& options) {
   report.notes.insert(report.notes.begin(),
                       "weights: read " + path.substr(path.find_last_of('/') + 1) + " (" + weights->format() + ")");
   return report;
+}
+
+std::vector<std::string> check_checkpoint_json(const std::string& config,
+                                               const std::optional<std::string>& generation_config,
+                                               const std::optional<std::string>& vocab, const ConvertOptions& options) {
+  const std::string& dir = options.checkpoint_dir;
+  MarianConfig c = read_config(ConfigReader(dir + "/config.json", config), options);
+  if (generation_config)
+    read_generation(ConfigReader(dir + "/generation_config.json", *generation_config), c,
+                    /*from_generation_config=*/true);
+  if (!vocab) return {};
+  return parse_vocab(dir + "/vocab.json", *vocab, c.vocab);
 }
 
 }  // namespace petrel::convert

@@ -54,6 +54,15 @@ struct ConvertReport {
 // file behind on failure.
 ConvertReport convert_checkpoint(const ConvertOptions& options);
 
+// The checkpoint's JSON inputs as text, checked exactly as convert_checkpoint checks
+// the files: config.json, then generation_config.json and vocab.json when given
+// (nullopt: absent). Errors name the files as in options.checkpoint_dir. Returns the
+// vocabulary (id -> token; empty without vocab.json). Throws ConvertError.
+std::vector<std::string> check_checkpoint_json(const std::string& config,
+                                               const std::optional<std::string>& generation_config,
+                                               const std::optional<std::string>& vocab,
+                                               const ConvertOptions& options = {});
+
 // Parses "f32" | "f16" | "int8"; throws on anything else.
 DType parse_dtype(const std::string& text, const std::string& flag);
 PositionChoice parse_position_choice(const std::string& text);

@@ -105,7 +105,9 @@ int main(int argc, char** argv) {
         j["tensors"].push_back({{"name", t.name}, {"dtype", to_string(t.dtype)}, {"shape", t.shape},
                                 {"offset", t.offset}, {"bytes", t.bytes}});
     }
-    std::cout << j.dump(2) << "\n";
+    // Paths and text given on the command line may hold any bytes: invalid UTF-8 is
+    // written as U+FFFD instead of aborting on nlohmann::json's type_error 316.
+    std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return 0;
   }
 

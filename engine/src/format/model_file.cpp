@@ -1,10 +1,12 @@
 #include "format/model_file.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 
 #include "core/checked.h"
+#include "core/utf8.h"
 #include "petrel_generated.h"
 
 namespace petrel::detail {
@@ -20,6 +22,37 @@ constexpr uint32_t kMaxVocab = 1u << 24;
 constexpr uint32_t kMaxPositions = 1u << 20;
 constexpr uint32_t kMaxLayers = 1024;
 constexpr size_t kMaxRank = 4;
+
+// "field is not valid UTF-8 (byte 0xff at offset 3)", or empty when it is.
+std::string utf8_problem(std::string_view text, const std::string& field) {
+  const size_t at = utf8_invalid_at(text);
+  if (at == text.size()) return "";
+  char byte[8];
+  std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned>(static_cast<uint8_t>(text[at])));
+  return field + " is not valid UTF-8 (byte " + byte + " at offset " + std::to_string(at) + ")";
+}
+
+// Every string the engine hands out (ModelInfo, decoded text, hence the tools' JSON)
+// is UTF-8: checked once here, so no consumer has to. Tensor names are checked with
+// the tensor table, before any message quotes them.
+template <class Fail>
+Status check_text_fields(const ModelInfo& info, Fail fail) {
+  std::string problem = utf8_problem(info.producer, "producer");
+  if (problem.empty()) problem = utf8_problem(info.source, "source");
+  for (size_t i = 0; i < info.folds.size() && problem.empty(); ++i) {
+    const FoldInfo& f = info.folds[i];
+    const std::string field = "folds[" + std::to_string(i) + "]";
+    problem = utf8_problem(f.what, field + ".what");
+    if (problem.empty()) problem = utf8_problem(f.note, field + ".note");
+    for (size_t t = 0; t < f.targets.size() && problem.empty(); ++t)
+      problem = utf8_problem(f.targets[t], field + ".targets[" + std::to_string(t) + "]");
+  }
+  if (problem.empty()) problem = utf8_problem(info.shortlist.source, "shortlist.source");
+  for (size_t i = 0; i < info.vocab.size() && problem.empty(); ++i)
+    if (!is_valid_utf8(info.vocab[i])) problem = utf8_problem(info.vocab[i], "tokenizer.vocab[" + std::to_string(i) + "]");
+  if (!problem.empty()) return fail(problem);
+  return Status::ok();
+}
 
 template <class Enum>
 bool enum_in_range(Enum value) {
@@ -79,6 +112,8 @@ class Binder {
     if (tensors->size() > (1u << 20)) return fail("tensor table has too many entries");
     for (uint32_t i = 0; i < tensors->size(); ++i) {
       const fb::Tensor* t = tensors->Get(i);
+      if (!is_valid_utf8(t->name()->string_view()))
+        return fail(utf8_problem(t->name()->string_view(), "tensor #" + std::to_string(i) + ": name"));
       std::string label = "tensor #" + std::to_string(i) + " '" + t->name()->str() + "'";
       auto raw_dtype = static_cast<int>(t->dtype());
       if (raw_dtype < 0 || raw_dtype > static_cast<int>(fb::DType::MAX))
@@ -462,6 +497,8 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
         return fail("tokenizer.kind: a word tokenizer needs one vocabulary for source and target");
     }
   }
+  s = check_text_fields(info, fail);
+  if (!s) return s.error();
   return out;
 }
 
