@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The README's test command (also what CI runs): every test in a release build
 # (including an app built against the installed package), under AddressSanitizer +
-# UndefinedBehaviorSanitizer, the concurrency tests under ThreadSanitizer, and cross-compiled for
+# UndefinedBehaviorSanitizer, the concurrency tests under ThreadSanitizer, every test
+# again built by clang with its sanitizers followed by 60 s of fuzzing per fuzz
+# target (tools/fuzz.sh), and cross-compiled for
 # aarch64 (run under qemu on a CPU with and one without the dot-product
 # extension) and armv7 (run under qemu).
 #   tools/test.sh            everything
@@ -28,6 +30,12 @@ echo "== ThreadSanitizer: sessions on several threads sharing one model, intra-o
 cmake --preset tsan >/dev/null
 cmake --build --preset tsan -j"$jobs" --target petrel_tests
 build/tsan/tests/petrel_tests "[threads],[oracle],[capi]"
+
+echo "== clang 14 + libFuzzer + ASan/UBSan: every test and fuzz corpus, then 60 s of fuzzing per target"
+cmake --preset fuzz >/dev/null
+cmake --build --preset fuzz -j"$jobs"
+ctest --preset fuzz -j"$jobs"
+tools/fuzz.sh --seconds 60 --no-build
 
 $native_only && exit 0
 

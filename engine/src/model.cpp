@@ -90,9 +90,11 @@ class AlignedCopy final : public Storage {
   size_t size_;
 };
 
-// Sinusoidal tables above this many floats are refused: they would be generated
-// at load time, and a hostile header must not make us allocate gigabytes.
-constexpr uint64_t kMaxGeneratedTable = 1ull << 26;
+// Sinusoidal tables above this many floats are refused: they are generated at load
+// time from two header fields, so a 10 KB hostile file could otherwise cost 256 MB
+// and a second of sin/cos per table. 2^22 (16 MB) is 4096 positions at d_model 1024,
+// four times the longest of the model families Petrel reads (NLLB, tc-big: 1024).
+constexpr uint64_t kMaxGeneratedTable = 1ull << 22;
 
 }  // namespace
 
