@@ -13,8 +13,9 @@ Their model.safetensors (written in F32, F16, BF16 and F64), config.json /
 generation_config.json / vocab.json, a lex.s2t and the committed small pickle fixtures
 (plus, when Debian's python3-torch is installed, the first checkpoint saved by
 torch.save in both formats) seed the other targets. Only the Python standard library
-is needed. Reproducers of fixed findings live beside the seeds as regress-* files
-and are kept.
+is needed; everything but the legacy torch.save file (whose storage keys are memory
+addresses) comes out byte-identical on every run. Reproducers of fixed findings live
+beside the seeds as regress-* files and are kept.
 """
 import json
 import os

@@ -544,6 +544,7 @@ class Converter {
     mb.add_generation(generation);
     mb.add_tensors(tensors);
     mb.add_data_size(writer_.data_size());
+    mb.add_data_crc32(writer_.data_crc32());
     report_.file_size = writer_.write(mb.Finish(), options_.output_path);
     report_.folds = folds_;
     return report_;

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "convert/convert_error.h"
+#include "format/crc32.h"
 #include "format/model_file.h"
 
 namespace petrel::convert {
@@ -44,6 +45,8 @@ flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::Tensor>>> ModelW
   }
   return builder_.CreateVector(offsets);
 }
+
+uint32_t ModelWriter::data_crc32() const { return detail::crc32(data_.data(), data_.size()); }
 
 uint64_t ModelWriter::write(flatbuffers::Offset<fb::Model> root, const std::string& path) {
   builder_.FinishSizePrefixed(root, fb::ModelIdentifier());

@@ -25,6 +25,7 @@ class ModelWriter {
 
   flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::Tensor>>> tensor_table();
   uint64_t data_size() const { return data_.size(); }
+  uint32_t data_crc32() const;  // of the data section so far (schema: Model.data_crc32)
 
   // Finishes `root` and writes the file atomically (temporary file + rename), so a
   // failure never leaves a partial output behind. Returns the file size.

@@ -315,6 +315,7 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
   info.file_size = size;
   info.format_major = m->format_major();
   info.format_minor = m->format_minor();
+  if (m->data_crc32().has_value()) info.data_crc32 = m->data_crc32().value();
   if (m->producer()) info.producer = m->producer()->str();
   if (m->source()) info.source = m->source()->str();
 
