@@ -1,10 +1,10 @@
 // Fuzz target: a model file (.petrel) from untrusted bytes. The loader (verify +
 // bind, from memory) must refuse a bad file with a message; whatever it accepts must
-// run what an app runs — a short greedy and a short beam decode on every kernel path
-// this CPU has, with and without the file's shortlist, text in and out when the file
-// carries a tokenizer — without a crash, a leak or a sanitizer report. The promises
-// the loader makes to the rest of the engine are checked too: a broken one aborts,
-// which the fuzzer reports like a crash.
+// run what an app runs — the data checksum, a short greedy and a short beam decode on
+// every kernel path this CPU has, with and without the file's shortlist, text in and
+// out when the file carries a tokenizer — without a crash, a leak or a sanitizer
+// report. The promises the loader makes to the rest of the engine are checked too: a
+// broken one aborts, which the fuzzer reports like a crash.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -88,6 +88,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const Model& model = *loaded.value();
   const ModelInfo& info = model.info();
   require_loader_promises(info);
+  const Status verified = model.verify_data();  // the checksum: present and right, wrong, or absent
+  require(verified || verified.error().code == (info.data_crc32 ? ErrorCode::kFormat : ErrorCode::kUnsupported),
+          "verify_data reports a mismatch or a missing checksum");
 
   std::vector<std::vector<int32_t>> batch = inputs_for(info);
   if (info.has_text_tokenizer) {
