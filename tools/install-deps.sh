@@ -6,11 +6,12 @@
 set -euo pipefail
 
 packages=(cmake g++ make libxsimd-dev libflatbuffers-dev flatbuffers-compiler catch2
-          libbenchmark-dev nlohmann-json3-dev pkgconf
-          clang libclang-rt-14-dev)  # the clang build and libFuzzer (tools/fuzz.sh)
+          libbenchmark-dev nlohmann-json3-dev pkgconf)
 if [[ "${1:-}" == "--cross" ]]; then
   packages+=(g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user)
 fi
+# clang and its runtimes (libFuzzer, sanitizers): the clang and fuzz presets, tools/fuzz.sh
+packages+=(clang libclang-rt-14-dev)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -140,9 +140,7 @@ int main(int argc, char** argv) {
                    {"decode_ms", t.decode_ms},
                    {"decode_steps", t.decode_steps},
                    {"tokens_per_s", tokens_per_s}};
-    // Paths and text given on the command line may hold any bytes: invalid UTF-8 is
-    // written as U+FFFD instead of aborting on nlohmann::json's type_error 316.
-    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    std::cout << j.dump() << "\n";
     return 0;
   }
   for (size_t i = 0; i < batch.size(); ++i) {
