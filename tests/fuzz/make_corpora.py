@@ -12,8 +12,9 @@ vocabularies and generation defaults, int8 with unshared tables and an f16 embed
 Their model.safetensors (written in F32, F16, BF16 and F64), config.json /
 generation_config.json / vocab.json, a lex.s2t and the committed small pickle fixtures
 (plus, when Debian's python3-torch is installed, the first checkpoint saved by
-torch.save in both formats) seed the other targets. Only the Python standard library
-is needed; everything but the legacy torch.save file (whose storage keys are memory
+torch.save in both formats) seed the other targets. fuzz_convert gets recipes of
+shapes and options (CONVERT_RECIPES) with random weight bytes. Only the Python standard
+library is needed; everything but the legacy torch.save file (whose storage keys are memory
 addresses) comes out byte-identical on every run. Reproducers of fixed findings live
 beside the seeds as regress-* files and are kept.
 """
@@ -163,6 +164,26 @@ def json_input(files):
     return "\0".join(parts)
 
 
+# fuzz_convert's recipes (its first 13 bytes, see fuzz_convert.cpp), then weight bytes.
+CONVERT_RECIPES = {
+    # d 8 / 2 heads, ffn 16, vocab 12, 1+1 layers, 16 positions; tied, shared, scaled;
+    # swish, int8 weights and embeddings; vocabulary and shortlist
+    "int8_tied_vocab_shortlist": [7, 1, 15, 11, 0, 0, 15, 1 | 2 | 8, 2 + 3 * 2 + 9 * 2, 11, 2 | 4, 0x23, 57],
+    # d 16 / 4 heads, ffn 32, vocab 20, 2+2 layers, pre-LN, learned positions, logits bias,
+    # untied; gelu, f32; generation defaults
+    "f32_pre_learned_untied": [15, 2, 31, 19, 0, 3, 9, 4 | 16 | 32 | 64, 1, 19, 1, 0x45, 56],
+    # d 6 / 3 heads, ffn 7, vocab 9 / target 5, 1+2 layers, interleaved; relu, f16 weights,
+    # int8 embeddings; generation defaults with forced EOS
+    "f16_separate_odd_sizes": [5, 2, 6, 8, 0x80 | 4, 2, 4, 8 | 128, 0 + 3 * 1 + 9 * 2, 4 + 16 * 1, 1, 0xff, 56],
+    # everything 1: d 1, one head, ffn 1, vocab 1, one position (learned)
+    "ones_learned": [0, 0, 0, 0, 0, 0, 0, 1 | 2 | 32 | 64, 2 + 9 * 2, 0, 0, 0, 56],
+    # d 70 / 7 heads, ffn 72, vocab 40, 20 positions: widths past the SIMD widths
+    "int8_wide": [69, 3, 71, 39, 0, 0, 19, 1 | 2, 2 + 3 * 2 + 9 * 2, 39, 0, 0, 57],
+    # weights of 2^95: activations overflow to infinity, decoding stops with an error
+    "overflowing_weights": [7, 1, 15, 11, 0, 0, 15, 1 | 2, 2 + 3 * 2, 11, 0, 0, 159],
+}
+
+
 def write(target, name, data):
     directory = os.path.join(CORPUS, target)
     os.makedirs(directory, exist_ok=True)
@@ -209,6 +230,8 @@ def main():
             write("fuzz_checkpoint_json", name + ".json", json_input(files))
             if lex:
                 write("fuzz_shortlist", name + ".s2t", bytes([3, 1]) + files["lex.s2t"].encode())
+        for name, recipe in CONVERT_RECIPES.items():
+            write("fuzz_convert", name + ".recipe", bytes(recipe) + bytes(rng.randrange(256) for _ in range(2048)))
         # The oracle fixtures' JSON files as they are committed (generation_eos5 has all three kinds).
         for fixture in ("post_swish_concat_tied", "generation_eos5"):
             d = os.path.join(ROOT, "tests", "fixtures", "oracle", fixture)

@@ -304,6 +304,9 @@ PositionDecision decide_positions(Source& src, const std::string& tensor, const 
       default:  // Hugging Face Marian's table
         d.info.kind = PositionKind::kSinusoidalConcatenated;
     }
+    if (d.info.kind != PositionKind::kNone && cols % 2 != 0)  // the engine generates pairs of sin and cos
+      throw ConvertError(src.path() + ": d_model " + std::to_string(cols) + " is odd, and sinusoidal position "
+                         "tables need an even one; pass --positions none or store a learned table");
     notes->push_back(role + " positions: " + to_string(d.info.kind) +
                      (d.info.kind == PositionKind::kNone ? "" : " (paper frequencies, first index 0)") +
                      "; no table stored in the checkpoint");
