@@ -78,8 +78,9 @@ inline void translate(Translator& translator, const Model& model, const std::vec
   }
 }
 
-// Everything above on a model the loader accepted.
-inline void exercise(const std::shared_ptr<const Model>& loaded) {
+// Everything above on a model the loader accepted, on the given kernel paths.
+inline void exercise(const std::shared_ptr<const Model>& loaded,
+                     const std::vector<std::string>& isas = petrel::runnable_isas()) {
   const Model& model = *loaded;
   const ModelInfo& info = model.info();
   require_loader_promises(info);
@@ -110,7 +111,7 @@ inline void exercise(const std::shared_ptr<const Model>& loaded) {
   beam.max_new_tokens = steps;
   beam.min_new_tokens = 1;
   beam.kv_cache_f16 = true;
-  for (const std::string& isa : runnable_isas()) {
+  for (const std::string& isa : isas) {
     auto created = Translator::create(loaded, {isa, 1});
     require(created.has_value(), "a translator on every runnable kernel path");
     for (bool shortlist : {false, true}) {
