@@ -9,8 +9,9 @@
 # found, so coverage keeps growing between campaigns). A crash, a leak, a sanitizer
 # report, an input slower than 30 s or a memory blow-up (over 2 GB) is a finding: its
 # reproducer is written to build/fuzz/findings/TARGET/ (emptied when the target starts:
-# keep what you need) and the script exits non-zero after all targets ran. Prints executions, coverage (cov: edges, ft: features) and
-# findings per target; full logs in build/fuzz/logs/.
+# keep what you need) and the script exits non-zero after all targets ran. Prints
+# executions, coverage (cov: edges, ft: features) and findings per target; full logs
+# in build/fuzz/logs/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,7 +23,7 @@ while [[ $# -gt 0 ]]; do
     --minutes) seconds=$(( $2 * 60 )); shift 2 ;;
     --seconds) seconds=$2; shift 2 ;;
     --no-build) build=false; shift ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     -*) echo "tools/fuzz.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
