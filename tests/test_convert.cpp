@@ -332,4 +332,9 @@ TEST_CASE("converter rejects bad checkpoints with a message naming file and tens
     c.save();
     c.expect_error("config.json", "eos_token_id");
   }
+  SECTION("a model the engine would refuse is not written (its loader checks the output)") {
+    c.config["max_position_embeddings"] = 1 << 21;  // the converter reads it; the engine reads up to 2^20
+    c.save();
+    c.expect_error("out.petrel: not written: the engine would refuse the model", "max_positions");
+  }
 }

@@ -195,6 +195,10 @@ TEST_CASE("crafted hostile fields are rejected by name", "[format]") {
     REQUIRE(m->mutate_max_positions(0xffffffffu));
     expect_rejected(bytes, "max_positions", "out of range");
   }
+  SECTION("a position table too large to generate at load") {
+    REQUIRE(m->mutate_max_positions(1u << 20));  // within the field's range, not x d_model
+    expect_rejected(bytes, "max_positions x d_model", "too large for a generated position table");
+  }
 }
 
 TEST_CASE("packed tensors: layout and row sums are checked", "[format]") {

@@ -462,6 +462,17 @@ TEST_CASE("The .spm reader rejects malformed files and names what is wrong", "[s
                Contains("trainer_spec: model_type: WORD models are not supported"));
     CHECK_THAT(parse_error(unk + field_bytes(2, field_varint(3, 77))), Contains("model_type: 77"));
   }
+  SECTION("strings the model file keeps must be UTF-8") {
+    // unk(0x0a..) then piece 1: field 1 of the piece message starts 2 bytes in.
+    CHECK_THAT(parse_error(unk + piece_message("a\xff", -1, 1)),
+               Contains("crafted.spm") && Contains("pieces[1]: piece: not valid UTF-8 (byte 0xff at file offset"));
+    CHECK_THAT(parse_error(unk + piece_message("\xc3", -1, 1)), Contains("pieces[1]: piece: not valid UTF-8"));
+    CHECK_THAT(parse_error(unk + field_bytes(2, field_bytes(44, "\xed\xa0\x80"))),  // a surrogate
+               Contains("trainer_spec: unk_surface: not valid UTF-8 (byte 0xed"));
+    CHECK_THAT(parse_error(unk + field_bytes(3, field_bytes(1, "nfkc\x80"))),
+               Contains("normalizer_spec: name: not valid UTF-8 (byte 0x80"));
+    CHECK(parse_error(unk + piece_message("\xe2\x96\x81Haus", -1, 1)).empty());
+  }
   SECTION("a piece without its string") {
     CHECK_THAT(parse_error(unk + field_bytes(1, field_float(2, 0.5f))), Contains("pieces[1]: no piece string"));
   }

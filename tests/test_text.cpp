@@ -274,6 +274,22 @@ TEST_CASE("text: a hostile tokenizer section is refused at load, by field", "[te
     map->Mutate(3, 0x7f);
     expect(bytes, "tokenizer.source", "charsmap");
   }
+  {
+    auto bytes = good;  // a piece that is not UTF-8: tokenize would hand it out
+    auto* pieces = tokenizer_of(bytes)->mutable_source()->mutable_pieces();
+    auto* piece = pieces->GetMutableObject(100);
+    REQUIRE(piece->size() > 0);
+    piece->Mutate(0, '\xff');
+    expect(bytes, "tokenizer.source.pieces[100] is not valid UTF-8", "byte 0xff at offset 0");
+  }
+  {
+    auto bytes = good;  // what decoding prints for an unknown piece (the converter always stores it)
+    auto* surface = tokenizer_of(bytes)->mutable_target()->mutable_unk_surface();
+    REQUIRE(surface != nullptr);
+    REQUIRE(surface->size() > 1);
+    surface->Mutate(0, '\xc3');
+    expect(bytes, "tokenizer.target.unk_surface is not valid UTF-8", "byte 0xc3 at offset 0");
+  }
   // Random flips inside the tokenizer's strings and tables: refused, or load and
   // tokenize safely (under ASan/UBSan in CI).
   std::mt19937 rng(11);

@@ -12,6 +12,8 @@ packages=(cmake g++ make libxsimd-dev libflatbuffers-dev flatbuffers-compiler ca
 if [[ "${1:-}" == "--cross" ]]; then
   packages+=(g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user)
 fi
+# clang and its runtimes (libFuzzer, sanitizers): the clang and fuzz presets, tools/fuzz.sh
+packages+=(clang libclang-rt-14-dev)
 
 missing=()
 for p in "${packages[@]}"; do

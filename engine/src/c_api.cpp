@@ -156,6 +156,14 @@ petrel_status petrel_model_load_memory(const void* data, size_t size, petrel_mod
 
 void petrel_model_free(petrel_model* model) { delete model; }
 
+petrel_status petrel_model_verify(const petrel_model* model) {
+  return guarded([&] {
+    if (model == nullptr) return invalid("petrel_model_verify: NULL model");
+    petrel::Status s = model->model->verify_data();
+    return s ? PETREL_OK : fail(s.error());
+  });
+}
+
 petrel_status petrel_session_create(const petrel_model* model, const char* isa, size_t threads,
                                     petrel_session** session) {
   return guarded([&] {

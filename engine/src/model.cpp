@@ -6,9 +6,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
+#include "format/crc32.h"
 #include "format/model_file.h"
 #include "kernels/positions.h"
 #include "model_access.h"
@@ -91,14 +93,17 @@ class AlignedCopy final : public Storage {
   size_t size_;
 };
 
-// Sinusoidal tables above this many floats are refused: they would be generated
-// at load time, and a hostile header must not make us allocate gigabytes.
-constexpr uint64_t kMaxGeneratedTable = 1ull << 26;
+// Sinusoidal tables above this many floats are refused: they are generated at load
+// time from two header fields, so a 10 KB hostile file could otherwise cost 256 MB
+// and a second of sin/cos per table. 2^22 (16 MB) is 4096 positions at d_model 1024,
+// four times the longest of the model families Petrel reads (NLLB, tc-big: 1024).
+constexpr uint64_t kMaxGeneratedTable = 1ull << 22;
 
 }  // namespace
 
 struct Model::Impl {
   std::unique_ptr<Storage> storage;
+  std::string name;  // the path or the caller's name, for messages
   ModelInfo info;
   detail::ModelWeights weights;
   std::vector<float> encoder_positions, decoder_positions;
@@ -108,6 +113,25 @@ struct Model::Impl {
 Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Model::~Model() = default;
 const ModelInfo& Model::info() const { return impl_->info; }
+
+Status Model::verify_data() const {
+  const ModelInfo& info = impl_->info;
+  if (!info.data_crc32)
+    return Error{ErrorCode::kUnsupported,
+                 impl_->name + ": the file records no data checksum (converted before petrel-convert wrote one)"};
+  const uint8_t* bytes = impl_->storage->data();
+  uint32_t flatbuffer_size = 0;
+  std::memcpy(&flatbuffer_size, bytes, 4);  // verified at load: the data section follows
+  const uint64_t start = detail::data_section_start(flatbuffer_size);
+  const uint32_t crc = detail::crc32(bytes + start, impl_->storage->size() - start);
+  if (crc != *info.data_crc32) {
+    char text[96];
+    std::snprintf(text, sizeof text, "CRC-32 0x%08x, the file records 0x%08x", crc, *info.data_crc32);
+    return Error{ErrorCode::kFormat, impl_->name + ": the data section's checksum does not match (" + text +
+                                         "): the weights are corrupt"};
+  }
+  return Status::ok();
+}
 
 namespace detail {
 const ModelWeights& ModelAccess::weights(const Model& model) { return model.impl_->weights; }
@@ -123,6 +147,7 @@ static Result<std::shared_ptr<const Model>> finish_load(std::unique_ptr<Storage>
   if (!bound) return bound.error();
   auto impl = std::make_unique<detail::ModelAccess::Impl>();
   impl->storage = std::move(storage);
+  impl->name = name;
   impl->info = std::move(bound.value().info);
   impl->weights = std::move(bound.value().weights);
   impl->weights.info = &impl->info;

@@ -159,7 +159,9 @@ int main(int argc, char** argv) {
     };
     if (p.has("checkpoint")) std::remove(path.c_str());
     if (p.has("json")) {
-      std::cout << j.dump() << "\n";
+      // Paths and text given on the command line may hold any bytes: invalid UTF-8 is
+      // written as U+FFFD instead of aborting on nlohmann::json's type_error 316.
+      std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
       return 0;
     }
     std::printf("model          %s (%.1f MiB, %s)\n", path.c_str(), st.st_size / 1048576.0, translator.isa());

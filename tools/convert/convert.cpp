@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -13,6 +14,7 @@
 #include "convert/model_writer.h"
 #include "convert/shortlist.h"
 #include "convert/spm_model.h"
+#include "core/utf8.h"
 #include "kernels/positions.h"
 
 namespace petrel::convert {
@@ -50,16 +52,27 @@ struct MarianConfig {
   std::vector<std::string> legacy_keys;       // ignored by transformers, consistent with Marian
 };
 
+// A whole file as text; `missing` says what a missing file means.
+std::string read_text(const std::string& path, const std::string& missing) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConvertError(path + ": cannot open" + missing);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw ConvertError(path + ": read error");
+  return text;
+}
+
+json parse_json(const std::string& path, const std::string& text) {
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {
+    throw ConvertError(path + ": not valid JSON: " + e.what());
+  }
+}
+
 class ConfigReader {
  public:
-  explicit ConfigReader(const std::string& path) : path_(path) {
-    std::ifstream in(path);
-    if (!in) throw ConvertError(path + ": cannot open (a checkpoint directory needs config.json)");
-    try {
-      j_ = json::parse(in);
-    } catch (const json::exception& e) {
-      throw ConvertError(path + ": not valid JSON: " + e.what());
-    }
+  // `text` is the file's content; `path` names it in errors.
+  ConfigReader(const std::string& path, const std::string& text) : path_(path), j_(parse_json(path, text)) {
     if (!j_.is_object()) throw ConvertError(path + ": not a JSON object");
   }
 
@@ -107,8 +120,8 @@ std::string format_number(double v) {
   return buf;
 }
 
-MarianConfig read_config(const std::string& path, const ConvertOptions& options) {
-  ConfigReader r(path);
+MarianConfig read_config(const ConfigReader& r, const ConvertOptions& options) {
+  const std::string& path = r.path();
   MarianConfig c;
   std::string model_type = r.text("model_type", "marian");
   if (model_type != "marian")
@@ -293,6 +306,9 @@ PositionDecision decide_positions(Source& src, const std::string& tensor, const 
       default:  // Hugging Face Marian's table
         d.info.kind = PositionKind::kSinusoidalConcatenated;
     }
+    if (d.info.kind != PositionKind::kNone && cols % 2 != 0)  // the engine generates pairs of sin and cos
+      throw ConvertError(src.path() + ": d_model " + std::to_string(cols) + " is odd, and sinusoidal position "
+                         "tables need an even one; pass --positions none or store a learned table");
     notes->push_back(role + " positions: " + to_string(d.info.kind) +
                      (d.info.kind == PositionKind::kNone ? "" : " (paper frequencies, first index 0)") +
                      "; no table stored in the checkpoint");
@@ -367,6 +383,65 @@ std::vector<float> read_tied(Source& src, const std::vector<std::string>& names,
     throw ConvertError(src.path() + ": missing embedding table (one of " + list + ")");
   }
   return table;
+}
+
+// A {"token": id} vocabulary (vocab.json, target_vocab.json) holding every id below
+// `size` exactly once; `size_key` names the config field that gave `size`.
+std::vector<std::string> parse_vocab(const std::string& path, const std::string& text, uint32_t size,
+                                     const char* size_key) {
+  const json j = parse_json(path, text);
+  if (!j.is_object()) throw ConvertError(path + ": must map tokens to ids");
+  std::vector<std::string> vocab(size);
+  std::vector<bool> seen(size, false);
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 || it.value().get<int64_t>() >= size)
+      throw ConvertError(path + ": token '" + it.key() + "' has id " + it.value().dump() + ", outside " + size_key +
+                         " " + std::to_string(size));
+    auto id = it.value().get<size_t>();
+    if (seen[id]) throw ConvertError(path + ": id " + std::to_string(id) + " is used by two tokens");
+    seen[id] = true;
+    vocab[id] = it.key();
+  }
+  for (size_t id = 0; id < seen.size(); ++id)
+    if (!seen[id]) throw ConvertError(path + ": no token for id " + std::to_string(id));
+  return vocab;
+}
+
+// The checkpoint's vocabulary files, read and checked (read_vocab and
+// check_checkpoint_json share this, so the fuzz target checks what the converter does).
+struct VocabularyFiles {
+  std::vector<std::string> vocab;         // vocab.json: id -> token
+  std::vector<std::string> target_vocab;  // target_vocab.json, when the target vocabulary is separate
+  bool marian = false;                    // source.spm + target.spm and every vocabulary they need
+  int32_t eos = -1, unk = -1, pad = -1;   // marian: "</s>", "<unk>", "<pad>" in vocab
+  bool clean_up = true;                   // marian: tokenizer_config.json's clean_up_tokenization_spaces
+};
+
+// The files' texts (nullopt: absent); `spm_files`: source.spm and target.spm exist.
+VocabularyFiles read_vocabulary_files(const std::string& dir, const MarianConfig& c, const std::string& vocab_text,
+                                      const std::optional<std::string>& target_vocab_text,
+                                      const std::optional<std::string>& tokenizer_config_text, bool spm_files) {
+  VocabularyFiles v;
+  const std::string path = dir + "/vocab.json";
+  v.vocab = parse_vocab(path, vocab_text, c.vocab, "vocab_size");
+  const bool separate = c.target_vocab != c.vocab;
+  if (separate && target_vocab_text)
+    v.target_vocab = parse_vocab(dir + "/target_vocab.json", *target_vocab_text, c.target_vocab, "decoder_vocab_size");
+  v.marian = spm_files && (!separate || target_vocab_text);
+  if (!v.marian) return v;
+  auto id_of = [&](const char* token) -> int32_t {
+    auto it = std::find(v.vocab.begin(), v.vocab.end(), token);
+    if (it == v.vocab.end()) throw ConvertError(path + ": no '" + token + "' (a Marian vocabulary has it)");
+    return static_cast<int32_t>(it - v.vocab.begin());
+  };
+  v.eos = id_of("</s>");
+  v.unk = id_of("<unk>");
+  v.pad = id_of("<pad>");
+  if (tokenizer_config_text) {
+    const ConfigReader tc(dir + "/tokenizer_config.json", *tokenizer_config_text);
+    v.clean_up = tc.flag("clean_up_tokenization_spaces", true);  // the tokenizer base class's default
+  }
+  return v;
 }
 
 class Converter {
@@ -468,7 +543,8 @@ class Converter {
     // portable file, and the same checkpoint converts to the same bytes anywhere.
     std::string dir = options_.checkpoint_dir;
     while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-    auto source = fbb_.CreateString(dir.substr(dir.find_last_of('/') + 1));
+    // A name is any bytes; the file's strings are UTF-8 (the loader refuses others).
+    auto source = fbb_.CreateString(detail::to_valid_utf8(dir.substr(dir.find_last_of('/') + 1)));
     auto bad_words = fbb_.CreateVector(c_.bad_words);
     auto tensors = writer_.tensor_table();
     auto generation = fb::CreateGenerationDefaults(
@@ -512,6 +588,7 @@ class Converter {
     mb.add_generation(generation);
     mb.add_tensors(tensors);
     mb.add_data_size(writer_.data_size());
+    mb.add_data_crc32(writer_.data_crc32());
     report_.file_size = writer_.write(mb.Finish(), options_.output_path);
     report_.folds = folds_;
     return report_;
@@ -601,32 +678,6 @@ class Converter {
     return fb::CreateStack(fbb_, embed, positions, fbb_.CreateVector(out), final_norm);
   }
 
-  // A {"token": id} vocabulary file holding every id below `size` exactly once.
-  static std::vector<std::string> read_vocab_file(const std::string& path, uint32_t size, const char* size_key) {
-    json j;
-    try {
-      std::ifstream in(path);
-      j = json::parse(in);
-    } catch (const json::exception& e) {
-      throw ConvertError(path + ": not valid JSON: " + e.what());
-    }
-    if (!j.is_object()) throw ConvertError(path + ": must map tokens to ids");
-    std::vector<std::string> vocab(size);
-    std::vector<bool> seen(size, false);
-    for (auto it = j.begin(); it != j.end(); ++it) {
-      if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 || it.value().get<int64_t>() >= size)
-        throw ConvertError(path + ": token '" + it.key() + "' has id " + it.value().dump() + ", outside " + size_key +
-                           " " + std::to_string(size));
-      auto id = it.value().get<size_t>();
-      if (seen[id]) throw ConvertError(path + ": id " + std::to_string(id) + " is used by two tokens");
-      seen[id] = true;
-      vocab[id] = it.key();
-    }
-    for (size_t id = 0; id < seen.size(); ++id)
-      if (!seen[id]) throw ConvertError(path + ": no token for id " + std::to_string(id));
-    return vocab;
-  }
-
   flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>> strings_of(
       const std::vector<std::string>& v) {
     std::vector<flatbuffers::Offset<flatbuffers::String>> strings;
@@ -690,29 +741,24 @@ class Converter {
       report_.notes.push_back("vocabulary: none (no vocab.json); use token ids");
       return 0;
     }
-    std::vector<std::string> vocab = read_vocab_file(path, c_.vocab, "vocab_size");
+    auto text_if_exists = [&](const std::string& file) -> std::optional<std::string> {
+      if (!file_exists(dir + "/" + file)) return std::nullopt;
+      return read_text(dir + "/" + file, "");
+    };
     const bool spm_files = file_exists(dir + "/source.spm") && file_exists(dir + "/target.spm");
     const bool separate = c_.target_vocab != c_.vocab;
-    std::vector<std::string> target_vocab;
-    if (separate && file_exists(dir + "/target_vocab.json"))
-      target_vocab = read_vocab_file(dir + "/target_vocab.json", c_.target_vocab, "decoder_vocab_size");
+    const VocabularyFiles files =
+        read_vocabulary_files(dir, c_, read_text(path, ""), separate ? text_if_exists("target_vocab.json") : std::nullopt,
+                              spm_files ? text_if_exists("tokenizer_config.json") : std::nullopt, spm_files);
+    const std::vector<std::string>& vocab = files.vocab;
+    const std::vector<std::string>& target_vocab = files.target_vocab;
     vocab_ = vocab;
     auto vocab_vec = strings_of(vocab);
 
-    if (spm_files && (!separate || !target_vocab.empty())) {
+    if (files.marian) {
       const SpmModel source = read_spm_model(dir + "/source.spm");
       const SpmModel target = read_spm_model(dir + "/target.spm");
-      auto id_of = [&](const char* token) -> int32_t {
-        auto it = std::find(vocab.begin(), vocab.end(), token);
-        if (it == vocab.end()) throw ConvertError(path + ": no '" + token + "' (a Marian vocabulary has it)");
-        return static_cast<int32_t>(it - vocab.begin());
-      };
-      const int32_t eos = id_of("</s>"), unk = id_of("<unk>"), pad = id_of("<pad>");
-      bool clean_up = true;  // the tokenizer base class's default
-      if (file_exists(dir + "/tokenizer_config.json")) {
-        ConfigReader tc(dir + "/tokenizer_config.json");
-        clean_up = tc.flag("clean_up_tokenization_spaces", true);
-      }
+      const bool clean_up = files.clean_up;
       auto target_vocab_vec = target_vocab.empty() ? 0 : strings_of(target_vocab);
       auto source_table = sentencepiece_table(source, &vocab);
       auto target_table = sentencepiece_table(target, nullptr);
@@ -728,9 +774,9 @@ class Converter {
       if (!target_vocab.empty()) b.add_target_vocab(target_vocab_vec);
       b.add_source(source_table);
       b.add_target(target_table);
-      b.add_eos_id(eos);
-      b.add_unk_id(unk);
-      b.add_pad_id(pad);
+      b.add_eos_id(files.eos);
+      b.add_unk_id(files.unk);
+      b.add_pad_id(files.pad);
       b.add_clean_up_spaces(clean_up);
       return b.Finish();
     }
@@ -763,7 +809,7 @@ class Converter {
     auto always = fbb_.CreateVector(t.always);
     auto offsets = fbb_.CreateVector(t.offsets);
     auto candidates = fbb_.CreateVector(t.candidates);
-    auto source = fbb_.CreateString(path.substr(path.find_last_of('/') + 1));
+    auto source = fbb_.CreateString(detail::to_valid_utf8(path.substr(path.find_last_of('/') + 1)));
     return fb::CreateShortlist(fbb_, always, offsets, candidates, t.first, t.best, source);
   }
 
@@ -813,9 +859,12 @@ ConvertReport convert_checkpoint(const ConvertOptions& options) {
     throw ConvertError(dir + ": not a checkpoint directory");
   if (options.embed_scale && !(std::isfinite(*options.embed_scale) && *options.embed_scale > 0))
     throw ConvertError("--embed-scale must be a positive number");
-  MarianConfig config = read_config(dir + "/config.json", options);
-  if (file_exists(dir + "/generation_config.json"))
-    read_generation(ConfigReader(dir + "/generation_config.json"), config, /*from_generation_config=*/true);
+  const std::string config_path = dir + "/config.json", generation_path = dir + "/generation_config.json";
+  MarianConfig config = read_config(
+      ConfigReader(config_path, read_text(config_path, " (a checkpoint directory needs config.json)")), options);
+  if (file_exists(generation_path))
+    read_generation(ConfigReader(generation_path, read_text(generation_path, "")), config,
+                    /*from_generation_config=*/true);
   std::unique_ptr<CheckpointFile> weights = open_checkpoint_weights(dir);
   Source src(*weights, options);
   ConvertReport report = Converter(options, config, src).run();
@@ -823,6 +872,18 @@ ConvertReport convert_checkpoint(const ConvertOptions& options) {
   report.notes.insert(report.notes.begin(),
                       "weights: read " + path.substr(path.find_last_of('/') + 1) + " (" + weights->format() + ")");
   return report;
+}
+
+CheckedVocabulary check_checkpoint_json(const CheckpointJson& files, const ConvertOptions& options) {
+  const std::string& dir = options.checkpoint_dir;
+  MarianConfig c = read_config(ConfigReader(dir + "/config.json", files.config), options);
+  if (files.generation_config)
+    read_generation(ConfigReader(dir + "/generation_config.json", *files.generation_config), c,
+                    /*from_generation_config=*/true);
+  if (!files.vocab) return {};
+  const VocabularyFiles v = read_vocabulary_files(dir, c, *files.vocab, files.target_vocab, files.tokenizer_config,
+                                                  files.sentencepiece);
+  return {v.vocab, v.target_vocab, v.marian};
 }
 
 }  // namespace petrel::convert

@@ -55,6 +55,24 @@ struct ConvertReport {
 // file behind on failure.
 ConvertReport convert_checkpoint(const ConvertOptions& options);
 
+// A checkpoint's JSON inputs as text; nullopt: the file is absent.
+struct CheckpointJson {
+  std::string config;
+  std::optional<std::string> generation_config, vocab, target_vocab, tokenizer_config;
+  bool sentencepiece = false;  // source.spm and target.spm are present (their bytes are not checked here)
+};
+struct CheckedVocabulary {
+  std::vector<std::string> vocab;         // id -> token; empty without vocab.json
+  std::vector<std::string> target_vocab;  // target_vocab.json's, when read (a separate target vocabulary)
+  bool marian = false;                    // the file would carry a Marian (SentencePiece) tokenizer
+};
+
+// The JSON inputs checked exactly as convert_checkpoint checks the files: config.json,
+// then generation_config.json, vocab.json, target_vocab.json (used when the target
+// vocabulary is separate) and tokenizer_config.json (used with the .spm files) when
+// given. Errors name the files as in options.checkpoint_dir. Throws ConvertError.
+CheckedVocabulary check_checkpoint_json(const CheckpointJson& files, const ConvertOptions& options = {});
+
 // Parses "f32" | "f16" | "int8"; throws on anything else.
 DType parse_dtype(const std::string& text, const std::string& flag);
 PositionChoice parse_position_choice(const std::string& text);

@@ -92,7 +92,9 @@ int main(int argc, char** argv) {
       for (const auto& f : r.folds)
         j["folds"].push_back({{"what", f.what}, {"value", f.value}, {"targets", f.targets}, {"note", f.note}});
       j["notes"] = r.notes;
-      std::cout << j.dump(2) << "\n";
+      // Paths and text given on the command line may hold any bytes: invalid UTF-8 is
+      // written as U+FFFD instead of aborting on nlohmann::json's type_error 316.
+      std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     } else if (!quiet) {
       std::printf("%-48s %-5s %-12s %10s %12s %9s\n", "tensor", "dtype", "shape", "bytes", "max|err|", "SNR dB");
       for (const auto& t : r.tensors) {

@@ -6,7 +6,9 @@
 #include <cstring>
 
 #include "convert/convert_error.h"
+#include "format/crc32.h"
 #include "format/model_file.h"
+#include "petrel/model.h"
 
 namespace petrel::convert {
 
@@ -45,6 +47,8 @@ flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::Tensor>>> ModelW
   return builder_.CreateVector(offsets);
 }
 
+uint32_t ModelWriter::data_crc32() const { return detail::crc32(data_.data(), data_.size()); }
+
 uint64_t ModelWriter::write(flatbuffers::Offset<fb::Model> root, const std::string& path) {
   builder_.FinishSizePrefixed(root, fb::ModelIdentifier());
   const uint8_t* meta = builder_.GetBufferPointer();
@@ -59,9 +63,22 @@ uint64_t ModelWriter::write(flatbuffers::Offset<fb::Model> root, const std::stri
   bool ok = std::fwrite(meta, 1, meta_size, f) == meta_size && std::fwrite(zeros, 1, padding, f) == padding &&
             std::fwrite(data_.data(), 1, data_.size(), f) == data_.size();
   ok = (std::fclose(f) == 0) && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (!ok) {
+    const int error = errno;
     std::remove(tmp.c_str());
-    throw ConvertError(path + ": writing failed: " + std::strerror(errno));
+    throw ConvertError(path + ": writing failed: " + std::strerror(error));
+  }
+  // The engine's own loader has the last word: a file it would refuse is never written
+  // (the converter's checks and the loader's limits cannot drift apart unnoticed).
+  auto loaded = Model::load(tmp);
+  if (!loaded) {
+    std::remove(tmp.c_str());
+    throw ConvertError(path + ": not written: the engine would refuse the model (" + loaded.error().message + ")");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    std::remove(tmp.c_str());
+    throw ConvertError(path + ": writing failed: " + std::strerror(error));
   }
   return data_start + data_.size();
 }

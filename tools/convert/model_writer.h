@@ -25,9 +25,11 @@ class ModelWriter {
 
   flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::Tensor>>> tensor_table();
   uint64_t data_size() const { return data_.size(); }
+  uint32_t data_crc32() const;  // of the data section so far (schema: Model.data_crc32)
 
   // Finishes `root` and writes the file atomically (temporary file + rename), so a
-  // failure never leaves a partial output behind. Returns the file size.
+  // failure never leaves a partial output behind; a file the engine's loader refuses
+  // is a failure too. Returns the file size.
   uint64_t write(flatbuffers::Offset<fb::Model> root, const std::string& path);
 
  private:

@@ -1,16 +1,11 @@
 #include "convert/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "convert/mapped_file.h"
 #include "kernels/half.h"
 
 namespace petrel::convert {
@@ -27,92 +22,83 @@ size_t element_size(const std::string& dtype) {
 
 }  // namespace
 
-SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw ConvertError(path + ": cannot open: " + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    ::close(fd);
-    throw ConvertError(path + ": cannot stat");
-  }
-  size_ = static_cast<size_t>(st.st_size);
-  if (size_ < 8) {
-    ::close(fd);
-    throw ConvertError(path + ": too small for a safetensors file (" + std::to_string(size_) + " bytes)");
-  }
-  void* addr = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (addr == MAP_FAILED) throw ConvertError(path + ": cannot map: " + std::strerror(errno));
-  bytes_ = static_cast<const uint8_t*>(addr);
-
-  try {
-    uint64_t header_len = 0;
-    for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | bytes_[i];
-    if (header_len > kMaxHeader || header_len > size_ - 8)
-      throw ConvertError(path + ": bad header length " + std::to_string(header_len) + " (file has " +
-                         std::to_string(size_) + " bytes)");
-    data_ = bytes_ + 8 + header_len;
-    const uint64_t data_size = size_ - 8 - header_len;
-    nlohmann::json header;
-    try {
-      header = nlohmann::json::parse(bytes_ + 8, bytes_ + 8 + header_len);
-    } catch (const nlohmann::json::exception& e) {
-      throw ConvertError(path + ": header is not valid JSON: " + e.what());
-    }
-    if (!header.is_object()) throw ConvertError(path + ": header is not a JSON object");
-    std::vector<std::pair<std::pair<uint64_t, uint64_t>, std::string>> ranges;
-    for (auto it = header.begin(); it != header.end(); ++it) {
-      if (it.key() == "__metadata__") continue;
-      const std::string& name = it.key();
-      const auto& v = it.value();
-      auto bad = [&](const std::string& what) {
-        return ConvertError(path + ": tensor '" + name + "': " + what);
-      };
-      if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets"))
-        throw bad("entry needs dtype, shape and data_offsets");
-      SafetensorsEntry e;
-      if (!v["dtype"].is_string()) throw bad("dtype is not a string");
-      e.dtype = v["dtype"].get<std::string>();
-      size_t esize = element_size(e.dtype);
-      if (esize == 0) throw bad("unsupported dtype " + e.dtype + " (F32, F16, BF16, F64 are)");
-      if (!v["shape"].is_array()) throw bad("shape is not an array");
-      uint64_t elements = 1;
-      for (const auto& dim : v["shape"]) {
-        if (!dim.is_number_unsigned()) throw bad("shape has a non-integer or negative dimension");
-        uint64_t d = dim.get<uint64_t>();
-        if (__builtin_mul_overflow(elements, d, &elements)) throw bad("shape product overflows");
-        e.shape.push_back(d);
-      }
-      const auto& off = v["data_offsets"];
-      if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
-          !off[1].is_number_unsigned())
-        throw bad("data_offsets must be two non-negative integers");
-      e.begin = off[0].get<uint64_t>();
-      e.end = off[1].get<uint64_t>();
-      if (e.begin > e.end) throw bad("data_offsets are reversed");
-      if (e.end > data_size)
-        throw bad("data_offsets end " + std::to_string(e.end) + " lies past the end of the data (" +
-                  std::to_string(data_size) + " bytes; truncated file?)");
-      uint64_t bytes = 0;
-      if (__builtin_mul_overflow(elements, esize, &bytes) || bytes != e.end - e.begin)
-        throw bad("holds " + std::to_string(e.end - e.begin) + " bytes but shape and dtype need " +
-                  std::to_string(bytes));
-      ranges.push_back({{e.begin, e.end}, name});
-      entries_.emplace(name, std::move(e));
-    }
-    std::sort(ranges.begin(), ranges.end());
-    for (size_t i = 1; i < ranges.size(); ++i) {
-      if (ranges[i].first.first < ranges[i - 1].first.second)
-        throw ConvertError(path + ": tensors '" + ranges[i - 1].second + "' and '" + ranges[i].second +
-                           "' have overlapping data ranges");
-    }
-  } catch (...) {
-    ::munmap(const_cast<uint8_t*>(bytes_), size_);
-    throw;
-  }
+SafetensorsFile::SafetensorsFile(const std::string& path)
+    : file_(std::make_unique<MappedFile>(path)), path_(path), bytes_(file_->data()), size_(file_->size()) {
+  parse();
 }
 
-SafetensorsFile::~SafetensorsFile() { ::munmap(const_cast<uint8_t*>(bytes_), size_); }
+SafetensorsFile::SafetensorsFile(const uint8_t* data, size_t size, std::string name)
+    : path_(std::move(name)), bytes_(data), size_(size) {
+  parse();
+}
+
+SafetensorsFile::~SafetensorsFile() = default;
+
+void SafetensorsFile::parse() {
+  const std::string& path = path_;
+  if (size_ < 8)
+    throw ConvertError(path + ": too small for a safetensors file (" + std::to_string(size_) + " bytes)");
+  uint64_t header_len = 0;
+  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | bytes_[i];
+  if (header_len > kMaxHeader || header_len > size_ - 8)
+    throw ConvertError(path + ": bad header length " + std::to_string(header_len) + " (file has " +
+                       std::to_string(size_) + " bytes)");
+  data_ = bytes_ + 8 + header_len;
+  const uint64_t data_size = size_ - 8 - header_len;
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(bytes_ + 8, bytes_ + 8 + header_len);
+  } catch (const nlohmann::json::exception& e) {
+    throw ConvertError(path + ": header is not valid JSON: " + e.what());
+  }
+  if (!header.is_object()) throw ConvertError(path + ": header is not a JSON object");
+  std::vector<std::pair<std::pair<uint64_t, uint64_t>, std::string>> ranges;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() == "__metadata__") continue;
+    const std::string& name = it.key();
+    const auto& v = it.value();
+    auto bad = [&](const std::string& what) {
+      return ConvertError(path + ": tensor '" + name + "': " + what);
+    };
+    if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets"))
+      throw bad("entry needs dtype, shape and data_offsets");
+    SafetensorsEntry e;
+    if (!v["dtype"].is_string()) throw bad("dtype is not a string");
+    e.dtype = v["dtype"].get<std::string>();
+    size_t esize = element_size(e.dtype);
+    if (esize == 0) throw bad("unsupported dtype " + e.dtype + " (F32, F16, BF16, F64 are)");
+    if (!v["shape"].is_array()) throw bad("shape is not an array");
+    uint64_t elements = 1;
+    for (const auto& dim : v["shape"]) {
+      if (!dim.is_number_unsigned()) throw bad("shape has a non-integer or negative dimension");
+      uint64_t d = dim.get<uint64_t>();
+      if (__builtin_mul_overflow(elements, d, &elements)) throw bad("shape product overflows");
+      e.shape.push_back(d);
+    }
+    const auto& off = v["data_offsets"];
+    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
+        !off[1].is_number_unsigned())
+      throw bad("data_offsets must be two non-negative integers");
+    e.begin = off[0].get<uint64_t>();
+    e.end = off[1].get<uint64_t>();
+    if (e.begin > e.end) throw bad("data_offsets are reversed");
+    if (e.end > data_size)
+      throw bad("data_offsets end " + std::to_string(e.end) + " lies past the end of the data (" +
+                std::to_string(data_size) + " bytes; truncated file?)");
+    uint64_t bytes = 0;
+    if (__builtin_mul_overflow(elements, esize, &bytes) || bytes != e.end - e.begin)
+      throw bad("holds " + std::to_string(e.end - e.begin) + " bytes but shape and dtype need " +
+                std::to_string(bytes));
+    ranges.push_back({{e.begin, e.end}, name});
+    entries_.emplace(name, std::move(e));
+  }
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 1; i < ranges.size(); ++i) {
+    if (ranges[i].first.first < ranges[i - 1].first.second)
+      throw ConvertError(path + ": tensors '" + ranges[i - 1].second + "' and '" + ranges[i].second +
+                         "' have overlapping data ranges");
+  }
+}
 
 std::vector<std::string> SafetensorsFile::names() const {
   std::vector<std::string> out;

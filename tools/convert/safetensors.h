@@ -17,10 +17,14 @@ struct SafetensorsEntry : TensorInfo {
   uint64_t begin = 0, end = 0;  // within the data area
 };
 
+class MappedFile;
+
 class SafetensorsFile : public CheckpointFile {
  public:
-  explicit SafetensorsFile(const std::string& path);
-  ~SafetensorsFile();
+  explicit SafetensorsFile(const std::string& path);  // maps the file
+  // A file's bytes in memory (not copied, must outlive this); `name` names it in errors.
+  SafetensorsFile(const uint8_t* data, size_t size, std::string name);
+  ~SafetensorsFile() override;
   SafetensorsFile(const SafetensorsFile&) = delete;
   SafetensorsFile& operator=(const SafetensorsFile&) = delete;
 
@@ -35,6 +39,9 @@ class SafetensorsFile : public CheckpointFile {
   std::vector<float> read_f32(const std::string& name) const override;
 
  private:
+  void parse();
+
+  std::unique_ptr<MappedFile> file_;
   std::string path_;
   const uint8_t* bytes_ = nullptr;
   size_t size_ = 0;

@@ -16,6 +16,11 @@ ShortlistTable read_lexical_shortlist(const std::string& path, const std::vector
                                       uint32_t best, int32_t eos_id) {
   std::ifstream in(path);
   if (!in) throw ConvertError(path + ": cannot open the shortlist file");
+  return read_lexical_shortlist(in, path, vocab, first, best, eos_id);
+}
+
+ShortlistTable read_lexical_shortlist(std::istream& in, const std::string& path, const std::vector<std::string>& vocab,
+                                      uint32_t first, uint32_t best, int32_t eos_id) {
   std::unordered_map<std::string, int32_t> ids;
   ids.reserve(vocab.size());
   for (size_t i = 0; i < vocab.size(); ++i) ids.emplace(vocab[i], static_cast<int32_t>(i));

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <istream>
 #include <string>
 #include <vector>
 
@@ -20,5 +21,8 @@ struct ShortlistTable {
 // the file and line for a malformed line or a probability outside [0, 1].
 ShortlistTable read_lexical_shortlist(const std::string& path, const std::vector<std::string>& vocab, uint32_t first,
                                       uint32_t best, int32_t eos_id);
+// The same from a stream; `name` names it in errors.
+ShortlistTable read_lexical_shortlist(std::istream& in, const std::string& name, const std::vector<std::string>& vocab,
+                                      uint32_t first, uint32_t best, int32_t eos_id);
 
 }  // namespace petrel::convert

@@ -1,10 +1,12 @@
 #include "convert/spm_model.h"
 
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include "convert/convert_error.h"
+#include "core/utf8.h"
 
 namespace petrel::convert {
 namespace {
@@ -63,6 +65,19 @@ class MessageReader {
     at_ += length;
     return out;
   }
+  // A string field the model file stores: Petrel hands pieces and names out as text,
+  // so they must be UTF-8 (spm_train writes UTF-8; proto2 does not check).
+  std::string_view text(const char* field) {
+    const std::string_view out = bytes(field);
+    const size_t bad = detail::utf8_invalid_at(out);
+    if (bad != out.size()) {
+      char byte[8];
+      std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned>(static_cast<unsigned char>(out[bad])));
+      fail(std::string(field) + ": not valid UTF-8 (byte " + byte + " at file offset " +
+           std::to_string(offset() - out.size() + bad) + ")");
+    }
+    return out;
+  }
   MessageReader message(const char* field, std::string name) {
     const std::string_view body = bytes(field);
     return MessageReader(model_, body.data(), body.data() + body.size(), std::move(name));
@@ -118,7 +133,7 @@ void read_piece(MessageReader r, SpmModel& m) {
     switch (r.next_field(wire)) {
       case 1:
         r.expect(wire, kLengthDelimited, "piece");
-        piece = r.bytes("piece");
+        piece = r.text("piece");
         has_piece = true;
         break;
       case 2:
@@ -177,7 +192,10 @@ void read_trainer_spec(MessageReader r, SpmModel& m) {
       case 41: int32_field("bos_id", m.bos_id); break;
       case 42: int32_field("eos_id", m.eos_id); break;
       case 43: int32_field("pad_id", m.pad_id); break;
-      case 44: string_field("unk_surface", m.unk_surface); break;
+      case 44:
+        r.expect(wire, kLengthDelimited, "unk_surface");
+        m.unk_surface = r.text("unk_surface");
+        break;
       case 45: string_field("unk_piece", m.unk_piece); break;
       case 46: string_field("bos_piece", m.bos_piece); break;
       case 47: string_field("eos_piece", m.eos_piece); break;
@@ -197,7 +215,7 @@ void read_normalizer_spec(MessageReader r, SpmModel& m, bool denormalizer) {
     switch (field) {
       case 1:
         r.expect(wire, kLengthDelimited, "name");
-        to.normalizer_name = r.bytes("name");
+        to.normalizer_name = r.text("name");
         break;
       case 2:
         r.expect(wire, kLengthDelimited, "precompiled_charsmap");

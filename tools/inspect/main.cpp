@@ -38,11 +38,12 @@ static nlohmann::json tokenizer_json(const TokenizerInfo& t) {
 }
 
 int main(int argc, char** argv) {
-  cli::Parser p("petrel-inspect", "MODEL.petrel [--json] [--no-tensors]",
+  cli::Parser p("petrel-inspect", "MODEL.petrel [--json] [--no-tensors] [--verify]",
                 "Verifies a Petrel model file and describes it: architecture, hyper-parameters,\n"
                 "special tokens, scales folded at conversion, and the tensor table.");
   p.toggle("json", "print one JSON object on stdout");
   p.toggle("no-tensors", "leave the tensor table out");
+  p.toggle("verify", "also compare the data section with its recorded checksum (reads the whole file)");
   try {
     if (!p.parse(argc, argv)) {
       std::cout << p.help();
@@ -59,6 +60,16 @@ int main(int argc, char** argv) {
     return 1;
   }
   const ModelInfo& m = loaded.value()->info();
+  const bool verify = p.has("verify");
+  if (verify) {
+    Status verified = loaded.value()->verify_data();
+    if (!verified) {
+      std::fprintf(stderr, "petrel-inspect: error: %s\n", verified.error().message.c_str());
+      return 1;
+    }
+  }
+  char checksum[16] = "";
+  if (m.data_crc32) std::snprintf(checksum, sizeof checksum, "0x%08x", *m.data_crc32);
   // The path a Translator would use here (PETREL_ISA honoured).
   auto translator = Translator::create(loaded.value());
   const std::string isa = translator ? translator.value().isa() : "error: " + translator.error().message;
@@ -109,6 +120,8 @@ int main(int argc, char** argv) {
                         {"length_penalty", m.generation.length_penalty},
                         {"beam_stop", to_string(m.generation.beam_stop)},
                         {"forced_eos_id", m.generation.forced_eos_id}}},
+        {"data_crc32", m.data_crc32 ? nlohmann::json(checksum) : nlohmann::json(nullptr)},
+        {"data_verified", verify},
         {"parameters", m.parameter_count},
         {"tensor_bytes", tensor_bytes},
         {"folds", nlohmann::json::array()},
@@ -123,7 +136,9 @@ int main(int argc, char** argv) {
         j["tensors"].push_back({{"name", t.name}, {"dtype", to_string(t.dtype)}, {"shape", t.shape},
                                 {"offset", t.offset}, {"bytes", t.bytes}});
     }
-    std::cout << j.dump(2) << "\n";
+    // Paths and text given on the command line may hold any bytes: invalid UTF-8 is
+    // written as U+FFFD instead of aborting on nlohmann::json's type_error 316.
+    std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return 0;
   }
 
@@ -195,6 +210,10 @@ int main(int argc, char** argv) {
                   static_cast<unsigned long long>(t.bytes));
     }
   }
+  if (m.data_crc32)
+    std::printf("  data checksum     CRC-32 %s%s\n", checksum, verify ? " (verified)" : " (--verify checks it)");
+  else
+    std::printf("  data checksum     none recorded\n");
   std::string paths;
   for (const auto& isa : runnable_isas()) paths += (paths.empty() ? "" : ", ") + isa;
   std::printf("  kernel paths      %s (in use: %s)\n", paths.c_str(), isa.c_str());

@@ -101,6 +101,10 @@ PETREL_API petrel_status petrel_model_load(const char* path, petrel_model** mode
 /* Copies `size` bytes (a model shipped inside app assets). */
 PETREL_API petrel_status petrel_model_load_memory(const void* data, size_t size, petrel_model** model);
 PETREL_API void petrel_model_free(petrel_model* model); /* NULL is allowed */
+/* Reads the whole data section and compares its CRC-32 with the one the converter
+ * recorded (loading checks structure only and cannot see a flipped weight):
+ * PETREL_FORMAT when they differ, PETREL_UNSUPPORTED when the file records none. */
+PETREL_API petrel_status petrel_model_verify(const petrel_model* model);
 
 /* isa: NULL or "" for $PETREL_ISA or the best path; threads >= 1. */
 PETREL_API petrel_status petrel_session_create(const petrel_model* model, const char* isa, size_t threads,

@@ -1,11 +1,13 @@
 #include "format/model_file.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <tuple>
 
 #include "core/checked.h"
+#include "core/utf8.h"
 #include "petrel_generated.h"
 
 namespace petrel::detail {
@@ -21,6 +23,49 @@ constexpr uint32_t kMaxVocab = 1u << 24;
 constexpr uint32_t kMaxPositions = 1u << 20;
 constexpr uint32_t kMaxLayers = 1024;
 constexpr size_t kMaxRank = 4;
+
+// "field is not valid UTF-8 (byte 0xff at offset 3)", or empty when it is.
+std::string utf8_problem(std::string_view text, const std::string& field) {
+  const size_t at = utf8_invalid_at(text);
+  if (at == text.size()) return "";
+  char byte[8];
+  std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned>(static_cast<uint8_t>(text[at])));
+  return field + " is not valid UTF-8 (byte " + byte + " at offset " + std::to_string(at) + ")";
+}
+
+// Every string the engine hands out (ModelInfo, decoded text, hence the tools' JSON)
+// is UTF-8: checked once here, so no consumer has to. Tensor names are checked with
+// the tensor table, before any message quotes them; the tokenizer's pieces and target
+// vocabulary where they are bound.
+template <class Fail>
+Status check_text_fields(const ModelInfo& info, Fail fail) {
+  std::string problem = utf8_problem(info.producer, "producer");
+  if (problem.empty()) problem = utf8_problem(info.source, "source");
+  for (size_t i = 0; i < info.folds.size() && problem.empty(); ++i) {
+    const FoldInfo& f = info.folds[i];
+    const std::string field = "folds[" + std::to_string(i) + "]";
+    problem = utf8_problem(f.what, field + ".what");
+    if (problem.empty()) problem = utf8_problem(f.note, field + ".note");
+    for (size_t t = 0; t < f.targets.size() && problem.empty(); ++t)
+      problem = utf8_problem(f.targets[t], field + ".targets[" + std::to_string(t) + "]");
+  }
+  if (problem.empty()) problem = utf8_problem(info.shortlist.source, "shortlist.source");
+  for (size_t i = 0; i < info.vocab.size() && problem.empty(); ++i)
+    if (!is_valid_utf8(info.vocab[i])) problem = utf8_problem(info.vocab[i], "tokenizer.vocab[" + std::to_string(i) + "]");
+  if (!problem.empty()) return fail(problem);
+  return Status::ok();
+}
+
+// The first string of a table's string vector that is not UTF-8, as a problem
+// naming field[i]; empty when all are.
+std::string utf8_problem(const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>& strings,
+                         const std::string& field) {
+  for (uint32_t i = 0; i < strings.size(); ++i) {
+    const std::string_view text = strings.Get(i)->string_view();
+    if (!is_valid_utf8(text)) return utf8_problem(text, field + "[" + std::to_string(i) + "]");
+  }
+  return "";
+}
 
 template <class Enum>
 bool enum_in_range(Enum value) {
@@ -86,6 +131,11 @@ Result<text::SentencePieceSpec> bind_sentencepiece(const fb::SentencePieceModel*
                 std::to_string(spm->types()->size()) + " types");
   if (spm->algorithm() != fb::SentencePieceAlgorithm::Unigram && spm->algorithm() != fb::SentencePieceAlgorithm::Bpe)
     return fail(r + ".algorithm: unknown value " + std::to_string(static_cast<int>(spm->algorithm())));
+  // Pieces reach callers (tokenize, output_tokens, streamed pieces) and decoded text.
+  std::string problem = utf8_problem(*spm->pieces(), r + ".pieces");
+  if (problem.empty() && spm->unk_surface()) problem = utf8_problem(spm->unk_surface()->string_view(), r + ".unk_surface");
+  if (problem.empty() && spm->normalizer()) problem = utf8_problem(spm->normalizer()->string_view(), r + ".normalizer");
+  if (!problem.empty()) return fail(problem);
   text::SentencePieceSpec spec;
   spec.algorithm = static_cast<text::SpmAlgorithm>(spm->algorithm());
   spec.pieces = string_views(*spm->pieces());
@@ -123,6 +173,8 @@ Result<text::MarianTokenizer::Parts> bind_marian_tokenizer(const fb::Tokenizer& 
     if (tok.target_vocab()->size() != info.target_vocab_size)
       return fail("tokenizer.target_vocab holds " + std::to_string(tok.target_vocab()->size()) +
                   " tokens, expected target_vocab_size " + std::to_string(info.target_vocab_size));
+    const std::string problem = utf8_problem(*tok.target_vocab(), "tokenizer.target_vocab");
+    if (!problem.empty()) return fail(problem);
     parts.target_vocab = string_views(*tok.target_vocab());
   } else if (info.target_vocab_size != info.vocab_size) {
     return fail("tokenizer.target_vocab: missing, and the target vocabulary differs from the source's");
@@ -160,6 +212,8 @@ class Binder {
     if (tensors->size() > (1u << 20)) return fail("tensor table has too many entries");
     for (uint32_t i = 0; i < tensors->size(); ++i) {
       const fb::Tensor* t = tensors->Get(i);
+      if (!is_valid_utf8(t->name()->string_view()))
+        return fail(utf8_problem(t->name()->string_view(), "tensor #" + std::to_string(i) + ": name"));
       std::string label = "tensor #" + std::to_string(i) + " '" + t->name()->str() + "'";
       auto raw_dtype = static_cast<int>(t->dtype());
       if (raw_dtype < 0 || raw_dtype > static_cast<int>(fb::DType::MAX))
@@ -361,6 +415,7 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
   info.file_size = size;
   info.format_major = m->format_major();
   info.format_minor = m->format_minor();
+  if (m->data_crc32().has_value()) info.data_crc32 = m->data_crc32().value();
   if (m->producer()) info.producer = m->producer()->str();
   if (m->source()) info.source = m->source()->str();
 
@@ -562,6 +617,8 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
         return fail("tokenizer.kind: a word tokenizer needs one vocabulary for source and target");
     }
   }
+  s = check_text_fields(info, fail);
+  if (!s) return s.error();
   return out;
 }
 

@@ -1,0 +1,77 @@
+// UTF-8 well-formedness (RFC 3629 / Unicode table 3-7: no overlong forms, no
+// surrogates, nothing above U+10FFFF). Every string the engine hands out — names,
+// vocabulary, notes — is checked with it at load, so callers and the tools' JSON
+// never meet a byte string that is not text.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+namespace petrel::detail {
+
+// The length of the well-formed sequence starting at text[at], or 0 when it is
+// ill-formed; *prefix is then how many of its bytes were a valid beginning (at
+// least 1: the maximal subpart that one U+FFFD replaces).
+inline size_t utf8_sequence(std::string_view text, size_t at, size_t* prefix) {
+  const auto byte = [&](size_t i) { return static_cast<uint8_t>(text[i]); };
+  const uint8_t lead = byte(at);
+  *prefix = 1;
+  if (lead < 0x80) return 1;
+  size_t length;
+  uint8_t low = 0x80, high = 0xbf;  // the second byte's range (table 3-7)
+  if (lead >= 0xc2 && lead <= 0xdf) length = 2;
+  else if (lead >= 0xe0 && lead <= 0xef) length = 3, low = lead == 0xe0 ? 0xa0 : 0x80, high = lead == 0xed ? 0x9f : 0xbf;
+  else if (lead >= 0xf0 && lead <= 0xf4) length = 4, low = lead == 0xf0 ? 0x90 : 0x80, high = lead == 0xf4 ? 0x8f : 0xbf;
+  else return 0;
+  for (size_t i = 1; i < length; ++i) {
+    if (at + i >= text.size()) return 0;
+    const uint8_t b = byte(at + i);
+    if (b < (i == 1 ? low : 0x80) || b > (i == 1 ? high : 0xbf)) return 0;
+    *prefix = i + 1;
+  }
+  return length;
+}
+
+// The offset of the first byte that is not part of a well-formed sequence, or
+// text.size() when `text` is valid UTF-8. ASCII runs are checked 8 bytes at a time.
+inline size_t utf8_invalid_at(std::string_view text) {
+  size_t at = 0;
+  while (at < text.size()) {
+    uint64_t eight;
+    if (at + 8 <= text.size() && (std::memcpy(&eight, text.data() + at, 8), (eight & 0x8080808080808080ull) == 0)) {
+      at += 8;
+      continue;
+    }
+    size_t prefix = 0;
+    const size_t length = utf8_sequence(text, at, &prefix);
+    if (length == 0) return at;
+    at += length;
+  }
+  return at;
+}
+
+inline bool is_valid_utf8(std::string_view text) { return utf8_invalid_at(text) == text.size(); }
+
+// `text` with each maximal ill-formed subpart replaced by U+FFFD (the Unicode
+// standard's recommended practice, as Python's errors="replace" does).
+inline std::string to_valid_utf8(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t at = 0; at < text.size();) {
+    size_t prefix = 0;
+    const size_t length = utf8_sequence(text, at, &prefix);
+    if (length == 0) {
+      out += "\xef\xbf\xbd";
+      at += prefix;
+    } else {
+      out.append(text.data() + at, length);
+      at += length;
+    }
+  }
+  return out;
+}
+
+}  // namespace petrel::detail

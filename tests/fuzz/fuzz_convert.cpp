@@ -1,0 +1,235 @@
+// Fuzz target: a whole conversion, then the engine, from a recipe. The input's first
+// kRecipeBytes bytes choose a MarianMT checkpoint's shape and options — every size
+// from 1 (widths below, at and above the SIMD widths), tied/shared/separate tables,
+// pre/post-LN, activation, stored or generated positions, every weight and embedding
+// dtype, a vocabulary with a shortlist, generation defaults — and the rest are its
+// weights (int8 steps of a chosen power-of-two scale, so values can be tiny, huge or
+// overflow in use). The checkpoint is written to a temporary directory and converted
+// by convert_checkpoint. The converter may refuse it with ConvertError; a file it
+// writes must load and run (exercise_model.h) on the kernel path the recipe picks.
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "convert/convert.h"
+#include "exercise_model.h"
+
+namespace {
+
+using petrel::fuzz::require;
+using json = nlohmann::json;
+
+constexpr size_t kRecipeBytes = 13;
+
+// A scratch directory for the checkpoint and the output (tmpfs if there is one),
+// made once and removed at exit.
+class Scratch {
+ public:
+  Scratch() {
+    for (const char* base : {"/dev/shm", "/tmp"}) {
+      dir_ = std::string(base) + "/petrel-fuzz-convert-XXXXXX";
+      if (mkdtemp(dir_.data()) != nullptr) return;
+    }
+    std::fprintf(stderr, "fuzz_convert: cannot make a scratch directory\n");
+    std::abort();
+  }
+  ~Scratch() {
+    for (const char* file : kFiles) std::remove((dir_ + file).c_str());
+    rmdir(dir_.c_str());
+  }
+  const std::string& dir() const { return dir_; }
+  // Files a previous input may have left that this one does not write.
+  void clear() const {
+    for (const char* file : kFiles) std::remove((dir_ + file).c_str());
+  }
+
+ private:
+  static constexpr const char* kFiles[] = {"/config.json", "/generation_config.json", "/vocab.json", "/lex.s2t",
+                                           "/model.safetensors", "/out.petrel", "/out.petrel.partial"};
+  std::string dir_;
+};
+
+const Scratch& scratch() {
+  static const Scratch s;
+  return s;
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  require(static_cast<bool>(out), "scratch files can be written");
+}
+
+// The weights: int8 steps from the input's tail (cycled; zeros without one) times 2^exponent.
+class Weights {
+ public:
+  Weights(const uint8_t* data, size_t size, int exponent)
+      : data_(data), size_(size), scale_(std::ldexp(1.0f, exponent)) {}
+  float next() {
+    if (size_ == 0) return 0.0f;
+    const auto step = static_cast<int8_t>(data_[at_++ % size_]);
+    return static_cast<float>(step) * scale_;
+  }
+
+ private:
+  const uint8_t* data_;
+  size_t size_, at_ = 0;
+  float scale_;
+};
+
+// A safetensors file of f32 tensors.
+std::string safetensors(const std::map<std::string, std::pair<std::vector<uint64_t>, std::vector<float>>>& tensors) {
+  json header = json::object();
+  std::string data;
+  for (const auto& [name, tensor] : tensors) {
+    const auto& [shape, values] = tensor;
+    const size_t begin = data.size();
+    data.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+    header[name] = {{"dtype", "F32"}, {"shape", shape}, {"data_offsets", {begin, data.size()}}};
+  }
+  const std::string text = header.dump();
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((uint64_t{text.size()} >> (8 * i)) & 0xff);
+  return out + text + data;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace petrel;
+  if (size < kRecipeBytes) return 0;
+  const uint8_t* r = data;
+  const uint32_t d = 1 + r[0] % 72;
+  std::vector<uint32_t> divisors;
+  for (uint32_t h = 1; h <= d; ++h)
+    if (d % h == 0) divisors.push_back(h);
+  const uint32_t heads = divisors[r[1] % divisors.size()];
+  const uint32_t ffn = 1 + r[2] % 72, vocab = 1 + r[3] % 40;
+  const bool separate_vocab = r[4] & 0x80;
+  const uint32_t target_vocab = separate_vocab ? 1 + (r[4] & 0x7f) % 40 : vocab;
+  const uint32_t encoder_layers = 1 + (r[5] & 1), decoder_layers = 1 + ((r[5] >> 1) & 1);
+  const uint32_t positions = 1 + r[6] % 20;
+  const bool tied = r[7] & 1, shared = (r[7] & 2) && !separate_vocab, pre_ln = r[7] & 4, scale_embedding = r[7] & 8,
+             logits_bias = r[7] & 16, stored_positions = r[7] & 32, learned = r[7] & 64, interleaved = r[7] & 128;
+  static const char* const kActivations[] = {"relu", "gelu", "swish"};
+  static const char* const kDtypes[] = {"f32", "f16", "int8"};
+  const char* activation = kActivations[r[8] % 3];
+  const char* linear_dtype = kDtypes[(r[8] / 3) % 3];
+  const char* embedding_dtype = kDtypes[(r[8] / 9) % 3];
+  const int32_t pad = r[9] % target_vocab, eos = (r[9] / 16) % target_vocab;
+  const bool generation = r[10] & 1, with_vocab = (r[10] & 2) && !separate_vocab, shortlist = with_vocab && (r[10] & 4);
+  Weights weights(data + kRecipeBytes, size - kRecipeBytes, r[12] % 160 - 64);  // up to 2^95: overflows in use
+
+  // The checkpoint, in Hugging Face's MarianMT layout.
+  std::map<std::string, std::pair<std::vector<uint64_t>, std::vector<float>>> tensors;
+  auto add = [&](const std::string& name, std::vector<uint64_t> shape) {
+    uint64_t n = 1;
+    for (uint64_t s : shape) n *= s;
+    std::vector<float> values(n);
+    for (float& v : values) v = weights.next();
+    tensors[name] = {std::move(shape), std::move(values)};
+  };
+  if (shared) {
+    add("model.shared.weight", {vocab, d});
+  } else {
+    add("model.encoder.embed_tokens.weight", {vocab, d});
+    add("model.decoder.embed_tokens.weight", {target_vocab, d});
+  }
+  if (!tied) add("lm_head.weight", {target_vocab, d});
+  if (logits_bias) add("final_logits_bias", {1, target_vocab});
+  for (const std::string stack : {"encoder", "decoder"}) {
+    const std::string s = "model." + stack;
+    if (stored_positions) add(s + ".embed_positions.weight", {positions, d});
+    if (pre_ln) {
+      add(s + ".layer_norm.weight", {d});
+      add(s + ".layer_norm.bias", {d});
+    }
+    for (uint32_t l = 0; l < (stack == "encoder" ? encoder_layers : decoder_layers); ++l) {
+      const std::string p = s + ".layers." + std::to_string(l);
+      for (const std::string attn : {"self_attn", "encoder_attn"}) {
+        if (attn == "encoder_attn" && stack == "encoder") continue;
+        for (const char* proj : {"q_proj", "k_proj", "v_proj", "out_proj"}) {
+          add(p + "." + attn + "." + proj + ".weight", {d, d});
+          add(p + "." + attn + "." + proj + ".bias", {d});
+        }
+        add(p + "." + attn + "_layer_norm.weight", {d});
+        add(p + "." + attn + "_layer_norm.bias", {d});
+      }
+      add(p + ".fc1.weight", {ffn, d});
+      add(p + ".fc1.bias", {ffn});
+      add(p + ".fc2.weight", {d, ffn});
+      add(p + ".fc2.bias", {d});
+      add(p + ".final_layer_norm.weight", {d});
+      add(p + ".final_layer_norm.bias", {d});
+    }
+  }
+  json config = {{"model_type", "marian"}, {"d_model", d}, {"encoder_layers", encoder_layers},
+                 {"decoder_layers", decoder_layers}, {"encoder_attention_heads", heads},
+                 {"decoder_attention_heads", heads}, {"encoder_ffn_dim", ffn}, {"decoder_ffn_dim", ffn},
+                 {"vocab_size", vocab}, {"decoder_vocab_size", target_vocab}, {"max_position_embeddings", positions},
+                 {"scale_embedding", scale_embedding}, {"activation_function", activation}, {"pad_token_id", pad},
+                 {"eos_token_id", eos}, {"decoder_start_token_id", pad}, {"tie_word_embeddings", tied},
+                 {"share_encoder_decoder_embeddings", shared}, {"bad_words_ids", {{pad}}}};
+  const std::string& dir = scratch().dir();
+  scratch().clear();
+  write_file(dir + "/config.json", config.dump());
+  write_file(dir + "/model.safetensors", safetensors(tensors));
+  if (generation) {
+    json g = {{"num_beams", 1 + r[11] % 4}, {"max_length", r[11] / 4 % 8}, {"early_stopping", (r[11] & 32) != 0},
+              {"length_penalty", (r[11] & 64) ? 0.0 : 1.5}};
+    if (r[11] & 128) g["forced_eos_token_id"] = eos;
+    if (g["max_length"] == 0) g.erase("max_length");
+    write_file(dir + "/generation_config.json", g.dump());
+  }
+  convert::ConvertOptions o;
+  o.checkpoint_dir = dir;
+  o.output_path = dir + "/out.petrel";
+  o.linear_dtype = convert::parse_dtype(linear_dtype, "--quantize");
+  o.embedding_dtype = convert::parse_dtype(embedding_dtype, "--embeddings");
+  o.positions = learned ? convert::PositionChoice::kLearned
+                : interleaved ? convert::PositionChoice::kSinusoidalInterleaved
+                              : convert::PositionChoice::kAuto;
+  if (pre_ln) o.norm = NormPlacement::kPre;
+  if (with_vocab) {
+    json v = json::object();
+    for (uint32_t i = 0; i < vocab; ++i) v["t" + std::to_string(i)] = i;
+    write_file(dir + "/vocab.json", v.dump());
+    if (shortlist) {
+      std::string lex;
+      for (uint32_t i = 0; i < vocab; ++i)
+        lex += "t" + std::to_string((i * 7 + r[11]) % vocab) + " t" + std::to_string(i) + " 0.5\n";
+      write_file(dir + "/lex.s2t", lex);
+      o.shortlist_path = dir + "/lex.s2t";
+      o.shortlist_first = r[11] % 3;
+      o.shortlist_best = 1 + r[11] / 3 % 3;
+    }
+  }
+  try {
+    convert::convert_checkpoint(o);
+  } catch (const convert::ConvertError& e) {
+    // Refused, by name: e.g. a stored position table that is no sinusoid.
+    static const bool verbose = std::getenv("PETREL_FUZZ_VERBOSE") != nullptr;
+    if (verbose) std::fprintf(stderr, "fuzz_convert: refused: %s\n", e.what());
+    return 0;
+  }
+  std::ifstream in(o.output_path, std::ios::binary);
+  const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto loaded = Model::load_from_memory(file.data(), file.size(), "converted.petrel");
+  if (!loaded) std::fprintf(stderr, "fuzz_convert: %s\n", loaded.error().message.c_str());
+  require(loaded.has_value(), "what the converter writes, the engine loads");
+  require(loaded.value()->verify_data().has_value(), "a converted file's checksum matches");
+  // One kernel path per input (fuzz_model_file runs them all): conversions are slow enough.
+  const std::vector<std::string> isas = runnable_isas();
+  petrel::fuzz::exercise(loaded.value(), {isas[r[10] / 8 % isas.size()]});
+  return 0;
+}

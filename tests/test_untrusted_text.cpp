@@ -1,0 +1,181 @@
+// Strings from untrusted files are text: the loader refuses a model file whose
+// strings are not UTF-8 (naming the field), the converter writes names that are, and
+// the tools' JSON handles any byte string a user passes on the command line.
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "convert/convert.h"
+#include "core/utf8.h"
+#include "petrel_generated.h"
+#include "support/test_support.h"
+
+using namespace petrel;
+using namespace petrel::test;
+using Catch::Matchers::Contains;
+using json = nlohmann::json;
+
+namespace {
+
+const char* const kFixture = "post_swish_concat_tied";  // with vocab.json and lex.s2t
+
+// A valid int8 model with a vocabulary and a shortlist, converted once.
+const std::vector<uint8_t>& valid_model() {
+  static std::vector<uint8_t> bytes = [] {
+    TempDir tmp;
+    convert::ConvertOptions o;
+    o.checkpoint_dir = oracle_dir(kFixture);
+    o.output_path = tmp.file("m.petrel");
+    o.shortlist_path = oracle_dir(kFixture) + "/lex.s2t";
+    convert::convert_checkpoint(o);
+    return read_bytes(o.output_path);
+  }();
+  return bytes;
+}
+
+// The first byte of a FlatBuffer string, writable in place (the length stays).
+char* first_byte(const flatbuffers::String* s) {
+  REQUIRE(s->size() > 0);
+  return const_cast<char*>(s->c_str());
+}
+
+struct Command {
+  int exit_code = -1;  // -1: killed by a signal
+  std::string out;
+};
+
+// Runs `command`, capturing stdout only (stderr goes to `err_file`).
+Command run(const std::string& command, const std::string& err_file) {
+  Command c;
+  FILE* pipe = popen((command + " 2>'" + err_file + "'").c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) c.out.append(buf, n);
+  const int status = pclose(pipe);
+  if (WIFEXITED(status)) c.exit_code = WEXITSTATUS(status);
+  return c;
+}
+
+std::string read_text(const std::string& path) {
+  auto bytes = read_bytes(path);
+  return {bytes.begin(), bytes.end()};
+}
+
+}  // namespace
+
+TEST_CASE("UTF-8 validation and replacement agree with nlohmann::json's decoder", "[utf8]") {
+  // Random strings over the bytes where well-formedness is decided (table 3-7's edges).
+  const uint8_t alphabet[] = {'a', 0x00, 0x7f, 0x80, 0x8f, 0x90, 0x9f, 0xa0, 0xbf, 0xc0, 0xc1,
+                              0xc2, 0xdf, 0xe0, 0xe1, 0xed, 0xee, 0xef, 0xf0, 0xf1, 0xf4, 0xf5, 0xff};
+  std::mt19937 rng(16);
+  int valid = 0;
+  for (int trial = 0; trial < 20000; ++trial) {
+    std::string s(rng() % 13, '\0');
+    for (char& c : s) c = static_cast<char>(alphabet[rng() % sizeof alphabet]);
+    if (trial % 3 == 0) s = std::string(rng() % 17, 'x') + s;  // past the 8-byte ASCII fast path
+    bool nlohmann_valid = true;
+    try {
+      (void)json(s).dump();
+    } catch (const json::type_error&) {
+      nlohmann_valid = false;
+    }
+    INFO("trial " << trial);
+    REQUIRE(detail::is_valid_utf8(s) == nlohmann_valid);
+    valid += nlohmann_valid;
+    // nlohmann replaces each maximal ill-formed subpart with U+FFFD, as Unicode recommends.
+    const std::string replaced = detail::to_valid_utf8(s);
+    REQUIRE(detail::is_valid_utf8(replaced));
+    REQUIRE(json(replaced).dump() == json(s).dump(-1, ' ', false, json::error_handler_t::replace));
+    if (nlohmann_valid) REQUIRE(replaced == s);
+  }
+  REQUIRE(valid > 1000);  // both kinds were tried
+}
+
+TEST_CASE("the loader refuses model-file strings that are not UTF-8, naming the field", "[utf8][format]") {
+  std::vector<uint8_t> bytes = valid_model();
+  fb::Model* m = fb::GetMutableModel(bytes.data() + 4);
+  REQUIRE(Model::load_from_memory(bytes.data(), bytes.size(), "bad.petrel").has_value());
+  std::string field;
+  SECTION("tensor name") {
+    *first_byte(m->tensors()->Get(3)->name()) = '\xff';
+    field = "tensor #3: name";
+  }
+  SECTION("vocabulary entry (a truncated two-byte sequence)") {
+    *first_byte(m->tokenizer()->vocab()->Get(12)) = '\xc3';
+    field = "tokenizer.vocab[12]";
+  }
+  SECTION("fold note (an overlong form)") {
+    char* note = first_byte(m->folds()->Get(0)->note());
+    note[0] = '\xc0', note[1] = '\xaf';
+    field = "folds[0].note";
+  }
+  SECTION("shortlist source (a surrogate)") {
+    char* source = first_byte(m->shortlist()->source());
+    source[0] = '\xed', source[1] = '\xa0', source[2] = '\x80';
+    field = "shortlist.source";
+  }
+  SECTION("producer") {
+    first_byte(m->producer())[5] = '\x80';
+    field = "producer";
+  }
+  auto r = Model::load_from_memory(bytes.data(), bytes.size(), "bad.petrel");
+  REQUIRE_FALSE(r.has_value());
+  CHECK(r.error().code == ErrorCode::kFormat);
+  REQUIRE_THAT(r.error().message, Contains("bad.petrel: " + field + " is not valid UTF-8"));
+  CHECK(detail::is_valid_utf8(r.error().message));
+}
+
+TEST_CASE("petrel-inspect and petrel-run refuse such a file with a message, not an abort", "[utf8][cli]") {
+  TempDir tmp;
+  std::vector<uint8_t> bytes = valid_model();
+  fb::Model* m = fb::GetMutableModel(bytes.data() + 4);
+  SECTION("tensor name") { *first_byte(m->tensors()->Get(0)->name()) = '\xfe'; }
+  SECTION("vocabulary entry") { *first_byte(m->tokenizer()->vocab()->Get(5)) = '\xff'; }
+  const std::string model = tmp.file("bad.petrel"), err = tmp.file("stderr");
+  write_bytes(model, bytes);
+  for (const std::string& command : {PETREL_INSPECT + " '" + model + "' --json",
+                                     PETREL_RUN + " '" + model + "' --ids \"1 2 0\" --json",
+                                     PETREL_RUN + " '" + model + "' --text \"w1 w2\" --json"}) {
+    INFO(command);
+    Command c = run(command, err);
+    CHECK(c.exit_code == 1);  // an error exit, not a signal (SIGABRT was the bug)
+    CHECK(c.out.empty());
+    REQUIRE_THAT(read_text(err), Contains("bad.petrel") && Contains("is not valid UTF-8"));
+  }
+}
+
+TEST_CASE("the tools write valid JSON whatever bytes a path or text holds", "[utf8][cli]") {
+  TempDir tmp;
+  // A checkpoint directory and model path whose names are not UTF-8 (Linux allows any bytes).
+  const std::string dir = tmp.file("ckpt-\xff\xc3");
+  copy_dir(oracle_dir(kFixture), dir);
+  const std::string model = tmp.file("m-\xe2\x82.petrel"), err = tmp.file("stderr");
+
+  Command convert = run(PETREL_CONVERT + " '" + dir + "' -o '" + model + "' --json", err);
+  INFO(read_text(err));
+  REQUIRE(convert.exit_code == 0);
+  const json report = json::parse(convert.out);  // throws on invalid UTF-8
+  CHECK_THAT(report["output"].get<std::string>(), Contains("m-\xef\xbf\xbd.petrel"));
+  auto loaded = Model::load(model);  // the directory name became the file's `source`, as text
+  REQUIRE(loaded.has_value());
+  CHECK(loaded.value()->info().source == "ckpt-\xef\xbf\xbd\xef\xbf\xbd");
+
+  Command inspect = run(PETREL_INSPECT + " '" + model + "' --json", err);
+  REQUIRE(inspect.exit_code == 0);
+  const json info = json::parse(inspect.out);
+  CHECK_THAT(info["file"].get<std::string>(), Contains("m-\xef\xbf\xbd.petrel"));
+  CHECK(info["source"] == "ckpt-\xef\xbf\xbd\xef\xbf\xbd");
+
+  // Text that is not UTF-8 cannot be encoded by the model's vocabulary: a message.
+  Command text = run(PETREL_RUN + " '" + model + "' --text \"w1 \xff\" --json", err);
+  CHECK(text.exit_code == 1);
+  CHECK(text.out.empty());
+  CHECK_THAT(read_text(err), Contains("cannot encode"));
+  Command ok = run(PETREL_RUN + " '" + model + "' --text \"w1 w2\" --json", err);
+  REQUIRE(ok.exit_code == 0);
+  CHECK(json::parse(ok.out)["results"][0]["input_text"] == "w1 w2");
+}

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Fuzzes Petrel's parsers of untrusted input with libFuzzer, one target at a time
+# (tests/fuzz/README.md lists them):
+#   tools/fuzz.sh --minutes N [TARGET...]    a campaign: N minutes per target (default: all targets)
+#   tools/fuzz.sh --seconds S [TARGET...]    the same in seconds (e.g. 60 per target)
+#   --no-build                               use build/fuzz as it is (already built)
+# Builds the fuzz preset (clang, libFuzzer, ASan + UBSan), then runs each target on a
+# working corpus (build/fuzz/corpus/TARGET: the committed seeds plus what earlier runs
+# found, so coverage keeps growing between campaigns). A crash, a leak, a sanitizer
+# report, an input slower than 30 s or a memory blow-up (over 2 GB) is a finding: its
+# reproducer is written to build/fuzz/findings/TARGET/ (emptied when the target starts:
+# keep what you need) and the script exits non-zero after all targets ran. Prints
+# executions, coverage (cov: edges, ft: features) and findings per target; full logs
+# in build/fuzz/logs/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+seconds=""
+build=true
+targets=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --minutes) seconds=$(( $2 * 60 )); shift 2 ;;
+    --seconds) seconds=$2; shift 2 ;;
+    --no-build) build=false; shift ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -*) echo "tools/fuzz.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) targets+=("$1"); shift ;;
+  esac
+done
+if [[ -z "$seconds" || ! "$seconds" =~ ^[0-9]+$ || "$seconds" -eq 0 ]]; then
+  echo "tools/fuzz.sh: give the time per target: --minutes N or --seconds S (see --help)" >&2
+  exit 2
+fi
+all=(fuzz_model_file fuzz_convert fuzz_safetensors fuzz_checkpoint_json fuzz_shortlist fuzz_pytorch_checkpoint)
+[[ ${#targets[@]} -eq 0 ]] && targets=("${all[@]}")
+for t in "${targets[@]}"; do
+  [[ " ${all[*]} " == *" $t "* ]] || { echo "tools/fuzz.sh: unknown target $t (${all[*]})" >&2; exit 2; }
+done
+
+if $build; then
+  cmake --preset fuzz >/dev/null
+  cmake --build --preset fuzz -j"$(nproc)" --target "${targets[@]}"
+fi
+
+out=build/fuzz
+failed=()
+for t in "${targets[@]}"; do
+  corpus=$out/corpus/$t findings=$out/findings/$t log=$out/logs/$t.log
+  rm -rf "$findings"
+  mkdir -p "$corpus" "$findings" "$out/logs"
+  dict=()
+  [[ -f tests/fuzz/$t.dict ]] && dict=(-dict="tests/fuzz/$t.dict")
+  status=0
+  # One process (-jobs=1 is the default): the machines are small and shared.
+  "$out/tests/fuzz/$t" "$corpus" "tests/fuzz/corpus/$t" "${dict[@]}" \
+    -max_total_time="$seconds" -timeout=30 -rss_limit_mb=2048 -print_final_stats=1 \
+    -artifact_prefix="$findings/" >"$log" 2>&1 || status=$?
+  executions=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
+  coverage=$(grep -E '^#[0-9]+' "$log" | tail -1 | grep -oE 'cov: [0-9]+ ft: [0-9]+' || true)
+  found=$(ls "$findings" 2>/dev/null | tr '\n' ' ')
+  if [[ $status -ne 0 || -n "$found" ]]; then
+    failed+=("$t")
+    echo "$t: FINDING (exit $status) after ${executions:-?} executions: ${found:-see $log}"
+    grep -E 'ERROR: |runtime error|SUMMARY' "$log" | head -5 | sed 's/^/    /'
+  else
+    echo "$t: ${executions:-?} executions in ${seconds} s (${rate:-?}/s), ${coverage:-cov ?}, corpus $(ls "$corpus" | wc -l) inputs, no findings"
+  fi
+done
+if [[ ${#failed[@]} -gt 0 ]]; then
+  echo "tools/fuzz.sh: findings in ${failed[*]} (reproducers in $out/findings/; re-run one with $out/tests/fuzz/TARGET FILE)" >&2
+  exit 1
+fi
