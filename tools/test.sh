@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command (also what CI runs): every test in a release build
-# (including an app built against the installed package), under AddressSanitizer +
-# UndefinedBehaviorSanitizer, the concurrency tests under ThreadSanitizer, and cross-compiled for
+# (including an app built against the installed package), every test again built by
+# clang under AddressSanitizer + UndefinedBehaviorSanitizer followed by 30 s of fuzzing
+# per fuzz target, the concurrency tests under ThreadSanitizer, and cross-compiled for
 # aarch64 (run under qemu on a CPU with and one without the dot-product
 # extension) and armv7 (run under qemu). Each stage prints its wall time.
 #   tools/test.sh            everything
@@ -24,15 +25,18 @@ ctest --preset release -j"$jobs"
 # (PETREL_TEST_SUBSET: every 5th case); the release run above checks all of it.
 export PETREL_TEST_SUBSET=1
 
-stage "ASan/UBSan build + tests"
-cmake --preset asan >/dev/null
-cmake --build --preset asan -j"$jobs"
-ctest --preset asan -j"$jobs"
+stage "clang 14 + ASan/UBSan (+ libFuzzer): every test and fuzz corpus, then 30 s of fuzzing per target"
+# The sanitizer build is clang's (it also proves the clang build); gcc's ASan/UBSan
+# build stays available as the asan preset.
+cmake --preset fuzz >/dev/null
+cmake --build --preset fuzz -j"$jobs"
+ctest --preset fuzz -j"$jobs"
+tools/fuzz.sh --seconds 30 --no-build
 
-stage "ThreadSanitizer: sessions on several threads sharing one model, intra-op thread pools"
+stage "ThreadSanitizer: sessions on several threads sharing one model, intra-op thread pools, batch workers"
 cmake --preset tsan >/dev/null
 cmake --build --preset tsan -j"$jobs" --target petrel_tests
-build/tsan/tests/petrel_tests "[threads],[oracle],[capi]"
+build/tsan/tests/petrel_tests "[threads],[capi],[batch]"
 
 $native_only && { stage "done"; exit 0; }
 
