@@ -14,6 +14,8 @@ to 4 bits (q in [-7, 7]) under several scale layouts and prints the signal-to-no
   b64/f16      64-column blocks, an f16 scale each
   row+b32/u8   an f32 scale per row times a u8 scale per 32-column block (1..255; the
                block's max / 7 rounded to the row's grid, the better of floor and ceil)
+  +search      the same, the block scale searched: floor and ceil of 0.70, 0.72 .. 1.00
+               times max / 7, the smallest squared error wins (what petrel-convert does)
 
 Needs numpy and torch (Debian's python3-numpy, python3-torch) for marian_reference's reader.
 """
@@ -50,13 +52,13 @@ def scheme_block(w, size, scale_type):
     return quantize(b, s).reshape(w.shape[0], -1)[:, :w.shape[1]]
 
 
-def scheme_row_block_u8(w, size=32):
+def scheme_row_block_u8(w, size=32, factors=(1.0,)):
     b = blocks(w, size)
     row_max = np.abs(w).max(axis=1)
     row_scale = (row_max / (7 * 255))[:, None, None]            # block scale = row_scale x u8
     ideal = np.abs(b).max(axis=2, keepdims=True) / 7 / np.where(row_scale > 0, row_scale, 1)
     best, best_err = None, None
-    for u in (np.floor(ideal), np.ceil(ideal)):
+    for u in [r(ideal * f) for f in factors for r in (np.floor, np.ceil)]:
         u = np.clip(u, 1, 255)
         d = quantize(b, u * row_scale)
         err = ((d - b) ** 2).sum(axis=2, keepdims=True)
@@ -75,6 +77,7 @@ SCHEMES = [
     ("b32/f16", lambda w: scheme_block(w, 32, np.float16), 4 + 16 / 32),
     ("b64/f16", lambda w: scheme_block(w, 64, np.float16), 4 + 16 / 64),
     ("row+b32/u8", scheme_row_block_u8, 4 + 8 / 32 + 32 / 512),
+    ("+search", lambda w: scheme_row_block_u8(w, factors=[0.70 + 0.02 * i for i in range(16)]), 4 + 8 / 32 + 32 / 512),
 ]
 
 

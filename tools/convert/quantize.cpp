@@ -47,20 +47,26 @@ float quantize_int4_row(const float* row, size_t cols, uint8_t* block_scales, in
       std::fill(q + c0, q + c1, 0);
       continue;
     }
+    // The block scale that best fits the block (smallest squared error), searched near
+    // max|block| / 7: floor and ceil of 0.70, 0.72 .. 1.00 times it (0.5 dB better than
+    // max / 7 alone on trained and random weights: bench/int4_schemes.py).
     const double ideal = block_max / (7.0 * s);
     double best_error = INFINITY;
-    for (double candidate : {std::floor(ideal), std::ceil(ideal)}) {
-      const auto scale = static_cast<uint8_t>(std::min(255.0, std::max(1.0, candidate)));
-      const float step = static_cast<float>(scale) * s;
-      double error = 0;
-      for (size_t c = c0; c < c1; ++c) {
-        const double d = static_cast<double>(quantize_value(row[c], step, 7)) * step - row[c];
-        error += d * d;
-      }
-      if (error < best_error) {
-        best_error = error;
-        block_scales[b] = scale;
-        for (size_t c = c0; c < c1; ++c) q[c] = quantize_value(row[c], step, 7);
+    for (int i = 0; i <= 15; ++i) {
+      for (bool up : {false, true}) {
+        const double candidate = up ? std::ceil(ideal * (0.70 + 0.02 * i)) : std::floor(ideal * (0.70 + 0.02 * i));
+        const auto scale = static_cast<uint8_t>(std::min(255.0, std::max(1.0, candidate)));
+        const float step = static_cast<float>(scale) * s;
+        double error = 0;
+        for (size_t c = c0; c < c1; ++c) {
+          const double d = static_cast<double>(quantize_value(row[c], step, 7)) * step - row[c];
+          error += d * d;
+        }
+        if (error < best_error) {
+          best_error = error;
+          block_scales[b] = scale;
+          for (size_t c = c0; c < c1; ++c) q[c] = quantize_value(row[c], step, 7);
+        }
       }
     }
   }

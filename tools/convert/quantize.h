@@ -26,8 +26,8 @@ struct EncodedMatrix {
 // embed_scale fold: ARCHITECTURE.md, "Where each fold happens"):
 // * int8: q = round(v / s) with s = max|row| / 127; the stored scale is s x row_scale.
 // * int4: per row s = max|row| / (7 x 255), per block of 32 columns a u8 scale b
-//   (floor or ceil of max|block| / (7 s), whichever leaves the smaller squared error),
-//   q = round(v / (b s)) in [-7, 7]; the stored row scale is s x row_scale.
+//   (searched near max|block| / (7 s) for the smallest squared error), q = round(v /
+//   (b s)) in [-7, 7]; the stored row scale is s x row_scale.
 // * f32/f16 store the pre-multiplied values.
 // With `layout` Panel16 the bytes are ordered for the matmul kernels (detail::traits).
 EncodedMatrix encode_matrix(const std::vector<float>& values, size_t rows, size_t cols, DType dtype,
