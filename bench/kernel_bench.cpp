@@ -43,7 +43,7 @@ struct Weights {
         view(convert::as_matrix(encoded, rows, cols)) {
     view.data = aligned.data();
   }
-  size_t bytes() const { return encoded.data.size() + (encoded.scales.size() + encoded.row_sums.size()) * 4; }
+  size_t bytes() const { return encoded.bytes(); }
 };
 
 void set_rate(benchmark::State& state, const char* name, double amount) {
@@ -68,14 +68,20 @@ void linear_bench(benchmark::State& state, Isa isa, DType dtype, size_t m, size_
   std::vector<layers::AlignedVector<uint8_t>> copy(copies, w.aligned);
   std::vector<detail::Matrix> views(copies, w.view);
   for (size_t c = 0; c < copies; ++c) views[c].data = copy[c].data();
+  // Side arrays are rotated too where they are streamed with the weights (int4 block scales).
+  std::vector<layers::AlignedVector<uint8_t>> block_scales(
+      w.encoded.block_scales.empty() ? 0 : copies,
+      layers::AlignedVector<uint8_t>(w.encoded.block_scales.begin(), w.encoded.block_scales.end()));
+  for (size_t c = 0; c < block_scales.size(); ++c) views[c].block_scales = block_scales[c].data();
   auto x = random_values(m * k, 7);
   auto bias = random_values(n, 8);
   layers::AlignedVector<float> y(m * n);
-  layers::AlignedVector<int8_t> q(m * (k + 4));
+  layers::AlignedVector<int8_t> q(m * quantized_row_bytes(k));
   std::vector<float> qs(m);
+  std::vector<int32_t> block_sums(m * quantized_row_bytes(k) / detail::kInt4Block);
   size_t i = 0;
   for (auto _ : state) {
-    kt->linear(x.data(), m, views[i], bias.data(), y.data(), {q.data(), qs.data()});
+    kt->linear(x.data(), m, views[i], bias.data(), y.data(), {q.data(), qs.data(), block_sums.data()});
     benchmark::DoNotOptimize(y.data());
     i = (i + 1) % copies;
   }
@@ -101,8 +107,8 @@ void embed_bench(benchmark::State& state, Isa isa, DType dtype, detail::Layout l
     benchmark::DoNotOptimize(out.data());
     batch = (batch + 1) % kBatches;
   }
-  const size_t esize = dtype == DType::kF32 ? 4 : dtype == DType::kF16 ? 2 : 1;
-  set_rate(state, "GB/s", double(tokens * d * (esize + 4 + 4)));  // row + position row read, output written
+  // row (with its scales) + position row read, output written
+  set_rate(state, "GB/s", double(tokens) * (double(table.bytes()) / kVocab + d * (4 + 4)));
 }
 
 // One decoder step's self-attention: 8 heads of 64 over a cache of `positions`,
@@ -179,7 +185,7 @@ void activation_bench(benchmark::State& state, Isa isa, Activation act) {
 void register_all() {
   for (Isa isa : runnable_isas()) {
     const std::string p = std::string(isa_name(isa)) + "/";
-    for (DType dtype : {DType::kInt8, DType::kF32}) {
+    for (DType dtype : {DType::kInt4, DType::kInt8, DType::kF32}) {
       const std::string t = p + to_string(dtype) + "/";
       // Decoder step (batch 1): weights streamed from memory.
       benchmark::RegisterBenchmark((t + "gemv_from_memory/out_proj_58101x512").c_str(), linear_bench, isa, dtype, 1,
@@ -201,11 +207,12 @@ void register_all() {
       benchmark::RegisterBenchmark((t + "gemm/small_32x1024x256").c_str(), linear_bench, isa, dtype, 32, 1024, 256, false)
           ->Unit(benchmark::kMicrosecond)->UseRealTime();
     }
-    for (DType dtype : {DType::kInt8, DType::kF16, DType::kF32})
+    for (DType dtype : {DType::kInt4, DType::kInt8, DType::kF16, DType::kF32})
       benchmark::RegisterBenchmark((p + to_string(dtype) + "/embed_gather_pe/32x512").c_str(), embed_bench, isa, dtype,
                                    detail::Layout::kRowMajor, 512)->UseRealTime();
-    benchmark::RegisterBenchmark((p + "int8/embed_gather_pe_panel/32x512").c_str(), embed_bench, isa, DType::kInt8,
-                                 detail::Layout::kPanel16, 512)->UseRealTime();
+    for (DType dtype : {DType::kInt4, DType::kInt8})
+      benchmark::RegisterBenchmark((p + to_string(dtype) + "/embed_gather_pe_panel/32x512").c_str(), embed_bench, isa,
+                                   dtype, detail::Layout::kPanel16, 512)->UseRealTime();
     benchmark::RegisterBenchmark((p + "int8/embed_gather_pe/small_32x256").c_str(), embed_bench, isa, DType::kInt8,
                                  detail::Layout::kRowMajor, 256)->UseRealTime();
     for (DType kv : {DType::kF32, DType::kF16})

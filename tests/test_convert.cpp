@@ -23,6 +23,7 @@ float element(const detail::Matrix& m, size_t r, size_t c) {
     case DType::kF32: return static_cast<const float*>(m.data)[i];
     case DType::kF16: return kernels::half_to_float(static_cast<const uint16_t*>(m.data)[i]);
     case DType::kInt8: return static_cast<const int8_t*>(m.data)[i] * m.scales[r];
+    case DType::kInt4: return static_cast<float>(m.scaled_int4(r, c)) * m.scales[r];
   }
   return NAN;
 }
@@ -43,7 +44,9 @@ std::shared_ptr<const Model> convert_and_load(const std::string& checkpoint, con
 }
 
 // Every stored element equals scale x original within the dtype's bound:
-// exact for f32, half precision for f16, scale/2 per element for int8.
+// exact for f32, half precision for f16, scale/2 per element for int8, half a step
+// (block scale x row scale / 2) for int4 — where the converter chose a step that
+// clips a block's largest values, those read back as exactly +-7 steps.
 void check_matrix(const detail::Matrix& m, const RawTensor& original, float scale, const std::string& what) {
   INFO(what);
   REQUIRE(m.rows * m.cols == original.values.size());
@@ -55,8 +58,14 @@ void check_matrix(const detail::Matrix& m, const RawTensor& original, float scal
         REQUIRE(got == expected);
       } else if (m.dtype == DType::kF16) {
         REQUIRE(std::fabs(got - expected) <= std::fabs(expected) * 0x1p-11f + 0x1p-24f);
-      } else {
+      } else if (m.dtype == DType::kInt8) {
         REQUIRE(std::fabs(got - expected) <= m.scales[r] / 2 * 1.0001f + 1e-7f);
+      } else {
+        const float step = m.block_scales[m.block_scale_index(r, c / detail::kInt4Block)] * m.scales[r];
+        if (std::fabs(expected) <= 7.5f * step)
+          REQUIRE(std::fabs(got - expected) <= step / 2 * 1.0001f + 1e-7f);
+        else
+          REQUIRE(got == Approx(std::copysign(7 * step, expected)).epsilon(1e-5));
       }
     }
   }
@@ -72,7 +81,7 @@ void check_vector(const float* v, const RawTensor& original, float scale, const 
 TEST_CASE("round trip: every tensor reads back as the original, with its folds", "[convert]") {
   const std::string dir = oracle_dir("post_swish_concat_tied");
   auto raw = read_checkpoint(dir + "/model.safetensors");
-  auto dtype = GENERATE(DType::kF32, DType::kF16, DType::kInt8);
+  auto dtype = GENERATE(DType::kF32, DType::kF16, DType::kInt8, DType::kInt4);
   TempDir tmp;
   auto model = convert_and_load(dir, tmp.file("m.petrel"), dtype, dtype);
   const auto& info = model->info();

@@ -51,6 +51,17 @@ struct TestMatrix {
         view(convert::as_matrix(encoded, rows, cols)) {}
 };
 
+// Scratch for a linear layer's int8 activations (kernels::QuantizedRows), sized for
+// every weight type.
+struct Scratch {
+  std::vector<int8_t> values;
+  std::vector<float> scales;
+  std::vector<int32_t> block_sums;
+  Scratch(size_t m, size_t k)
+      : values(m * quantized_row_bytes(k)), scales(m), block_sums(m * quantized_row_bytes(k) / detail::kInt4Block) {}
+  QuantizedRows rows() { return {values.data(), scales.data(), block_sums.data()}; }
+};
+
 void require_close(const std::vector<float>& got, const std::vector<float>& want, double tolerance,
                    const std::string& what) {
   INFO(what);
@@ -75,26 +86,27 @@ TEST_CASE("kernel paths: scalar always runs and every runnable path has a table"
 // The SIMD paths implement the layout the converter writes for linear weights
 // (Panel16) and hand row-major weights to the reference, whose row-major path is
 // checked on its own below.
-TEST_CASE("linear matches the reference for f32 f16 int8 in GEMV and GEMM shapes", "[kernels]") {
+TEST_CASE("linear matches the reference for f32 f16 int8 int4 in GEMV and GEMM shapes", "[kernels]") {
   std::mt19937 rng(11);
   for (Isa isa : simd_paths()) {
     const KernelTable& simd = *table_for(isa);
-    for (DType dtype : {DType::kF32, DType::kF16, DType::kInt8}) {
+    for (DType dtype : {DType::kF32, DType::kF16, DType::kInt8, DType::kInt4}) {
       for (detail::Layout layout : {detail::Layout::kPanel16}) {
         for (size_t m : {1, 2, 3, 4, 5, 9}) {
           for (size_t n : {1, 15, 16, 17, 33, 64, 70}) {
-            for (size_t k : {1, 3, 4, 7, 16, 33, 64}) {
+            for (size_t k : {1, 3, 4, 7, 16, 33, 64, 95}) {
               TestMatrix w(random_values(rng, n * k), n, k, dtype, layout);
               auto x = random_values(rng, m * k);
               auto bias = random_values(rng, n);
-              std::vector<int8_t> q(m * (k + 4));
-              std::vector<float> qs(m);
+              Scratch scratch(m, k);
               std::vector<float> want(m * n), got(m * n, NAN);
-              reference::linear(x.data(), m, w.view, bias.data(), want.data(), {q.data(), qs.data()});
-              simd.linear(x.data(), m, w.view, (n % 2 ? nullptr : bias.data()), got.data(), {q.data(), qs.data()});
-              if (n % 2) reference::linear(x.data(), m, w.view, nullptr, want.data(), {q.data(), qs.data()});
-              // int8 sums are exact integers on every path; float sums differ in order only.
-              const double tol = dtype == DType::kInt8 ? 1e-6 : 2e-5 * std::sqrt(double(k));
+              reference::linear(x.data(), m, w.view, bias.data(), want.data(), scratch.rows());
+              simd.linear(x.data(), m, w.view, (n % 2 ? nullptr : bias.data()), got.data(), scratch.rows());
+              if (n % 2) reference::linear(x.data(), m, w.view, nullptr, want.data(), scratch.rows());
+              // int8 sums are exact integers on every path, int4 block sums exact floats
+              // added in the same order; float sums differ in order only.
+              const bool quantized = dtype == DType::kInt8 || dtype == DType::kInt4;
+              const double tol = quantized ? 1e-6 : 2e-5 * std::sqrt(double(k));
               require_close(got, want, tol,
                             std::string(simd.isa) + " " + to_string(dtype) + " " + layout_name(layout) + " m=" +
                                 std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k));
@@ -106,20 +118,74 @@ TEST_CASE("linear matches the reference for f32 f16 int8 in GEMV and GEMM shapes
   }
 }
 
+// Transformer shapes (k = 512, 2048: 16 and 64 blocks), a decoder step, beam 4 and an
+// encoder batch, with activations of very different magnitudes per row.
+TEST_CASE("int4 linear matches the reference at model shapes with many blocks", "[kernels][int4]") {
+  std::mt19937 rng(31);
+  for (Isa isa : simd_paths()) {
+    const KernelTable& simd = *table_for(isa);
+    for (auto [m, n, k] : {std::tuple<size_t, size_t, size_t>{1, 2048, 512}, {4, 512, 2048}, {1, 1000, 512},
+                           {9, 130, 512}, {32, 64, 257}}) {
+      TestMatrix w(random_values(rng, n * k, 0.05f), n, k, DType::kInt4, detail::Layout::kPanel16);
+      auto x = random_values(rng, m * k);
+      for (size_t i = 0; i < m; ++i)
+        for (size_t c = 0; c < k; ++c) x[i * k + c] *= std::pow(10.0f, float(int(i % 5) - 2));
+      auto bias = random_values(rng, n);
+      Scratch scratch(m, k);
+      std::vector<float> want(m * n), got(m * n, NAN);
+      reference::linear(x.data(), m, w.view, bias.data(), want.data(), scratch.rows());
+      simd.linear(x.data(), m, w.view, bias.data(), got.data(), scratch.rows());
+      require_close(got, want, 1e-6,
+                    std::string(simd.isa) + " int4 m=" + std::to_string(m) + " n=" + std::to_string(n) +
+                        " k=" + std::to_string(k));
+    }
+  }
+}
+
+// Nibbles 0 (q = -8, which the converter never writes but a file may hold) and 15,
+// u8 block scales of 255 and activations of +-127: the largest products any path
+// must carry without overflow (AVX2 and NEON sum a block in int16).
+TEST_CASE("int4 linear stays exact at the extremes of nibbles, block scales and activations", "[kernels][int4]") {
+  for (Isa isa : simd_paths()) {
+    const KernelTable& simd = *table_for(isa);
+    for (uint8_t nibble : {0, 15}) {
+      const size_t m = 2, n = 17, k = 96;
+      TestMatrix w(std::vector<float>(n * k, 1.0f), n, k, DType::kInt4, detail::Layout::kPanel16);
+      std::fill(w.encoded.data.begin(), w.encoded.data.end(), static_cast<uint8_t>(nibble | nibble << 4));
+      std::fill(w.encoded.block_scales.begin(), w.encoded.block_scales.end(), 255);
+      std::vector<float> x(m * k);
+      for (size_t c = 0; c < k; ++c) {
+        x[c] = 1.0f;                     // every activation quantizes to 127
+        x[k + c] = c % 2 ? 1.0f : -1.0f;  // +-127
+      }
+      Scratch scratch(m, k);
+      std::vector<float> want(m * n), got(m * n, NAN);
+      reference::linear(x.data(), m, w.view, nullptr, want.data(), scratch.rows());
+      simd.linear(x.data(), m, w.view, nullptr, got.data(), scratch.rows());
+      INFO(simd.isa << " nibble " << int(nibble));
+      // Row 0: k x 127 x (nibble - 8) x 255, row scale and activation scale 1/127 and the converter's.
+      const double q = int(nibble) - 8;
+      REQUIRE(want[0] == Approx(k * q * 255 * w.view.scales[0]).epsilon(1e-6));
+      REQUIRE(want[n] == Approx(0).margin(1e-6));
+      require_close(got, want, 1e-6, "extremes");
+    }
+  }
+}
+
 TEST_CASE("the reference linear gives the same products for row-major and panel weights", "[kernels]") {
   std::mt19937 rng(21);
-  for (DType dtype : {DType::kF32, DType::kF16, DType::kInt8}) {
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kInt8, DType::kInt4}) {
     for (size_t m : {1, 3, 5}) {
       for (size_t n : {1, 15, 17, 40}) {
-        for (size_t k : {1, 3, 7, 33}) {
+        for (size_t k : {1, 3, 7, 33, 70}) {
           const auto values = random_values(rng, n * k);
           TestMatrix rows(values, n, k, dtype, detail::Layout::kRowMajor);
           TestMatrix panels(values, n, k, dtype, detail::Layout::kPanel16);
           auto x = random_values(rng, m * k), bias = random_values(rng, n);
-          std::vector<int8_t> q(m * (k + 4));
-          std::vector<float> qs(m), from_rows(m * n), from_panels(m * n, NAN);
-          reference::linear(x.data(), m, rows.view, bias.data(), from_rows.data(), {q.data(), qs.data()});
-          reference::linear(x.data(), m, panels.view, bias.data(), from_panels.data(), {q.data(), qs.data()});
+          Scratch scratch(m, k);
+          std::vector<float> from_rows(m * n), from_panels(m * n, NAN);
+          reference::linear(x.data(), m, rows.view, bias.data(), from_rows.data(), scratch.rows());
+          reference::linear(x.data(), m, panels.view, bias.data(), from_panels.data(), scratch.rows());
           INFO(to_string(dtype) << " m=" << m << " n=" << n << " k=" << k);
           REQUIRE(from_rows == from_panels);  // same values, same order of sums
           // And both are the product: within quantization error of a double-precision sum.
@@ -133,7 +199,9 @@ TEST_CASE("the reference linear gives the same products for row-major and panel 
                 w_max = std::max(w_max, std::fabs(double(values[j * k + c])));
               }
               // int8: each product is off by at most ~max|x| max|w| / 127 (both rounded to a 127th of their row's max).
+              // int4: a weight by at most half a step, max|w| / 14 (+ a block scale's rounding, max|w| / 255).
               const double tol = dtype == DType::kInt8   ? k * x_max * w_max / 127 + 1e-6
+                                 : dtype == DType::kInt4 ? k * x_max * w_max * (1.0 / 14 + 1.0 / 255 + 1.0 / 127) + 1e-6
                                  : dtype == DType::kF16 ? 1e-3 * magnitude + 1e-6
                                                         : 1e-5 * magnitude + 1e-6;
               REQUIRE(std::fabs(from_rows[i * n + j] - want) <= tol);
@@ -258,9 +326,9 @@ TEST_CASE("embedding gather with positions matches the reference", "[kernels]") 
   std::mt19937 rng(14);
   for (Isa isa : simd_paths()) {
     const KernelTable& simd = *table_for(isa);
-    for (DType dtype : {DType::kF32, DType::kF16, DType::kInt8}) {
+    for (DType dtype : {DType::kF32, DType::kF16, DType::kInt8, DType::kInt4}) {
       for (detail::Layout layout : {detail::Layout::kRowMajor, detail::Layout::kPanel16}) {
-        for (size_t d : {1, 4, 7, 16, 33, 64}) {
+        for (size_t d : {1, 4, 7, 16, 33, 64, 300}) {
           const size_t vocab = 37, m = 9, positions_rows = 12;
           TestMatrix table(random_values(rng, vocab * d), vocab, d, dtype, layout);
           auto pe = random_values(rng, positions_rows * d);
@@ -350,7 +418,7 @@ TEST_CASE("matmul over a thread pool equals the single-thread result exactly", "
   std::mt19937 rng(15);
   threads::ThreadPool one(1), three(3);
   for (Isa isa : runnable_isas()) {
-    for (DType dtype : {DType::kInt8, DType::kF32}) {
+    for (DType dtype : {DType::kInt8, DType::kInt4, DType::kF32}) {
       for (size_t m : {1, 2, 5, 40}) {
         for (size_t n : {1000, 2049}) {
           const size_t k = 80;

@@ -112,7 +112,7 @@ TEST_CASE("a shortlist of every token decodes exactly as the full vocabulary", "
     for (const auto& s : vocab)
       for (const auto& t : vocab) lex << t << " " << s << " 0.5\n";
   }
-  const DType dtype = GENERATE(DType::kF32, DType::kInt8);
+  const DType dtype = GENERATE(DType::kF32, DType::kInt8, DType::kInt4);
   auto model = load_model(convert_with_shortlist(tmp, dtype, tmp.file("all.s2t"), 0, static_cast<uint32_t>(vocab.size())));
   auto created = Translator::create(model, {"", 2});
   REQUIRE(created.has_value());

@@ -26,6 +26,7 @@ const char* to_string(DType dtype) {
     case DType::kF32: return "f32";
     case DType::kF16: return "f16";
     case DType::kInt8: return "int8";
+    case DType::kInt4: return "int4";
   }
   return "?";
 }

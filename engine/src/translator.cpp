@@ -27,12 +27,12 @@ constexpr size_t kDefaultMaxNewTokens = 256;
 detail::CheckedSize request_bytes(const ModelInfo& info, size_t sentences, uint64_t source_tokens, size_t beam,
                                   size_t max_steps, size_t threads, size_t cache_element) {
   using detail::CheckedSize;
-  const uint64_t d = info.d_model, ffn = info.ffn_dim, widest = std::max(d, ffn) + 4;
+  const uint64_t d = info.d_model, ffn = info.ffn_dim, widest = std::max(d, ffn) + 32;
   const uint64_t rows = uint64_t{sentences} * beam, activation_rows = std::max<uint64_t>(rows, source_tokens);
   CheckedSize total;
   total += CheckedSize(source_tokens) * d * 4 * 2;                       // encoder states, cross K/V scratch
   total += CheckedSize(activation_rows) * (6 * d + ffn) * 4;             // layer workspace
-  total += CheckedSize(activation_rows) * widest * threads;              // int8 activations per thread
+  total += CheckedSize(activation_rows) * (widest + widest / 8) * threads;  // int8 activations (+ int4 block sums) per thread
   const uint64_t layers = info.decoder_layers;
   total += CheckedSize(source_tokens) * d * cache_element * 2 * layers;  // cross-attention K/V
   total += CheckedSize(rows) * max_steps * d * cache_element * (2 * layers + 1);  // self K/V + reorder buffer

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "common/cli.h"
 #include "convert/convert.h"
@@ -32,7 +33,7 @@ double peak_rss_mb() {
 }
 
 // Converts in a child process so the conversion's memory does not count in our RSS.
-std::string convert_in_child(const std::string& checkpoint, const std::string& dtype) {
+std::string convert_in_child(const std::string& checkpoint, const std::string& dtype, const std::string& output_dtype) {
   std::string out = "/tmp/petrel-bench-" + std::to_string(getpid()) + "-" + dtype + ".petrel";
   pid_t pid = fork();
   if (pid == 0) {
@@ -41,6 +42,7 @@ std::string convert_in_child(const std::string& checkpoint, const std::string& d
       o.checkpoint_dir = checkpoint;
       o.output_path = out;
       o.linear_dtype = o.embedding_dtype = convert::parse_dtype(dtype, "--quantize");
+      if (!output_dtype.empty()) o.output_dtype = convert::parse_dtype(output_dtype, "--output-proj");
       convert::convert_checkpoint(o);
       _exit(0);
     } catch (const std::exception& e) {
@@ -54,15 +56,43 @@ std::string convert_in_child(const std::string& checkpoint, const std::string& d
   return out;
 }
 
+// Bytes of weights a decoder step reads: the decoder layers' tensors except the
+// cross-attention keys and values (computed once per sentence), the output projection
+// (the tied table when tied) and the logits bias. One embedding row per step is left out.
+uint64_t step_weight_bytes(const ModelInfo& info) {
+  uint64_t bytes = 0;
+  for (const TensorInfo& t : info.tensors) {
+    const std::string& n = t.name;
+    const bool layer = n.rfind("decoder.layers.", 0) == 0 && n.find(".cross_attn.k.") == std::string::npos &&
+                       n.find(".cross_attn.v.") == std::string::npos;
+    const bool output = info.tied_output ? (n == "embed_tokens" || n == "decoder.embed_tokens") : n == "output_proj";
+    if (layer || output || n == "final_logits_bias") bytes += t.bytes;
+  }
+  return bytes;
+}
+
+// One model under test: its file, translator and measurements.
+struct Subject {
+  explicit Subject(std::string file) : path(std::move(file)) {}
+  std::string path;
+  uint64_t file_bytes = 0;
+  std::shared_ptr<const Model> model;
+  std::optional<Translator> translator;
+  std::vector<double> load_ms, encode_ms, step_ms, total_ms;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  cli::Parser p("petrel-bench", "(--model FILE | --checkpoint DIR) [options]",
+  cli::Parser p("petrel-bench", "(--model FILE [--model FILE ...] | --checkpoint DIR) [options]",
                 "Measures one translation the way peers are measured (bench/README.md): batch 1, 32 source\n"
-                "tokens, exactly 32 greedy target tokens (EOS held back), medians of --runs after a warm-up.");
-  p.flag("model", "FILE", "a .petrel model");
+                "tokens, exactly 32 greedy target tokens (EOS held back), medians of --runs after a warm-up.\n"
+                "Several --model files are measured side by side in one process, their runs interleaved\n"
+                "(run 1 of each, then run 2 of each, ...), so a noisy machine affects them alike.");
+  p.flag("model", "FILE", "a .petrel model (repeatable)", /*repeatable=*/true);
   p.flag("checkpoint", "DIR", "a MarianMT checkpoint, converted first (in a child process)");
-  p.flag("quantize", "DTYPE", "with --checkpoint: f32, f16 or int8 (default int8)");
+  p.flag("quantize", "DTYPE", "with --checkpoint: f32, f16, int8 or int4 (default int8)");
+  p.flag("output-proj", "DTYPE", "with --checkpoint: the output projection's dtype (default: --quantize)");
   p.flag("source-ids", "\"ID ...\"", "source token ids (default: 31 ids + EOS)");
   p.flag("target-tokens", "N", "generated tokens per sentence (default 32)");
   p.flag("threads", "N", "intra-op threads (default 1)");
@@ -72,7 +102,9 @@ int main(int argc, char** argv) {
   p.flag("isa", "PATH", "kernel path (default: $PETREL_ISA or the best)");
   p.toggle("shortlist", "decode over the model file's lexical shortlist");
   p.flag("kv-cache", "TYPE", "f32 (default) or f16: attention keys/values in half precision");
-  p.toggle("json", "print one JSON object");
+  p.flag("dram-gbs", "GB/S", "main-memory read bandwidth (petrel_probe): report each decoder step's floor,\n"
+                             "                              the weight bytes it reads / this bandwidth");
+  p.toggle("json", "print one JSON object (an array under \"models\" for several models)");
   try {
     if (!p.parse(argc, argv)) {
       std::cout << p.help();
@@ -84,97 +116,140 @@ int main(int argc, char** argv) {
     const size_t beam = static_cast<size_t>(p.get_int("beam", 1, 1, 64));
     const size_t batch_size = static_cast<size_t>(p.get_int("batch", 1, 1, 1024));
     const size_t runs = static_cast<size_t>(p.get_int("runs", 5, 1, 1000));
+    const double dram_gbs = p.get_double("dram-gbs", 0.0);
+    if (p.has("dram-gbs") && !(dram_gbs > 0)) throw cli::UsageError("--dram-gbs must be a positive number");
 
-    std::string path = p.get("model");
-    if (p.has("checkpoint")) path = convert_in_child(p.get("checkpoint"), p.get("quantize", "int8"));
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) throw std::runtime_error(path + ": cannot stat");
-
-    std::vector<double> load_ms;
-    std::shared_ptr<const Model> model;
-    for (size_t r = 0; r <= runs; ++r) {  // the first load warms the page cache
-      model.reset();
-      auto start = std::chrono::steady_clock::now();
-      auto loaded = Model::load(path);
-      double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-      if (!loaded) throw std::runtime_error(loaded.error().message);
-      model = loaded.value();
-      if (r > 0) load_ms.push_back(ms);
+    std::vector<Subject> subjects;
+    if (p.has("checkpoint")) {
+      subjects.emplace_back(convert_in_child(p.get("checkpoint"), p.get("quantize", "int8"), p.get("output-proj", "")));
+    } else {
+      for (const std::string& path : p.all("model")) subjects.emplace_back(path);
     }
-    const ModelInfo& info = model->info();
+    for (Subject& s : subjects) {
+      struct stat st {};
+      if (::stat(s.path.c_str(), &st) != 0) throw std::runtime_error(s.path + ": cannot stat");
+      s.file_bytes = static_cast<uint64_t>(st.st_size);
+    }
+
+    // Loads, interleaved; the first of each warms the page cache.
+    for (size_t r = 0; r <= runs; ++r) {
+      for (Subject& s : subjects) {
+        s.model.reset();
+        auto start = std::chrono::steady_clock::now();
+        auto loaded = Model::load(s.path);
+        double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+        if (!loaded) throw std::runtime_error(loaded.error().message);
+        s.model = loaded.value();
+        if (r > 0) s.load_ms.push_back(ms);
+      }
+    }
+    const ModelInfo& first = subjects[0].model->info();
+    for (const Subject& s : subjects)
+      if (s.model->info().vocab_size != first.vocab_size || s.model->info().eos_id != first.eos_id)
+        throw std::runtime_error(s.path + ": a different vocabulary from " + subjects[0].path +
+                                 " (side-by-side runs translate the same input)");
 
     std::vector<int32_t> source;
     if (p.has("source-ids")) {
       source = cli::parse_id_list(p.get("source-ids"), "--source-ids");
     } else {
-      for (int32_t i = 0; i < 31; ++i) source.push_back(static_cast<int32_t>((17 + 7919 * i) % (info.vocab_size - 1)));
-      std::replace(source.begin(), source.end(), info.eos_id, info.eos_id + 1);
-      source.push_back(info.eos_id);
+      for (int32_t i = 0; i < 31; ++i) source.push_back(static_cast<int32_t>((17 + 7919 * i) % (first.vocab_size - 1)));
+      std::replace(source.begin(), source.end(), first.eos_id, first.eos_id + 1);
+      source.push_back(first.eos_id);
     }
     std::vector<std::vector<int32_t>> batch(batch_size, source);
 
     TranslatorOptions topts;
     topts.isa = p.get("isa");
     topts.threads = threads;
-    auto created = Translator::create(model, topts);
-    if (!created) throw std::runtime_error(created.error().message);
-    Translator& translator = created.value();
+    for (Subject& s : subjects) {
+      auto created = Translator::create(s.model, topts);
+      if (!created) throw std::runtime_error(created.error().message);
+      s.translator.emplace(std::move(created.value()));
+    }
     TranslateOptions options;
     options.beam_size = beam;
     options.max_new_tokens = options.min_new_tokens = target;
     options.use_shortlist = p.has("shortlist");
     options.kv_cache_f16 = p.get_choice("kv-cache", "f32", {"f32", "f16"}) == "f16";
 
-    std::vector<double> encode_ms, step_ms, total_ms;
     for (size_t r = 0; r <= runs; ++r) {
-      auto result = translator.translate(batch, options);
-      if (!result) throw std::runtime_error(result.error().message);
-      const TranslateTimings& t = translator.last_timings();
-      if (r == 0) continue;  // warm-up
-      encode_ms.push_back(t.encode_ms);
-      step_ms.push_back(t.decode_ms / std::max<size_t>(t.decode_steps, 1));
-      total_ms.push_back(t.encode_ms + t.decode_ms);
+      for (Subject& s : subjects) {
+        auto result = s.translator->translate(batch, options);
+        if (!result) throw std::runtime_error(result.error().message);
+        const TranslateTimings& t = s.translator->last_timings();
+        if (r == 0) continue;  // warm-up
+        s.encode_ms.push_back(t.encode_ms);
+        s.step_ms.push_back(t.decode_ms / std::max<size_t>(t.decode_steps, 1));
+        s.total_ms.push_back(t.encode_ms + t.decode_ms);
+      }
     }
-    const double total = median(total_ms);
-    const double tokens_per_s = target * batch_size / (total / 1000.0);
-    nlohmann::json j = {
-        {"model", path},
-        {"isa", translator.isa()},
-        {"threads", threads},
-        {"beam", beam},
-        {"shortlist", options.use_shortlist},
-        {"kv_cache", options.kv_cache_f16 ? "f16" : "f32"},
-        {"batch", batch_size},
-        {"source_tokens", source.size()},
-        {"target_tokens", target},
-        {"runs", runs},
-        {"load_ms", median(load_ms)},
-        {"encoder_ms", median(encode_ms)},
-        {"step_ms", median(step_ms)},
-        {"total_ms", total},
-        {"tokens_per_s", tokens_per_s},
-        {"sentences_per_s", batch_size / (total / 1000.0)},
-        {"peak_rss_mb", peak_rss_mb()},
-        {"file_mb", st.st_size / 1048576.0},
-    };
-    if (p.has("checkpoint")) std::remove(path.c_str());
+
+    std::vector<nlohmann::json> reports;
+    for (const Subject& s : subjects) {
+      const double total = median(s.total_ms), step = median(s.step_ms);
+      const uint64_t step_bytes = step_weight_bytes(s.model->info());
+      nlohmann::json j = {
+          {"model", s.path},
+          {"isa", s.translator->isa()},
+          {"threads", threads},
+          {"beam", beam},
+          {"shortlist", options.use_shortlist},
+          {"kv_cache", options.kv_cache_f16 ? "f16" : "f32"},
+          {"batch", batch_size},
+          {"source_tokens", source.size()},
+          {"target_tokens", target},
+          {"runs", runs},
+          {"load_ms", median(s.load_ms)},
+          {"encoder_ms", median(s.encode_ms)},
+          {"step_ms", step},
+          {"step_ms_min", *std::min_element(s.step_ms.begin(), s.step_ms.end())},
+          {"step_ms_max", *std::max_element(s.step_ms.begin(), s.step_ms.end())},
+          {"total_ms", total},
+          {"tokens_per_s", target * batch_size / (total / 1000.0)},
+          {"sentences_per_s", batch_size / (total / 1000.0)},
+          {"peak_rss_mb", peak_rss_mb()},
+          {"file_mb", s.file_bytes / 1048576.0},
+          {"step_weight_mb", step_bytes / 1e6},
+      };
+      if (dram_gbs > 0) {
+        j["step_floor_ms"] = step_bytes / (dram_gbs * 1e6);
+        j["step_over_floor"] = step / (step_bytes / (dram_gbs * 1e6));
+      }
+      reports.push_back(j);
+    }
+    if (p.has("checkpoint")) std::remove(subjects[0].path.c_str());
     if (p.has("json")) {
       // Paths and text given on the command line may hold any bytes: invalid UTF-8 is
       // written as U+FFFD instead of aborting on nlohmann::json's type_error 316.
-      std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+      const nlohmann::json out = reports.size() == 1 ? reports[0] : nlohmann::json{{"models", reports}};
+      std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
       return 0;
     }
-    std::printf("model          %s (%.1f MiB, %s)\n", path.c_str(), st.st_size / 1048576.0, translator.isa());
-    std::printf("protocol       batch %zu, %zu source tokens, %zu target tokens, beam %zu, %zu thread(s), median of %zu%s%s\n",
+    std::printf("protocol       batch %zu, %zu source tokens, %zu target tokens, beam %zu, %zu thread(s), median of %zu%s%s%s\n",
                 batch_size, source.size(), target, beam, threads, runs, options.use_shortlist ? ", shortlist" : "",
-                options.kv_cache_f16 ? ", f16 KV cache" : "");
-    std::printf("load           %8.2f ms\n", j["load_ms"].get<double>());
-    std::printf("encoder        %8.2f ms\n", j["encoder_ms"].get<double>());
-    std::printf("decoder step   %8.3f ms\n", j["step_ms"].get<double>());
-    std::printf("total          %8.2f ms\n", total);
-    std::printf("tokens/s       %8.1f\n", tokens_per_s);
-    if (batch_size > 1) std::printf("sentences/s    %8.2f\n", j["sentences_per_s"].get<double>());
-    std::printf("peak RSS       %8.1f MB\n", j["peak_rss_mb"].get<double>());
+                options.kv_cache_f16 ? ", f16 KV cache" : "", subjects.size() > 1 ? ", runs interleaved" : "");
+    if (subjects.size() > 1) std::printf("peak RSS       %8.1f MB (the process, all models)\n", peak_rss_mb());
+    for (size_t i = 0; i < reports.size(); ++i) {
+      const nlohmann::json& j = reports[i];
+      std::printf("%smodel          %s (%.1f MiB, %s)\n", i ? "\n" : "", subjects[i].path.c_str(), j["file_mb"].get<double>(),
+                  j["isa"].get<std::string>().c_str());
+      std::printf("load           %8.2f ms\n", j["load_ms"].get<double>());
+      std::printf("encoder        %8.2f ms\n", j["encoder_ms"].get<double>());
+      std::printf("decoder step   %8.3f ms (%.3f-%.3f)", j["step_ms"].get<double>(), j["step_ms_min"].get<double>(),
+                  j["step_ms_max"].get<double>());
+      if (i > 0) std::printf(", %.2fx the first model's", j["step_ms"].get<double>() / reports[0]["step_ms"].get<double>());
+      std::printf("\n");
+      std::printf("step weights   %8.1f MB", j["step_weight_mb"].get<double>());
+      if (dram_gbs > 0)
+        std::printf(" (floor %.3f ms at %.1f GB/s; step = %.2fx the floor)", j["step_floor_ms"].get<double>(), dram_gbs,
+                    j["step_over_floor"].get<double>());
+      std::printf("\n");
+      std::printf("total          %8.2f ms\n", j["total_ms"].get<double>());
+      std::printf("tokens/s       %8.1f\n", j["tokens_per_s"].get<double>());
+      if (batch_size > 1) std::printf("sentences/s    %8.2f\n", j["sentences_per_s"].get<double>());
+      if (subjects.size() == 1) std::printf("peak RSS       %8.1f MB\n", j["peak_rss_mb"].get<double>());
+    }
     return 0;
   } catch (const cli::UsageError& e) {
     std::fprintf(stderr, "petrel-bench: %s\n", e.what());

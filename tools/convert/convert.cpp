@@ -459,16 +459,22 @@ class Converter {
     attention_scale_ = static_cast<float>(1.0 / std::sqrt(double(head_dim)));
 
     // Embeddings, with sqrt(d_model) folded in (ARCHITECTURE.md, "Where each fold happens").
+    // A table that is also the tied output projection takes --output's dtype (the
+    // projection is 60% of a base model's bytes and its most sensitive matrix); the
+    // embedding gathers read that same table.
+    const bool tied = c_.tie_word_embeddings;
+    const DType tied_dtype = options_.output_dtype.value_or(options_.embedding_dtype);
+    const DType output_dtype = tied ? tied_dtype : options_.output_dtype.value_or(options_.linear_dtype);
     std::string enc_name, dec_name;
     int32_t enc_embed = -1, dec_embed = -1;
     std::vector<std::string> embed_targets;
     if (c_.share_embeddings) {
       std::vector<std::string> names = {"model.shared.weight", "model.encoder.embed_tokens.weight",
                                         "model.decoder.embed_tokens.weight"};
-      if (c_.tie_word_embeddings) names.push_back("lm_head.weight");
+      if (tied) names.push_back("lm_head.weight");
       auto table = read_tied(src_, names, c_.vocab, c_, &enc_name);
-      enc_embed = dec_embed =
-          matrix("embed_tokens", table, c_.vocab, c_.d_model, options_.embedding_dtype, embed_scale, tied_layout);
+      enc_embed = dec_embed = matrix("embed_tokens", table, c_.vocab, c_.d_model,
+                                     tied ? tied_dtype : options_.embedding_dtype, embed_scale, tied_layout);
       embed_targets = {"embed_tokens"};
     } else {
       auto enc = read_tied(src_, {"model.encoder.embed_tokens.weight"}, c_.vocab, c_, &enc_name);
@@ -476,10 +482,10 @@ class Converter {
       // An older export's leftover model.shared only has the decoder's shape with one vocabulary.
       std::vector<std::string> names = {"model.decoder.embed_tokens.weight"};
       if (c_.target_vocab == c_.vocab) names.push_back("model.shared.weight");
-      if (c_.tie_word_embeddings) names.push_back("lm_head.weight");
+      if (tied) names.push_back("lm_head.weight");
       auto dec = read_tied(src_, names, c_.target_vocab, c_, &dec_name);
-      dec_embed = matrix("decoder.embed_tokens", dec, c_.target_vocab, c_.d_model, options_.embedding_dtype,
-                         embed_scale, tied_layout);
+      dec_embed = matrix("decoder.embed_tokens", dec, c_.target_vocab, c_.d_model,
+                         tied ? tied_dtype : options_.embedding_dtype, embed_scale, tied_layout);
       embed_targets = {"encoder.embed_tokens", "decoder.embed_tokens"};
     }
     if (embed_scale != 1.0f)
@@ -487,7 +493,6 @@ class Converter {
                         options_.embed_scale ? "explicit --embed-scale" : "sqrt(d_model): config scale_embedding"});
 
     // The norm that produces the tied projection's input carries 1/embed_scale.
-    const bool tied = c_.tie_word_embeddings;
     if (tied && embed_scale != 1.0f) {
       output_norm_ = c_.normalize_before ? "model.decoder.layer_norm"
                                          : "model.decoder.layers." + std::to_string(c_.decoder_layers - 1) +
@@ -505,9 +510,20 @@ class Converter {
     int32_t output_proj = -1;
     if (!tied) {
       auto w = src_.read("lm_head.weight", {c_.target_vocab, c_.d_model});
-      output_proj =
-          matrix("output_proj", w, c_.target_vocab, c_.d_model, options_.linear_dtype, 1.0f, detail::Layout::kPanel16);
+      output_proj = matrix("output_proj", w, c_.target_vocab, c_.d_model, output_dtype, 1.0f, detail::Layout::kPanel16);
     }
+    report_.notes.push_back(std::string("weights: linear layers ") + to_string(options_.linear_dtype) +
+                            ", output projection " + to_string(output_dtype) +
+                            (tied ? " (tied: the embedding table" + std::string(c_.share_embeddings ? "s" : "") +
+                                        " read the same " + to_string(output_dtype) + " table)"
+                                  : "") +
+                            (!tied || !c_.share_embeddings
+                                 ? std::string(", embeddings ") + to_string(options_.embedding_dtype)
+                                 : std::string()));
+    if (int4_used_)
+      report_.notes.push_back(
+          "int4: symmetric 4-bit values in [-7, 7] with an f32 scale per row times a u8 scale per block of 32 "
+          "columns (4.25 bits per weight + 32 per row; bench/README.md, \"4-bit weights\")");
     int32_t logits_bias = -1;
     if (src_.has("final_logits_bias")) {
       auto b = src_.read("final_logits_bias", {1, c_.target_vocab});
@@ -598,9 +614,9 @@ class Converter {
   int32_t matrix(const std::string& name, const std::vector<float>& values, uint64_t rows, uint64_t cols,
                  DType dtype, float row_scale = 1.0f, detail::Layout layout = detail::Layout::kRowMajor) {
     EncodedMatrix m = encode_matrix(values, rows, cols, dtype, row_scale, layout);
+    int4_used_ |= dtype == DType::kInt4;
     report_.parameters += rows * cols;
-    report_.tensors.push_back({name, dtype, {rows, cols}, m.data.size() + (m.scales.size() + m.row_sums.size()) * 4,
-                               m.max_abs_error, m.snr_db});
+    report_.tensors.push_back({name, dtype, {rows, cols}, m.bytes(), m.max_abs_error, m.snr_db});
     return writer_.add(name, {rows, cols}, m);
   }
 
@@ -825,6 +841,7 @@ class Converter {
   float attention_scale_ = 1.0f;
   std::string output_norm_, output_norm_target_;
   float output_unscale_ = 1.0f;
+  bool int4_used_ = false;
 };
 
 }  // namespace
@@ -833,7 +850,8 @@ DType parse_dtype(const std::string& text, const std::string& flag) {
   if (text == "f32") return DType::kF32;
   if (text == "f16") return DType::kF16;
   if (text == "int8") return DType::kInt8;
-  throw ConvertError(flag + ": unknown dtype '" + text + "' (f32, f16, int8)");
+  if (text == "int4") return DType::kInt4;
+  throw ConvertError(flag + ": unknown dtype '" + text + "' (f32, f16, int8, int4)");
 }
 
 NormPlacement parse_norm(const std::string& text) {

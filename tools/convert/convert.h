@@ -19,8 +19,12 @@ enum class PositionChoice { kAuto, kSinusoidalConcatenated, kSinusoidalInterleav
 struct ConvertOptions {
   std::string checkpoint_dir;
   std::string output_path;
-  DType linear_dtype = DType::kInt8;
-  DType embedding_dtype = DType::kInt8;
+  DType linear_dtype = DType::kInt8;     // --quantize: the layers' linear weights
+  DType embedding_dtype = DType::kInt8;  // --embeddings: embedding tables
+  // --output: the output projection. When it is tied to the decoder's embedding table
+  // (and so, with shared embeddings, the encoder's too) this is that table's dtype.
+  // Unset: the table's (tied) or linear_dtype (untied).
+  std::optional<DType> output_dtype;
   std::optional<double> embed_scale;  // overrides config's scale_embedding
   PositionChoice positions = PositionChoice::kAuto;
   // Layer-norm placement. Unset: what the model type implies (Marian: post-LN);
@@ -73,7 +77,7 @@ struct CheckedVocabulary {
 // given. Errors name the files as in options.checkpoint_dir. Throws ConvertError.
 CheckedVocabulary check_checkpoint_json(const CheckpointJson& files, const ConvertOptions& options = {});
 
-// Parses "f32" | "f16" | "int8"; throws on anything else.
+// Parses "f32" | "f16" | "int8" | "int4"; throws on anything else.
 DType parse_dtype(const std::string& text, const std::string& flag);
 PositionChoice parse_position_choice(const std::string& text);
 // Parses "pre" | "post"; throws on anything else.

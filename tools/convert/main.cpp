@@ -32,8 +32,11 @@ int main(int argc, char** argv) {
                 "1/sqrt(head_dim) attention scale, the tied output's 1/sqrt(d_model)) are folded into the\n"
                 "stored tables.");
   p.flag("output", "FILE", "output model file (also -o)");
-  p.flag("quantize", "DTYPE", "linear weights: f32, f16 or int8 (default int8)");
-  p.flag("embeddings", "DTYPE", "embedding table: f32, f16 or int8 (default int8)");
+  p.flag("quantize", "DTYPE", "linear weights of the layers: f32, f16, int8 or int4 (default int8)");
+  p.flag("embeddings", "DTYPE", "embedding tables: f32, f16, int8 or int4 (default int8)");
+  p.flag("output-proj", "DTYPE", "the output projection: f32, f16, int8 or int4 (default: when tied to the\n"
+                                 "                              embedding table, --embeddings; else --quantize). A tied\n"
+                                 "                              table is one matrix: its embedding gathers read this dtype");
   p.flag("embed-scale", "X", "embedding scale to fold (default: sqrt(d_model) if scale_embedding)");
   p.flag("positions", "KIND", "auto, sinusoidal-concatenated, sinusoidal-interleaved, learned, none (default auto)");
   p.flag("norm", "PLACEMENT", "pre or post: layer-norm placement, when it differs from what the model type implies");
@@ -61,6 +64,7 @@ int main(int argc, char** argv) {
     o.output_path = p.get("output");
     o.linear_dtype = convert::parse_dtype(p.get("quantize", "int8"), "--quantize");
     o.embedding_dtype = convert::parse_dtype(p.get("embeddings", "int8"), "--embeddings");
+    if (p.has("output-proj")) o.output_dtype = convert::parse_dtype(p.get("output-proj"), "--output-proj");
     if (p.has("embed-scale") && p.get("embed-scale") != "auto") o.embed_scale = p.get_double("embed-scale", 1.0);
     o.positions = convert::parse_position_choice(p.get("positions", "auto"));
     if (p.has("norm")) o.norm = convert::parse_norm(p.get("norm"));

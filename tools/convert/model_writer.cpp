@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -22,16 +23,19 @@ fb::DataRef ModelWriter::append(const void* bytes, size_t size) {
 int32_t ModelWriter::add(const std::string& name, const std::vector<uint64_t>& shape,
                          const EncodedMatrix& m) {
   const auto layout = m.layout == detail::Layout::kPanel16 ? fb::Layout::Panel16 : fb::Layout::RowMajor;
-  PendingTensor t{name, static_cast<fb::DType>(m.dtype), shape, layout, append(m.data.data(), m.data.size()), {}, {}};
-  if (m.dtype == DType::kInt8) t.scales = append(m.scales.data(), m.scales.size() * sizeof(float));
+  PendingTensor t{name, static_cast<fb::DType>(m.dtype), shape, layout, append(m.data.data(), m.data.size()),
+                  {}, {}, {}, static_cast<float>(m.max_abs_error), static_cast<float>(m.snr_db)};
+  if (!m.scales.empty()) t.scales = append(m.scales.data(), m.scales.size() * sizeof(float));
   if (!m.row_sums.empty()) t.row_sums = append(m.row_sums.data(), m.row_sums.size() * sizeof(int32_t));
+  if (!m.block_scales.empty()) t.block_scales = append(m.block_scales.data(), m.block_scales.size());
   tensors_.push_back(std::move(t));
   return static_cast<int32_t>(tensors_.size() - 1);
 }
 
 int32_t ModelWriter::add_f32(const std::string& name, const std::vector<uint64_t>& shape,
                              const std::vector<float>& values) {
-  tensors_.push_back({name, fb::DType::F32, shape, fb::Layout::RowMajor, append(values.data(), values.size() * 4), {}, {}});
+  tensors_.push_back({name, fb::DType::F32, shape, fb::Layout::RowMajor, append(values.data(), values.size() * 4), {},
+                      {}, {}, NAN, NAN});
   return static_cast<int32_t>(tensors_.size() - 1);
 }
 
@@ -40,9 +44,11 @@ flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::Tensor>>> ModelW
   for (const PendingTensor& t : tensors_) {
     auto name = builder_.CreateString(t.name);
     auto shape = builder_.CreateVector(t.shape);
-    const fb::DataRef* scales = t.dtype == fb::DType::Int8 ? &t.scales : nullptr;
+    const fb::DataRef* scales = t.scales.size() ? &t.scales : nullptr;
     const fb::DataRef* row_sums = t.row_sums.size() ? &t.row_sums : nullptr;
-    offsets.push_back(fb::CreateTensor(builder_, name, t.dtype, shape, t.layout, &t.data, scales, row_sums));
+    const fb::DataRef* block_scales = t.block_scales.size() ? &t.block_scales : nullptr;
+    offsets.push_back(fb::CreateTensor(builder_, name, t.dtype, shape, t.layout, &t.data, scales, row_sums,
+                                       block_scales, t.max_abs_error, t.snr_db));
   }
   return builder_.CreateVector(offsets);
 }

@@ -40,7 +40,8 @@ class ModelWriter {
     fb::DType dtype;
     std::vector<uint64_t> shape;
     fb::Layout layout;
-    fb::DataRef data, scales, row_sums;
+    fb::DataRef data, scales, row_sums, block_scales;
+    float max_abs_error, snr_db;  // NaN: not recorded (f32 vectors)
   };
   flatbuffers::FlatBufferBuilder builder_{1 << 16};
   std::vector<PendingTensor> tensors_;

@@ -13,23 +13,31 @@ struct EncodedMatrix {
   DType dtype = DType::kF32;
   detail::Layout layout = detail::Layout::kRowMajor;
   std::vector<uint8_t> data;
-  std::vector<float> scales;     // int8: one per row
-  std::vector<int32_t> row_sums;  // int8 Panel16: sum of each row's int8 values
+  std::vector<float> scales;          // int8, int4: one per row
+  std::vector<int32_t> row_sums;      // int8 Panel16: sum of each row's int8 values
+  std::vector<uint8_t> block_scales;  // int4: one per stored row and block (Matrix::block_scale_index)
   double max_abs_error = 0;   // against `values` x row_scale
   double snr_db = 0;          // +inf when exact
+  // Bytes of the data and every side array.
+  uint64_t bytes() const { return data.size() + (scales.size() + row_sums.size()) * 4 + block_scales.size(); }
 };
 
-// Encodes values[rows][cols]. The stored matrix represents values x row_scale: for
-// int8, q = round(v / s) with s = max|row| / 127 and the stored scale is s x row_scale
-// (the embed_scale fold: ARCHITECTURE.md, "Where each fold happens"); f32/f16 store
-// the pre-multiplied values. With `layout` Panel16 the bytes are reordered for the matmul kernels.
+// Encodes values[rows][cols]. The stored matrix represents values x row_scale (the
+// embed_scale fold: ARCHITECTURE.md, "Where each fold happens"):
+// * int8: q = round(v / s) with s = max|row| / 127; the stored scale is s x row_scale.
+// * int4: per row s = max|row| / (7 x 255), per block of 32 columns a u8 scale b
+//   (searched near max|block| / (7 s) for the smallest squared error), q = round(v /
+//   (b s)) in [-7, 7]; the stored row scale is s x row_scale.
+// * f32/f16 store the pre-multiplied values.
+// With `layout` Panel16 the bytes are ordered for the matmul kernels (detail::traits).
 EncodedMatrix encode_matrix(const std::vector<float>& values, size_t rows, size_t cols, DType dtype,
                             float row_scale = 1.0f, detail::Layout layout = detail::Layout::kRowMajor);
 
 // The engine's view of an encoded matrix (pointing into `m`, which must outlive it).
 detail::Matrix as_matrix(const EncodedMatrix& m, size_t rows, size_t cols);
 
-// Decodes an encoded matrix back to f32 (for error reports and tests).
+// Decodes an encoded matrix back to f32 (for error reports and tests), exactly as the
+// kernels dequantize: int8 q x scale, int4 float(q x block scale) x row scale.
 std::vector<float> decode_matrix(const EncodedMatrix& m, size_t rows, size_t cols);
 
 }  // namespace petrel::convert

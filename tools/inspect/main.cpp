@@ -1,4 +1,5 @@
 // petrel-inspect: what a .petrel file holds — architecture, folds, tensors.
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -15,6 +16,10 @@ static std::string position_text(const PositionInfo& p) {
     s += std::string(", ") + to_string(p.frequency) + " frequencies, first index " + std::to_string(p.first_index);
   return s;
 }
+
+// A recorded quantization error as JSON: null when the file records none (NaN) or the
+// tensor is exact (+inf dB).
+static nlohmann::json error_json(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
 
 static nlohmann::json position_json(const PositionInfo& p) {
   return {{"kind", to_string(p.kind)}, {"frequency", to_string(p.frequency)}, {"first_index", p.first_index}};
@@ -134,7 +139,8 @@ int main(int argc, char** argv) {
       j["tensors"] = nlohmann::json::array();
       for (const auto& t : m.tensors)
         j["tensors"].push_back({{"name", t.name}, {"dtype", to_string(t.dtype)}, {"shape", t.shape},
-                                {"offset", t.offset}, {"bytes", t.bytes}});
+                                {"offset", t.offset}, {"bytes", t.bytes}, {"max_abs_error", error_json(t.max_abs_error)},
+                                {"snr_db", error_json(t.snr_db)}});
     }
     // Paths and text given on the command line may hold any bytes: invalid UTF-8 is
     // written as U+FFFD instead of aborting on nlohmann::json's type_error 316.
@@ -202,12 +208,18 @@ int main(int argc, char** argv) {
     std::printf("    %-16s into: %s\n", "", targets.c_str());
   }
   if (tensors) {
-    std::printf("  tensors:\n    %-44s %-5s %-14s %12s\n", "name", "dtype", "shape", "bytes");
+    // Quantization error as the converter measured it (files before 1.2 record none).
+    std::printf("  tensors:\n    %-44s %-5s %-14s %12s %10s %8s\n", "name", "dtype", "shape", "bytes", "max|err|",
+                "SNR dB");
     for (const auto& t : m.tensors) {
       std::string shape;
       for (size_t i = 0; i < t.shape.size(); ++i) shape += (i ? "x" : "") + std::to_string(t.shape[i]);
-      std::printf("    %-44s %-5s %-14s %12llu\n", t.name.c_str(), to_string(t.dtype), shape.c_str(),
-                  static_cast<unsigned long long>(t.bytes));
+      char err[16] = "", snr[16] = "";
+      if (std::isfinite(t.max_abs_error)) std::snprintf(err, sizeof err, "%.3g", t.max_abs_error);
+      if (std::isinf(t.snr_db)) std::snprintf(snr, sizeof snr, "exact");
+      else if (std::isfinite(t.snr_db)) std::snprintf(snr, sizeof snr, "%.1f", t.snr_db);
+      std::printf("    %-44s %-5s %-14s %12llu %10s %8s\n", t.name.c_str(), to_string(t.dtype), shape.c_str(),
+                  static_cast<unsigned long long>(t.bytes), err, snr);
     }
   }
   if (m.data_crc32)

@@ -18,7 +18,7 @@ namespace detail {
 struct ModelAccess;  // the engine's way in (engine/src/model_access.h)
 }
 
-enum class DType { kF32, kF16, kInt8 };
+enum class DType { kF32, kF16, kInt8, kInt4 };
 enum class Activation { kRelu, kGelu, kSwish };
 enum class NormPlacement { kPost, kPre };
 enum class PositionKind { kNone, kSinusoidalInterleaved, kSinusoidalConcatenated, kLearned };
@@ -36,7 +36,12 @@ struct TensorInfo {
   std::vector<uint64_t> shape;
   bool packed;      // stored in panels for the matmul kernels
   uint64_t offset;  // in the data section
-  uint64_t bytes;   // data plus int8 scales and row sums
+  uint64_t bytes;   // data plus scales, row sums and block scales
+  // The converter's measure of what quantization cost (since 1.2; NaN when the file
+  // records none): max |stored - original| and the signal-to-noise ratio in dB
+  // (+inf when exact).
+  double max_abs_error;
+  double snr_db;
 };
 
 struct FoldInfo {

@@ -1,11 +1,13 @@
-// The engine's compute view of a tensor: element types, the byte layouts the
-// kernels stream, and Matrix, a typed view of a 2-D weight. Kernels, layers and the
-// file-format binder all include this; it knows nothing of the file format.
+// The engine's compute view of a tensor: element types and their storage traits, the
+// byte layouts the kernels stream, and Matrix, a typed view of a 2-D weight. Kernels,
+// layers, the file-format binder and the converter's packer all include this; it knows
+// nothing of the file format.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "core/checked.h"
 #include "petrel/model.h"
 
 namespace petrel::detail {
@@ -14,51 +16,140 @@ namespace petrel::detail {
 // kPanelRows rows in the order the matmul kernels stream them.
 enum class Layout { kRowMajor, kPanel16 };
 constexpr size_t kPanelRows = 16;
-constexpr size_t kInt8Group = 4;  // int8 panels interleave groups of 4 columns
+constexpr size_t kInt8Group = 4;    // int8 panels interleave groups of 4 columns
+constexpr size_t kInt4Group = 8;    // int4 panels: groups of 8 columns in 4 bytes
+constexpr size_t kInt4Block = 32;   // int4: columns sharing one u8 block scale
+constexpr int32_t kInt4Offset = 8;  // an int4 value q in [-7, 7] is stored as the nibble q + 8
+
+// How each element type is stored, as ggml's type traits: one table that the
+// loader's size checks, Matrix indexing, the gathers and the converter's packer
+// all read, instead of assuming whole bytes per element.
+//
+// int4 (symmetric, 4.31 bits per weight for k = 512; bench/README.md, "4-bit weights"):
+// value = (nibble - 8) x block_scale x row_scale with block_scale a u8 per row and
+// 32 columns and row_scale an f32 per row. In every group of 8 columns (4 bytes),
+// byte j holds column j in its low nibble and column j + 4 in its high nibble, so
+// one mask and one shift turn 4 bytes into two runs of 4 int8 columns — the groups
+// the int8 dot products (vpdpbusd, sdot) consume.
+struct TypeTraits {
+  DType dtype;
+  uint32_t bits;          // per stored element
+  size_t block;           // columns sharing one block scale; 1: no block scales
+  size_t panel_run;       // Panel16: consecutive columns of one row stored side by side
+  size_t packed_cols;     // Panel16: stored columns are a multiple of this (zero padded)
+  size_t row_major_cols;  // RowMajor: the same
+  bool row_scales;        // one f32 per row (value = q x scale)
+  bool packed_row_sums;   // Panel16: one int32 per row, the sum of its values (int8: u8 x s8 kernels)
+};
+
+inline const TypeTraits& traits(DType d) {
+  static const TypeTraits kF32{DType::kF32, 32, 1, 1, 1, 1, false, false};
+  static const TypeTraits kF16{DType::kF16, 16, 1, 1, 1, 1, false, false};
+  static const TypeTraits kInt8{DType::kInt8, 8, 1, kInt8Group, kInt8Group, 1, true, true};
+  static const TypeTraits kInt4{DType::kInt4, 4, kInt4Block, kInt4Group, kInt4Block, kInt4Block, true, false};
+  switch (d) {
+    case DType::kF16: return kF16;
+    case DType::kInt8: return kInt8;
+    case DType::kInt4: return kInt4;
+    default: return kF32;
+  }
+}
 
 inline size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
-inline size_t dtype_size(DType d) { return d == DType::kF32 ? 4 : d == DType::kF16 ? 2 : 1; }
+// Bytes per element of whole-byte types (f32, f16, int8): KV caches and vectors.
+inline size_t dtype_size(DType d) { return traits(d).bits / 8; }
 
-// A [rows][cols] matrix. Int8 rows carry one f32 scale each (and, packed, the sum
-// of their int8 values).
+// The bytes a [rows][cols] matrix of `dtype` in `layout` occupies, with overflow
+// checks (the loader calls this with a file's shapes). Side arrays are separate
+// blobs in the file.
+struct StoredSize {
+  uint64_t rows = 0, cols = 0;  // as stored: padded to whole panels / column groups
+  uint64_t data = 0;            // bytes of values
+  uint64_t row_scales = 0;      // f32 per row (rows as given, not padded)
+  uint64_t row_sums = 0;        // int32 per row
+  uint64_t block_scales = 0;    // u8 per stored row and block
+};
+inline bool stored_size(DType dtype, Layout layout, uint64_t rows, uint64_t cols, StoredSize* out) {
+  const TypeTraits& t = traits(dtype);
+  const bool packed = layout == Layout::kPanel16;
+  auto padded = [](uint64_t n, uint64_t m, uint64_t* r) { return checked_mul(n / m + (n % m != 0), m, r); };
+  StoredSize s;
+  if (!padded(rows, packed ? kPanelRows : 1, &s.rows) || !padded(cols, packed ? t.packed_cols : t.row_major_cols, &s.cols))
+    return false;
+  uint64_t bits = 0;
+  if (!checked_mul(s.rows, s.cols, &bits) || !checked_mul(bits, t.bits, &bits)) return false;
+  s.data = bits / 8;  // whole bytes: int4 columns are padded to a multiple of 32
+  if (t.row_scales && !checked_mul(rows, 4, &s.row_scales)) return false;
+  if (t.packed_row_sums && packed && !checked_mul(rows, 4, &s.row_sums)) return false;
+  if (t.block > 1 && !checked_mul(s.rows, s.cols / t.block, &s.block_scales)) return false;
+  *out = s;
+  return true;
+}
+
+// A [rows][cols] matrix. Quantized rows carry one f32 scale each; int8 panels also the
+// sum of each row's values, int4 rows a u8 scale per block of 32 columns.
 struct Matrix {
   DType dtype = DType::kF32;
   Layout layout = Layout::kRowMajor;
   size_t rows = 0, cols = 0;
   const void* data = nullptr;
-  const float* scales = nullptr;     // int8 only
-  const int32_t* row_sums = nullptr;  // int8 Panel16 only
+  const float* scales = nullptr;          // int8, int4
+  const int32_t* row_sums = nullptr;      // int8 Panel16 only
+  const uint8_t* block_scales = nullptr;  // int4 only (block_scale_index)
 
   bool present() const { return data != nullptr; }
-  // Columns as stored (int8 panels pad to a multiple of 4).
+  const TypeTraits& traits() const { return detail::traits(dtype); }
+  bool packed() const { return layout == Layout::kPanel16; }
+  // Columns as stored (padded: see TypeTraits).
   size_t stored_cols() const {
-    return layout == Layout::kPanel16 && dtype == DType::kInt8 ? round_up(cols, kInt8Group) : cols;
+    return round_up(cols, packed() ? traits().packed_cols : traits().row_major_cols);
   }
-  size_t element_size() const { return dtype_size(dtype); }
+  size_t stored_rows() const { return packed() ? round_up(rows, kPanelRows) : rows; }
+  // Block scales per stored row (int4).
+  size_t blocks() const { return traits().block > 1 ? stored_cols() / traits().block : 0; }
+  // Bytes holding `elements` consecutive stored elements (a whole number: runs and
+  // rows always start and end on a byte).
+  size_t bytes(size_t elements) const { return elements * traits().bits / 8; }
   // How many consecutive elements of a row are stored side by side: the whole
-  // (stored) row when row-major; a group of kInt8Group int8 columns, or one wider
-  // element, in a panel. Copying a row takes stored_cols() / row_run() runs.
-  size_t row_run() const {
-    if (layout == Layout::kRowMajor) return stored_cols();
-    return dtype == DType::kInt8 ? kInt8Group : 1;
-  }
+  // (stored) row when row-major; a group of columns (int8 4, int4 8) or one wider
+  // element in a panel. Copying a row takes stored_cols() / row_run() runs.
+  size_t row_run() const { return packed() ? traits().panel_run : stored_cols(); }
   // Rows [first, first + count) as a matrix of their own; `first` must start a
   // panel when packed.
   Matrix row_slice(size_t first, size_t count) const {
     Matrix s = *this;
     s.rows = count;
-    s.data = static_cast<const uint8_t*>(data) + first * stored_cols() * element_size();
+    s.data = static_cast<const uint8_t*>(data) + bytes(first * stored_cols());
     if (scales) s.scales = scales + first;
     if (row_sums) s.row_sums = row_sums + first;
+    if (block_scales) s.block_scales = block_scales + first * blocks();
     return s;
   }
-  // Index of element (r, c) in the stored array.
+  // Index of element (r, c) in the stored array, in elements (int4: nibbles; nibble
+  // i is the low half of byte i / 2 when i is even).
   size_t index(size_t r, size_t c) const {
-    if (layout == Layout::kRowMajor) return r * cols + c;
+    const size_t k = stored_cols(), run = row_run();
+    // int4: column c % 8 of its group sits in nibble 2 (c % 4) + (c % 8) / 4.
+    const size_t within = dtype == DType::kInt4 ? c / kInt4Group * kInt4Group + 2 * (c % 4) + c % kInt4Group / 4 : c;
+    if (!packed()) return r * k + within;
     const size_t panel = r / kPanelRows, lane = r % kPanelRows;
-    if (dtype != DType::kInt8) return (panel * cols + c) * kPanelRows + lane;
-    const size_t k = stored_cols();
-    return panel * kPanelRows * k + (c / kInt8Group) * kPanelRows * kInt8Group + lane * kInt8Group + c % kInt8Group;
+    return panel * kPanelRows * k + (c / run) * kPanelRows * run + lane * run + within % run;
+  }
+  // Index of row r's scale for block b in block_scales.
+  size_t block_scale_index(size_t r, size_t b) const {
+    if (!packed()) return r * blocks() + b;
+    return (r / kPanelRows) * kPanelRows * blocks() + b * kPanelRows + r % kPanelRows;
+  }
+  // The stored integer of an int8 or int4 element (int4: nibble - 8).
+  int32_t quantized(size_t r, size_t c) const {
+    const size_t i = index(r, c);
+    if (dtype == DType::kInt8) return static_cast<const int8_t*>(data)[i];
+    const uint8_t byte = static_cast<const uint8_t*>(data)[i / 2];
+    return static_cast<int32_t>(i % 2 ? byte >> 4 : byte & 0x0F) - kInt4Offset;
+  }
+  // int4: q x block scale, an exact integer (|q| <= 8, scale <= 255).
+  int32_t scaled_int4(size_t r, size_t c) const {
+    return quantized(r, c) * int32_t{block_scales[block_scale_index(r, c / kInt4Block)]};
   }
 };
 

@@ -234,39 +234,41 @@ class Binder {
           return fail(label + ": shape product overflows 64 bits");
       }
       const uint64_t rows = shape->Get(0);
-      if (packed) {  // stored with padding (schema: Layout)
-        uint64_t cols = shape->Get(1);
-        if (dtype == DType::kInt8) cols = (cols + kInt8Group - 1) / kInt8Group * kInt8Group;
-        if (!checked_mul((rows + kPanelRows - 1) / kPanelRows * kPanelRows, cols, &elements))
-          return fail(label + ": shape product overflows 64 bits");
-      }
-      uint64_t bytes = 0;
-      if (!checked_mul(elements, dtype_size(dtype), &bytes))
+      // A 1-D tensor is one row; higher ranks are stored row-major over their last dimension.
+      const uint64_t cols = shape->size() == 1 ? rows : elements / rows;
+      StoredSize size;
+      if (!stored_size(dtype, packed ? Layout::kPanel16 : Layout::kRowMajor, shape->size() == 1 ? 1 : rows, cols,
+                       &size))
         return fail(label + ": byte size overflows 64 bits");
+      const TypeTraits& traits = detail::traits(dtype);
+      if (shape->size() != 2 && (traits.block > 1 || traits.row_scales))
+        return fail(label + ": a " + to_string(dtype) + " tensor must be 2-D");
+      const uint64_t bytes = size.data;
       if (t->data()->size() != bytes)
         return fail(label + ": data size " + std::to_string(t->data()->size()) +
                     " does not match shape, dtype and layout (" + std::to_string(bytes) + " bytes)");
       Status s = check_range(label + " data", *t->data());
       if (!s) return s;
-      // Per-row side arrays: rows <= bytes <= the data section, so rows * 4 cannot overflow.
-      auto per_row = [&](const fb::DataRef* ref, bool wanted, const char* what) -> Status {
-        if (!wanted) {
+      // Side arrays: their sizes come from the same traits as the data's.
+      auto side = [&](const fb::DataRef* ref, uint64_t expected, const char* what, const char* unit) -> Status {
+        if (expected == 0) {
           if (ref != nullptr && ref->size() != 0)
             return fail(label + ": " + what + " given where none belong");
           return Status::ok();
         }
         if (ref == nullptr) return fail(label + ": missing " + what);
-        if (ref->size() != rows * 4)
-          return fail(label + ": " + what + " hold " + std::to_string(ref->size()) + " bytes, expected 4 per row (" +
-                      std::to_string(rows * 4) + ")");
+        if (ref->size() != expected)
+          return fail(label + ": " + what + " hold " + std::to_string(ref->size()) + " bytes, expected " + unit + " (" +
+                      std::to_string(expected) + ")");
         return check_range(label + " " + what, *ref);
       };
-      s = per_row(t->scales(), dtype == DType::kInt8, "scales");
-      if (s) s = per_row(t->row_sums(), dtype == DType::kInt8 && packed, "row sums");
+      s = side(t->scales(), size.row_scales, "scales", "4 per row");
+      if (s) s = side(t->row_sums(), size.row_sums, "row sums", "4 per row");
+      if (s) s = side(t->block_scales(), size.block_scales, "block scales", "1 per stored row and block of 32 columns");
       if (!s) return s;
-      const uint64_t side_bytes = (dtype == DType::kInt8 ? rows * 4 : 0) * (packed ? 2 : 1);
+      const uint64_t side_bytes = size.row_scales + size.row_sums + size.block_scales;  // each checked within the data section
       TensorInfo ti{t->name()->str(), dtype, {shape->begin(), shape->end()}, packed,
-                    t->data()->offset(), bytes + side_bytes};
+                    t->data()->offset(), bytes + side_bytes, t->max_abs_error(), t->snr_db()};
       info->tensors.push_back(std::move(ti));
     }
     return Status::ok();
@@ -299,12 +301,13 @@ class Binder {
     out->rows = rows;
     out->cols = cols;
     out->data = data_ + t->data()->offset();
-    out->scales = out->dtype == DType::kInt8
-                      ? reinterpret_cast<const float*>(data_ + t->scales()->offset())
-                      : nullptr;
-    out->row_sums = out->dtype == DType::kInt8 && out->layout == Layout::kPanel16
+    // check_tensor_table made sure each side array the traits call for is present and sized.
+    const TypeTraits& traits = out->traits();
+    out->scales = traits.row_scales ? reinterpret_cast<const float*>(data_ + t->scales()->offset()) : nullptr;
+    out->row_sums = traits.packed_row_sums && out->packed()
                         ? reinterpret_cast<const int32_t*>(data_ + t->row_sums()->offset())
                         : nullptr;
+    out->block_scales = traits.block > 1 ? data_ + t->block_scales()->offset() : nullptr;
     return Status::ok();
   }
 

@@ -13,12 +13,17 @@
 
 namespace petrel::kernels {
 
-// Scratch a linear layer needs for int8 activations: m rows of round_up(k, 4)
-// bytes (zero padded) and m scales.
+// Scratch a linear layer needs for int8 activations: m rows of
+// quantized_row_bytes(k) bytes, m scales, and for int4 weights m x
+// quantized_row_bytes(k) / 32 block sums.
 struct QuantizedRows {
   int8_t* values;
   float* scales;
+  int32_t* block_sums = nullptr;
 };
+// Bytes per quantized activation row: a whole number of int4 blocks (the int8 paths
+// use the first round_up(k, 4)).
+inline size_t quantized_row_bytes(size_t k) { return detail::round_up(k, detail::kInt4Block); }
 
 // x rounded half to even as an int8 (|x| <= 127 for a quantized activation). A
 // non-finite x — only a corrupt model's weights produce one — gives 0 rather than
@@ -47,8 +52,11 @@ struct KernelTable {
 
 namespace reference {
 
-// y[m][n] = x[m][k] . W[n][k] + bias[n]  (bias may be null). For int8 weights the
-// rows of x are quantized to int8 symmetrically per row first (into `scratch`).
+// y[m][n] = x[m][k] . W[n][k] + bias[n]  (bias may be null). For int8 and int4
+// weights the rows of x are quantized to int8 symmetrically per row first (into
+// `scratch`): int8 y = (sum_k a q) sa sw; int4 y = (sum over blocks of
+// float(sum_k a q) x block scale, in block order) x (sa x sw) — each block's product is
+// an exact float, so every path that sums blocks in order gets the same result.
 void linear(const float* x, size_t m, const detail::Matrix& w, const float* bias, float* y, QuantizedRows scratch);
 
 // Per-row symmetric int8 quantization: q = round_half_even(x * (1/s)), s = max|x| / 127.
@@ -65,6 +73,7 @@ void activate(Activation act, float* x, size_t n);
 void add(const float* x, float* y, size_t n);
 
 // out[i] = table[ids[i]] (x folded row scale) + positions[pos[i]]  (positions may be null).
+// int4: float(q x block scale) x row scale, as the converter decodes.
 void embed(const detail::Matrix& table, const int32_t* ids, const int32_t* pos, size_t m, const float* positions,
            float* out);
 

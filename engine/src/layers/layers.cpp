@@ -9,11 +9,12 @@ void Workspace::reserve(size_t rows, size_t d, size_t ffn, size_t max_keys, size
     if (buffer->size() < rows * d) buffer->resize(rows * d);
   if (hidden.size() < rows * ffn) hidden.resize(rows * ffn);
   if (per_thread.size() < threads) per_thread.resize(threads);
-  const size_t widest = detail::round_up(std::max(d, ffn), detail::kInt8Group);
+  const size_t widest = kernels::quantized_row_bytes(std::max(d, ffn)), blocks = widest / detail::kInt4Block;
   for (ThreadScratch& s : per_thread) {
     if (s.scores.size() < max_keys) s.scores.resize(max_keys);
     if (s.quantized.size() < rows * widest) s.quantized.resize(rows * widest);
     if (s.quantized_scales.size() < rows) s.quantized_scales.resize(rows);
+    if (s.block_sums.size() < rows * blocks) s.block_sums.resize(rows * blocks);
   }
 }
 
@@ -43,7 +44,7 @@ void matmul(Context& c, const detail::Matrix& w, const float* bias, const float*
 
 void attend_rows(Context& c, const float* q, const void* k, const void* v, DType kv, const KeyRange* keys,
                  size_t rows, size_t d, size_t heads, float* context) {
-  const size_t head_dim = d / heads, esize = detail::dtype_size(kv);
+  const size_t head_dim = d / heads, esize = detail::dtype_size(kv);  // f32 or f16
   const size_t chunks = rows >= 8 ? std::min(c.pool.size(), rows) : 1;
   c.pool.run(chunks, [&](size_t chunk, size_t thread) {
     float* scores = c.ws.per_thread[thread].scores.data();

@@ -17,7 +17,8 @@ namespace petrel::layers {
 struct ThreadScratch {
   AlignedVector<int8_t> quantized;
   std::vector<float> quantized_scales, scores;
-  kernels::QuantizedRows quantized_rows() { return {quantized.data(), quantized_scales.data()}; }
+  std::vector<int32_t> block_sums;  // int4 weights
+  kernels::QuantizedRows quantized_rows() { return {quantized.data(), quantized_scales.data(), block_sums.data()}; }
 };
 
 // Buffers the layers write into, sized once per batch shape so the decode loop

@@ -55,32 +55,38 @@ void OutputVocabulary::use_shortlist(const detail::ModelWeights& w, const std::v
   }
 
   // Gather the rows into a matrix of the same dtype and layout, run by run (a packed
-  // row is strided: see Matrix::row_run).
+  // row is strided: see Matrix::row_run), with their side arrays.
   const detail::Matrix& src = w.output_proj;
   detail::Matrix& dst = projection_;
   dst = src;
   dst.rows = size_;
-  const bool packed = src.layout == detail::Layout::kPanel16;
-  const size_t stored_rows = packed ? detail::round_up(size_, detail::kPanelRows) : size_;
-  const size_t esize = src.element_size(), cols = src.stored_cols(), group = src.row_run();
+  const size_t cols = src.stored_cols(), run = src.row_run(), run_bytes = src.bytes(run);
   constexpr size_t kAlign = 64;
-  data_.assign(stored_rows * cols * esize + kAlign, 0);
+  data_.assign(dst.bytes(dst.stored_rows() * cols) + kAlign, 0);
   auto* base = data_.data() + (kAlign - reinterpret_cast<uintptr_t>(data_.data()) % kAlign) % kAlign;
   dst.data = base;
   const auto* from = static_cast<const uint8_t*>(src.data);
-  auto gather = [&](auto bytes) {  // a compile-time group size: no memcpy call per group
+  // Runs start on whole bytes (int4 runs are 8 columns): element index -> byte offset.
+  auto at = [](const detail::Matrix& m, size_t r, size_t c) { return m.bytes(m.index(r, c)); };
+  auto gather = [&](auto bytes) {  // a compile-time run size: no memcpy call per run
     for (size_t i = 0; i < size_; ++i)
-      for (size_t c = 0; c < cols; c += group)
-        std::memcpy(base + dst.index(i, c) * esize, from + src.index(ids_[i], c) * esize, bytes.value);
+      for (size_t c = 0; c < cols; c += run) std::memcpy(base + at(dst, i, c), from + at(src, ids_[i], c), bytes.value);
   };
-  const size_t group_bytes = group * esize;
-  if (group_bytes == 4) gather(std::integral_constant<size_t, 4>{});
-  else if (group_bytes == 2) gather(std::integral_constant<size_t, 2>{});
+  if (run_bytes == 4) gather(std::integral_constant<size_t, 4>{});
+  else if (run_bytes == 2) gather(std::integral_constant<size_t, 2>{});
   else
     for (size_t i = 0; i < size_; ++i)  // row-major: one row at a time
-      std::memcpy(base + dst.index(i, 0) * esize, from + src.index(ids_[i], 0) * esize, group_bytes);
+      std::memcpy(base + at(dst, i, 0), from + at(src, ids_[i], 0), run_bytes);
   dst.scales = gather_rows(src.scales, ids_, scales_);
   dst.row_sums = gather_rows(src.row_sums, ids_, row_sums_);
+  dst.block_scales = nullptr;
+  if (src.block_scales) {  // padding rows of the last panel stay 0
+    block_scales_.assign(dst.stored_rows() * dst.blocks(), 0);
+    for (size_t i = 0; i < size_; ++i)
+      for (size_t b = 0; b < dst.blocks(); ++b)
+        block_scales_[dst.block_scale_index(i, b)] = src.block_scales[src.block_scale_index(ids_[i], b)];
+    dst.block_scales = block_scales_.data();
+  }
   bias_ = gather_rows(w.final_logits_bias, ids_, gathered_bias_);
 }
 

@@ -41,6 +41,7 @@ class OutputVocabulary {
   std::vector<uint8_t> data_;
   std::vector<float> scales_, gathered_bias_;
   std::vector<int32_t> row_sums_;
+  std::vector<uint8_t> block_scales_;
 };
 
 }  // namespace petrel::models

@@ -1,5 +1,6 @@
 // AVX2 + FMA + F16C: int8 products with vpmaddubsw on |a| x sign(w, a), exact
-// because weights and activations are limited to [-127, 127].
+// because weights and activations are limited to [-127, 127]; int4 products with
+// vpmaddubsw on the unsigned nibbles x activations directly.
 #include <immintrin.h>
 
 #include <xsimd/xsimd.hpp>
@@ -13,9 +14,13 @@ namespace {
 
 using Arch = xsimd::fma3<xsimd::avx2>;
 constexpr size_t kGemmRows = 4, kGemmPanels = 1, kGemvPanels = 2;
+constexpr size_t kInt4GemmRows = 4, kInt4GemmPanels = 1, kInt4GemvPanels = 2;
 
 xsimd::batch<float, Arch> load_i8(const int8_t* p) {
   return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+xsimd::batch<float, Arch> load_u8(const uint8_t* p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 }
 xsimd::batch<float, Arch> load_f16(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
@@ -60,6 +65,43 @@ struct Int8Ops {
     for (size_t i = 0; i < MR; ++i)
       for (size_t j = 0; j < NR * 2; ++j)
         _mm256_store_si256(reinterpret_cast<__m256i*>(acc + i * NR * 16 + j * 8), c[i][j]);
+  }
+};
+
+struct Int4Ops {
+  // As avx512.cpp's, with vpmaddubsw (u8 nibble x s8 activation, pairs summed to int16):
+  // a pair is at most 2 x 15 x 127 = 3810, so a block's 8 pair sums (4 groups, low and
+  // high nibbles) stay below 2^15 in int16 before one vpmaddwd widens them.
+  template <size_t MR, size_t NR>
+  static void block(const int8_t* acts, size_t stride, const uint8_t* panels, size_t panel_bytes, const int32_t* init,
+                    xsimd::batch<int32_t, Arch>* d) {
+    __m256i c[MR][NR * 2];
+    for (size_t i = 0; i < MR; ++i)
+      for (size_t j = 0; j < NR * 2; ++j) c[i][j] = _mm256_setzero_si256();
+    const __m256i low = _mm256_set1_epi8(0x0F);
+    for (size_t g = 0; g < 4; ++g) {
+      __m256i lo[NR * 2], hi[NR * 2];
+      for (size_t p = 0; p < NR; ++p)
+        for (size_t h = 0; h < 2; ++h) {
+          const __m256i v =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panels + p * panel_bytes + g * 64 + h * 32));
+          lo[2 * p + h] = _mm256_and_si256(v, low);
+          hi[2 * p + h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+        }
+      for (size_t i = 0; i < MR; ++i) {
+        int32_t a0, a1;
+        std::memcpy(&a0, acts + i * stride + g * 8, 4);
+        std::memcpy(&a1, acts + i * stride + g * 8 + 4, 4);
+        const __m256i b0 = _mm256_set1_epi32(a0), b1 = _mm256_set1_epi32(a1);
+        for (size_t j = 0; j < NR * 2; ++j)
+          c[i][j] = _mm256_add_epi16(c[i][j], _mm256_add_epi16(_mm256_maddubs_epi16(lo[j], b0),
+                                                                _mm256_maddubs_epi16(hi[j], b1)));
+      }
+    }
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (size_t i = 0; i < MR; ++i)
+      for (size_t j = 0; j < NR * 2; ++j)
+        d[i * NR * 2 + j] = _mm256_add_epi32(_mm256_madd_epi16(c[i][j], ones), _mm256_set1_epi32(init[i]));
   }
 };
 

@@ -1,5 +1,6 @@
 // AVX-512 (F/BW/DQ/VL) with VNNI: int8 products with vpdpbusd (u8 x s8, the
-// activations shifted by +128 and corrected by the converter's row sums).
+// activations shifted by +128 and corrected by the converter's row sums); int4
+// products with vpdpbusd too, the unsigned nibbles as the u8 side.
 #include <immintrin.h>
 
 #include <xsimd/xsimd.hpp>
@@ -13,9 +14,13 @@ namespace {
 
 using Arch = xsimd::avx512bw;
 constexpr size_t kGemmRows = 8, kGemmPanels = 2, kGemvPanels = 4;
+constexpr size_t kInt4GemmRows = 4, kInt4GemmPanels = 2, kInt4GemvPanels = 4;
 
 xsimd::batch<float, Arch> load_i8(const int8_t* p) {
   return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+xsimd::batch<float, Arch> load_u8(const uint8_t* p) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
 }
 xsimd::batch<float, Arch> load_f16(const uint16_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
@@ -65,6 +70,41 @@ struct Int8Ops {
     }
     for (size_t i = 0; i < MR; ++i)
       for (size_t p = 0; p < NR; ++p) _mm512_store_si512(acc + (i * NR + p) * 16, c[i][p]);
+  }
+};
+
+struct Int4Ops {
+  // d[MR][NR] = init[r] + sum over one block (32 columns) of nibble x acts[r][k] for the
+  // 16 outputs of each panel. A 64-byte group holds 8 columns of 16 rows: its low
+  // nibbles are columns 0-3 and its high nibbles 4-7, each lane's 4 bytes one vpdpbusd
+  // operand (u8 nibble x s8 activation).
+  template <size_t MR, size_t NR>
+  static void block(const int8_t* acts, size_t stride, const uint8_t* panels, size_t panel_bytes, const int32_t* init,
+                    xsimd::batch<int32_t, Arch>* d) {
+    __m512i c[MR][NR];
+    for (size_t i = 0; i < MR; ++i)
+      for (size_t p = 0; p < NR; ++p) c[i][p] = _mm512_set1_epi32(init[i]);
+    const __m512i low = _mm512_set1_epi8(0x0F);
+    for (size_t g = 0; g < 4; ++g) {
+      __m512i lo[NR], hi[NR];
+      for (size_t p = 0; p < NR; ++p) {
+        const __m512i v = _mm512_loadu_si512(panels + p * panel_bytes + g * 64);
+        lo[p] = _mm512_and_si512(v, low);
+        hi[p] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+      }
+      for (size_t i = 0; i < MR; ++i) {
+        int32_t a0, a1;
+        std::memcpy(&a0, acts + i * stride + g * 8, 4);
+        std::memcpy(&a1, acts + i * stride + g * 8 + 4, 4);
+        const __m512i b0 = _mm512_set1_epi32(a0), b1 = _mm512_set1_epi32(a1);
+        for (size_t p = 0; p < NR; ++p) {
+          c[i][p] = _mm512_dpbusd_epi32(c[i][p], lo[p], b0);
+          c[i][p] = _mm512_dpbusd_epi32(c[i][p], hi[p], b1);
+        }
+      }
+    }
+    for (size_t i = 0; i < MR; ++i)
+      for (size_t p = 0; p < NR; ++p) d[i * NR + p] = c[i][p];
   }
 };
 
