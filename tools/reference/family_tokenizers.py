@@ -341,7 +341,9 @@ def self_check(fixtures: str = FIXTURES) -> None:
         body = [tok.token_id(p) for p in tok.sp.encode("x", out_type=str)]
         assert tok.encode(f"{lang}x </s>", src) == tok.source_format([tok.lang_id(src)] + body + [2],
                                                                      tok.lang_id(src)), name
-        assert tok.decode(tok.encode(sample, src)) == sample, name
+        # Round trip: M2M100 loses the pieces its vocab.json lacks (they come back as <unk>).
+        kept = [p for p in pieces if not isinstance(tok, M2M100Tokenizer) or p in tok.vocab]
+        assert tok.decode(tok.encode(sample, src)) == tok.sp.decode_pieces(kept).strip(), name
         # The fixture's recorded encodings, as this file computes them now.
         for case in text["cases"]:
             assert tok.encode(case["text"], src) == case["ids"], (name, case["text"])
