@@ -62,7 +62,7 @@ Decoding (decode(ids, skip_special_tokens=True)):
 import json
 import os
 import sys
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 import sentencepiece as spm
 
@@ -360,7 +360,8 @@ def main():
     if sys.argv[1:] == ["--self-check"]:
         self_check()
         return
-    if len(sys.argv) < 3 or sys.argv[2] not in ("encode", "decode") or (sys.argv[2] == "encode") != (len(sys.argv) == 4):
+    usage_ok = len(sys.argv) >= 3 and sys.argv[2] in ("encode", "decode")
+    if not usage_ok or (sys.argv[2] == "encode") != (len(sys.argv) == 4):
         sys.exit(__doc__)
     tok = load_tokenizer(sys.argv[1])
     for line in sys.stdin:
