@@ -58,7 +58,7 @@ def init_weights(model, gen, eos_boost):
     """Larger than training-time init so random models make confident, distinct choices."""
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if "layer_norm" in name:
+            if is_layer_norm(name):
                 p.copy_((1.0 if name.endswith("weight") else 0.0) + 0.2 * torch.randn(p.shape, generator=gen))
             elif name.endswith("bias"):
                 p.copy_(0.1 * torch.randn(p.shape, generator=gen))
@@ -66,9 +66,14 @@ def init_weights(model, gen, eos_boost):
                 p.copy_(0.15 * torch.randn(p.shape, generator=gen))
             else:
                 p.copy_(torch.randn(p.shape, generator=gen) / p.shape[1] ** 0.5)
-        model.final_logits_bias.copy_(0.1 * torch.randn(model.final_logits_bias.shape, generator=gen))
-        # Make EOS a real contender so finished hypotheses occur within MAX_NEW steps.
-        model.final_logits_bias[0, model.cfg.eos] += eos_boost
+        if model.cfg.final_logits_bias:  # M2M100 has none (make_family_fixtures boosts EOS otherwise)
+            model.final_logits_bias.copy_(0.1 * torch.randn(model.final_logits_bias.shape, generator=gen))
+            # Make EOS a real contender so finished hypotheses occur within MAX_NEW steps.
+            model.final_logits_bias[0, model.cfg.eos] += eos_boost
+
+
+def is_layer_norm(name):
+    return "layer_norm" in name or "layernorm" in name  # mBART: layernorm_embedding
 
 
 # Weights a test can regenerate (fixtures too big to commit, e.g. d_model 1024): tensor k
@@ -85,24 +90,28 @@ def splitmix64_uniform(seed, count):
     return (z >> np.uint64(40)).astype(np.float64) / float(1 << 24)
 
 
-def generated_weights(model):
-    """Fills `model` from the generator; returns the manifest that regenerates it."""
+def generated_weights(model, first_seed=1, scales=None):
+    """Fills `model` from the generator; returns the manifest that regenerates it
+    (tensor k of the sorted names gets seed first_seed + k). `scales` replaces the
+    default scale of a kind of tensor: {"embedding": s, "linear": factor of the default}."""
+    scales = scales or {}
     sd = ref.state_dict_for_export(model)
     manifest, values = [], {}
     for k, name in enumerate(sorted(sd)):
         shape = list(sd[name].shape)
-        if "layer_norm" in name and name.endswith("weight"):
+        if is_layer_norm(name) and name.endswith("weight"):
             center, scale = 1.0, 0.3
         elif name.endswith("bias"):
             center, scale = 0.0, 0.15
         elif "embed" in name or "shared" in name:
-            center, scale = 0.0, 0.25
+            center, scale = 0.0, scales.get("embedding", 0.25)
         else:  # a linear layer's [out, in] weight: std about 1/sqrt(in)
-            center, scale = 0.0, (3.0 / shape[-1]) ** 0.5
+            center, scale = 0.0, scales.get("linear", 1.0) * (3.0 / shape[-1]) ** 0.5
         count = int(np.prod(shape))
-        v = (center + scale * (2.0 * splitmix64_uniform(k + 1, count) - 1.0)).astype(np.float32)
+        seed = first_seed + k
+        v = (center + scale * (2.0 * splitmix64_uniform(seed, count) - 1.0)).astype(np.float32)
         values[name] = torch.from_numpy(v.reshape(shape))
-        manifest.append({"name": name, "shape": shape, "seed": k + 1, "center": center, "scale": scale})
+        manifest.append({"name": name, "shape": shape, "seed": seed, "center": center, "scale": scale})
     missing, unexpected = model.load_state_dict(values, strict=False)
     assert not unexpected, unexpected
     return manifest

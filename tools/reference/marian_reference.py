@@ -1,12 +1,29 @@
-"""A compact PyTorch implementation of Hugging Face's MarianMT forward pass and of
-Petrel's decoding rules: the oracle Petrel's fixtures are made with.
+"""A compact PyTorch implementation of Hugging Face's MarianMT, M2M100 (also NLLB-200)
+and mBART (also mBART-50) forward passes and of Petrel's decoding rules: the oracle
+Petrel's fixtures are made with.
 
-Tensor names and semantics follow transformers' modeling_marian.py (post-LN
+Marian: tensor names and semantics follow transformers' modeling_marian.py (post-LN
 encoder/decoder layers, q_proj(x) * head_dim**-0.5, embed * sqrt(d_model) when
 scale_embedding, concatenated sin|cos position table, tied lm_head plus
 final_logits_bias). Options Hugging Face's Marian lacks but Petrel supports are
 added the way BART/mBART do them: pre-LN layers with a final LayerNorm per stack
 (`model.{encoder,decoder}.layer_norm`), interleaved or learned position tables.
+
+The other families (Config(family=...)) follow, read not copied,
+  * m2m100: transformers' models/m2m_100/modeling_m2m_100.py (read at
+    huggingface/transformers 001400f5, the 4.5-era file, and at a 4.57-era copy,
+    feisenyu/transformers_4573 9c66b221: the same computation): pre-LN layers, a final
+    `layer_norm` per stack and no layernorm_embedding; ReLU; a sinusoidal table with
+    tensor2tensor frequencies exp(-i*log(10000)/(d/2-1)), sin|cos concatenated, built in
+    float32, row padding_idx zero; a token's row is its position + padding_idx + 1 = +2,
+    counted over non-pad tokens (create_position_ids_from_input_ids); embeddings times
+    sqrt(d_model) when scale_embedding (M2M100ScaledWordEmbedding); lm_head tied to the
+    unscaled model.shared table; no final_logits_bias. NLLB-200 checkpoints are this model.
+  * mbart: models/mbart/modeling_mbart.py (huggingface/transformers 00b676f8, 4.5x):
+    learned positions read at row position + 2 (MBartLearnedPositionalEmbedding,
+    max_position_embeddings + 2 rows), `layernorm_embedding` on embedding + position,
+    pre-LN layers with final `layer_norm`s, GELU (exact erf form), scale_embedding from the
+    config, tied lm_head plus final_logits_bias.
 """
 import json
 import math
@@ -18,8 +35,33 @@ from torch import nn
 import torch.nn.functional as F
 
 
+# What each family fixes (a Config keyword overrides it). Marian's special tokens are ids
+# of its own vocabulary (computed in Config); the fairseq families use <s> 0, <pad> 1,
+# </s> 2, <unk> 3 and start decoding with </s>.
+FAMILY_DEFAULTS = {
+    "marian": dict(normalize_before=False, activation="swish", positions="concatenated", scale_embedding=True,
+                   layernorm_embedding=False, final_logits_bias=True),
+    "m2m100": dict(normalize_before=True, activation="relu", positions="m2m100", scale_embedding=True,
+                   layernorm_embedding=False, final_logits_bias=False, pad=1, eos=2, decoder_start=2,
+                   bad_words=[]),
+    "mbart": dict(normalize_before=True, activation="gelu", positions="learned", scale_embedding=True,
+                  layernorm_embedding=True, final_logits_bias=True, pad=1, eos=2, decoder_start=2, bad_words=[]),
+}
+# The row of the position table a token at position p reads: p + POSITION_OFFSET
+# (M2M100: padding_idx + 1 with padding_idx 1; mBART: MBartLearnedPositionalEmbedding's 2).
+POSITION_OFFSET = {"marian": 0, "m2m100": 2, "mbart": 2}
+
+
 class Config:
     def __init__(self, **kw):
+        self.family = kw.get("family", "marian")
+        if self.family not in FAMILY_DEFAULTS:
+            raise ValueError(f"unknown family {self.family!r}")
+        preset = FAMILY_DEFAULTS[self.family]
+
+        def get(key, default=None):
+            return kw.get(key, preset.get(key, default))
+
         self.d_model = kw.get("d_model", 32)
         self.encoder_layers = kw.get("encoder_layers", 2)
         self.decoder_layers = kw.get("decoder_layers", 2)
@@ -30,22 +72,32 @@ class Config:
         # tokens (pad, eos, decoder start, bad words) are ids of it.
         self.target_vocab = kw.get("target_vocab", self.vocab)
         self.max_positions = kw.get("max_positions", 64)
-        self.scale_embedding = kw.get("scale_embedding", True)
-        self.normalize_before = kw.get("normalize_before", False)
-        self.activation = kw.get("activation", "swish")
-        self.positions = kw.get("positions", "concatenated")  # concatenated | interleaved | learned
+        self.scale_embedding = get("scale_embedding")
+        self.normalize_before = get("normalize_before")
+        self.activation = get("activation")
+        # concatenated | interleaved | learned (Marian); m2m100 (tensor2tensor sinusoid)
+        self.positions = get("positions")
+        self.position_offset = POSITION_OFFSET[self.family]
         self.store_positions = kw.get("store_positions", False)  # older exports store the table
+        self.layernorm_embedding = get("layernorm_embedding")  # mBART: LayerNorm(embed + position)
+        self.final_logits_bias = get("final_logits_bias")  # M2M100 has none
         self.tie = kw.get("tie", True)
         self.share = kw.get("share", True)
-        self.pad = kw.get("pad", self.target_vocab - 1)
-        self.eos = kw.get("eos", 0)
-        self.decoder_start = kw.get("decoder_start", self.pad)
-        self.bad_words = kw.get("bad_words", [[self.pad]])
+        self.pad = get("pad", self.target_vocab - 1)
+        self.eos = get("eos", 0)
+        self.decoder_start = get("decoder_start", self.pad)
+        self.bad_words = get("bad_words", [[self.pad]])
         # Training only (as Hugging Face's `dropout`: after embedding + positions and on each
         # sub-layer's output before the residual add); no effect in eval mode or at 0.
         self.dropout = kw.get("dropout", 0.0)
 
     def hf_config(self):
+        """config.json as transformers writes it for the family (hyper-parameters from
+        this Config; the rest is what the family's released checkpoints carry)."""
+        if self.family == "m2m100":
+            return self._fairseq_config("m2m_100", "M2M100ForConditionalGeneration")
+        if self.family == "mbart":
+            return self._fairseq_config("mbart", "MBartForConditionalGeneration")
         return {
             "model_type": "marian",
             "architectures": ["MarianMTModel"],
@@ -70,6 +122,49 @@ class Config:
             "bad_words_ids": self.bad_words,
         }
 
+    def _fairseq_config(self, model_type, architecture):
+        assert self.share and self.vocab == self.target_vocab, "M2M100 and mBART share one vocabulary"
+        config = {
+            "_name_or_path": f"petrel-fixture/{model_type}",
+            "activation_dropout": 0.0,
+            "activation_function": self.activation,
+            "architectures": [architecture],
+            "attention_dropout": 0.1 if model_type == "m2m_100" else 0.0,
+            "bos_token_id": 0,
+            "d_model": self.d_model,
+            "decoder_attention_heads": self.heads,
+            "decoder_ffn_dim": self.ffn,
+            "decoder_layerdrop": 0.05 if model_type == "m2m_100" else 0.0,
+            "decoder_layers": self.decoder_layers,
+            "decoder_start_token_id": self.decoder_start,
+            "dropout": 0.1,
+            "encoder_attention_heads": self.heads,
+            "encoder_ffn_dim": self.ffn,
+            "encoder_layerdrop": 0.05 if model_type == "m2m_100" else 0.0,
+            "encoder_layers": self.encoder_layers,
+            "eos_token_id": self.eos,
+            "init_std": 0.02,
+            "is_encoder_decoder": True,
+            "max_position_embeddings": self.max_positions,
+            "model_type": model_type,
+            "num_hidden_layers": self.encoder_layers,
+            "pad_token_id": self.pad,
+            "scale_embedding": self.scale_embedding,
+            "torch_dtype": "float32",
+            "transformers_version": "4.57.1",
+            "use_cache": True,
+            "vocab_size": self.vocab,
+        }
+        if not self.tie:
+            config["tie_word_embeddings"] = False
+        if model_type == "mbart":
+            # mBART-50's config.json carries BART-era keys transformers' MBart ignores (its
+            # structure is fixed: pre-LN, final norms, layernorm_embedding, learned positions).
+            config.update({"add_bias_logits": False, "add_final_layer_norm": True, "normalize_before": True,
+                           "normalize_embedding": True, "static_position_embeddings": False,
+                           "classifier_dropout": 0.0, "output_past": True})
+        return config
+
 
 def sinusoidal_table(n_pos, dim, interleaved):
     """Hugging Face Marian's table (float64, then f32); interleaved = the paper's layout."""
@@ -83,6 +178,23 @@ def sinusoidal_table(n_pos, dim, interleaved):
         out[:, :half] = np.sin(enc[:, 0::2])
         out[:, half:] = np.cos(enc[:, 1::2])
     return torch.tensor(out, dtype=torch.float32)
+
+
+def m2m100_position_table(rows, dim, padding_idx=1):
+    """M2M100's (fairseq's) sinusoid: frequency i = exp(-i * log(10000) / (dim/2 - 1)),
+    row r = [sin(r * f_0..f_{h-1}) | cos(r * f_0..f_{h-1})], a zero column when dim is odd,
+    row padding_idx all zero. Every step in float32 as torch does it (the frequencies, the
+    products r * f_i and sin/cos), which matters: rounding r * f_i to float32 moves the
+    value by up to ~3e-5 at r ~ 1000 (check_m2m100_positions.py pins this)."""
+    half = dim // 2
+    step = math.log(10000) / (half - 1)
+    inv_freq = torch.exp(torch.arange(half, dtype=torch.float32) * -step)
+    angles = torch.arange(rows, dtype=torch.float32)[:, None] * inv_freq[None, :]
+    table = torch.cat([torch.sin(angles), torch.cos(angles)], dim=1)
+    if dim % 2:
+        table = torch.cat([table, torch.zeros(rows, 1)], dim=1)
+    table[padding_idx] = 0.0
+    return table
 
 
 def activation(name):
@@ -153,10 +265,13 @@ class Stack(nn.Module):
         self.layers = nn.ModuleList([Layer(cfg, decoder) for _ in range(cfg.decoder_layers if decoder else cfg.encoder_layers)])
         if cfg.normalize_before:
             self.layer_norm = nn.LayerNorm(cfg.d_model)
+        if cfg.layernorm_embedding:
+            self.layernorm_embedding = nn.LayerNorm(cfg.d_model)
         if not cfg.share:
             self.embed_tokens = nn.Embedding(cfg.target_vocab if decoder else cfg.vocab, cfg.d_model)
         if cfg.positions == "learned":
-            self.embed_positions = nn.Embedding(cfg.max_positions, cfg.d_model)
+            self.embed_positions = nn.Embedding(cfg.max_positions + cfg.position_offset, cfg.d_model)
+        self.is_decoder = decoder
 
 
 class Model(nn.Module):
@@ -169,11 +284,17 @@ class Model(nn.Module):
         self.model.decoder = Stack(cfg, True)
         if not cfg.tie:
             self.lm_head = nn.Linear(cfg.d_model, cfg.target_vocab, bias=False)
-        self.register_buffer("final_logits_bias", torch.zeros(1, cfg.target_vocab))
+        if cfg.final_logits_bias:
+            self.register_buffer("final_logits_bias", torch.zeros(1, cfg.target_vocab))
         self.cfg = cfg
         self.embed_scale = math.sqrt(cfg.d_model) if cfg.scale_embedding else 1.0
-        if cfg.positions != "learned":
+        if cfg.positions == "m2m100":
+            self.position_table = m2m100_position_table(cfg.max_positions + cfg.position_offset, cfg.d_model, cfg.pad)
+        elif cfg.positions != "learned":
             self.position_table = sinusoidal_table(cfg.max_positions, cfg.d_model, cfg.positions == "interleaved")
+        # M2M100 gives a decoder input equal to pad the all-zero row (see positions); the
+        # fixtures check that never happens, so the engine need not copy that corner.
+        self.decoder_pad_inputs = 0
 
     # --- pieces -----------------------------------------------------------------
     def embed_tokens(self, stack):
@@ -184,14 +305,31 @@ class Model(nn.Module):
             return self.lm_head.weight
         return self.embed_tokens(self.model.decoder).weight
 
-    def positions(self, stack, start, length):
-        if self.cfg.positions == "learned":
-            return stack.embed_positions.weight[start:start + length]
-        return self.position_table[start:start + length]
+    def positions(self, stack, ids, start):
+        """Position vectors for ids [B, T] at positions start.. (the rows they read)."""
+        cfg = self.cfg
+        length = ids.shape[1]
+        if cfg.positions == "m2m100":
+            pad = cfg.pad
+            not_pad = ids.ne(pad).long()
+            if stack.is_decoder:
+                # generate() feeds one token at a time with a cache: row step + 2, or the
+                # padding row for a pad token (create_position_ids_from_input_ids on one id).
+                rows = (torch.arange(start, start + length)[None, :] + 1) * not_pad + pad
+                self.decoder_pad_inputs += int((not_pad == 0).sum())
+            else:  # non-pad tokens count 1, 2, ...; right padding gives position + 2
+                rows = torch.cumsum(not_pad, dim=1) * not_pad + pad
+            return self.position_table[rows]
+        first = start + cfg.position_offset
+        if cfg.positions == "learned":
+            return stack.embed_positions.weight[first:first + length]
+        return self.position_table[first:first + length]
 
     def embed(self, stack, ids, start=0):
         x = self.embed_tokens(stack)(ids) * self.embed_scale
-        x = x + self.positions(stack, start, ids.shape[1])
+        x = x + self.positions(stack, ids, start)
+        if self.cfg.layernorm_embedding:
+            x = stack.layernorm_embedding(x)
         return F.dropout(x, self.cfg.dropout, self.training)
 
     def finish(self, stack, x):
@@ -210,7 +348,8 @@ class Model(nn.Module):
 
     # --- decoder: full pass and cached step ----------------------------------------
     def logits_from_hidden(self, h):
-        return h @ self.output_weight().T + self.final_logits_bias[0]
+        logits = h @ self.output_weight().T
+        return logits + self.final_logits_bias[0] if self.cfg.final_logits_bias else logits
 
     def decode_full(self, tokens, memory, memory_mask):
         """tokens [B, T] (starting with decoder_start) -> logits [B, T, V]."""
@@ -274,9 +413,30 @@ def shortlist_allowed(always, table, source_ids, bad_ids):
     return sorted(allowed)
 
 
-def greedy(model, memory, memory_mask, max_new, alpha=1.0, allowed=None, forced_eos=None):
+def force_token(lp, token):
+    """What transformers' ForcedBOS/ForcedEOSTokenLogitsProcessor leave: 0 for `token`,
+    -inf for every other id (so a forced step adds nothing to a hypothesis' score)."""
+    forced = torch.full_like(lp, float("-inf"))
+    forced[..., token] = 0.0
+    return forced
+
+
+def apply_forced(lp, step, max_new, forced_bos, forced_eos):
+    """generate()'s forced tokens: forced_bos_token_id at the first generated position
+    (cur_len 1: right after decoder_start), forced_eos_token_id at the last one
+    (cur_len max_length - 1); where both apply, EOS (the later processor) wins."""
+    if forced_bos is not None and step == 0:
+        lp = force_token(lp, forced_bos)
+    if forced_eos is not None and step == max_new - 1:
+        lp = force_token(lp, forced_eos)
+    return lp
+
+
+def greedy(model, memory, memory_mask, max_new, alpha=1.0, allowed=None, forced_eos=None, forced_bos=None):
     """One sentence (batch of 1). Returns (ids without start/EOS, normalised score).
-    `forced_eos`: forced (scored 0) at the last step, as in beam_search."""
+    `forced_eos`: forced (scored 0) at the last step, as in beam_search; `forced_bos`:
+    forced (scored 0) at the first step (a target-language token: it is part of the
+    returned ids and of the length)."""
     cfg = model.cfg
     bad = [w[0] for w in cfg.bad_words]
     cache = [None] * cfg.decoder_layers
@@ -284,9 +444,7 @@ def greedy(model, memory, memory_mask, max_new, alpha=1.0, allowed=None, forced_
     out, score = [], 0.0
     for step in range(max_new):
         lp = step_log_probs(model.decode_step(token, step, cache, memory, memory_mask), bad, allowed)[0]
-        if forced_eos is not None and step == max_new - 1:
-            lp = torch.full_like(lp, float("-inf"))
-            lp[forced_eos] = 0.0
+        lp = apply_forced(lp, step, max_new, forced_bos, forced_eos)
         nxt = int(torch.argmax(lp))
         score += float(lp[nxt])
         if nxt == cfg.eos:
@@ -297,7 +455,7 @@ def greedy(model, memory, memory_mask, max_new, alpha=1.0, allowed=None, forced_
 
 
 def beam_search(model, memory, memory_mask, beam, max_new, alpha=1.0, allowed=None, stop="first-k",
-                forced_eos=None):
+                forced_eos=None, forced_bos=None):
     """One sentence. Returns the best `beam` finished hypotheses [(ids, normalised score)],
     best first.
 
@@ -310,7 +468,9 @@ def beam_search(model, memory, memory_mask, beam, max_new, alpha=1.0, allowed=No
     finished (early_stopping=True); "heuristic" (early_stopping=False, Hugging Face's
     default) goes on while the best live hypothesis, normalised by its length so far,
     beats the worst finished one. `forced_eos`: this token is forced (scored 0) at the
-    last step, as the ForcedEOSTokenLogitsProcessor does.
+    last step, as the ForcedEOSTokenLogitsProcessor does; `forced_bos`: this token is
+    forced (scored 0) at the first step (ForcedBOSTokenLogitsProcessor), so one hypothesis
+    lives after it; it counts in the length like any generated token.
     Equal scores rank the lower token id, then the lower hypothesis first (torch.topk
     leaves their order unspecified)."""
     cfg = model.cfg
@@ -332,9 +492,7 @@ def beam_search(model, memory, memory_mask, beam, max_new, alpha=1.0, allowed=No
         for h_index, (ids, score) in enumerate(live):
             tokens = torch.tensor([[cfg.decoder_start] + ids])
             lp = step_log_probs(model.decode_full(tokens, memory, memory_mask)[0, -1], bad, allowed)
-            if forced_eos is not None and last:
-                lp = torch.full_like(lp, float("-inf"))
-                lp[forced_eos] = 0.0
+            lp = apply_forced(lp, step, max_new, forced_bos, forced_eos)
             # Only a hypothesis' 2*beam best tokens can be among the 2*beam best candidates;
             # every token whose total ties the 2*beam-th best total is kept, so the sort below
             # sees exactly the candidates a scan of the whole vocabulary would rank first.
@@ -375,8 +533,11 @@ def state_dict_for_export(model, older_export=False):
     cfg = model.cfg
     sd = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
     if cfg.store_positions and cfg.positions != "learned":
+        # M2M100's module keeps its table as `weights` (max_position_embeddings + 2 rows);
+        # transformers does not save it, fairseq-converted checkpoints may hold it.
+        name = "weights" if cfg.family == "m2m100" else "weight"
         for stack in ("encoder", "decoder"):
-            sd[f"model.{stack}.embed_positions.weight"] = model.position_table.clone()
+            sd[f"model.{stack}.embed_positions.{name}"] = model.position_table.clone()
     if older_export:
         if cfg.share:
             sd["model.encoder.embed_tokens.weight"] = sd["model.shared.weight"].clone()
