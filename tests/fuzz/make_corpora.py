@@ -19,7 +19,9 @@ with byte fallback, whitespace as suffix without escaping) seed fuzz_spm_model, 
 models spm_train trains with a small normalization rule table when Debian's
 sentencepiece is installed, and make two opus-mt-shaped checkpoints (MARIAN_VARIANTS:
 joint vocabulary; separate target vocabulary and tokenizer_config.json) whose converted
-files and JSON files seed fuzz_model_file and fuzz_checkpoint_json. Only the Python standard
+files and JSON files seed fuzz_model_file and fuzz_checkpoint_json. fuzz_text gets texts in many
+scripts, broken UTF-8 and long paragraphs under every option byte (TEXTS), and the en-de
+test split's first lines. Only the Python standard
 library is needed; everything but the legacy torch.save file (whose storage keys are memory
 addresses) comes out byte-identical on every run. Reproducers of fixed findings live
 beside the seeds as regress-* files and are kept.
@@ -358,6 +360,38 @@ def marian_seeds(convert, work):
         write("fuzz_checkpoint_json", name + ".json", json_input(files))
 
 
+# fuzz_text's inputs: a control byte (bit 0 model, bit 1 beam, bit 2 streamed text,
+# bit 3 sentence splitting), then the text.
+TEXTS = {
+    "plain": (0, "Open the file."),
+    "sentences_split": (8 | 1, "Dr. Smith went to the U.S. yesterday. It rained! Did it? \u00abYes.\u00bb Version 2.0 is out."),
+    "language_code_beam": (2, ">>fra<< Save the document </s> before closing"),
+    "scripts_streamed": (4 | 1, "Gr\u00fc\u00dfe \u6570\u636e\u3002\u6d4b\u8bd5\uff01 \u041f\u0440\u0438\u0432\u0435\u0442 "
+                                "\u0928\u092e\u0938\u094d\u0924\u0947\u0964 \u0645\u0631\u062d\u0628\u0627\u061f"),
+    "rewritten_chars": (1 | 2 | 4, "\uff21\uff22\uff23 \ufb01le \u2460\u3000x\u200b \u2581 \u00a0tab\there"),
+    "empty": (8, ""),
+    "blank_split": (8 | 1, "   \n\t  "),
+    "long_paragraph_split": (8 | 2, " ".join(["The quick brown fox jumps over the lazy dog."] * 40)),
+    "long_paragraph": (1, " ".join(["Ein sehr langer Satz ohne Ende und ohne Punkt"] * 30)),
+}
+BROKEN_TEXTS = {  # bytes that are no UTF-8
+    "broken_utf8": (4 | 8, b"caf\xc3 \xff\xfe \xed\xa0\x80 ok. Next \xe2\x96 one."),
+    "nul_bytes": (1 | 2, b"a\x00b </s>\x00<unk> <pad>"),
+}
+
+
+def text_seeds():
+    for name, (control, text) in TEXTS.items():
+        write("fuzz_text", name + ".txt", bytes([control]) + text.encode())
+    for name, (control, data) in BROKEN_TEXTS.items():
+        write("fuzz_text", name + ".txt", bytes([control]) + data)
+    # Real messages (the en-de test split), one per model and option set.
+    with open(os.path.join(ROOT, "tests", "fixtures", "en-de", "test.en"), encoding="utf-8") as f:
+        lines = [line.rstrip("\n") for line in f][:16]
+    for i, line in enumerate(lines):
+        write("fuzz_text", f"en_de_test_{i:02}.txt", bytes([i]) + line.encode())
+
+
 def write(target, name, data):
     directory = os.path.join(CORPUS, target)
     os.makedirs(directory, exist_ok=True)
@@ -407,6 +441,7 @@ def main():
         marian_seeds(convert, work)
         for name, model in list(SPM_MODELS.items()) + list(trained_spm_models(work).items()):
             write("fuzz_spm_model", name + ".spm", model)
+        text_seeds()
         for name, recipe in CONVERT_RECIPES.items():
             write("fuzz_convert", name + ".recipe", bytes(recipe) + bytes(rng.randrange(256) for _ in range(2048)))
         # The oracle fixtures' JSON files as they are committed (generation_eos5 has all three kinds).
