@@ -17,6 +17,7 @@
 
 #include "convert/convert_error.h"
 #include "convert/spm_model.h"
+#include "core/utf8.h"
 #include "support/test_support.h"
 #include "text/sentencepiece.h"
 
@@ -613,6 +614,43 @@ TEST_CASE("Hostile charsmaps never read out of bounds or loop", "[sentencepiece]
     }
   }
   CHECK(built > 200);
+}
+
+TEST_CASE("A charsmap replacement that is not UTF-8 is no rule: pieces stay text", "[sentencepiece][utf8]") {
+  const convert::SpmModel file = convert::read_spm_model(spm_dir() + "/models/unigram_nfkc.spm");
+  const std::string original(file.precompiled_charsmap);
+  uint32_t trie_size = 0;
+  std::memcpy(&trie_size, original.data(), 4);
+  const size_t replacements = 4 + size_t{trie_size};
+  REQUIRE(replacements + 100 < original.size());
+  // Characters nmt_nfkc rewrites (full-width letters, ligatures, circled digits, odd spaces).
+  const std::vector<std::string> texts = {"Hello ＡＢＣＤＥＦ ﬁﬂ ①②③ ㎏ ½", "Ünïcödé\u200b \u3000x ｶﾀｶﾅ",
+                                          "\xff\xfe abc ＡＢ", "™ ℃ Ⅻ ㈱ ﹏ ｛｝"};
+  std::mt19937 rng(77);
+  Encoding e;
+  std::string decoded;
+  size_t broken = 0;
+  for (int round = 0; round < 200; ++round) {
+    std::string map = original;
+    // Bytes that break UTF-8 (a stray continuation, a lead byte with no continuation,
+    // 0xff) written into the replacement strings only.
+    for (int i = 0; i < 400; ++i)
+      map[replacements + rng() % (map.size() - replacements)] = "\x80\xc3\xff\xed"[rng() % 4];
+    text::SentencePieceSpec spec = file.spec();
+    spec.precompiled_charsmap = map;
+    auto sp = SentencePiece::create(spec, "hostile.spm");
+    REQUIRE(sp.has_value());
+    for (const std::string& t : texts) {
+      REQUIRE(sp.value().encode(t, e));
+      const bool text_ok = detail::is_valid_utf8(e.normalized());
+      broken += !text_ok;
+      REQUIRE(text_ok);
+      for (const Piece& p : e.pieces()) REQUIRE(detail::is_valid_utf8(p.text));
+      REQUIRE(sp.value().decode(ids_of(e), decoded));
+      REQUIRE(detail::is_valid_utf8(decoded));
+    }
+  }
+  CHECK(broken == 0);
 }
 
 TEST_CASE("Random input never crashes any model", "[sentencepiece]") {

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "convert/convert.h"
+#include "core/utf8.h"
 #include "petrel_generated.h"
 #include "petrel/petrel.h"
 #include "petrel/translator.h"
@@ -233,8 +234,21 @@ TEST_CASE("text: any bytes tokenize without a crash, special texts and language 
     REQUIRE(t.value().ids.size() == t.value().pieces.size());
     REQUIRE(t.value().ids.back() == 0);  // EOS
     for (int32_t id : t.value().ids) REQUIRE((id >= 0 && static_cast<uint32_t>(id) < model->info().vocab_size));
-    REQUIRE(decode_text(*model, t.value().ids).has_value());
+    for (const std::string& piece : t.value().pieces) REQUIRE(detail::is_valid_utf8(piece));  // pieces are text
+    auto decoded = decode_text(*model, t.value().ids);
+    REQUIRE(decoded.has_value());
+    REQUIRE(detail::is_valid_utf8(decoded.value()));
   }
+  // A leading ">>...<<" is one token, as MarianTokenizer takes it (fuzz_text found raw
+  // bytes handed out here): malformed UTF-8 in it becomes U+FFFD, and it is <unk>.
+  auto t = tokenize(*model, ">>fr\x8f<< Datei");
+  REQUIRE(t.has_value());
+  CHECK(t.value().pieces[0] == ">>fr\xef\xbf\xbd<<");
+  CHECK(t.value().ids[0] == 1);  // <unk>
+  t = tokenize(*model, ">>fra<< Datei");
+  REQUIRE(t.has_value());
+  CHECK(t.value().pieces[0] == ">>fra<<");
+  CHECK(t.value().ids[0] != 1);
 }
 
 TEST_CASE("text: a hostile tokenizer section is refused at load, by field", "[text][format]") {

@@ -32,7 +32,8 @@ if [[ -z "$seconds" || ! "$seconds" =~ ^[0-9]+$ || "$seconds" -eq 0 ]]; then
   echo "tools/fuzz.sh: give the time per target: --minutes N or --seconds S (see --help)" >&2
   exit 2
 fi
-all=(fuzz_model_file fuzz_convert fuzz_safetensors fuzz_checkpoint_json fuzz_shortlist fuzz_pytorch_checkpoint)
+all=(fuzz_model_file fuzz_convert fuzz_safetensors fuzz_checkpoint_json fuzz_shortlist fuzz_pytorch_checkpoint
+     fuzz_spm_model fuzz_text)
 [[ ${#targets[@]} -eq 0 ]] && targets=("${all[@]}")
 for t in "${targets[@]}"; do
   [[ " ${all[*]} " == *" $t "* ]] || { echo "tools/fuzz.sh: unknown target $t (${all[*]})" >&2; exit 2; }

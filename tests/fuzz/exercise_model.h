@@ -98,11 +98,14 @@ inline void exercise(const std::shared_ptr<const Model>& loaded,
   if (info.has_text_tokenizer) {
     // Text through the file's tokenizer: known words, unknown ones (spelled as
     // characters or refused), multi-byte and broken UTF-8.
-    for (const char* text : {"w1 w2", "\xc3\xa4 x\xff", info.vocab.back().c_str()}) {
+    for (const char* text : {"w1 w2", "\xc3\xa4 x\xff", ">>fr\xc3<< the \xef\xbc\xa1 </s>", info.vocab.back().c_str()}) {
       auto ids = encode_text(model, text);
       if (!ids) continue;
       for (int32_t id : ids.value())
         require(id >= 0 && static_cast<uint32_t>(id) < info.vocab_size, "text encodes to source ids");
+      auto tokens = tokenize(model, text);
+      require(tokens.has_value() && tokens.value().ids == ids.value(), "tokenize gives encode_text's ids");
+      for (const std::string& piece : tokens.value().pieces) require(detail::is_valid_utf8(piece), "pieces are UTF-8");
       if (!ids.value().empty() && ids.value().size() <= info.max_positions) batch.push_back(ids.value());
     }
   }

@@ -7,22 +7,17 @@
 // overflow in use). The checkpoint is written to a temporary directory and converted
 // by convert_checkpoint. The converter may refuse it with ConvertError; a file it
 // writes must load and run (exercise_model.h) on the kernel path the recipe picks.
-#include <unistd.h>
-
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <fstream>
-#include <iterator>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "convert/convert.h"
 #include "exercise_model.h"
+#include "marian_checkpoint.h"
 
 namespace {
 
@@ -31,43 +26,10 @@ using json = nlohmann::json;
 
 constexpr size_t kRecipeBytes = 13;
 
-// A scratch directory for the checkpoint and the output (tmpfs if there is one),
-// made once and removed at exit.
-class Scratch {
- public:
-  Scratch() {
-    for (const char* base : {"/dev/shm", "/tmp"}) {
-      dir_ = std::string(base) + "/petrel-fuzz-convert-XXXXXX";
-      if (mkdtemp(dir_.data()) != nullptr) return;
-    }
-    std::fprintf(stderr, "fuzz_convert: cannot make a scratch directory\n");
-    std::abort();
-  }
-  ~Scratch() {
-    for (const char* file : kFiles) std::remove((dir_ + file).c_str());
-    rmdir(dir_.c_str());
-  }
-  const std::string& dir() const { return dir_; }
-  // Files a previous input may have left that this one does not write.
-  void clear() const {
-    for (const char* file : kFiles) std::remove((dir_ + file).c_str());
-  }
-
- private:
-  static constexpr const char* kFiles[] = {"/config.json", "/generation_config.json", "/vocab.json", "/lex.s2t",
-                                           "/model.safetensors", "/out.petrel", "/out.petrel.partial"};
-  std::string dir_;
-};
-
-const Scratch& scratch() {
-  static const Scratch s;
+// The checkpoint and the output, made once and removed at exit.
+const petrel::fuzz::ScratchDir& scratch() {
+  static const petrel::fuzz::ScratchDir s("petrel-fuzz-convert");
   return s;
-}
-
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  require(static_cast<bool>(out), "scratch files can be written");
 }
 
 // The weights: int8 steps from the input's tail (cycled; zeros without one) times 2^exponent.
@@ -86,22 +48,6 @@ class Weights {
   size_t size_, at_ = 0;
   float scale_;
 };
-
-// A safetensors file of f32 tensors.
-std::string safetensors(const std::map<std::string, std::pair<std::vector<uint64_t>, std::vector<float>>>& tensors) {
-  json header = json::object();
-  std::string data;
-  for (const auto& [name, tensor] : tensors) {
-    const auto& [shape, values] = tensor;
-    const size_t begin = data.size();
-    data.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
-    header[name] = {{"dtype", "F32"}, {"shape", shape}, {"data_offsets", {begin, data.size()}}};
-  }
-  const std::string text = header.dump();
-  std::string out(8, '\0');
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((uint64_t{text.size()} >> (8 * i)) & 0xff);
-  return out + text + data;
-}
 
 }  // namespace
 
@@ -131,48 +77,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Weights weights(data + kRecipeBytes, size - kRecipeBytes, r[12] % 160 - 64);  // up to 2^95: overflows in use
 
   // The checkpoint, in Hugging Face's MarianMT layout.
-  std::map<std::string, std::pair<std::vector<uint64_t>, std::vector<float>>> tensors;
-  auto add = [&](const std::string& name, std::vector<uint64_t> shape) {
-    uint64_t n = 1;
-    for (uint64_t s : shape) n *= s;
-    std::vector<float> values(n);
-    for (float& v : values) v = weights.next();
-    tensors[name] = {std::move(shape), std::move(values)};
-  };
-  if (shared) {
-    add("model.shared.weight", {vocab, d});
-  } else {
-    add("model.encoder.embed_tokens.weight", {vocab, d});
-    add("model.decoder.embed_tokens.weight", {target_vocab, d});
-  }
-  if (!tied) add("lm_head.weight", {target_vocab, d});
-  if (logits_bias) add("final_logits_bias", {1, target_vocab});
-  for (const std::string stack : {"encoder", "decoder"}) {
-    const std::string s = "model." + stack;
-    if (stored_positions) add(s + ".embed_positions.weight", {positions, d});
-    if (pre_ln) {
-      add(s + ".layer_norm.weight", {d});
-      add(s + ".layer_norm.bias", {d});
-    }
-    for (uint32_t l = 0; l < (stack == "encoder" ? encoder_layers : decoder_layers); ++l) {
-      const std::string p = s + ".layers." + std::to_string(l);
-      for (const std::string attn : {"self_attn", "encoder_attn"}) {
-        if (attn == "encoder_attn" && stack == "encoder") continue;
-        for (const char* proj : {"q_proj", "k_proj", "v_proj", "out_proj"}) {
-          add(p + "." + attn + "." + proj + ".weight", {d, d});
-          add(p + "." + attn + "." + proj + ".bias", {d});
-        }
-        add(p + "." + attn + "_layer_norm.weight", {d});
-        add(p + "." + attn + "_layer_norm.bias", {d});
-      }
-      add(p + ".fc1.weight", {ffn, d});
-      add(p + ".fc1.bias", {ffn});
-      add(p + ".fc2.weight", {d, ffn});
-      add(p + ".fc2.bias", {d});
-      add(p + ".final_layer_norm.weight", {d});
-      add(p + ".final_layer_norm.bias", {d});
-    }
-  }
+  fuzz::MarianShape shape;
+  shape.d = d;
+  shape.ffn = ffn;
+  shape.vocab = vocab;
+  shape.target_vocab = target_vocab;
+  shape.encoder_layers = encoder_layers;
+  shape.decoder_layers = decoder_layers;
+  shape.positions = positions;
+  shape.tied = tied;
+  shape.shared = shared;
+  shape.pre_ln = pre_ln;
+  shape.logits_bias = logits_bias;
+  shape.stored_positions = stored_positions;
+  const fuzz::Tensors tensors = fuzz::marian_tensors(shape, [&] { return weights.next(); });
   json config = {{"model_type", "marian"}, {"d_model", d}, {"encoder_layers", encoder_layers},
                  {"decoder_layers", decoder_layers}, {"encoder_attention_heads", heads},
                  {"decoder_attention_heads", heads}, {"encoder_ffn_dim", ffn}, {"decoder_ffn_dim", ffn},
@@ -182,14 +100,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                  {"share_encoder_decoder_embeddings", shared}, {"bad_words_ids", {{pad}}}};
   const std::string& dir = scratch().dir();
   scratch().clear();
-  write_file(dir + "/config.json", config.dump());
-  write_file(dir + "/model.safetensors", safetensors(tensors));
+  fuzz::write_file(dir + "/config.json", config.dump());
+  fuzz::write_file(dir + "/model.safetensors", fuzz::safetensors(tensors));
   if (generation) {
     json g = {{"num_beams", 1 + r[11] % 4}, {"max_length", r[11] / 4 % 8}, {"early_stopping", (r[11] & 32) != 0},
               {"length_penalty", (r[11] & 64) ? 0.0 : 1.5}};
     if (r[11] & 128) g["forced_eos_token_id"] = eos;
     if (g["max_length"] == 0) g.erase("max_length");
-    write_file(dir + "/generation_config.json", g.dump());
+    fuzz::write_file(dir + "/generation_config.json", g.dump());
   }
   convert::ConvertOptions o;
   o.checkpoint_dir = dir;
@@ -203,12 +121,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (with_vocab) {
     json v = json::object();
     for (uint32_t i = 0; i < vocab; ++i) v["t" + std::to_string(i)] = i;
-    write_file(dir + "/vocab.json", v.dump());
+    fuzz::write_file(dir + "/vocab.json", v.dump());
     if (shortlist) {
       std::string lex;
       for (uint32_t i = 0; i < vocab; ++i)
         lex += "t" + std::to_string((i * 7 + r[11]) % vocab) + " t" + std::to_string(i) + " 0.5\n";
-      write_file(dir + "/lex.s2t", lex);
+      fuzz::write_file(dir + "/lex.s2t", lex);
       o.shortlist_path = dir + "/lex.s2t";
       o.shortlist_first = r[11] % 3;
       o.shortlist_best = 1 + r[11] / 3 % 3;
@@ -222,8 +140,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (verbose) std::fprintf(stderr, "fuzz_convert: refused: %s\n", e.what());
     return 0;
   }
-  std::ifstream in(o.output_path, std::ios::binary);
-  const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string file = fuzz::read_file(o.output_path);
   auto loaded = Model::load_from_memory(file.data(), file.size(), "converted.petrel");
   if (!loaded) std::fprintf(stderr, "fuzz_convert: %s\n", loaded.error().message.c_str());
   require(loaded.has_value(), "what the converter writes, the engine loads");

@@ -13,7 +13,15 @@ Their model.safetensors (written in F32, F16, BF16 and F64), config.json /
 generation_config.json / vocab.json, a lex.s2t and the committed small pickle fixtures
 (plus, when Debian's python3-torch is installed, the first checkpoint saved by
 torch.save in both formats) seed the other targets. fuzz_convert gets recipes of
-shapes and options (CONVERT_RECIPES) with random weight bytes. Only the Python standard
+shapes and options (CONVERT_RECIPES) with random weight bytes. Three small SentencePiece
+models written here (SPM_MODELS: unigram with language codes and an unused piece, BPE
+with byte fallback, whitespace as suffix without escaping) seed fuzz_spm_model, with two
+models spm_train trains with a small normalization rule table when Debian's
+sentencepiece is installed, and make two opus-mt-shaped checkpoints (MARIAN_VARIANTS:
+joint vocabulary; separate target vocabulary and tokenizer_config.json) whose converted
+files and JSON files seed fuzz_model_file and fuzz_checkpoint_json. fuzz_text gets texts in many
+scripts, broken UTF-8 and long paragraphs under every option byte (TEXTS), and the en-de
+test split's first lines. Only the Python standard
 library is needed; everything but the legacy torch.save file (whose storage keys are memory
 addresses) comes out byte-identical on every run. Reproducers of fixed findings live
 beside the seeds as regress-* files and are kept.
@@ -62,7 +70,7 @@ def safetensors(tensors, dtype_of):
     return struct.pack("<Q", len(text)) + text + b"".join(blobs)
 
 
-def checkpoint(rng, *, shared, tied, pre_ln, learned, target_vocab=VOCAB):
+def checkpoint(rng, *, shared, tied, pre_ln, learned, target_vocab=VOCAB, vocab=VOCAB):
     t = {}
 
     def add(name, *shape, scale=0.4, around=0.0):
@@ -72,9 +80,9 @@ def checkpoint(rng, *, shared, tied, pre_ln, learned, target_vocab=VOCAB):
         t[name] = (list(shape), [around + rng.gauss(0, scale) for _ in range(n)])
 
     if shared:
-        add("model.shared.weight", VOCAB, D)
+        add("model.shared.weight", vocab, D)
     else:
-        add("model.encoder.embed_tokens.weight", VOCAB, D)
+        add("model.encoder.embed_tokens.weight", vocab, D)
         add("model.decoder.embed_tokens.weight", target_vocab, D)
     if not tied:
         add("lm_head.weight", target_vocab, D)
@@ -153,15 +161,16 @@ def lex_s2t(rng):
     return "\n".join(lines) + "\n"
 
 
+JSON_PARTS = ("config.json", "generation_config.json", "vocab.json", "target_vocab.json", "tokenizer_config.json")
+
+
 def json_input(files):
-    """fuzz_checkpoint_json's input: config.json, generation_config.json, vocab.json
-    separated by NUL bytes; a vocabulary without a generation config gets an empty one."""
-    parts = [files["config.json"]]
-    if "generation_config.json" in files or "vocab.json" in files:
-        parts.append(files.get("generation_config.json", "{}"))
-    if "vocab.json" in files:
-        parts.append(files["vocab.json"])
-    return "\0".join(parts)
+    """fuzz_checkpoint_json's input: config.json, generation_config.json, vocab.json,
+    target_vocab.json, tokenizer_config.json separated by NUL bytes, up to the last one
+    present; a part before it that the checkpoint lacks is written as "{}" (a generation
+    or tokenizer config with no keys; "{}" as a vocabulary is refused, which is fine)."""
+    last = max(i for i, name in enumerate(JSON_PARTS) if name in files)
+    return "\0".join(files.get(name, "{}") for name in JSON_PARTS[:last + 1])
 
 
 # fuzz_convert's recipes (its first 13 bytes, see fuzz_convert.cpp), then weight bytes.
@@ -182,6 +191,205 @@ CONVERT_RECIPES = {
     # weights of 2^95: activations overflow to infinity, decoding stops with an error
     "overflowing_weights": [7, 1, 15, 11, 0, 0, 15, 1 | 2, 2 + 3 * 2, 11, 0, 0, 159],
 }
+
+
+# --- SentencePiece models (.spm: a serialized sentencepiece ModelProto) ---------------
+NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
+
+
+def pb_varint(value):
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def pb_bytes(number, payload):
+    payload = payload.encode() if isinstance(payload, str) else payload
+    return pb_varint(number << 3 | 2) + pb_varint(len(payload)) + payload
+
+
+def pb_uint(number, value):
+    return pb_varint(number << 3) + pb_varint(value)
+
+
+def spm_model(pieces, *, bpe=False, byte_fallback=False, suffix=False, unk_surface=None, name="identity",
+              dummy_prefix=True, remove_spaces=True, escape=True):
+    """pieces: [(piece, score, type)] -> a ModelProto's bytes (what spm_train writes,
+    reduced to the fields Petrel reads)."""
+    out = b"".join(pb_bytes(1, pb_bytes(1, p) + pb_varint(2 << 3 | 5) + struct.pack("<f", score) + pb_uint(3, t))
+                   for p, score, t in pieces)
+    trainer = pb_uint(3, 2 if bpe else 1) + pb_uint(24, suffix) + pb_uint(35, byte_fallback)
+    if unk_surface is not None:
+        trainer += pb_bytes(44, unk_surface)
+    out += pb_bytes(2, trainer)
+    out += pb_bytes(3, pb_bytes(1, name) + pb_uint(3, dummy_prefix) + pb_uint(4, remove_spaces) + pb_uint(5, escape))
+    return out
+
+
+SPECIALS = [("<unk>", 0.0, UNKNOWN), ("<s>", 0.0, CONTROL), ("</s>", 0.0, CONTROL)]
+WORDS = ["\u2581the", "\u2581Haus", "\u2581is", "\u2581small", "\u2581\u00e4", "\u6570\u636e", "ing", "er"]
+LETTERS = ["\u2581"] + [chr(c) for c in range(ord("a"), ord("z") + 1)] + ["H", "\u00e4", "\u6570", "\u636e"]
+
+# name -> a small model exercising one set of features
+SPM_MODELS = {
+    # unigram: words, letters, a language code, an unused piece
+    "unigram_udf_unused": spm_model(
+        SPECIALS + [(">>fra<<", 0.0, USER_DEFINED), (">>deu<<", 0.0, USER_DEFINED)]
+        + [(w, -2.0 - i / 4, NORMAL) for i, w in enumerate(WORDS)]
+        + [(c, -6.0 - i / 8, NORMAL) for i, c in enumerate(LETTERS)] + [("\u2581unused", -3.0, UNUSED)]),
+    # BPE with byte fallback: every <0xNN> piece, merges by score
+    "bpe_bytes": spm_model(
+        SPECIALS + [(f"<0x{b:02X}>", 0.0, BYTE) for b in range(256)]
+        + [(w, -1.0 - i, NORMAL) for i, w in enumerate(["\u2581t", "he", "\u2581the", "in", "ing", "\u2581H", "aus"])]
+        + [(c, -20.0 - i, NORMAL) for i, c in enumerate(LETTERS)], bpe=True, byte_fallback=True),
+    # whitespace as a suffix, spaces not escaped, no dummy prefix, extra spaces kept, own unk surface
+    "unigram_suffix_noescape": spm_model(
+        SPECIALS + [(w, -2.0 - i, NORMAL) for i, w in enumerate(["the ", "Haus ", "is ", " ", "  "])]
+        + [(c, -6.0 - i / 8, NORMAL) for i, c in enumerate(LETTERS[1:])],
+        suffix=True, escape=False, dummy_prefix=False, remove_spaces=False, unk_surface="<?>"),
+}
+
+
+def trained_spm_models(work):
+    """spm_train's own output with a small charsmap (a custom normalization rule table:
+    full-width letters, a ligature, a circled digit, the ideographic space), unigram with
+    byte fallback and a user-defined symbol, and BPE; {} without Debian's sentencepiece."""
+    if not shutil.which("spm_train"):
+        print("sentencepiece (spm_train) not installed: no trained .spm seeds for fuzz_spm_model")
+        return {}
+    rng = random.Random(97)
+    words = ["the", "house", "is", "small", "Haus", "klein", "ist", "das", "\uff21\uff22", "\ufb01le", "\u2460", "data"]
+    with open(os.path.join(work, "train.txt"), "w", encoding="utf-8") as f:
+        f.write("\n".join(" ".join(rng.choice(words) for _ in range(6)) for _ in range(300)) + "\n")
+    with open(os.path.join(work, "rules.tsv"), "w") as f:
+        f.write("FF21\t41\nFF22\t42\nFB01\t66 69\n2460\t31\n3000\t20\n")
+    models = {}
+    # Relative paths: the trainer spec records them, and the bytes must not depend on the directory.
+    for name, flags in (("trained_unigram_rules_bytes", ["--vocab_size=300", "--byte_fallback=true",
+                                                         "--user_defined_symbols=>>fra<<"]),
+                        ("trained_bpe_rules", ["--model_type=bpe", "--vocab_size=60"])):
+        subprocess.run(["spm_train", "--input=train.txt", "--model_prefix=" + name, "--normalization_rule_tsv=rules.tsv",
+                        "--num_threads=1", "--hard_vocab_limit=false", "--minloglevel=2"] + flags,
+                       cwd=work, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with open(os.path.join(work, name + ".model"), "rb") as f:
+            models[name] = f.read()
+    return models
+
+
+def spm_pieces(model):
+    """The piece strings of a ModelProto written by spm_model (field 1, field 1 inside)."""
+    pieces, at = [], 0
+
+    def varint():
+        nonlocal at
+        value, shift = 0, 0
+        while True:
+            byte = model[at]
+            at += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                return value
+
+    while at < len(model):
+        tag = varint()
+        length = varint()
+        body = model[at:at + length]
+        at += length
+        if tag == (1 << 3 | 2):
+            assert body[0] == 0x0A
+            pieces.append(body[2:2 + body[1]].decode())
+    return pieces
+
+
+# Opus-mt-shaped checkpoints (source.spm, target.spm, vocab.json [+ target_vocab.json,
+# tokenizer_config.json]) converted by petrel-convert: model files with a Marian tokenizer.
+MARIAN_VARIANTS = {
+    # one vocabulary: every piece of both models, unigram source, BPE target with byte fallback
+    "marian_shared": ("unigram_udf_unused", "bpe_bytes", False, None),
+    # separate target vocabulary, no clean-up, the source vocabulary lacking two pieces (<unk> for them)
+    "marian_separate": ("unigram_suffix_noescape", "unigram_udf_unused", True,
+                        {"clean_up_tokenization_spaces": False}),
+}
+
+
+def marian_seeds(convert, work):
+    rng = random.Random(1613)
+    for name, (source, target, separate, tokenizer_config) in MARIAN_VARIANTS.items():
+        ckpt = os.path.join(work, name)
+        os.makedirs(ckpt)
+        source_pieces, target_pieces = spm_pieces(SPM_MODELS[source]), spm_pieces(SPM_MODELS[target])
+        if separate:
+            vocab = [p for p in source_pieces if p not in ("Haus ", "z")] + ["<pad>"]
+            target_vocab = target_pieces + ["<pad>"]
+        else:
+            vocab = source_pieces + [p for p in target_pieces if p not in source_pieces] + ["<pad>"]
+            target_vocab = vocab
+        overrides = {"vocab_size": len(vocab), "decoder_vocab_size": len(target_vocab),
+                     "pad_token_id": len(target_vocab) - 1, "decoder_start_token_id": len(target_vocab) - 1,
+                     "eos_token_id": target_vocab.index("</s>"), "bad_words_ids": [[len(target_vocab) - 1]]}
+        if separate:
+            overrides.update(tie_word_embeddings=False, share_encoder_decoder_embeddings=False)
+        files = {"config.json": json.dumps(config(**overrides), indent=1),
+                 "vocab.json": json.dumps({t: i for i, t in enumerate(vocab)}, indent=1, ensure_ascii=False)}
+        if separate:
+            files["target_vocab.json"] = json.dumps({t: i for i, t in enumerate(target_vocab)}, indent=1,
+                                                    ensure_ascii=False)
+        if tokenizer_config is not None:
+            files["tokenizer_config.json"] = json.dumps(tokenizer_config)
+        for file, text in files.items():
+            with open(os.path.join(ckpt, file), "w", encoding="utf-8") as f:
+                f.write(text)
+        for file, model in (("source.spm", SPM_MODELS[source]), ("target.spm", SPM_MODELS[target])):
+            with open(os.path.join(ckpt, file), "wb") as f:
+                f.write(model)
+        tensors = checkpoint(rng, shared=not separate, tied=not separate, pre_ln=False, learned=False,
+                             target_vocab=len(target_vocab), vocab=len(vocab))
+        with open(os.path.join(ckpt, "model.safetensors"), "wb") as f:
+            f.write(safetensors(tensors, lambda _: "F32"))
+        out = os.path.join(work, name + ".petrel")
+        subprocess.run([convert, ckpt, "-o", out, "--quiet"], check=True)
+        with open(out, "rb") as f:
+            write("fuzz_model_file", name + ".petrel", f.read())
+        write("fuzz_checkpoint_json", name + ".json", json_input(files))
+
+
+# fuzz_text's inputs: a control byte (bit 0 model, bit 1 beam, bit 2 streamed text,
+# bit 3 sentence splitting), then the text.
+TEXTS = {
+    "plain": (0, "Open the file."),
+    "sentences_split": (8 | 1, "Dr. Smith went to the U.S. yesterday. It rained! Did it? \u00abYes.\u00bb Version 2.0 is out."),
+    "language_code_beam": (2, ">>fra<< Save the document </s> before closing"),
+    "scripts_streamed": (4 | 1, "Gr\u00fc\u00dfe \u6570\u636e\u3002\u6d4b\u8bd5\uff01 \u041f\u0440\u0438\u0432\u0435\u0442 "
+                                "\u0928\u092e\u0938\u094d\u0924\u0947\u0964 \u0645\u0631\u062d\u0628\u0627\u061f"),
+    "rewritten_chars": (1 | 2 | 4, "\uff21\uff22\uff23 \ufb01le \u2460\u3000x\u200b \u2581 \u00a0tab\there"),
+    "empty": (8, ""),
+    "blank_split": (8 | 1, "   \n\t  "),
+    "long_paragraph_split": (8 | 2, " ".join(["The quick brown fox jumps over the lazy dog."] * 40)),
+    "long_paragraph": (1, " ".join(["Ein sehr langer Satz ohne Ende und ohne Punkt"] * 30)),
+}
+BROKEN_TEXTS = {  # bytes that are no UTF-8
+    "broken_utf8": (4 | 8, b"caf\xc3 \xff\xfe \xed\xa0\x80 ok. Next \xe2\x96 one."),
+    "nul_bytes": (1 | 2, b"a\x00b </s>\x00<unk> <pad>"),
+}
+
+
+def text_seeds():
+    for name, (control, text) in TEXTS.items():
+        write("fuzz_text", name + ".txt", bytes([control]) + text.encode())
+    for name, (control, data) in BROKEN_TEXTS.items():
+        write("fuzz_text", name + ".txt", bytes([control]) + data)
+    # Real messages (the en-de test split), one per model and option set.
+    with open(os.path.join(ROOT, "tests", "fixtures", "en-de", "test.en"), encoding="utf-8") as f:
+        lines = [line.rstrip("\n") for line in f][:16]
+    for i, line in enumerate(lines):
+        write("fuzz_text", f"en_de_test_{i:02}.txt", bytes([i]) + line.encode())
 
 
 def write(target, name, data):
@@ -230,6 +438,10 @@ def main():
             write("fuzz_checkpoint_json", name + ".json", json_input(files))
             if lex:
                 write("fuzz_shortlist", name + ".s2t", bytes([3, 1]) + files["lex.s2t"].encode())
+        marian_seeds(convert, work)
+        for name, model in list(SPM_MODELS.items()) + list(trained_spm_models(work).items()):
+            write("fuzz_spm_model", name + ".spm", model)
+        text_seeds()
         for name, recipe in CONVERT_RECIPES.items():
             write("fuzz_convert", name + ".recipe", bytes(recipe) + bytes(rng.randrange(256) for _ in range(2048)))
         # The oracle fixtures' JSON files as they are committed (generation_eos5 has all three kinds).

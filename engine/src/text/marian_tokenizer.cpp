@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 
+#include "core/utf8.h"
 #include "text/spm_normalizer.h"
 
 namespace petrel::text {
@@ -139,7 +140,16 @@ Result<TokenizedText> MarianTokenizer::tokenize(std::string_view text) const {
     }
     // A leading language code is a token; every match of the pattern leaves the text.
     auto [begin, end] = language_code_match(chunk, 0);
-    if (begin == 0) add(chunk.substr(0, end), vocab_id(chunk.substr(0, end)));
+    if (begin == 0) {
+      const std::string_view code = chunk.substr(0, end);
+      // The input's own bytes become a piece: malformed UTF-8 in them becomes U+FFFD, as
+      // the normalizer makes it elsewhere, so pieces stay text (no vocabulary token, all
+      // UTF-8, could match such a code: it is <unk> either way).
+      if (detail::is_valid_utf8(code))
+        add(code, vocab_id(code));
+      else
+        add(detail::to_valid_utf8(code), parts_.unk_id);
+    }
     rest.clear();
     size_t from = 0;
     for (; begin != std::string_view::npos; std::tie(begin, end) = language_code_match(chunk, end)) {

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "core/utf8.h"
+
 namespace petrel::text {
 
 namespace utf8 {
@@ -83,7 +85,11 @@ size_t CharsMap::longest_match(std::string_view text, std::string_view& replacem
     const char* begin = replacements_.data() + at;
     const size_t room = replacements_.size() - at;
     const void* nul = std::memchr(begin, '\0', room);
-    replacement = std::string_view(begin, nul ? static_cast<size_t>(static_cast<const char*>(nul) - begin) : room);
+    const std::string_view rewritten(begin, nul ? static_cast<size_t>(static_cast<const char*>(nul) - begin) : room);
+    // Not text (no map spm_train writes has such a rule; an offset into the middle of a
+    // character makes one): not a rule, so normalized text, hence every piece, stays UTF-8.
+    if (!detail::is_valid_utf8(rewritten)) continue;
+    replacement = rewritten;
     longest = i + 1;
   }
   return longest;

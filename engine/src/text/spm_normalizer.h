@@ -45,7 +45,8 @@ class CharsMap {
 
   bool empty() const { return unit_count_ == 0; }
   // The longest rule that is a prefix of `text` (0 if none) and its replacement.
-  // A rule whose replacement offset lies outside the string block is ignored.
+  // A rule whose replacement offset lies outside the string block, or whose
+  // replacement is not valid UTF-8, is ignored.
   size_t longest_match(std::string_view text, std::string_view& replacement) const;
 
  private:
