@@ -16,17 +16,7 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-std::shared_ptr<const Model> en_de() {
-  static TempDir tmp;
-  static const std::string path = [] {
-    convert::ConvertOptions o;
-    o.checkpoint_dir = std::string(PETREL_SOURCE_DIR) + "/tools/en-de-model";
-    o.output_path = tmp.file("en-de.petrel");
-    convert::convert_checkpoint(o);
-    return o.output_path;
-  }();
-  return load_model(path);
-}
+std::shared_ptr<const Model> en_de() { return load_model(en_de_model_path()); }
 
 std::vector<std::string> test_sentences(size_t count) {
   std::ifstream in(fixture_dir() + "/en-de/test.en");

@@ -39,18 +39,6 @@ std::vector<std::string> references() {
   return out;
 }
 
-std::string converted(DType dtype) {
-  static TempDir tmp;
-  static std::map<DType, std::string> done;
-  if (done.count(dtype)) return done[dtype];
-  convert::ConvertOptions o;
-  o.checkpoint_dir = std::string(PETREL_SOURCE_DIR) + "/tools/en-de-model";
-  o.output_path = tmp.file(std::string("en-de-") + to_string(dtype) + ".petrel");
-  o.linear_dtype = o.embedding_dtype = dtype;
-  convert::convert_checkpoint(o);
-  return done[dtype] = o.output_path;
-}
-
 // Code points of `text` without Python's whitespace (str.split()), for chrF.
 std::vector<std::u32string::value_type> characters(const std::string& text) {
   std::vector<char32_t> out;
@@ -101,7 +89,7 @@ double corpus_chrf(const std::vector<std::string>& hyps, const std::vector<std::
 }
 
 std::vector<std::string> translate_sample(DType dtype, const std::string& isa = "") {
-  auto translator = Translator::create(load_model(converted(dtype)), {isa, 1});
+  auto translator = Translator::create(load_model(en_de_model_path(dtype)), {isa, 1});
   REQUIRE(translator.has_value());
   std::vector<std::string> sources;
   for (const auto& s : sentences()) sources.push_back(s["source"]);
@@ -120,7 +108,7 @@ std::vector<std::string> translate_sample(DType dtype, const std::string& isa = 
 }  // namespace
 
 TEST_CASE("en-de: f32 greedy translations of 200 test sentences equal PyTorch's, text in and out", "[en-de]") {
-  auto model = load_model(converted(DType::kF32));
+  auto model = load_model(en_de_model_path(DType::kF32));
   auto translator = Translator::create(model);
   REQUIRE(translator.has_value());
   TranslateOptions greedy;
@@ -168,7 +156,7 @@ TEST_CASE("en-de: chrF here is metrics.py's, and int8 stays within 1.0 chrF of f
 
 TEST_CASE("en-de: int8 agrees with the f32 oracle's teacher-forced choices", "[en-de]") {
   const std::string isa = GENERATE(from_range(runnable_isas()));
-  auto model = load_model(converted(DType::kInt8));
+  auto model = load_model(en_de_model_path(DType::kInt8));
   kernels::Isa id;
   REQUIRE(kernels::parse_isa(isa, &id));
   threads::ThreadPool pool(1);

@@ -15,17 +15,7 @@ using namespace petrel::test;
 
 namespace {
 
-std::shared_ptr<const Model> en_de_model() {
-  static TempDir tmp;
-  static const std::string path = [] {
-    convert::ConvertOptions o;
-    o.checkpoint_dir = std::string(PETREL_SOURCE_DIR) + "/tools/en-de-model";
-    o.output_path = tmp.file("en-de.petrel");
-    convert::convert_checkpoint(o);
-    return o.output_path;
-  }();
-  return load_model(path);
-}
+std::shared_ptr<const Model> en_de_model() { return load_model(en_de_model_path()); }
 
 const std::vector<std::string> kTexts = {"You need to specify a command.", "Open file",
                                          "Unable to correct missing packages."};

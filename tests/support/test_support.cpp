@@ -1,6 +1,7 @@
 #include "support/test_support.h"
 
 #include <cstdlib>
+#include <map>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -69,6 +70,19 @@ void use_fixture_options(convert::ConvertOptions& o) {
   o.positions = convert::parse_position_choice(e.value("convert_positions", "auto"));
   const std::string norm = e.value("convert_norm", "auto");
   if (norm != "auto") o.norm = convert::parse_norm(norm);
+}
+
+std::string en_de_model_path(DType dtype) {
+  static TempDir tmp;
+  static std::map<DType, std::string> converted;
+  auto it = converted.find(dtype);
+  if (it != converted.end()) return it->second;
+  convert::ConvertOptions o;
+  o.checkpoint_dir = std::string(PETREL_SOURCE_DIR) + "/tools/en-de-model";
+  o.output_path = tmp.file(std::string("en-de-") + to_string(dtype) + ".petrel");
+  o.linear_dtype = o.embedding_dtype = dtype;
+  convert::convert_checkpoint(o);
+  return converted[dtype] = o.output_path;
 }
 
 size_t subset_stride() {

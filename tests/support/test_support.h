@@ -28,6 +28,9 @@ void use_fixture_options(convert::ConvertOptions& o);
 // sets PETREL_TEST_SUBSET (emulated CPUs and sanitizer builds, where the whole set
 // takes minutes per test; tools/test.sh and the cross test presets set it).
 size_t subset_stride();
+// The bundled en-de model (tools/en-de-model) converted with dtype weights and
+// embeddings: once per dtype and process, into a process-wide temporary directory.
+std::string en_de_model_path(DType dtype = DType::kInt8);
 // Model::load, throwing the loader's message on failure (Catch reports it).
 std::shared_ptr<const Model> load_model(const std::string& path);
 
