@@ -177,6 +177,19 @@ Error too_long(size_t input, size_t tokens, const ModelInfo& info, bool splittin
                    (splitting ? "" : " (split long inputs into sentences: BatchOptions::split_sentences)")};
 }
 
+// Runs a batch job, reporting its own failures as statuses: out of memory, or a worker
+// thread that could not start.
+template <typename Job>
+Status without_exceptions(Job&& job) {
+  try {
+    return job();
+  } catch (const std::bad_alloc&) {
+    return Error{ErrorCode::kOutOfMemory, "out of memory"};
+  } catch (const std::system_error& e) {
+    return Error{ErrorCode::kInternal, std::string("cannot start a worker thread: ") + e.what()};
+  }
+}
+
 }  // namespace
 
 Status BatchTranslator::translate(const std::vector<std::vector<int32_t>>& inputs, const TranslateOptions& options,
@@ -184,7 +197,7 @@ Status BatchTranslator::translate(const std::vector<std::vector<int32_t>>& input
   Status s = check_batching(options, batching);
   if (!s) return s;
   auto start = std::chrono::steady_clock::now();
-  try {
+  return without_exceptions([&]() -> Status {
     const ModelInfo& info = impl_->model->info();
     std::vector<Unit> units;
     std::vector<size_t> first_unit;
@@ -220,11 +233,7 @@ Status BatchTranslator::translate(const std::vector<std::vector<int32_t>>& input
     totals.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     impl_->totals = totals;
     return s;
-  } catch (const std::bad_alloc&) {
-    return Error{ErrorCode::kOutOfMemory, "out of memory"};
-  } catch (const std::system_error& e) {  // a worker thread could not start
-    return Error{ErrorCode::kInternal, std::string("cannot start a worker thread: ") + e.what()};
-  }
+  });
 }
 
 Status BatchTranslator::translate_text(const std::vector<std::string>& texts, const TranslateOptions& options,
@@ -235,7 +244,7 @@ Status BatchTranslator::translate_text(const std::vector<std::string>& texts, co
   if (!model.info().has_text_tokenizer)
     return Error{ErrorCode::kUnsupported, "this model file carries no text tokenizer; pass token ids"};
   auto start = std::chrono::steady_clock::now();
-  try {
+  return without_exceptions([&]() -> Status {
     const ModelInfo& info = model.info();
     std::vector<Unit> units;
     std::vector<size_t> first_unit;
@@ -316,11 +325,7 @@ Status BatchTranslator::translate_text(const std::vector<std::string>& texts, co
     totals.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     impl_->totals = totals;
     return s;
-  } catch (const std::bad_alloc&) {
-    return Error{ErrorCode::kOutOfMemory, "out of memory"};
-  } catch (const std::system_error& e) {  // a worker thread could not start
-    return Error{ErrorCode::kInternal, std::string("cannot start a worker thread: ") + e.what()};
-  }
+  });
 }
 
 }  // namespace petrel
