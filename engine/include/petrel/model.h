@@ -163,6 +163,6 @@ class Model {
 // Library and newest readable file-format versions.
 PETREL_API const char* library_version();
 constexpr uint32_t kFormatMajor = 1;
-constexpr uint32_t kFormatMinor = 2;  // 1.1: optional shortlist; 1.2: generation defaults
+constexpr uint32_t kFormatMinor = 3;  // 1.1: optional shortlist; 1.2: generation defaults; 1.3: multilingual families
 
 }  // namespace petrel
