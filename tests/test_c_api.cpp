@@ -1,6 +1,7 @@
 // The C API gives what the C++ API gives, reports errors as codes and messages,
 // and one model serves several threads with a session each.
 #include <catch2/catch.hpp>
+#include <cstddef>
 #include <fstream>
 #include <thread>
 
@@ -187,6 +188,39 @@ TEST_CASE("C API: petrel_options carries its size, and a wrong size is refused",
   CHECK(petrel_translate_ids(session, inputs, lengths, 1, &options, &result) == PETREL_INVALID_ARGUMENT);
   CHECK_THAT(petrel_last_error(), Catch::Matchers::Contains("newer petrel.h"));
   CHECK(result == nullptr);
+
+  // A target prefix is forced, part of the output, and what the C++ API gives.
+  petrel_options_init(&options);
+  const int32_t prefix[] = {5, 6};
+  options.target_prefix = prefix;
+  options.target_prefix_length = 2;
+  options.max_new_tokens = 8;
+  const Outputs with_prefix = translate_c(session, options);
+  REQUIRE(with_prefix.size() == kInputs.size());
+  auto cpp_model = petrel::Model::load(path);
+  REQUIRE(cpp_model.has_value());
+  auto translator = petrel::Translator::create(cpp_model.value());
+  petrel::TranslateOptions o;
+  o.max_new_tokens = 8;
+  o.target_prefix = {5, 6};
+  auto from_cpp = translator.value().translate(kInputs, o);
+  REQUIRE(from_cpp.has_value());
+  for (size_t i = 0; i < kInputs.size(); ++i) {
+    REQUIRE(with_prefix[i].first.size() >= 2);
+    CHECK(std::vector<int32_t>(with_prefix[i].first.begin(), with_prefix[i].first.begin() + 2) == std::vector<int32_t>{5, 6});
+    CHECK(with_prefix[i].first == from_cpp.value()[i].hypotheses[0].ids);
+  }
+  // A caller built before the prefix existed: its struct ends earlier, the prefix is not read.
+  options.struct_size = offsetof(petrel_options, source_language);
+  CHECK(translate_c(session, options) != with_prefix);
+  options.struct_size = sizeof(petrel_options);
+  options.target_prefix = nullptr;
+  CHECK(petrel_translate_ids(session, inputs, lengths, 1, &options, &result) == PETREL_INVALID_ARGUMENT);
+  CHECK_THAT(petrel_last_error(), Catch::Matchers::Contains("target_prefix is NULL"));
+  options.target_prefix_length = 0;
+  options.target_language = "de";  // a single-pair model has no language codes
+  CHECK(petrel_translate_ids(session, inputs, lengths, 1, &options, &result) == PETREL_INVALID_ARGUMENT);
+  CHECK_THAT(petrel_last_error(), Catch::Matchers::Contains("unknown target language 'de'"));
   petrel_session_free(session);
   petrel_model_free(model);
 }

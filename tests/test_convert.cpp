@@ -197,8 +197,8 @@ struct BadCheckpoint {
   std::map<std::string, RawTensor> tensors;
   nlohmann::json config;
 
-  BadCheckpoint() {
-    copy_dir(oracle_dir("post_swish_concat_tied"), dir);
+  explicit BadCheckpoint(const std::string& fixture = "post_swish_concat_tied") {
+    copy_dir(oracle_dir(fixture), dir);
     tensors = read_checkpoint(dir + "/model.safetensors");
     std::ifstream in(dir + "/config.json");
     config = nlohmann::json::parse(in);
@@ -208,8 +208,7 @@ struct BadCheckpoint {
     std::ofstream(dir + "/config.json") << config.dump();
   }
   std::string out() const { return tmp.file("out.petrel"); }
-  void expect_error(const std::string& a, const std::string& b = "") {
-    convert::ConvertOptions o;
+  void expect_error(const std::string& a, const std::string& b = "", convert::ConvertOptions o = {}) {
     o.checkpoint_dir = dir;
     o.output_path = out();
     REQUIRE_THROWS_WITH(convert::convert_checkpoint(o), Contains(a) && Contains(b));
@@ -228,6 +227,65 @@ void patch_header(const std::string& path, const std::function<void(nlohmann::js
 }
 
 }  // namespace
+
+TEST_CASE("multilingual families: model_type decides the structure; bad tensors are named", "[convert]") {
+  SECTION("M2M100: a stored sinusoid table that is not M2M100's is refused") {
+    BadCheckpoint c("m2m100_tiny");
+    c.tensors["model.encoder.embed_positions.weights"].values[2 * 16 + 3] += 0.01f;  // row 2 = position 0
+    c.save();
+    c.expect_error("'model.encoder.embed_positions.weights' is not M2M100's sinusoid table");
+  }
+  SECTION("M2M100 has no final logits bias: one in the checkpoint is unexpected") {
+    BadCheckpoint c("m2m100_tiny");
+    c.tensors["final_logits_bias"] = {{1, 337}, std::vector<float>(337, 0.5f)};
+    c.save();
+    c.expect_error("unexpected tensor 'final_logits_bias'", "m2m_100");
+  }
+  SECTION("mBART needs its embedding norm and its learned positions at + 2") {
+    BadCheckpoint c("mbart50_tiny");
+    c.tensors.erase("model.decoder.layernorm_embedding.bias");
+    c.save();
+    c.expect_error("model.safetensors", "missing tensor 'model.decoder.layernorm_embedding.bias'");
+    BadCheckpoint d("mbart50_tiny");
+    auto& table = d.tensors["model.encoder.embed_positions.weight"];
+    table.shape[0] -= 2;
+    table.values.resize(table.shape[0] * table.shape[1]);
+    d.save();
+    d.expect_error("'model.encoder.embed_positions.weight' has shape [64, 16]", "needs [66, 16]");
+  }
+  SECTION("the structure flags belong to Marian; an unknown model_type is named") {
+    BadCheckpoint c("m2m100_tiny");
+    convert::ConvertOptions pre;
+    pre.norm = NormPlacement::kPre;
+    c.expect_error("--norm applies to marian checkpoints only", "", pre);
+    c.config["model_type"] = "t5";
+    c.save();
+    c.expect_error("config.json: model_type 't5' is not supported", "m2m_100");
+  }
+  SECTION("defaults come from the family's config class: mBART forces EOS, M2M100 scales embeddings") {
+    BadCheckpoint c("mbart50_tiny");
+    std::remove((c.dir + "/generation_config.json").c_str());
+    c.config.erase("forced_eos_token_id");
+    c.save();
+    convert::ConvertOptions o;
+    o.checkpoint_dir = c.dir;
+    o.output_path = c.out();
+    convert::convert_checkpoint(o);
+    auto m = Model::load(c.out());
+    REQUIRE(m.has_value());
+    CHECK(m.value()->info().generation.forced_eos_id == 2);  // MBartConfig's default
+    CHECK(m.value()->info().embedding_norm);
+    BadCheckpoint d("m2m100_tiny");
+    d.config.erase("scale_embedding");
+    d.save();
+    o.checkpoint_dir = d.dir;
+    o.output_path = d.out();
+    const auto report = convert::convert_checkpoint(o);
+    bool scaled = false;
+    for (const auto& f : report.folds) scaled |= f.what == "embed_scale" && f.value == Approx(4.0);
+    CHECK(scaled);  // M2M100Config: scale_embedding defaults to true (sqrt(16))
+  }
+}
 
 TEST_CASE("converter rejects bad checkpoints with a message naming file and tensor", "[convert]") {
   BadCheckpoint c;

@@ -75,7 +75,7 @@ TEST_CASE("generation_config.json's settings are stored and decode as the oracle
   Translator& translator = created.value();
   const auto inputs = inputs_of(e);
 
-  auto resolved = resolve_options(model->info(), {});
+  auto resolved = resolve_options(*model, {});
   REQUIRE(resolved.has_value());
   CHECK(resolved.value().beam_size == 3);
   CHECK(resolved.value().max_new_tokens == 8);
@@ -122,7 +122,7 @@ TEST_CASE("without generation_config.json the settings come from config.json", "
   // A file written before format 1.2 records none: the engine's own defaults.
   auto old = load_model(fixture_dir() + "/portable/post_swish_concat_tied-f32.petrel");
   CHECK(old->info().generation.num_beams == 1);
-  auto resolved = resolve_options(old->info(), {});
+  auto resolved = resolve_options(*old, {});
   REQUIRE(resolved.has_value());
   CHECK(resolved.value().beam_size == 1);
   CHECK(resolved.value().max_new_tokens == std::min<size_t>(256, old->info().max_positions));

@@ -261,7 +261,8 @@ Status BatchTranslator::translate_text(const std::vector<std::string>& texts, co
         if (k > 0) separators.back().push_back(texts[i].substr(spans[k - 1].end, spans[k].begin - spans[k - 1].end));
         Unit u;
         u.input = i;
-        auto t = tokenize(model, texts[i].substr(spans[k].begin, spans[k].end - spans[k].begin));
+        auto t = tokenize(model, texts[i].substr(spans[k].begin, spans[k].end - spans[k].begin),
+                          options.source_language);
         if (!t) {
           u.result = Error{t.error().code, "input " + std::to_string(i + 1) + ": " + t.error().message};
           unit_tokens.emplace_back();

@@ -102,6 +102,17 @@ petrel::Result<petrel::TranslateOptions> to_cpp(const petrel_options* o) {
       return fn(data, &c) != 0;
     };
   }
+  if (has(offsetof(petrel_options, target_prefix_length) + sizeof(size_t))) {
+    if (o->source_language != nullptr) t.source_language = o->source_language;
+    if (o->target_language != nullptr) t.target_language = o->target_language;
+    if (o->target_prefix_length > 0 && o->target_prefix == nullptr)
+      return petrel::Error{petrel::ErrorCode::kInvalidArgument,
+                           "petrel_options.target_prefix is NULL but target_prefix_length is " +
+                               std::to_string(o->target_prefix_length)};
+    if (o->target_prefix_length > (size_t{1} << 20))  // far over any model's positions: a garbage length
+      return petrel::Error{petrel::ErrorCode::kInvalidArgument, "petrel_options.target_prefix_length is too large"};
+    t.target_prefix.assign(o->target_prefix, o->target_prefix + o->target_prefix_length);
+  }
   if (has(offsetof(petrel_options, beam_stop) + sizeof(int))) {
     switch (o->beam_stop) {
       case PETREL_BEAM_STOP_DEFAULT: t.beam_stop = petrel::BeamStop::kDefault; break;
@@ -135,7 +146,8 @@ void petrel_options_init(petrel_options* o) {
   if (o == nullptr) return;
   petrel::TranslateOptions d;
   *o = {sizeof(petrel_options), d.beam_size, d.n_best, d.max_new_tokens, d.min_new_tokens, NAN,
-        d.use_shortlist ? 1 : 0,  d.kv_cache_f16 ? 1 : 0, PETREL_BEAM_STOP_DEFAULT, nullptr, nullptr, 0};
+        d.use_shortlist ? 1 : 0,  d.kv_cache_f16 ? 1 : 0, PETREL_BEAM_STOP_DEFAULT, nullptr, nullptr, 0,
+        nullptr,                  nullptr,                 nullptr,                  0};
 }
 
 petrel_status petrel_model_load(const char* path, petrel_model** model) {

@@ -135,7 +135,7 @@ Result<std::vector<TextTranslation>> Translator::translate_text(const std::vecto
   batch.reserve(texts.size());
   try {
     for (size_t i = 0; i < texts.size(); ++i) {
-      auto tokens = tokenize(m, texts[i]);
+      auto tokens = tokenize(m, texts[i], options.source_language);
       if (!tokens)
         return Error{tokens.error().code, "input " + std::to_string(i + 1) + ": " + tokens.error().message};
       out[i].input = std::move(tokens.value());
@@ -173,7 +173,8 @@ Result<std::vector<TextTranslation>> Translator::translate_text(const std::vecto
   return out;
 }
 
-Result<TranslateOptions> resolve_options(const ModelInfo& info, const TranslateOptions& requested) {
+Result<TranslateOptions> resolve_options(const Model& petrel_model, const TranslateOptions& requested) {
+  const ModelInfo& info = petrel_model.info();
   auto invalid = [](const std::string& message) { return Error{ErrorCode::kInvalidArgument, message}; };
   const GenerationDefaults& model = info.generation;
   TranslateOptions o = requested;
@@ -193,6 +194,31 @@ Result<TranslateOptions> resolve_options(const ModelInfo& info, const TranslateO
   if (!o.length_penalty) o.length_penalty = model.length_penalty;
   if (!(*o.length_penalty >= 0 && *o.length_penalty <= 10)) return invalid("length penalty must be in 0..10");
   if (o.beam_stop == BeamStop::kDefault) o.beam_stop = model.beam_stop;
+  if (!o.target_language.empty()) {
+    const text::Tokenizer* tokenizer = detail::ModelAccess::tokenizer(petrel_model);
+    const std::optional<int32_t> id = tokenizer ? tokenizer->language_id(o.target_language) : std::nullopt;
+    if (!id) {
+      std::string known;
+      if (tokenizer)
+        for (const auto& [code, lang_id] : tokenizer->languages()) {
+          if (known.size() > 60) { known += ", ..."; break; }
+          known += (known.empty() ? "" : ", ") + code;
+        }
+      return invalid("unknown target language '" + o.target_language + "' (" +
+                     (known.empty() ? std::string("this model has no language codes") : "this model's: " + known) + ")");
+    }
+    o.target_prefix.insert(o.target_prefix.begin(), *id);
+  } else if (o.target_prefix.empty() && model.forced_bos_id >= 0) {
+    o.target_prefix = {model.forced_bos_id};
+  }
+  if (o.target_prefix.size() > o.max_new_tokens)
+    return invalid("the target prefix has " + std::to_string(o.target_prefix.size()) +
+                   " tokens, more than max new tokens " + std::to_string(o.max_new_tokens));
+  for (size_t i = 0; i < o.target_prefix.size(); ++i)
+    if (o.target_prefix[i] < 0 || static_cast<uint32_t>(o.target_prefix[i]) >= info.target_vocab_size)
+      return invalid("target prefix, position " + std::to_string(i + 1) + ": token id " +
+                     std::to_string(o.target_prefix[i]) + " is out of range (target vocabulary of " +
+                     std::to_string(info.target_vocab_size) + ")");
   if (o.use_shortlist && !info.shortlist.present)
     return invalid("this model file has no shortlist (petrel-convert --shortlist adds one)");
   return o;
@@ -237,7 +263,7 @@ Result<std::vector<Translation>> Translator::Impl::translate(const std::vector<s
                        " is out of range (vocabulary of " + std::to_string(info.vocab_size) + ")");
     source_tokens += ids.size();
   }
-  auto resolved = resolve_options(info, requested);
+  auto resolved = resolve_options(*model, requested);
   if (!resolved) return resolved.error();
   const TranslateOptions& options = resolved.value();
   const size_t max_new = options.max_new_tokens;
@@ -264,6 +290,11 @@ Result<std::vector<Translation>> Translator::Impl::translate(const std::vector<s
   so.decoder_start_id = info.decoder_start_id;
   so.eos_id = info.eos_id;
   so.bad_word_ids = info.bad_word_ids;
+  std::vector<std::vector<int32_t>> forced;
+  if (!options.target_prefix.empty()) {
+    forced.assign(batch.size(), options.target_prefix);
+    so.forced = &forced;
+  }
 
   auto start = std::chrono::steady_clock::now();
   const detail::ModelWeights& weights = detail::ModelAccess::weights(*model);

@@ -32,7 +32,13 @@ bool file_exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
-struct MarianConfig {
+// The Hugging Face model_type: it decides the layer structure, never leftover config
+// keys (tools/reference/FAMILIES.md). NLLB-200 checkpoints are m2m_100 ones.
+enum class Family { kMarian, kM2M100, kMBart };
+
+struct CheckpointConfig {
+  Family family = Family::kMarian;
+  std::string model_type = "marian";
   uint32_t d_model = 0, encoder_layers = 0, decoder_layers = 0, heads = 0, ffn = 0, vocab = 0,
            max_positions = 0;
   uint32_t target_vocab = 0;  // decoder_vocab_size: the decoder's table, the output projection's rows
@@ -47,6 +53,7 @@ struct MarianConfig {
   double length_penalty = 1.0;
   bool early_stopping = false;
   int32_t forced_eos = -1;
+  int32_t forced_bos = -1;  // forced_bos_token_id: the target language of M2M100 / mBART-50 checkpoints
   std::string generation_source;        // which file they came from
   std::vector<std::string> generation_notes;  // keys Petrel does not apply
   std::vector<std::string> legacy_keys;       // ignored by transformers, consistent with Marian
@@ -112,7 +119,7 @@ class ConfigReader {
   json j_;
 };
 
-void read_generation(const ConfigReader& r, MarianConfig& c, bool from_generation_config);
+void read_generation(const ConfigReader& r, CheckpointConfig& c, bool from_generation_config);
 
 std::string format_number(double v) {
   char buf[32];
@@ -120,12 +127,22 @@ std::string format_number(double v) {
   return buf;
 }
 
-MarianConfig read_config(const ConfigReader& r, const ConvertOptions& options) {
+CheckpointConfig read_config(const ConfigReader& r, const ConvertOptions& options) {
   const std::string& path = r.path();
-  MarianConfig c;
-  std::string model_type = r.text("model_type", "marian");
-  if (model_type != "marian")
-    throw ConvertError(path + ": model_type '" + model_type + "' is not supported (marian is)");
+  CheckpointConfig c;
+  c.model_type = r.text("model_type", "marian");
+  if (c.model_type == "marian") c.family = Family::kMarian;
+  else if (c.model_type == "m2m_100") c.family = Family::kM2M100;
+  else if (c.model_type == "mbart") c.family = Family::kMBart;
+  else
+    throw ConvertError(path + ": model_type '" + c.model_type +
+                       "' is not supported (marian, m2m_100 for M2M100 and NLLB-200, and mbart are)");
+  const bool marian = c.family == Family::kMarian;
+  if (!marian && options.norm)
+    throw ConvertError("--norm applies to marian checkpoints only (" + c.model_type + " models are pre-LN by definition)");
+  if (!marian && options.positions != PositionChoice::kAuto)
+    throw ConvertError("--positions applies to marian checkpoints only (" + c.model_type +
+                       " decides its position table)");
   c.d_model = r.positive("d_model");
   c.encoder_layers = r.positive("encoder_layers");
   c.decoder_layers = r.positive("decoder_layers");
@@ -141,8 +158,9 @@ MarianConfig read_config(const ConfigReader& r, const ConvertOptions& options) {
   if (c.d_model % c.heads != 0)
     throw ConvertError(path + ": d_model " + std::to_string(c.d_model) +
                        " is not divisible by encoder_attention_heads " + std::to_string(c.heads));
-  c.scale_embedding = r.flag("scale_embedding", false);
-  // Keys of the BART-era configs that transformers' MarianConfig ignores: checked
+  // M2M100Config defaults scale_embedding to true, MarianConfig and MBartConfig to false.
+  c.scale_embedding = r.flag("scale_embedding", c.family == Family::kM2M100);
+  // Keys of the BART-era configs that transformers' CheckpointConfig ignores: checked
   // against what Marian is (post-LN, sinusoidal positions, no embedding norm, no
   // extra logits bias), never used to decide the structure. A contradiction is refused
   // rather than guessed; --norm / --positions state a different structure deliberately.
@@ -151,9 +169,11 @@ MarianConfig read_config(const ConfigReader& r, const ConvertOptions& options) {
     bool marian_value;
     const char* overridden_by;  // the converter flag that states the structure instead
   };
+  // (mBART-50's config.json carries them too; MBart's code ignores them as well.)
   for (const Legacy& k : {Legacy{"normalize_before", false, "--norm"}, Legacy{"add_final_layer_norm", false, "--norm"},
                           Legacy{"static_position_embeddings", true, "--positions"},
                           Legacy{"normalize_embedding", false, nullptr}, Legacy{"add_bias_logits", false, nullptr}}) {
+    if (!marian) break;
     if (!r.raw().contains(k.key) || r.raw()[k.key].is_null()) continue;
     const bool value = r.flag(k.key, k.marian_value);
     const bool overridden = k.overridden_by != nullptr &&
@@ -168,13 +188,15 @@ MarianConfig read_config(const ConfigReader& r, const ConvertOptions& options) {
                                           : std::string("; Petrel does not support it")));
     c.legacy_keys.push_back(std::string(k.key) + "=" + (value ? "true" : "false"));
   }
-  c.normalize_before = options.norm == NormPlacement::kPre;
+  c.normalize_before = marian ? options.norm == NormPlacement::kPre : true;
   c.tie_word_embeddings = r.flag("tie_word_embeddings", true);
   c.share_embeddings = r.flag("share_encoder_decoder_embeddings", true);
   if (c.share_embeddings && c.target_vocab != c.vocab)
     throw ConvertError(path + ": decoder_vocab_size " + std::to_string(c.target_vocab) + " differs from vocab_size " +
                        std::to_string(c.vocab) + ", but share_encoder_decoder_embeddings is true (one table)");
-  std::string act = r.text("activation_function", "swish");
+  std::string act = r.text("activation_function", c.family == Family::kMarian   ? "swish"
+                                                  : c.family == Family::kM2M100 ? "relu"
+                                                                                : "gelu");
   if (act == "swish" || act == "silu") c.activation = Activation::kSwish;
   else if (act == "relu") c.activation = Activation::kRelu;
   else if (act == "gelu") c.activation = Activation::kGelu;
@@ -188,14 +210,17 @@ MarianConfig read_config(const ConfigReader& r, const ConvertOptions& options) {
 // The generation keys of `r` into c. transformers takes generation_config.json
 // whole when a checkpoint has one (GenerationConfig.from_pretrained), and otherwise
 // the generation keys of config.json (GenerationConfig.from_model_config).
-void read_generation(const ConfigReader& r, MarianConfig& c, bool from_generation_config) {
+void read_generation(const ConfigReader& r, CheckpointConfig& c, bool from_generation_config) {
   const std::string& path = r.path();
   const json& j = r.raw();
   auto given = [&](const char* key) { return j.contains(key) && !j[key].is_null(); };
   c.generation_source = path;
-  c.decoder_start = given("decoder_start_token_id") || !from_generation_config
-                        ? r.token("decoder_start_token_id", c.target_vocab)
-                        : c.decoder_start;
+  if (given("decoder_start_token_id"))
+    c.decoder_start = r.token("decoder_start_token_id", c.target_vocab);
+  else if (!from_generation_config && c.family == Family::kMBart)  // MBartConfig has none: generate() takes bos
+    c.decoder_start = given("bos_token_id") ? r.token("bos_token_id", c.target_vocab) : 0;
+  else if (!from_generation_config)
+    c.decoder_start = r.token("decoder_start_token_id", c.target_vocab);
   if (from_generation_config && given("eos_token_id") && r.token("eos_token_id", c.target_vocab) != c.eos)
     throw ConvertError(path + ": eos_token_id " + j["eos_token_id"].dump() + " differs from config.json's " +
                        std::to_string(c.eos));
@@ -229,6 +254,10 @@ void read_generation(const ConfigReader& r, MarianConfig& c, bool from_generatio
     c.early_stopping = r.flag("early_stopping", false);
   }
   c.forced_eos = given("forced_eos_token_id") ? r.token("forced_eos_token_id", c.target_vocab) : -1;
+  // MBartConfig's forced_eos_token_id defaults to 2: config.json need not say it.
+  if (!given("forced_eos_token_id") && !from_generation_config && c.family == Family::kMBart && c.target_vocab > 2)
+    c.forced_eos = 2;
+  c.forced_bos = given("forced_bos_token_id") ? r.token("forced_bos_token_id", c.target_vocab) : -1;
   // Settings that change what generate() returns and Petrel does not apply: told, not hidden.
   c.generation_notes.clear();
   auto note_if = [&](const char* key, bool applies) {
@@ -240,7 +269,6 @@ void read_generation(const ConfigReader& r, MarianConfig& c, bool from_generatio
   note_if("no_repeat_ngram_size", given("no_repeat_ngram_size") && j["no_repeat_ngram_size"] != 0);
   note_if("min_length", given("min_length") && j["min_length"] != 0);
   note_if("num_beam_groups", given("num_beam_groups") && j["num_beam_groups"] != 1);
-  note_if("forced_bos_token_id", given("forced_bos_token_id"));
 }
 
 // The checkpoint's tensors: each is read at most once, shape-checked, NaN-checked;
@@ -261,11 +289,17 @@ class Source {
     return st_.read_f32(name);
   }
 
-  void check_all_consumed() const {
+  void check_all_consumed(const std::string& model_type) const {
     for (const std::string& name : st_.names())
       if (!consumed_.count(name))
-        throw ConvertError(st_.path() + ": unexpected tensor '" + name +
-                           "' (not part of a MarianMT model with this config)");
+        throw ConvertError(st_.path() + ": unexpected tensor '" + name + "' (not part of a " + model_type +
+                           " model with this config)");
+  }
+
+  // A tensor of any shape (a table whose row count varies between exports).
+  std::vector<float> read_any(const std::string& name, std::vector<uint64_t>* shape) {
+    *shape = st_.info(name).shape;
+    return read(name, *shape);
   }
 
   const std::string& path() const { return st_.path(); }
@@ -288,7 +322,7 @@ struct PositionDecision {
   std::vector<float> learned;  // kLearned only
 };
 
-PositionDecision decide_positions(Source& src, const std::string& tensor, const MarianConfig& c,
+PositionDecision decide_positions(Source& src, const std::string& tensor, const CheckpointConfig& c,
                                   PositionChoice choice, const std::string& role,
                                   std::vector<std::string>* notes) {
   PositionDecision d;
@@ -361,9 +395,51 @@ PositionDecision decide_positions(Source& src, const std::string& tensor, const 
   return d;
 }
 
+// The position table of an M2M100 / NLLB or mBART stack (FAMILIES.md §3): both read
+// row p + 2 for position p. M2M100's is tensor2tensor's sinusoid (Marian C++'s
+// frequencies, sin | cos), which exports may store (`embed_positions.weights`, max_pos
+// + 2 or + 4 rows, row 1 the zero padding row): checked, not kept. mBART's is learned.
+PositionDecision family_positions(Source& src, const std::string& role, const CheckpointConfig& c,
+                                  std::vector<std::string>* notes) {
+  PositionDecision d;
+  const std::string prefix = "model." + role + ".embed_positions.";
+  if (c.family == Family::kMBart) {
+    d.info = {PositionKind::kLearned, FrequencyConvention::kPaper, 2};
+    d.learned = src.read(prefix + "weight", {uint64_t{c.max_positions} + 2, c.d_model});
+    notes->push_back(role + " positions: learned table '" + prefix + "weight', position p at row p + 2");
+    return d;
+  }
+  d.info = {PositionKind::kSinusoidalConcatenated, FrequencyConvention::kMarianCpp, 2};
+  if (c.d_model % 2 != 0)
+    throw ConvertError(src.path() + ": d_model " + std::to_string(c.d_model) +
+                       " is odd; Petrel's sinusoidal position tables need an even one");
+  std::string checked = "no table stored in the checkpoint";
+  if (src.has(prefix + "weights")) {
+    std::vector<uint64_t> shape;
+    std::vector<float> stored = src.read_any(prefix + "weights", &shape);
+    if (shape.size() != 2 || shape[1] != c.d_model || shape[0] < 3)
+      throw ConvertError(src.path() + ": tensor '" + prefix + "weights' has shape " + Source::shape_text(shape) +
+                         ", a sinusoid table of width " + std::to_string(c.d_model) + " was expected");
+    const size_t rows = std::min<uint64_t>(shape[0] - 2, c.max_positions), cols = c.d_model;
+    std::vector<float> table(rows * cols);
+    kernels::sinusoidal_table(d.info, rows, cols, table.data());
+    double diff = 0;
+    for (size_t i = 0; i < table.size(); ++i) diff = std::max(diff, std::fabs(double(table[i]) - stored[2 * cols + i]));
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.3g", diff);
+    if (!(diff <= kPositionTolerance))
+      throw ConvertError(src.path() + ": tensor '" + prefix + "weights' is not M2M100's sinusoid table (max difference " +
+                         buf + " from rows 2..)");
+    checked = "stored table '" + prefix + "weights' verified, max difference " + std::string(buf);
+  }
+  notes->push_back(role + " positions: " + to_string(d.info.kind) + " (" + to_string(d.info.frequency) +
+                   " frequencies, first index 2); " + checked);
+  return d;
+}
+
 // Reads one embedding table from the first present of `names`; the others, if
 // present, must be identical (they are tied copies).
-std::vector<float> read_tied(Source& src, const std::vector<std::string>& names, uint64_t rows, const MarianConfig& c,
+std::vector<float> read_tied(Source& src, const std::vector<std::string>& names, uint64_t rows, const CheckpointConfig& c,
                              std::string* used) {
   std::vector<float> table;
   for (const std::string& name : names) {
@@ -418,7 +494,7 @@ struct VocabularyFiles {
 };
 
 // The files' texts (nullopt: absent); `spm_files`: source.spm and target.spm exist.
-VocabularyFiles read_vocabulary_files(const std::string& dir, const MarianConfig& c, const std::string& vocab_text,
+VocabularyFiles read_vocabulary_files(const std::string& dir, const CheckpointConfig& c, const std::string& vocab_text,
                                       const std::optional<std::string>& target_vocab_text,
                                       const std::optional<std::string>& tokenizer_config_text, bool spm_files) {
   VocabularyFiles v;
@@ -446,7 +522,7 @@ VocabularyFiles read_vocabulary_files(const std::string& dir, const MarianConfig
 
 class Converter {
  public:
-  Converter(const ConvertOptions& o, const MarianConfig& c, Source& src)
+  Converter(const ConvertOptions& o, const CheckpointConfig& c, Source& src)
       : options_(o), c_(c), src_(src), fbb_(writer_.builder()) {}
 
   ConvertReport run() {
@@ -500,10 +576,13 @@ class Converter {
       output_unscale_ = 1.0f / embed_scale;
     }
 
-    auto enc_pos = decide_positions(src_, "model.encoder.embed_positions.weight", c_, options_.positions,
-                                    "encoder", &report_.notes);
-    auto dec_pos = decide_positions(src_, "model.decoder.embed_positions.weight", c_, options_.positions,
-                                    "decoder", &report_.notes);
+    const bool marian = c_.family == Family::kMarian;
+    auto enc_pos = marian ? decide_positions(src_, "model.encoder.embed_positions.weight", c_, options_.positions,
+                                             "encoder", &report_.notes)
+                          : family_positions(src_, "encoder", c_, &report_.notes);
+    auto dec_pos = marian ? decide_positions(src_, "model.decoder.embed_positions.weight", c_, options_.positions,
+                                             "decoder", &report_.notes)
+                          : family_positions(src_, "decoder", c_, &report_.notes);
     auto encoder = stack("encoder", enc_embed, enc_pos, false);
     auto decoder = stack("decoder", dec_embed, dec_pos, true);
 
@@ -525,7 +604,7 @@ class Converter {
           "int4: symmetric 4-bit values in [-7, 7] with an f32 scale per row times a u8 scale per block of 32 "
           "columns (4.25 bits per weight + 32 per row; bench/README.md, \"4-bit weights\")");
     int32_t logits_bias = -1;
-    if (src_.has("final_logits_bias")) {
+    if (c_.family != Family::kM2M100 && src_.has("final_logits_bias")) {  // M2M100 has none
       auto b = src_.read("final_logits_bias", {1, c_.target_vocab});
       logits_bias = vector_tensor("final_logits_bias", b);
     }
@@ -533,7 +612,7 @@ class Converter {
       folds_.push_back({"output_unscale", output_unscale_, {output_norm_target_ + ".gamma", output_norm_target_ + ".beta"},
                         "1/embed_scale for the tied output projection, folded into the LayerNorm that feeds it"});
     folds_.push_back({"attention_scale", attention_scale_, q_targets_, "1/sqrt(head_dim) folded into W_q and b_q"});
-    src_.check_all_consumed();
+    src_.check_all_consumed(c_.model_type);
 
     if (!c_.legacy_keys.empty()) {
       std::string keys;
@@ -565,13 +644,15 @@ class Converter {
     auto tensors = writer_.tensor_table();
     auto generation = fb::CreateGenerationDefaults(
         fbb_, c_.num_beams, c_.max_length, static_cast<float>(c_.length_penalty),
-        c_.early_stopping ? fb::BeamStop::FirstK : fb::BeamStop::Heuristic, c_.forced_eos);
+        c_.early_stopping ? fb::BeamStop::FirstK : fb::BeamStop::Heuristic, c_.forced_eos, c_.forced_bos);
     report_.notes.push_back("decoding defaults from " + c_.generation_source.substr(c_.generation_source.rfind('/') + 1) +
                             ": beam " + std::to_string(c_.num_beams) + ", " +
                             (c_.early_stopping ? "first-k" : "heuristic") + " beam stop, length penalty " +
                             format_number(c_.length_penalty) + ", max length " +
                             (c_.max_length ? std::to_string(c_.max_length) : std::string("none")) + ", forced EOS " +
-                            (c_.forced_eos >= 0 ? std::to_string(c_.forced_eos) : std::string("none")));
+                            (c_.forced_eos >= 0 ? std::to_string(c_.forced_eos) : std::string("none")) +
+                            ", forced BOS (target language) " +
+                            (c_.forced_bos >= 0 ? std::to_string(c_.forced_bos) : std::string("none")));
     for (const std::string& n : c_.generation_notes)
       report_.notes.push_back("not applied by Petrel: " + n + " (" + c_.generation_source + ")");
 
@@ -667,8 +748,8 @@ class Converter {
                                        bool decoder) {
     const uint32_t layers = decoder ? c_.decoder_layers : c_.encoder_layers;
     int32_t table = -1;
-    if (pos.info.kind == PositionKind::kLearned)
-      table = matrix(role + ".positions", pos.learned, c_.max_positions, c_.d_model, DType::kF32);
+    if (pos.info.kind == PositionKind::kLearned)  // first_index + max_positions rows
+      table = matrix(role + ".positions", pos.learned, pos.learned.size() / c_.d_model, c_.d_model, DType::kF32);
     auto positions = fb::CreatePositions(fbb_, static_cast<fb::PositionKind>(pos.info.kind),
                                          static_cast<fb::FrequencyConvention>(pos.info.frequency),
                                          pos.info.first_index, table);
@@ -689,9 +770,11 @@ class Converter {
       auto ffn_norm = norm(hf + ".final_layer_norm", name + ".ffn_norm");
       out.push_back(fb::CreateLayer(fbb_, self_attn, self_norm, cross_attn, cross_norm, fc1, fc2, ffn_norm));
     }
-    flatbuffers::Offset<fb::Norm> final_norm;
+    flatbuffers::Offset<fb::Norm> final_norm, embed_norm;
     if (c_.normalize_before) final_norm = norm("model." + role + ".layer_norm", role + ".final_norm");
-    return fb::CreateStack(fbb_, embed, positions, fbb_.CreateVector(out), final_norm);
+    if (c_.family == Family::kMBart) embed_norm = norm("model." + role + ".layernorm_embedding", role + ".embed_norm");
+    auto layers_vec = fbb_.CreateVector(out);
+    return fb::CreateStack(fbb_, embed, positions, layers_vec, final_norm, embed_norm);
   }
 
   flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>> strings_of(
@@ -753,6 +836,10 @@ class Converter {
   flatbuffers::Offset<fb::Tokenizer> read_vocab() {
     const std::string& dir = options_.checkpoint_dir;
     const std::string path = dir + "/vocab.json";
+    if (c_.family != Family::kMarian) {
+      report_.notes.push_back("vocabulary: " + c_.model_type + " tokenizers are not converted yet; use token ids");
+      return 0;
+    }
     if (!file_exists(path)) {
       report_.notes.push_back("vocabulary: none (no vocab.json); use token ids");
       return 0;
@@ -830,7 +917,7 @@ class Converter {
   }
 
   const ConvertOptions& options_;
-  const MarianConfig& c_;
+  const CheckpointConfig& c_;
   Source& src_;
   ModelWriter writer_;
   flatbuffers::FlatBufferBuilder& fbb_;
@@ -878,7 +965,7 @@ ConvertReport convert_checkpoint(const ConvertOptions& options) {
   if (options.embed_scale && !(std::isfinite(*options.embed_scale) && *options.embed_scale > 0))
     throw ConvertError("--embed-scale must be a positive number");
   const std::string config_path = dir + "/config.json", generation_path = dir + "/generation_config.json";
-  MarianConfig config = read_config(
+  CheckpointConfig config = read_config(
       ConfigReader(config_path, read_text(config_path, " (a checkpoint directory needs config.json)")), options);
   if (file_exists(generation_path))
     read_generation(ConfigReader(generation_path, read_text(generation_path, "")), config,
@@ -894,7 +981,7 @@ ConvertReport convert_checkpoint(const ConvertOptions& options) {
 
 CheckedVocabulary check_checkpoint_json(const CheckpointJson& files, const ConvertOptions& options) {
   const std::string& dir = options.checkpoint_dir;
-  MarianConfig c = read_config(ConfigReader(dir + "/config.json", files.config), options);
+  CheckpointConfig c = read_config(ConfigReader(dir + "/config.json", files.config), options);
   if (files.generation_config)
     read_generation(ConfigReader(dir + "/generation_config.json", *files.generation_config), c,
                     /*from_generation_config=*/true);

@@ -105,6 +105,12 @@ int main(int argc, char** argv) {
   p.flag("beam-stop", "RULE", "heuristic (Hugging Face's default: go on while a live hypothesis could\n"
                               "                              still win) or first-k (stop once K have finished)\n"
                               "                              (default: the model's, else heuristic)");
+  p.flag("source-lang", "CODE", "multilingual models: the input text's language (eng_Latn, __en__, en_XX;\n"
+                                "                              default: the model's; petrel-inspect lists the codes)");
+  p.flag("target-lang", "CODE", "multilingual models: the output's language, its token forced first\n"
+                                "                              (default: the model's forced target language, if any)");
+  p.flag("target-prefix", "\"ID ...\"", "token ids every output starts with (after --target-lang's), forced;\n"
+                                        "                              part of the output ids");
   p.flag("threads", "T", "intra-op threads per session (default 1)");
   p.toggle("shortlist", "decode over the model file's lexical shortlist (petrel-convert --shortlist)");
   p.flag("kv-cache", "TYPE", "f32 (default) or f16: attention keys/values in half precision, half the memory");
@@ -152,6 +158,9 @@ int main(int argc, char** argv) {
     options.use_shortlist = p.has("shortlist");
     options.kv_cache_f16 = p.get_choice("kv-cache", "f32", {"f32", "f16"}) == "f16";
     for (const auto& ids : p.all("ids")) id_inputs.push_back(cli::parse_id_list(ids, "--ids"));
+    options.source_language = p.get("source-lang", "");
+    options.target_language = p.get("target-lang", "");
+    if (p.has("target-prefix")) options.target_prefix = cli::parse_id_list(p.get("target-prefix", ""), "--target-prefix");
   } catch (const cli::UsageError& e) {
     std::fprintf(stderr, "petrel-run: %s\n", e.what());
     return 2;
@@ -233,7 +242,7 @@ int main(int argc, char** argv) {
   TranslatorOptions translator_options;
   translator_options.isa = p.get("isa");
   translator_options.threads = threads;
-  auto effective = resolve_options(model.info(), options);  // the model's defaults filled in
+  auto effective = resolve_options(model, options);  // the model's defaults filled in
   if (!effective) {
     fail(effective.error().message);
     return 1;
@@ -364,7 +373,8 @@ int main(int argc, char** argv) {
                          {"length_penalty", *used.length_penalty},
                          {"max_new_tokens", used.max_new_tokens},
                          {"min_new_tokens", used.min_new_tokens},
-                         {"forced_eos_id", model.info().generation.forced_eos_id}};
+                         {"forced_eos_id", model.info().generation.forced_eos_id},
+                         {"target_prefix", used.target_prefix}};
   summary["timing"] = {{"load_ms", load_ms},     {"encode_ms", encode_ms},       {"decode_ms", decode_ms},
                        {"decode_steps", steps},  {"tokens_per_s", tokens_per_s}, {"run_s", run_seconds}};
   summary["inputs"] = inputs;

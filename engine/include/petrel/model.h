@@ -84,6 +84,9 @@ struct GenerationDefaults {
   double length_penalty = 1.0;
   BeamStop beam_stop = BeamStop::kHeuristic;
   int32_t forced_eos_id = -1;    // forced at the last allowed position; -1: none
+  // Forced as the first generated token unless the caller gives a target prefix or
+  // language (the target language of M2M100 / mBART-50 checkpoints); -1: none.
+  int32_t forced_bos_id = -1;
 };
 
 struct SentencePieceInfo {
@@ -118,6 +121,7 @@ struct ModelInfo {
   bool shared_embeddings = false;  // encoder and decoder use one table
   bool tied_output = false;        // output projection uses the decoder embedding table
   bool final_logits_bias = false;
+  bool embedding_norm = false;     // a LayerNorm on embedding + position (mBART)
   bool has_text_tokenizer = false;  // vocab + a tokenizer Petrel implements
   TokenizerInfo tokenizer;
   std::vector<std::string> vocab;   // id -> token; may be empty

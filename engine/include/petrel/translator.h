@@ -69,6 +69,18 @@ struct TranslateOptions {
   // allocation with it; stream_text adds the detokenized text, which allocates.
   TokenCallback on_token;
   bool stream_text = false;
+  // Tokens every output must start with (after the decoder start token), e.g. a target
+  // language token or a text to continue. They are forced (scored 0, as Hugging Face's
+  // forced-token processors do), count towards max_new_tokens and are part of each
+  // hypothesis' ids; text decoding drops the special ones (language codes). Empty: the
+  // model's forced_bos_id (GenerationDefaults), if any.
+  std::vector<int32_t> target_prefix;
+  // Multilingual models (NLLB-200, M2M100, mBART-50; ModelInfo::tokenizer.language_codes
+  // lists the codes, e.g. "eng_Latn", "__en__", "en_XX"): the output's language, whose
+  // token is forced first (before target_prefix; it wins over the model's forced_bos_id),
+  // and, for text input, the input's language (empty: the model's default source language).
+  std::string target_language;
+  std::string source_language;
 };
 
 struct Hypothesis {
@@ -115,9 +127,9 @@ struct TranslatorOptions {
 };
 
 // `options` with every unset field filled from the model's generation defaults and
-// every value checked (beam size, n-best, lengths, length penalty, shortlist):
+// every value checked (beam size, n-best, lengths, length penalty, shortlist, target language and prefix):
 // what translate() will use. Errors name the option.
-PETREL_API Result<TranslateOptions> resolve_options(const ModelInfo& info, const TranslateOptions& options);
+PETREL_API Result<TranslateOptions> resolve_options(const Model& model, const TranslateOptions& options);
 
 // Kernel paths this build contains and this CPU runs, best last.
 PETREL_API std::vector<std::string> runnable_isas();
@@ -161,8 +173,10 @@ class Translator {
 // SentencePiece models with their vocabulary (as Hugging Face's MarianTokenizer), or the
 // demo's word tokenizer. The ids the encoder reads for `text`, EOS appended.
 PETREL_API Result<std::vector<int32_t>> encode_text(const Model& model, const std::string& text);
-// The same with the tokens (what `petrel-run --tokenize` shows).
-PETREL_API Result<TokenizedText> tokenize(const Model& model, const std::string& text);
+// The same with the tokens (what `petrel-run --tokenize` shows). `source_language`:
+// the text's language code for multilingual models (empty: the model's default).
+PETREL_API Result<TokenizedText> tokenize(const Model& model, const std::string& text,
+                                          const std::string& source_language = "");
 // Output ids as text; special tokens (EOS, pad, unknown) are skipped.
 PETREL_API Result<std::string> decode_text(const Model& model, const std::vector<int32_t>& ids);
 // The token of each output id (target vocabulary).

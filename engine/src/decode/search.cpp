@@ -85,8 +85,9 @@ Result<SearchResult> search(StepModel& model, size_t sentences, const models::Ou
   };
   const int32_t* const no_token = nullptr;
   auto forced_token = [&](size_t b, size_t step) -> const int32_t* {
-    if (o.forced != nullptr && step < (*o.forced)[b].size()) return &(*o.forced)[b][step];
+    // EOS wins at the last step, as Hugging Face applies ForcedEOS after ForcedBOS.
     if (o.forced_eos_id >= 0 && step + 1 == max_steps) return &o.forced_eos_id;
+    if (o.forced != nullptr && step < (*o.forced)[b].size()) return &(*o.forced)[b][step];
     return no_token;
   };
 

@@ -534,6 +534,10 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
       if (!st) return st;
       dst->layers.push_back(layer);
     }
+    if (stack->embed_norm() != nullptr) {
+      st = bind.norm(stack->embed_norm(), r + ".embed_norm", d, &dst->embed_norm);
+      if (!st) return st;
+    }
     if (info.norm == NormPlacement::kPre)
       return bind.norm(stack->final_norm(), r + ".final_norm", d, &dst->final_norm);
     return Status::ok();
@@ -546,6 +550,7 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
   info.decoder_layers = static_cast<uint32_t>(w.decoder.layers.size());
   info.encoder_positions = w.encoder.positions;
   info.decoder_positions = w.decoder.positions;
+  info.embedding_norm = w.encoder.embed_norm.present() || w.decoder.embed_norm.present();
   info.shared_embeddings = m->encoder()->embed_tokens() == m->decoder()->embed_tokens();
 
   info.tied_output = m->output_proj() == -1;
@@ -585,6 +590,10 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
     gen.beam_stop = g->beam_stop() == fb::BeamStop::FirstK ? BeamStop::kFirstK : BeamStop::kHeuristic;
     if (g->forced_eos_id() != -1) {
       s = token(g->forced_eos_id(), "generation.forced_eos_id", &gen.forced_eos_id);
+      if (!s) return s.error();
+    }
+    if (g->forced_bos_id() != -1) {
+      s = token(g->forced_bos_id(), "generation.forced_bos_id", &gen.forced_bos_id);
       if (!s) return s.error();
     }
   }

@@ -43,6 +43,7 @@ struct Stack {
   const float* position_table = nullptr;
   std::vector<Layer> layers;
   Norm final_norm;  // pre-LN only
+  Norm embed_norm;  // on embedding + position before the first layer (mBART); optional
 };
 
 // The file's lexical shortlist, in place (schema: Shortlist); ids checked at load.

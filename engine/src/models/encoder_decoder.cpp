@@ -55,6 +55,9 @@ void EncoderDecoder::encode(const std::vector<std::vector<int32_t>>& batch, Enco
   }
   const auto& enc = w_.encoder;
   k_.embed(enc.embed_tokens, ids.data(), positions.data(), rows, enc.position_table, out.states.data());
+  if (enc.embed_norm.present())
+    k_.layer_norm(out.states.data(), nullptr, rows, d_, enc.embed_norm.gamma, enc.embed_norm.beta,
+                  info_.layer_norm_eps, out.states.data());
   for (const auto& layer : enc.layers) run_encoder_layer(c, layer, out.states.data(), rows, keys.data());
   if (enc.final_norm.present())
     k_.layer_norm(out.states.data(), nullptr, rows, d_, enc.final_norm.gamma, enc.final_norm.beta,
@@ -110,6 +113,7 @@ void EncoderDecoder::decode_step(const int32_t* tokens, size_t rows, size_t step
   float* x = st.x.data();
   layers::Context c = context(ws);
   k_.embed(dec.embed_tokens, tokens, st.positions.data(), rows, dec.position_table, x);
+  if (dec.embed_norm.present()) k_.layer_norm(x, nullptr, rows, d_, dec.embed_norm.gamma, dec.embed_norm.beta, eps, x);
 
   for (size_t l = 0; l < dec.layers.size(); ++l) {
     const detail::Layer& layer = dec.layers[l];

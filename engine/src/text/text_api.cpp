@@ -11,11 +11,11 @@ Result<std::vector<int32_t>> encode_text(const Model& model, const std::string& 
   return tokenizer->encode(text);
 }
 
-Result<TokenizedText> tokenize(const Model& model, const std::string& text) {
+Result<TokenizedText> tokenize(const Model& model, const std::string& text, const std::string& source_language) {
   const text::Tokenizer* tokenizer = detail::ModelAccess::tokenizer(model);
   if (tokenizer == nullptr)
     return Error{ErrorCode::kUnsupported, "this model file carries no text tokenizer; pass token ids"};
-  return tokenizer->tokenize(text);
+  return tokenizer->tokenize_in(text, source_language);
 }
 
 Result<std::vector<std::string>> output_tokens(const Model& model, const std::vector<int32_t>& ids) {

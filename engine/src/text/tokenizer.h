@@ -24,6 +24,18 @@ class Tokenizer {
   // The token of output id `id`, or nothing when it is no target id.
   virtual std::optional<std::string_view> output_token(int32_t id) const = 0;
 
+  // `text` in a given source language (multilingual models put its code's token in the
+  // input); an empty code: tokenize(text).
+  virtual Result<TokenizedText> tokenize_in(std::string_view text, std::string_view source_language) const {
+    if (source_language.empty()) return tokenize(text);
+    return Error{ErrorCode::kInvalidArgument, "this model has no language codes (source language '" +
+                                                  std::string(source_language) + "' given)"};
+  }
+  // The token id of a language code, or nothing when the model has no such language.
+  virtual std::optional<int32_t> language_id(std::string_view /*code*/) const { return std::nullopt; }
+  // The language codes with their ids, in the tokenizer's order (empty: none).
+  virtual std::vector<std::pair<std::string, int32_t>> languages() const { return {}; }
+
   Result<std::vector<int32_t>> encode(std::string_view text) const {
     auto t = tokenize(text);
     if (!t) return t.error();
