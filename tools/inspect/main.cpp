@@ -14,6 +14,8 @@ static std::string position_text(const PositionInfo& p) {
   std::string s = to_string(p.kind);
   if (p.kind == PositionKind::kSinusoidalConcatenated || p.kind == PositionKind::kSinusoidalInterleaved)
     s += std::string(", ") + to_string(p.frequency) + " frequencies, first index " + std::to_string(p.first_index);
+  else if (p.kind == PositionKind::kLearned && p.first_index != 0)
+    s += ", position p at row p + " + std::to_string(p.first_index);
   return s;
 }
 
@@ -110,6 +112,7 @@ int main(int argc, char** argv) {
         {"shared_embeddings", m.shared_embeddings},
         {"tied_output", m.tied_output},
         {"final_logits_bias", m.final_logits_bias},
+        {"embedding_norm", m.embedding_norm},
         {"vocabulary", m.vocab.size()},
         {"text_tokenizer", m.has_text_tokenizer},
         {"tokenizer", tokenizer_json(m.tokenizer)},
@@ -124,7 +127,8 @@ int main(int argc, char** argv) {
                         {"max_length", m.generation.max_length},
                         {"length_penalty", m.generation.length_penalty},
                         {"beam_stop", to_string(m.generation.beam_stop)},
-                        {"forced_eos_id", m.generation.forced_eos_id}}},
+                        {"forced_eos_id", m.generation.forced_eos_id},
+                        {"forced_bos_id", m.generation.forced_bos_id}}},
         {"data_crc32", m.data_crc32 ? nlohmann::json(checksum) : nlohmann::json(nullptr)},
         {"data_verified", verify},
         {"parameters", m.parameter_count},
@@ -161,8 +165,9 @@ int main(int argc, char** argv) {
               to_string(m.activation));
   std::printf("  positions         encoder: %s\n                    decoder: %s\n",
               position_text(m.encoder_positions).c_str(), position_text(m.decoder_positions).c_str());
-  std::printf("  embeddings        %s, output projection %s%s\n",
+  std::printf("  embeddings        %s%s, output projection %s%s\n",
               m.shared_embeddings ? "shared by encoder and decoder" : "separate",
+              m.embedding_norm ? ", LayerNorm on embedding + position" : "",
               m.tied_output ? "tied to the decoder table" : "separate",
               m.final_logits_bias ? ", final logits bias" : "");
   std::string bad;
@@ -194,10 +199,12 @@ int main(int argc, char** argv) {
   else
     std::printf("  shortlist         none\n");
   const GenerationDefaults& g = m.generation;
-  std::printf("  decoding          beam %u, %s stop, length penalty %g, max length %s, forced EOS %s%s\n",
+  std::printf("  decoding          beam %u, %s stop, length penalty %g, max length %s, forced EOS %s, "
+              "forced first token (target language) %s%s\n",
               g.num_beams, to_string(g.beam_stop), g.length_penalty,
               g.max_length ? std::to_string(g.max_length).c_str() : "none",
               g.forced_eos_id >= 0 ? std::to_string(g.forced_eos_id).c_str() : "none",
+              g.forced_bos_id >= 0 ? std::to_string(g.forced_bos_id).c_str() : "none",
               g.from_checkpoint ? " (the checkpoint's generation config)" : " (defaults: the file records none)");
   std::printf("  folded scales:\n");
   for (const auto& f : m.folds) {
