@@ -1,5 +1,5 @@
 // Fuzz target: a whole conversion, then the engine, from a recipe. The input's first
-// kRecipeBytes bytes choose a MarianMT checkpoint's shape and options — every size
+// kRecipeBytes bytes choose a checkpoint's family (MarianMT, M2M100 / NLLB, mBART), shape and options — every size
 // from 1 (widths below, at and above the SIMD widths), tied/shared/separate tables,
 // pre/post-LN, activation, stored or generated positions, every weight and embedding
 // dtype, a vocabulary with a shortlist, generation defaults — and the rest are its
@@ -24,7 +24,7 @@ namespace {
 using petrel::fuzz::require;
 using json = nlohmann::json;
 
-constexpr size_t kRecipeBytes = 13;
+constexpr size_t kRecipeBytes = 14;
 
 // The checkpoint and the output, made once and removed at exit.
 const petrel::fuzz::ScratchDir& scratch() {
@@ -75,9 +75,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int32_t pad = r[9] % target_vocab, eos = (r[9] / 16) % target_vocab;
   const bool generation = r[10] & 1, with_vocab = (r[10] & 2) && !separate_vocab, shortlist = with_vocab && (r[10] & 4);
   Weights weights(data + kRecipeBytes, size - kRecipeBytes, r[12] % 160 - 64);  // up to 2^95: overflows in use
+  static const char* const kModelTypes[] = {"marian", "m2m_100", "mbart"};
+  const auto family = static_cast<fuzz::Family>(r[13] % 3);
+  const bool marian = family == fuzz::Family::kMarian;
 
   // The checkpoint, in Hugging Face's MarianMT layout.
   fuzz::MarianShape shape;
+  shape.family = family;
   shape.d = d;
   shape.ffn = ffn;
   shape.vocab = vocab;
@@ -86,18 +90,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   shape.decoder_layers = decoder_layers;
   shape.positions = positions;
   shape.tied = tied;
-  shape.shared = shared;
-  shape.pre_ln = pre_ln;
-  shape.logits_bias = logits_bias;
+  shape.shared = shared || !marian;  // the families have one table (model.shared)
+  shape.pre_ln = pre_ln || !marian;
+  shape.logits_bias = logits_bias && family != fuzz::Family::kM2M100;
   shape.stored_positions = stored_positions;
   const fuzz::Tensors tensors = fuzz::marian_tensors(shape, [&] { return weights.next(); });
-  json config = {{"model_type", "marian"}, {"d_model", d}, {"encoder_layers", encoder_layers},
+  json config = {{"model_type", kModelTypes[r[13] % 3]}, {"d_model", d}, {"encoder_layers", encoder_layers},
                  {"decoder_layers", decoder_layers}, {"encoder_attention_heads", heads},
                  {"decoder_attention_heads", heads}, {"encoder_ffn_dim", ffn}, {"decoder_ffn_dim", ffn},
                  {"vocab_size", vocab}, {"decoder_vocab_size", target_vocab}, {"max_position_embeddings", positions},
                  {"scale_embedding", scale_embedding}, {"activation_function", activation}, {"pad_token_id", pad},
                  {"eos_token_id", eos}, {"decoder_start_token_id", pad}, {"tie_word_embeddings", tied},
-                 {"share_encoder_decoder_embeddings", shared}, {"bad_words_ids", {{pad}}}};
+                 {"share_encoder_decoder_embeddings", shape.shared}, {"bad_words_ids", {{pad}}}};
+  if (!marian && (r[13] & 8)) config["forced_bos_token_id"] = eos;  // a target-language token
   const std::string& dir = scratch().dir();
   scratch().clear();
   fuzz::write_file(dir + "/config.json", config.dump());
@@ -114,10 +119,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   o.output_path = dir + "/out.petrel";
   o.linear_dtype = convert::parse_dtype(linear_dtype, "--quantize");
   o.embedding_dtype = convert::parse_dtype(embedding_dtype, "--embeddings");
-  o.positions = learned ? convert::PositionChoice::kLearned
-                : interleaved ? convert::PositionChoice::kSinusoidalInterleaved
-                              : convert::PositionChoice::kAuto;
-  if (pre_ln) o.norm = NormPlacement::kPre;
+  if (marian) {  // the families decide both themselves (a flag for them is refused)
+    o.positions = learned       ? convert::PositionChoice::kLearned
+                  : interleaved ? convert::PositionChoice::kSinusoidalInterleaved
+                                : convert::PositionChoice::kAuto;
+    if (pre_ln) o.norm = NormPlacement::kPre;
+  }
   if (with_vocab) {
     json v = json::object();
     for (uint32_t i = 0; i < vocab; ++i) v["t" + std::to_string(i)] = i;

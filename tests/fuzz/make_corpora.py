@@ -173,23 +173,28 @@ def json_input(files):
     return "\0".join(files.get(name, "{}") for name in JSON_PARTS[:last + 1])
 
 
-# fuzz_convert's recipes (its first 13 bytes, see fuzz_convert.cpp), then weight bytes.
+# fuzz_convert's recipes (its first 14 bytes, see fuzz_convert.cpp), then weight bytes.
 CONVERT_RECIPES = {
     # d 8 / 2 heads, ffn 16, vocab 12, 1+1 layers, 16 positions; tied, shared, scaled;
     # swish, int8 weights and embeddings; vocabulary and shortlist
-    "int8_tied_vocab_shortlist": [7, 1, 15, 11, 0, 0, 15, 1 | 2 | 8, 2 + 3 * 2 + 9 * 2, 11, 2 | 4, 0x23, 57],
+    "int8_tied_vocab_shortlist": [7, 1, 15, 11, 0, 0, 15, 1 | 2 | 8, 2 + 3 * 2 + 9 * 2, 11, 2 | 4, 0x23, 57, 0],
     # d 16 / 4 heads, ffn 32, vocab 20, 2+2 layers, pre-LN, learned positions, logits bias,
     # untied; gelu, f32; generation defaults
-    "f32_pre_learned_untied": [15, 2, 31, 19, 0, 3, 9, 4 | 16 | 32 | 64, 1, 19, 1, 0x45, 56],
+    "f32_pre_learned_untied": [15, 2, 31, 19, 0, 3, 9, 4 | 16 | 32 | 64, 1, 19, 1, 0x45, 56, 0],
     # d 6 / 3 heads, ffn 7, vocab 9 / target 5, 1+2 layers, interleaved; relu, f16 weights,
     # int8 embeddings; generation defaults with forced EOS
-    "f16_separate_odd_sizes": [5, 2, 6, 8, 0x80 | 4, 2, 4, 8 | 128, 0 + 3 * 1 + 9 * 2, 4 + 16 * 1, 1, 0xff, 56],
+    "f16_separate_odd_sizes": [5, 2, 6, 8, 0x80 | 4, 2, 4, 8 | 128, 0 + 3 * 1 + 9 * 2, 4 + 16 * 1, 1, 0xff, 56, 0],
     # everything 1: d 1, one head, ffn 1, vocab 1, one position (learned)
-    "ones_learned": [0, 0, 0, 0, 0, 0, 0, 1 | 2 | 32 | 64, 2 + 9 * 2, 0, 0, 0, 56],
+    "ones_learned": [0, 0, 0, 0, 0, 0, 0, 1 | 2 | 32 | 64, 2 + 9 * 2, 0, 0, 0, 56, 0],
     # d 70 / 7 heads, ffn 72, vocab 40, 20 positions: widths past the SIMD widths
-    "int8_wide": [69, 3, 71, 39, 0, 0, 19, 1 | 2, 2 + 3 * 2 + 9 * 2, 39, 0, 0, 57],
+    "int8_wide": [69, 3, 71, 39, 0, 0, 19, 1 | 2, 2 + 3 * 2 + 9 * 2, 39, 0, 0, 57, 0],
     # weights of 2^95: activations overflow to infinity, decoding stops with an error
-    "overflowing_weights": [7, 1, 15, 11, 0, 0, 15, 1 | 2, 2 + 3 * 2, 11, 0, 0, 159],
+    "overflowing_weights": [7, 1, 15, 11, 0, 0, 15, 1 | 2, 2 + 3 * 2, 11, 0, 0, 159, 0],
+    # M2M100 / NLLB: d 16 / 4 heads, ffn 32, vocab 20, 2+2 layers, generated sinusoids,
+    # relu, int8, a forced target-language token
+    "m2m100_int8": [15, 2, 31, 19, 0, 3, 9, 1 | 8, 0 + 3 * 2 + 9 * 2, 19, 0, 0, 57, 1 | 8],
+    # mBART: d 8 / 2 heads, learned positions at + 2, layernorm_embedding, logits bias, gelu, f32
+    "mbart_f32": [7, 1, 15, 11, 0, 1, 15, 1 | 8 | 16, 1, 11, 1, 0x23, 56, 2],
 }
 
 
@@ -445,7 +450,7 @@ def main():
         for name, recipe in CONVERT_RECIPES.items():
             write("fuzz_convert", name + ".recipe", bytes(recipe) + bytes(rng.randrange(256) for _ in range(2048)))
         # The oracle fixtures' JSON files as they are committed (generation_eos5 has all three kinds).
-        for fixture in ("post_swish_concat_tied", "generation_eos5"):
+        for fixture in ("post_swish_concat_tied", "generation_eos5", "m2m100_tiny", "mbart50_tiny", "nllb_d1024"):
             d = os.path.join(ROOT, "tests", "fixtures", "oracle", fixture)
             files = {}
             for f in ("config.json", "generation_config.json", "vocab.json"):
@@ -453,6 +458,11 @@ def main():
                     with open(os.path.join(d, f), encoding="utf-8") as text:
                         files[f] = text.read()
             write("fuzz_checkpoint_json", "oracle_" + fixture + ".json", json_input(files))
+            if fixture in ("m2m100_tiny", "mbart50_tiny"):  # the families' model files (int8)
+                out = os.path.join(work, fixture + ".petrel")
+                subprocess.run([convert, d, "-o", out, "--quiet"], check=True)
+                with open(out, "rb") as f:
+                    write("fuzz_model_file", "oracle_" + fixture + ".petrel", f.read())
             if os.path.exists(os.path.join(d, "lex.s2t")):
                 with open(os.path.join(d, "lex.s2t"), "rb") as f:
                     write("fuzz_shortlist", "oracle_" + fixture + ".s2t", bytes([100, 99]) + f.read())

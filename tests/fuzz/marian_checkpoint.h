@@ -1,4 +1,4 @@
-// Hugging Face MarianMT checkpoints written by the fuzz targets that convert one
+// Hugging Face MarianMT (and M2M100 / mBART) checkpoints written by the fuzz targets that convert one
 // (fuzz_convert, fuzz_text): a scratch directory, the tensors of a model of a given
 // shape in the layout convert_checkpoint reads, and an f32 safetensors writer.
 #pragma once
@@ -67,8 +67,15 @@ inline std::string read_file(const std::string& path) {
 // name -> (shape, f32 values)
 using Tensors = std::map<std::string, std::pair<std::vector<uint64_t>, std::vector<float>>>;
 
-// A MarianMT model's structure, as config.json and the tensor names state it.
+// The Hugging Face model_type (tools/reference/FAMILIES.md).
+enum class Family { kMarian, kM2M100, kMBart };
+
+// A model's structure, as config.json and the tensor names state it. M2M100 and mBART
+// are pre-LN with one shared table; M2M100's stored_positions is its optional
+// sinusoid table (`embed_positions.weights`, positions + 2 rows), mBART always has
+// learned positions at + 2 and an embedding LayerNorm.
 struct MarianShape {
+  Family family = Family::kMarian;
   uint32_t d = 8, ffn = 16, vocab = 12, target_vocab = 12, encoder_layers = 1, decoder_layers = 1, positions = 16;
   bool tied = true, shared = true, pre_ln = false, logits_bias = false, stored_positions = false;
 };
@@ -93,7 +100,14 @@ inline Tensors marian_tensors(const MarianShape& m, const std::function<float()>
   if (m.logits_bias) add("final_logits_bias", {1, m.target_vocab});
   for (const std::string stack : {"encoder", "decoder"}) {
     const std::string s = "model." + stack;
-    if (m.stored_positions) add(s + ".embed_positions.weight", {m.positions, m.d});
+    if (m.family == Family::kMBart) {
+      add(s + ".embed_positions.weight", {m.positions + 2, m.d});
+      add(s + ".layernorm_embedding.weight", {m.d});
+      add(s + ".layernorm_embedding.bias", {m.d});
+    } else if (m.stored_positions) {
+      if (m.family == Family::kM2M100) add(s + ".embed_positions.weights", {m.positions + 2, m.d});
+      else add(s + ".embed_positions.weight", {m.positions, m.d});
+    }
     if (m.pre_ln) {
       add(s + ".layer_norm.weight", {m.d});
       add(s + ".layer_norm.bias", {m.d});

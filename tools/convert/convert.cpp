@@ -985,10 +985,10 @@ CheckedVocabulary check_checkpoint_json(const CheckpointJson& files, const Conve
   if (files.generation_config)
     read_generation(ConfigReader(dir + "/generation_config.json", *files.generation_config), c,
                     /*from_generation_config=*/true);
-  if (!files.vocab) return {};
+  if (!files.vocab || c.family != Family::kMarian) return {{}, {}, false, c.model_type};
   const VocabularyFiles v = read_vocabulary_files(dir, c, *files.vocab, files.target_vocab, files.tokenizer_config,
                                                   files.sentencepiece);
-  return {v.vocab, v.target_vocab, v.marian};
+  return {v.vocab, v.target_vocab, v.marian, c.model_type};
 }
 
 }  // namespace petrel::convert

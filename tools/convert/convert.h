@@ -69,6 +69,7 @@ struct CheckedVocabulary {
   std::vector<std::string> vocab;         // id -> token; empty without vocab.json
   std::vector<std::string> target_vocab;  // target_vocab.json's, when read (a separate target vocabulary)
   bool marian = false;                    // the file would carry a Marian (SentencePiece) tokenizer
+  std::string model_type;                 // config.json's; only marian's vocabularies are read here
 };
 
 // The JSON inputs checked exactly as convert_checkpoint checks the files: config.json,
