@@ -95,10 +95,11 @@ struct SentencePieceInfo {
 
 // The model file's text tokenizer (has_text_tokenizer).
 struct TokenizerInfo {
-  std::string kind = "none";  // "none", "words" (the demo's), "marian" (opus-mt: SentencePiece)
+  std::string kind = "none";  // "none", "words" (the demo's), "marian" (opus-mt: SentencePiece),
+                              // "fairseq" (NLLB, M2M100, mBART-50: SentencePiece + language codes)
   SentencePieceInfo source, target;         // marian
   bool separate_target_vocab = false;       // marian: target_vocab.json
-  std::vector<std::string> language_codes;  // ">>xx<<" tokens of the vocabulary
+  std::vector<std::string> language_codes;  // ">>xx<<" tokens of the vocabulary; fairseq: its languages
 };
 
 struct ModelInfo {

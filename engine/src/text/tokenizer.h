@@ -7,8 +7,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "core/utf8.h"
 #include "petrel/status.h"
 #include "petrel/translator.h"
 
@@ -23,6 +25,19 @@ class Tokenizer {
   virtual Result<std::string> decode(const std::vector<int32_t>& ids) const = 0;
   // The token of output id `id`, or nothing when it is no target id.
   virtual std::optional<std::string_view> output_token(int32_t id) const = 0;
+
+  // Multilingual models (NLLB, M2M100, mBART-50) mark the source language with a token.
+  // tokenize() with `source_language` (a code of languages()); empty: tokenize(text).
+  // Models without language codes refuse any other value.
+  virtual Result<TokenizedText> tokenize_in(std::string_view text, std::string_view source_language) const {
+    if (source_language.empty()) return tokenize(text);
+    return Error{ErrorCode::kInvalidArgument,
+                 "source language '" + detail::to_valid_utf8(source_language) + "': this model has no language codes"};
+  }
+  // The model id of a language code's token (a forced first target token), if any.
+  virtual std::optional<int32_t> language_id(std::string_view /*code*/) const { return std::nullopt; }
+  // Every language code with its model id, in the tokenizer's order.
+  virtual std::vector<std::pair<std::string, int32_t>> languages() const { return {}; }
 
   Result<std::vector<int32_t>> encode(std::string_view text) const {
     auto t = tokenize(text);
