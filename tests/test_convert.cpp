@@ -228,7 +228,7 @@ void patch_header(const std::string& path, const std::function<void(nlohmann::js
 
 }  // namespace
 
-TEST_CASE("multilingual families: model_type decides the structure; bad tensors are named", "[convert]") {
+TEST_CASE("multilingual families: model_type decides the structure, bad tensors are named", "[convert]") {
   SECTION("M2M100: a stored sinusoid table that is not M2M100's is refused") {
     BadCheckpoint c("m2m100_tiny");
     c.tensors["model.encoder.embed_positions.weights"].values[2 * 16 + 3] += 0.01f;  // row 2 = position 0

@@ -13,6 +13,7 @@
 #include "kernels/kernels.h"
 #include "model_access.h"
 #include "models/encoder_decoder.h"
+#include "petrel/petrel.h"
 #include "petrel/translator.h"
 #include "support/test_support.h"
 
@@ -314,6 +315,74 @@ TEST_CASE("multilingual families decode with their checkpoint's defaults and per
   CHECK(translator.translate(inputs, bad).error().code == ErrorCode::kInvalidArgument);
   bad.target_prefix = {static_cast<int32_t>(model->info().target_vocab_size)};
   CHECK(translator.translate(inputs, bad).error().message.find("target prefix") != std::string::npos);
+}
+
+// Text to text with each family's tokenizer and language codes, as the fixtures' PyTorch
+// reference translated it (tools/reference/family_tokenizers.py + the oracle's greedy),
+// through the C++ API, the C API and petrel-run.
+TEST_CASE("multilingual families translate text with source and target languages", "[oracle][text]") {
+  const std::string name = GENERATE(from_range(kFamilyFixtures));
+  CAPTURE(name);
+  TempDir tmp;
+  json e = expected_for(name);
+  const json& t = e["text"];
+  const std::string path = convert_fixture(name, DType::kF32, tmp);
+  auto model = load_model(path);
+  REQUIRE(model->info().has_text_tokenizer);
+  Translator translator = make_translator(model);
+  TranslateOptions o = greedy_options(e["max_new_tokens"]);
+  o.source_language = t["src_lang"];
+  o.target_language = t["tgt_lang"];
+  petrel_model* c_model = nullptr;
+  REQUIRE(petrel_model_load(path.c_str(), &c_model) == PETREL_OK);
+  petrel_session* session = nullptr;
+  REQUIRE(petrel_session_create(c_model, nullptr, 1, &session) == PETREL_OK);
+  for (const json& want : t["translations"]) {
+    const std::string text = want["text"];
+    INFO(text);
+    auto r = translator.translate_text({text}, o);
+    REQUIRE(r.has_value());
+    CHECK(r.value()[0].input.ids == want["ids"].get<std::vector<int32_t>>());
+    REQUIRE(!r.value()[0].hypotheses.empty());
+    CHECK(r.value()[0].hypotheses[0].ids == want["output_ids"].get<std::vector<int32_t>>());
+    CHECK(r.value()[0].hypotheses[0].text == want["output_text"].get<std::string>());
+
+    petrel_options c;
+    petrel_options_init(&c);
+    c.beam_size = 1;
+    c.length_penalty = 1.0;
+    c.max_new_tokens = e["max_new_tokens"];
+    const std::string src = t["src_lang"], tgt = t["tgt_lang"];
+    c.source_language = src.c_str();
+    c.target_language = tgt.c_str();
+    char* translation = nullptr;
+    REQUIRE(petrel_translate_text(session, text.c_str(), &c, &translation) == PETREL_OK);
+    CHECK(std::string(translation) == want["output_text"].get<std::string>());
+    petrel_string_free(translation);
+
+    int status = 0;
+    const std::string out = run_command(PETREL_RUN + " " + path + " --text \"" + text + "\" --source-lang " + src +
+                                            " --target-lang " + tgt + " --beam 1 --length-penalty 1 --max-new-tokens " +
+                                            std::to_string(e["max_new_tokens"].get<int>()) + " --json",
+                                        &status);
+    REQUIRE(status == 0);
+    const json run = json::parse(out);
+    CHECK(run["results"][0]["hypotheses"][0]["ids"] == want["output_ids"]);
+    CHECK(run["results"][0]["hypotheses"][0]["text"] == want["output_text"]);
+  }
+  // Unknown codes are refused by name.
+  TranslateOptions bad = o;
+  bad.target_language = "xx_Nope";
+  auto r = translator.translate_text({"file"}, bad);
+  REQUIRE_FALSE(r.has_value());
+  CHECK_THAT(r.error().message, Contains("xx_Nope"));
+  bad = o;
+  bad.source_language = "xx_Nope";
+  r = translator.translate_text({"file"}, bad);
+  REQUIRE_FALSE(r.has_value());
+  CHECK_THAT(r.error().message, Contains("xx_Nope"));
+  petrel_session_free(session);
+  petrel_model_free(c_model);
 }
 
 TEST_CASE("int8 multilingual family models agree with the f32 oracle (teacher-forced top-1) on every kernel path",

@@ -14,6 +14,7 @@
 #include "format/model_file.h"
 #include "kernels/positions.h"
 #include "model_access.h"
+#include "text/fairseq_tokenizer.h"
 #include "text/marian_tokenizer.h"
 #include "text/word_tokenizer.h"
 
@@ -180,6 +181,10 @@ static Result<std::shared_ptr<const Model>> finish_load(std::unique_ptr<Storage>
   }
   if (bound.value().marian_tokenizer) {
     auto tokenizer = text::MarianTokenizer::create(std::move(*bound.value().marian_tokenizer), name);
+    if (!tokenizer) return tokenizer.error();
+    impl->tokenizer = std::move(tokenizer.value());
+  } else if (bound.value().fairseq_tokenizer) {
+    auto tokenizer = text::FairseqTokenizer::create(std::move(*bound.value().fairseq_tokenizer), name);
     if (!tokenizer) return tokenizer.error();
     impl->tokenizer = std::move(tokenizer.value());
   } else if (info.has_text_tokenizer) {

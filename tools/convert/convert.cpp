@@ -11,6 +11,8 @@
 #include <unordered_map>
 
 #include "convert/checkpoint_file.h"
+#include "convert/config_reader.h"
+#include "convert/family_tokenizer.h"
 #include "convert/model_writer.h"
 #include "convert/shortlist.h"
 #include "convert/spm_model.h"
@@ -27,11 +29,6 @@ constexpr const char* kProducer = "petrel-convert 0.1.0";
 // close; variants differ by far more (up to 0.36 for d=512: the paper's and Marian's frequencies differ).
 constexpr double kPositionTolerance = 2e-4;
 
-bool file_exists(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0;
-}
-
 // The Hugging Face model_type: it decides the layer structure, never leftover config
 // keys (tools/reference/FAMILIES.md). NLLB-200 checkpoints are m2m_100 ones.
 enum class Family { kMarian, kM2M100, kMBart };
@@ -39,6 +36,7 @@ enum class Family { kMarian, kM2M100, kMBart };
 struct CheckpointConfig {
   Family family = Family::kMarian;
   std::string model_type = "marian";
+  std::string tokenizer_class;  // config.json's, when it names one (NLLB's does)
   uint32_t d_model = 0, encoder_layers = 0, decoder_layers = 0, heads = 0, ffn = 0, vocab = 0,
            max_positions = 0;
   uint32_t target_vocab = 0;  // decoder_vocab_size: the decoder's table, the output projection's rows
@@ -59,66 +57,6 @@ struct CheckpointConfig {
   std::vector<std::string> legacy_keys;       // ignored by transformers, consistent with Marian
 };
 
-// A whole file as text; `missing` says what a missing file means.
-std::string read_text(const std::string& path, const std::string& missing) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConvertError(path + ": cannot open" + missing);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw ConvertError(path + ": read error");
-  return text;
-}
-
-json parse_json(const std::string& path, const std::string& text) {
-  try {
-    return json::parse(text);
-  } catch (const json::exception& e) {
-    throw ConvertError(path + ": not valid JSON: " + e.what());
-  }
-}
-
-class ConfigReader {
- public:
-  // `text` is the file's content; `path` names it in errors.
-  ConfigReader(const std::string& path, const std::string& text) : path_(path), j_(parse_json(path, text)) {
-    if (!j_.is_object()) throw ConvertError(path + ": not a JSON object");
-  }
-
-  uint32_t positive(const std::string& key, std::optional<uint32_t> fallback = std::nullopt) const {
-    if (!j_.contains(key) || j_[key].is_null()) {
-      if (fallback) return *fallback;
-      throw ConvertError(path_ + ": missing key '" + key + "'");
-    }
-    const json& v = j_[key];
-    if (!v.is_number_unsigned() || v.get<uint64_t>() == 0 || v.get<uint64_t>() > (1u << 24))
-      throw ConvertError(path_ + ": key '" + key + "' must be a positive integer, got " + v.dump());
-    return v.get<uint32_t>();
-  }
-  int32_t token(const std::string& key, uint32_t vocab) const {
-    if (!j_.contains(key)) throw ConvertError(path_ + ": missing key '" + key + "'");
-    const json& v = j_[key];
-    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= vocab)
-      throw ConvertError(path_ + ": key '" + key + "' must be a token id below vocab_size " +
-                         std::to_string(vocab) + ", got " + v.dump());
-    return v.get<int32_t>();
-  }
-  bool flag(const std::string& key, bool fallback) const {
-    if (!j_.contains(key) || j_[key].is_null()) return fallback;
-    if (!j_[key].is_boolean()) throw ConvertError(path_ + ": key '" + key + "' must be true or false");
-    return j_[key].get<bool>();
-  }
-  std::string text(const std::string& key, const std::string& fallback) const {
-    if (!j_.contains(key) || j_[key].is_null()) return fallback;
-    if (!j_[key].is_string()) throw ConvertError(path_ + ": key '" + key + "' must be a string");
-    return j_[key].get<std::string>();
-  }
-  const json& raw() const { return j_; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-  json j_;
-};
-
 void read_generation(const ConfigReader& r, CheckpointConfig& c, bool from_generation_config);
 
 std::string format_number(double v) {
@@ -137,6 +75,7 @@ CheckpointConfig read_config(const ConfigReader& r, const ConvertOptions& option
   else
     throw ConvertError(path + ": model_type '" + c.model_type +
                        "' is not supported (marian, m2m_100 for M2M100 and NLLB-200, and mbart are)");
+  c.tokenizer_class = r.text("tokenizer_class", "");
   const bool marian = c.family == Family::kMarian;
   if (!marian && options.norm)
     throw ConvertError("--norm applies to marian checkpoints only (" + c.model_type + " models are pre-LN by definition)");
@@ -461,28 +400,6 @@ std::vector<float> read_tied(Source& src, const std::vector<std::string>& names,
   return table;
 }
 
-// A {"token": id} vocabulary (vocab.json, target_vocab.json) holding every id below
-// `size` exactly once; `size_key` names the config field that gave `size`.
-std::vector<std::string> parse_vocab(const std::string& path, const std::string& text, uint32_t size,
-                                     const char* size_key) {
-  const json j = parse_json(path, text);
-  if (!j.is_object()) throw ConvertError(path + ": must map tokens to ids");
-  std::vector<std::string> vocab(size);
-  std::vector<bool> seen(size, false);
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 || it.value().get<int64_t>() >= size)
-      throw ConvertError(path + ": token '" + it.key() + "' has id " + it.value().dump() + ", outside " + size_key +
-                         " " + std::to_string(size));
-    auto id = it.value().get<size_t>();
-    if (seen[id]) throw ConvertError(path + ": id " + std::to_string(id) + " is used by two tokens");
-    seen[id] = true;
-    vocab[id] = it.key();
-  }
-  for (size_t id = 0; id < seen.size(); ++id)
-    if (!seen[id]) throw ConvertError(path + ": no token for id " + std::to_string(id));
-  return vocab;
-}
-
 // The checkpoint's vocabulary files, read and checked (read_vocab and
 // check_checkpoint_json share this, so the fuzz target checks what the converter does).
 struct VocabularyFiles {
@@ -788,47 +705,19 @@ class Converter {
   // (-1: absent) when vocab is given.
   flatbuffers::Offset<fb::SentencePieceModel> sentencepiece_table(const SpmModel& m,
                                                                   const std::vector<std::string>* vocab) {
-    std::vector<flatbuffers::Offset<flatbuffers::String>> pieces;
-    for (std::string_view p : m.pieces) pieces.push_back(fbb_.CreateString(p.data(), p.size()));
-    auto pieces_vec = fbb_.CreateVector(pieces);
-    auto scores = fbb_.CreateVector(m.scores);
-    std::vector<uint8_t> types;
-    for (text::PieceType t : m.types) types.push_back(static_cast<uint8_t>(t));
-    auto types_vec = fbb_.CreateVector(types);
-    auto charsmap = fbb_.CreateVector(reinterpret_cast<const uint8_t*>(m.precompiled_charsmap.data()),
-                                      m.precompiled_charsmap.size());
-    auto unk_surface = fbb_.CreateString(m.unk_surface.data(), m.unk_surface.size());
-    auto normalizer = fbb_.CreateString(m.normalizer_name.data(), m.normalizer_name.size());
-    flatbuffers::Offset<flatbuffers::Vector<int32_t>> vocab_ids;
-    if (vocab != nullptr) {
-      std::unordered_map<std::string_view, int32_t> id_of;
-      for (size_t i = 0; i < vocab->size(); ++i) id_of.emplace((*vocab)[i], static_cast<int32_t>(i));
-      std::vector<int32_t> ids;
-      size_t missing = 0;
-      for (std::string_view p : m.pieces) {
-        auto it = id_of.find(p);
-        ids.push_back(it == id_of.end() ? -1 : it->second);
-        missing += it == id_of.end();
-      }
-      vocab_ids = fbb_.CreateVector(ids);
-      report_.notes.push_back(m.path.substr(m.path.find_last_of('/') + 1) + ": " + std::to_string(m.pieces.size()) +
-                              " pieces, " + std::to_string(missing) + " of them not in vocab.json (encoded as <unk>)");
+    if (vocab == nullptr) return write_sentencepiece_model(fbb_, m, nullptr);
+    std::unordered_map<std::string_view, int32_t> id_of;
+    for (size_t i = 0; i < vocab->size(); ++i) id_of.emplace((*vocab)[i], static_cast<int32_t>(i));
+    std::vector<int32_t> ids;
+    size_t missing = 0;
+    for (std::string_view p : m.pieces) {
+      auto it = id_of.find(p);
+      ids.push_back(it == id_of.end() ? -1 : it->second);
+      missing += it == id_of.end();
     }
-    fb::SentencePieceModelBuilder b(fbb_);
-    b.add_algorithm(static_cast<fb::SentencePieceAlgorithm>(m.algorithm));
-    b.add_pieces(pieces_vec);
-    b.add_scores(scores);
-    b.add_types(types_vec);
-    b.add_precompiled_charsmap(charsmap);
-    b.add_add_dummy_prefix(m.add_dummy_prefix);
-    b.add_remove_extra_whitespaces(m.remove_extra_whitespaces);
-    b.add_escape_whitespaces(m.escape_whitespaces);
-    b.add_treat_whitespace_as_suffix(m.treat_whitespace_as_suffix);
-    b.add_byte_fallback(m.byte_fallback);
-    b.add_unk_surface(unk_surface);
-    b.add_normalizer(normalizer);
-    if (vocab != nullptr) b.add_vocab_ids(vocab_ids);
-    return b.Finish();
+    report_.notes.push_back(m.path.substr(m.path.find_last_of('/') + 1) + ": " + std::to_string(m.pieces.size()) +
+                            " pieces, " + std::to_string(missing) + " of them not in vocab.json (encoded as <unk>)");
+    return write_sentencepiece_model(fbb_, m, &ids);
   }
 
   // The text tokenizer: opus-mt's (source.spm + target.spm + vocab.json [+
@@ -836,9 +725,9 @@ class Converter {
   flatbuffers::Offset<fb::Tokenizer> read_vocab() {
     const std::string& dir = options_.checkpoint_dir;
     const std::string path = dir + "/vocab.json";
-    if (c_.family != Family::kMarian) {
-      report_.notes.push_back("vocabulary: " + c_.model_type + " tokenizers are not converted yet; use token ids");
-      return 0;
+    if (c_.family != Family::kMarian) {  // NLLB, M2M100, mBART-50: nullopt, with a note, without the files
+      const auto family = read_family_tokenizer(dir, c_.model_type, c_.tokenizer_class, c_.vocab, &report_.notes);
+      return family ? write_family_tokenizer(fbb_, *family) : 0;
     }
     if (!file_exists(path)) {
       report_.notes.push_back("vocabulary: none (no vocab.json); use token ids");

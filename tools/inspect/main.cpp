@@ -41,6 +41,12 @@ static nlohmann::json tokenizer_json(const TokenizerInfo& t) {
     j["separate_target_vocab"] = t.separate_target_vocab;
     j["language_codes"] = t.language_codes;
   }
+  if (t.kind == "fairseq") {
+    j["family"] = t.family;
+    j["sentencepiece"] = spm(t.source);
+    j["language_codes"] = t.language_codes;
+    j["default_source_language"] = t.default_source_language;
+  }
   return j;
 }
 
@@ -174,14 +180,21 @@ int main(int argc, char** argv) {
   for (int32_t id : m.bad_word_ids) bad += " " + std::to_string(id);
   std::printf("  tokens            pad %d, eos %d, decoder start %d, never generated:%s\n", m.pad_id, m.eos_id,
               m.decoder_start_id, bad.empty() ? " none" : bad.c_str());
+  auto spm_text = [](const SentencePieceInfo& s) {
+    return s.algorithm + ", " + std::to_string(s.pieces) + " pieces, normalizer " +
+           (s.normalizer.empty() ? std::string("?") : s.normalizer) + (s.byte_fallback ? ", byte fallback" : "");
+  };
   if (m.tokenizer.kind == "marian") {
-    auto spm_text = [](const SentencePieceInfo& s) {
-      return s.algorithm + ", " + std::to_string(s.pieces) + " pieces, normalizer " +
-             (s.normalizer.empty() ? std::string("?") : s.normalizer) + (s.byte_fallback ? ", byte fallback" : "");
-    };
     std::printf("  tokenizer         Marian (SentencePiece): source %s; target %s%s\n", spm_text(m.tokenizer.source).c_str(),
                 spm_text(m.tokenizer.target).c_str(),
                 m.tokenizer.separate_target_vocab ? "; separate target vocabulary" : "");
+  }
+  if (m.tokenizer.kind == "fairseq")
+    std::printf("  tokenizer         %s (SentencePiece %s), source language by default: %s\n", m.tokenizer.family.c_str(),
+                spm_text(m.tokenizer.source).c_str(),
+                m.tokenizer.default_source_language.empty() ? "none (give one)"
+                                                            : m.tokenizer.default_source_language.c_str());
+  if (m.tokenizer.kind == "marian" || m.tokenizer.kind == "fairseq") {
     std::string codes;
     for (size_t i = 0; i < m.tokenizer.language_codes.size() && i < 12; ++i)
       codes += (i ? " " : "") + m.tokenizer.language_codes[i];

@@ -98,10 +98,13 @@ struct SentencePieceInfo {
 
 // The model file's text tokenizer (has_text_tokenizer).
 struct TokenizerInfo {
-  std::string kind = "none";  // "none", "words" (the demo's), "marian" (opus-mt: SentencePiece)
+  std::string kind = "none";  // "none", "words" (the demo's), "marian" (opus-mt: SentencePiece),
+                              // "fairseq" (NLLB, M2M100, mBART-50: SentencePiece + language codes)
   SentencePieceInfo source, target;         // marian
   bool separate_target_vocab = false;       // marian: target_vocab.json
-  std::vector<std::string> language_codes;  // ">>xx<<" tokens of the vocabulary
+  std::vector<std::string> language_codes;  // ">>xx<<" tokens of the vocabulary; fairseq: its languages
+  std::string family;                       // fairseq: "nllb", "m2m100", "mbart50"
+  std::string default_source_language;      // fairseq: tokenizer_config.json's src_lang (empty: none)
 };
 
 struct ModelInfo {

@@ -197,6 +197,80 @@ Result<text::MarianTokenizer::Parts> bind_marian_tokenizer(const fb::Tokenizer& 
   return parts;
 }
 
+// What ModelInfo tells of a bound SentencePiece model.
+void describe_sentencepiece(const fb::SentencePieceModel& spm, SentencePieceInfo& out) {
+  out.algorithm = spm.algorithm() == fb::SentencePieceAlgorithm::Bpe ? "bpe" : "unigram";
+  out.pieces = spm.pieces()->size();
+  out.normalizer = spm.normalizer() ? spm.normalizer()->str() : "";
+  out.byte_fallback = spm.byte_fallback();
+}
+
+// Every id in range (vocab_size ids; the Fairseq families have one vocabulary), each
+// language code the text of its token, the enums known.
+template <class Fail>
+Result<text::FairseqTokenizer::Parts> bind_fairseq_parts(const fb::Tokenizer& tok, uint32_t vocab_size, Fail fail) {
+  using Parts = text::FairseqTokenizer::Parts;
+  Parts parts;
+  if (tok.vocab() == nullptr || tok.vocab()->size() != vocab_size)
+    return fail("tokenizer.vocab: a Fairseq tokenizer needs every one of the " + std::to_string(vocab_size) +
+                " tokens");
+  std::string problem = utf8_problem(*tok.vocab(), "tokenizer.vocab");
+  if (!problem.empty()) return fail(problem);
+  parts.vocab = string_views(*tok.vocab());
+  auto source = bind_sentencepiece(tok.source(), "source", vocab_size, fail);
+  if (!source) return source.error();
+  parts.spm = std::move(source.value());
+  parts.spm_vocab_ids = tok.source()->vocab_ids()->data();
+  auto id_ok = [&](int32_t id) { return id >= 0 && static_cast<uint32_t>(id) < vocab_size; };
+  auto bad_id = [&](const std::string& field, int32_t id) {
+    return fail("tokenizer." + field + " = " + std::to_string(id) + " is not a token id (vocab_size " +
+                std::to_string(vocab_size) + ")");
+  };
+  for (auto [id, field, dst] : {std::tuple{tok.eos_id(), "eos_id", &parts.eos_id},
+                                std::tuple{tok.unk_id(), "unk_id", &parts.unk_id},
+                                std::tuple{tok.pad_id(), "pad_id", &parts.pad_id}}) {
+    if (!id_ok(id)) return bad_id(field, id);
+    *dst = id;
+  }
+  if (tok.mask_id() != -1 && !id_ok(tok.mask_id())) return bad_id("mask_id", tok.mask_id());
+  parts.mask_id = tok.mask_id();
+  if (tok.special_ids() == nullptr) return fail("tokenizer.special_ids: missing");
+  for (uint32_t i = 0; i < tok.special_ids()->size(); ++i) {
+    const int32_t id = tok.special_ids()->Get(i);
+    if (!id_ok(id)) return bad_id("special_ids[" + std::to_string(i) + "]", id);
+    parts.special_ids.push_back(id);
+  }
+  if (tok.languages() == nullptr || tok.languages()->size() == 0) return fail("tokenizer.languages: missing");
+  for (uint32_t i = 0; i < tok.languages()->size(); ++i) {
+    const fb::Language* l = tok.languages()->Get(i);
+    const std::string field = "languages[" + std::to_string(i) + "]";
+    if (!id_ok(l->id())) return bad_id(field + ".id", l->id());
+    const std::string_view code = l->code()->string_view();
+    if (code != parts.vocab[static_cast<size_t>(l->id())])
+      return fail("tokenizer." + field + ".code is not the text of token " + std::to_string(l->id()));
+    parts.languages.emplace_back(code, l->id());
+  }
+  if (!enum_in_range(tok.language_placement())) return fail("tokenizer.language_placement: unknown value");
+  if (!enum_in_range(tok.piece_decoding())) return fail("tokenizer.piece_decoding: unknown value");
+  using Tokenizer = text::FairseqTokenizer;
+  parts.placement = tok.language_placement() == fb::LanguagePlacement::Last ? Tokenizer::Placement::kLast
+                                                                             : Tokenizer::Placement::kFirst;
+  parts.piece_decoding = tok.piece_decoding() == fb::PieceDecoding::JoinPieces
+                             ? Tokenizer::PieceDecoding::kJoinPieces
+                             : Tokenizer::PieceDecoding::kSentencePiece;
+  parts.clean_up_spaces = tok.clean_up_spaces();
+  const std::string_view family = tok.family() ? tok.family()->string_view() : "";
+  if (family != "nllb" && family != "m2m100" && family != "mbart50")
+    return fail("tokenizer.family: '" + detail::to_valid_utf8(family) + "' is not nllb, m2m100 or mbart50");
+  parts.family = family;
+  if (tok.default_source_language()) {
+    problem = utf8_problem(tok.default_source_language()->string_view(), "tokenizer.default_source_language");
+    if (!problem.empty()) return fail(problem);
+    parts.default_source_language = tok.default_source_language()->string_view();
+  }
+  return parts;
+}
+
 class Binder {
  public:
   Binder(const fb::Model* model, const uint8_t* data, uint64_t data_size, std::string name)
@@ -604,17 +678,27 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
       if (!parts) return parts.error();
       TokenizerInfo& t = info.tokenizer;
       t.kind = "marian";
-      for (auto [spm, dst] : {std::pair{tok->source(), &t.source}, std::pair{tok->target(), &t.target}}) {
-        dst->algorithm = spm->algorithm() == fb::SentencePieceAlgorithm::Bpe ? "bpe" : "unigram";
-        dst->pieces = spm->pieces()->size();
-        dst->normalizer = spm->normalizer() ? spm->normalizer()->str() : "";
-        dst->byte_fallback = spm->byte_fallback();
-      }
+      describe_sentencepiece(*tok->source(), t.source);
+      describe_sentencepiece(*tok->target(), t.target);
       t.separate_target_vocab = tok->target_vocab() != nullptr;
       for (std::string_view token : parts.value().vocab)
         if (token.size() > 4 && token.compare(0, 2, ">>") == 0 && token.compare(token.size() - 2, 2, "<<") == 0)
           t.language_codes.emplace_back(token);
       out.marian_tokenizer = std::move(parts.value());
+      info.has_text_tokenizer = true;
+    }
+    if (tok->kind() == fb::TokenizerKind::Fairseq) {
+      if (info.target_vocab_size != info.vocab_size)
+        return fail("tokenizer.kind: a Fairseq tokenizer needs one vocabulary for source and target");
+      auto parts = bind_fairseq_parts(*tok, info.vocab_size, fail);
+      if (!parts) return parts.error();
+      TokenizerInfo& t = info.tokenizer;
+      t.kind = "fairseq";
+      describe_sentencepiece(*tok->source(), t.source);
+      for (const auto& language : parts.value().languages) t.language_codes.emplace_back(language.first);
+      t.family = std::string(parts.value().family);
+      t.default_source_language = std::string(parts.value().default_source_language);
+      out.fairseq_tokenizer = std::move(parts.value());
       info.has_text_tokenizer = true;
     }
     if (tok->vocab()) {
@@ -632,6 +716,13 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
   s = check_text_fields(info, fail);
   if (!s) return s.error();
   return out;
+}
+
+Result<text::FairseqTokenizer::Parts> bind_fairseq_tokenizer(const fb::Tokenizer& tok, uint32_t vocab_size,
+                                                             const std::string& name) {
+  return bind_fairseq_parts(tok, vocab_size, [&](const std::string& what) {
+    return Error{ErrorCode::kFormat, name + ": " + what};
+  });
 }
 
 }  // namespace petrel::detail

@@ -4,7 +4,7 @@
 #include <array>
 
 #include "core/utf8.h"
-#include "text/spm_normalizer.h"
+#include "text/hf_text.h"
 
 namespace petrel::text {
 namespace {
@@ -13,51 +13,6 @@ constexpr std::array<std::string_view, 3> kSpecials = {"</s>", "<unk>", "<pad>"}
 
 bool is_special(std::string_view token) {
   return std::find(kSpecials.begin(), kSpecials.end(), token) != kSpecials.end();
-}
-
-// Python's str.isspace() (what str.strip() removes), for one code point.
-bool python_space(uint32_t c) {
-  return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x3000;
-}
-
-// The code point of the well-formed UTF-8 character of `length` bytes at p.
-uint32_t code_point(const char* p, size_t length) {
-  const auto b = [&](size_t i) { return static_cast<uint32_t>(static_cast<unsigned char>(p[i])); };
-  switch (length) {
-    case 1: return b(0);
-    case 2: return (b(0) & 0x1f) << 6 | (b(1) & 0x3f);
-    case 3: return (b(0) & 0x0f) << 12 | (b(1) & 0x3f) << 6 | (b(2) & 0x3f);
-    default: return (b(0) & 0x07) << 18 | (b(1) & 0x3f) << 12 | (b(2) & 0x3f) << 6 | (b(3) & 0x3f);
-  }
-}
-
-// Length of the whitespace character starting at text[at], or 0.
-size_t space_at(std::string_view text, size_t at) {
-  const size_t n = utf8::valid_length(text.data() + at, text.size() - at);
-  return n > 0 && python_space(code_point(text.data() + at, n)) ? n : 0;
-}
-
-std::string_view lstrip(std::string_view text) {
-  size_t at = 0;
-  while (at < text.size()) {
-    const size_t n = space_at(text, at);
-    if (n == 0) break;
-    at += n;
-  }
-  return text.substr(at);
-}
-
-std::string_view rstrip(std::string_view text) {
-  size_t end = text.size();
-  while (end > 0) {
-    size_t start = end - 1;  // back to the lead byte of the last character (at most 4)
-    while (start > 0 && end - start < 4 && (static_cast<unsigned char>(text[start]) & 0xc0) == 0x80) --start;
-    const size_t n = space_at(text.substr(0, end), start);
-    if (n == 0 || start + n != end) break;
-    end = start;
-  }
-  return text.substr(0, end);
 }
 
 // The special tokens' texts and the chunks between them, whitespace beside a special
@@ -81,8 +36,8 @@ std::vector<std::string_view> split_specials(std::string_view text) {
   chunks.push_back(text.substr(start));
   for (size_t k = 0; k < chunks.size(); ++k) {
     if (!is_special(chunks[k])) continue;
-    if (k > 0 && !is_special(chunks[k - 1])) chunks[k - 1] = rstrip(chunks[k - 1]);
-    if (k + 1 < chunks.size() && !is_special(chunks[k + 1])) chunks[k + 1] = lstrip(chunks[k + 1]);
+    if (k > 0 && !is_special(chunks[k - 1])) chunks[k - 1] = python_rstrip(chunks[k - 1]);
+    if (k + 1 < chunks.size() && !is_special(chunks[k + 1])) chunks[k + 1] = python_lstrip(chunks[k + 1]);
   }
   chunks.erase(std::remove_if(chunks.begin(), chunks.end(), [](std::string_view c) { return c.empty(); }),
                chunks.end());
@@ -183,18 +138,9 @@ Result<std::string> MarianTokenizer::decode(const std::vector<int32_t>& ids) con
   std::string text;
   target_.decode_pieces(pieces, text);
   // "▁" left in a piece the target model lacks (returned verbatim) becomes a space.
-  static constexpr std::string_view kSpaceSymbol = "\xe2\x96\x81";
-  for (size_t at = text.find(kSpaceSymbol); at != std::string::npos; at = text.find(kSpaceSymbol, at + 1))
-    text.replace(at, kSpaceSymbol.size(), " ");
-  std::string out(rstrip(lstrip(text)));
-  if (parts_.clean_up_spaces) {  // the base class's clean_up_tokenization, in its order
-    static constexpr std::pair<std::string_view, std::string_view> kCleanUp[] = {
-        {" .", "."},   {" ?", "?"},     {" !", "!"},     {" ,", ","},     {" ' ", "'"},
-        {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
-    for (const auto& [before, after] : kCleanUp)
-      for (size_t at = out.find(before); at != std::string::npos; at = out.find(before, at + after.size()))
-        out.replace(at, before.size(), after);
-  }
+  space_symbols_to_spaces(text);
+  std::string out(python_strip(text));
+  if (parts_.clean_up_spaces) clean_up_tokenization(out);
   return out;
 }
 

@@ -7,8 +7,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "core/utf8.h"
 #include "petrel/status.h"
 #include "petrel/translator.h"
 
@@ -24,16 +26,17 @@ class Tokenizer {
   // The token of output id `id`, or nothing when it is no target id.
   virtual std::optional<std::string_view> output_token(int32_t id) const = 0;
 
-  // `text` in a given source language (multilingual models put its code's token in the
-  // input); an empty code: tokenize(text).
+  // Multilingual models (NLLB, M2M100, mBART-50) mark the source language with a token.
+  // tokenize() with `source_language` (a code of languages()); empty: tokenize(text).
+  // Models without language codes refuse any other value.
   virtual Result<TokenizedText> tokenize_in(std::string_view text, std::string_view source_language) const {
     if (source_language.empty()) return tokenize(text);
-    return Error{ErrorCode::kInvalidArgument, "this model has no language codes (source language '" +
-                                                  std::string(source_language) + "' given)"};
+    return Error{ErrorCode::kInvalidArgument,
+                 "source language '" + detail::to_valid_utf8(source_language) + "': this model has no language codes"};
   }
-  // The token id of a language code, or nothing when the model has no such language.
+  // The model id of a language code's token (a forced first target token), if any.
   virtual std::optional<int32_t> language_id(std::string_view /*code*/) const { return std::nullopt; }
-  // The language codes with their ids, in the tokenizer's order (empty: none).
+  // Every language code with its model id, in the tokenizer's order.
   virtual std::vector<std::pair<std::string, int32_t>> languages() const { return {}; }
 
   Result<std::vector<int32_t>> encode(std::string_view text) const {

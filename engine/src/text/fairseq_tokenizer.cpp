@@ -1,0 +1,155 @@
+#include "text/fairseq_tokenizer.h"
+
+#include <algorithm>
+
+#include "core/utf8.h"
+#include "text/hf_text.h"
+
+namespace petrel::text {
+
+Result<std::unique_ptr<FairseqTokenizer>> FairseqTokenizer::create(Parts parts, const std::string& where) {
+  auto spm = SentencePiece::create(parts.spm, where + ": tokenizer.source");
+  if (!spm) return spm.error();
+  // An empty special text would match at every position of every input.
+  for (size_t i = 0; i < parts.special_ids.size(); ++i)
+    if (parts.vocab[static_cast<size_t>(parts.special_ids[i])].empty())
+      return Error{ErrorCode::kFormat, where + ": tokenizer.special_ids[" + std::to_string(i) + "] = " +
+                                           std::to_string(parts.special_ids[i]) + " has no token text"};
+  for (size_t i = 0; i < parts.languages.size(); ++i)
+    if (parts.languages[i].first.empty())
+      return Error{ErrorCode::kFormat, where + ": tokenizer.languages[" + std::to_string(i) + "].code is empty"};
+  std::unique_ptr<FairseqTokenizer> tok(new FairseqTokenizer(std::move(parts), std::move(spm.value())));
+  const std::string_view source = tok->parts_.default_source_language;
+  if (!source.empty() && !tok->language_id(source))
+    return Error{ErrorCode::kFormat, where + ": tokenizer.default_source_language '" + std::string(source) +
+                                         "' is none of tokenizer.languages"};
+  return tok;
+}
+
+FairseqTokenizer::FairseqTokenizer(Parts parts, SentencePiece spm)
+    : parts_(std::move(parts)), spm_(std::move(spm)), special_(parts_.vocab.size(), false) {
+  for (const auto& [code, id] : parts_.languages) language_ids_.emplace(code, id);
+  std::vector<int32_t> specials = parts_.special_ids;
+  for (const auto& language : parts_.languages) specials.push_back(language.second);
+  for (int32_t id : specials) {
+    if (special_[static_cast<size_t>(id)]) continue;
+    special_[static_cast<size_t>(id)] = true;
+    const std::string_view token = parts_.vocab[static_cast<size_t>(id)];
+    auto& list = specials_by_byte_[static_cast<unsigned char>(token[0])];
+    if (std::none_of(list.begin(), list.end(), [&](const auto& s) { return s.first == token; }))
+      list.emplace_back(token, id);
+  }
+  for (auto& list : specials_by_byte_)
+    std::stable_sort(list.begin(), list.end(),
+                     [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+}
+
+std::optional<int32_t> FairseqTokenizer::language_id(std::string_view code) const {
+  auto it = language_ids_.find(code);
+  if (it == language_ids_.end() && parts_.family == "m2m100")  // M2M100's callers say "en" for "__en__"
+    it = language_ids_.find("__" + std::string(code) + "__");
+  if (it == language_ids_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<std::pair<std::string, int32_t>> FairseqTokenizer::languages() const {
+  std::vector<std::pair<std::string, int32_t>> out;
+  out.reserve(parts_.languages.size());
+  for (const auto& [code, id] : parts_.languages) out.emplace_back(code, id);
+  return out;
+}
+
+Result<int32_t> FairseqTokenizer::source_language_id(std::string_view code) const {
+  if (auto id = language_id(code)) return *id;
+  std::string known;
+  constexpr size_t kShown = 6;
+  for (size_t i = 0; i < parts_.languages.size() && i < kShown; ++i)
+    known += (i ? ", " : "") + std::string(parts_.languages[i].first);
+  if (parts_.languages.size() > kShown) known += ", ... (" + std::to_string(parts_.languages.size()) + " codes)";
+  return Error{ErrorCode::kInvalidArgument,
+               "unknown source language '" + detail::to_valid_utf8(code) + "'; this model knows " + known};
+}
+
+Result<TokenizedText> FairseqTokenizer::tokenize(std::string_view text) const {
+  if (parts_.default_source_language.empty())
+    return Error{ErrorCode::kInvalidArgument,
+                 "this multilingual model names no default source language: pass the source language"};
+  return tokenize_in(text, parts_.default_source_language);
+}
+
+Result<TokenizedText> FairseqTokenizer::tokenize_in(std::string_view text, std::string_view source_language) const {
+  auto language = source_language_id(source_language);
+  if (!language) return language.error();
+  TokenizedText out;
+  auto add = [&](std::string_view piece, int32_t id) {
+    out.pieces.emplace_back(piece);
+    out.ids.push_back(id);
+  };
+  const std::string_view language_token = parts_.vocab[static_cast<size_t>(language.value())];
+  if (parts_.placement == Placement::kFirst) add(language_token, language.value());
+  Encoding encoding;
+  auto encode_chunk = [&](std::string_view chunk) -> Status {
+    if (chunk.empty()) return Status::ok();
+    Status s = spm_.encode(chunk, encoding);
+    if (!s) return s;
+    for (const Piece& p : encoding.pieces()) {
+      const int32_t id = parts_.spm_vocab_ids[p.id];
+      add(p.text, id >= 0 ? id : parts_.unk_id);
+    }
+    return Status::ok();
+  };
+  size_t start = 0;
+  for (size_t at = 0; at < text.size();) {
+    const std::pair<std::string_view, int32_t>* found = nullptr;
+    for (const auto& special : specials_by_byte_[static_cast<unsigned char>(text[at])])
+      if (text.compare(at, special.first.size(), special.first) == 0) {
+        found = &special;
+        break;
+      }
+    if (found == nullptr) {
+      ++at;
+      continue;
+    }
+    std::string_view chunk = text.substr(start, at - start);
+    if (found->second == parts_.mask_id) chunk = python_rstrip(chunk);  // <mask> is lstrip=True
+    Status s = encode_chunk(chunk);
+    if (!s) return s.error();
+    add(found->first, found->second);
+    at += found->first.size();
+    start = at;
+  }
+  Status s = encode_chunk(text.substr(start));
+  if (!s) return s.error();
+  add(parts_.vocab[static_cast<size_t>(parts_.eos_id)], parts_.eos_id);
+  if (parts_.placement == Placement::kLast) add(language_token, language.value());
+  return out;
+}
+
+Result<std::string> FairseqTokenizer::decode(const std::vector<int32_t>& ids) const {
+  std::vector<std::string_view> pieces;
+  pieces.reserve(ids.size());
+  for (int32_t id : ids) {
+    if (id < 0 || static_cast<size_t>(id) >= parts_.vocab.size())
+      return Error{ErrorCode::kInvalidArgument, "token id " + std::to_string(id) + " is outside the vocabulary of " +
+                                                    std::to_string(parts_.vocab.size())};
+    const std::string_view token = parts_.vocab[static_cast<size_t>(id)];
+    if (!special_[static_cast<size_t>(id)] && !token.empty()) pieces.push_back(token);  // skip_special_tokens
+  }
+  std::string text;
+  if (parts_.piece_decoding == PieceDecoding::kSentencePiece) {
+    spm_.decode_pieces(pieces, text);
+  } else {
+    for (std::string_view p : pieces) text += p;
+    space_symbols_to_spaces(text);
+  }
+  std::string out(python_strip(text));
+  if (parts_.clean_up_spaces) clean_up_tokenization(out);
+  return out;
+}
+
+std::optional<std::string_view> FairseqTokenizer::output_token(int32_t id) const {
+  if (id < 0 || static_cast<size_t>(id) >= parts_.vocab.size()) return std::nullopt;
+  return parts_.vocab[static_cast<size_t>(id)];
+}
+
+}  // namespace petrel::text

@@ -1,0 +1,77 @@
+// The tokenizer of fairseq-born multilingual models, as Hugging Face's slow tokenizers
+// of transformers 4.4x-4.57 do it (tools/reference/family_tokenizers.py states the rules
+// and is the oracle; FAMILIES.md §6): NllbTokenizer, M2M100Tokenizer, MBart50Tokenizer.
+// One SentencePiece model splits text into pieces; its ids map to model ids through a
+// table (vocab_ids; -1: <unk>); language codes are tokens of their own.
+//
+// Encoding: the special tokens' texts (<s>, <pad>, </s>, <unk>, <mask>, every language
+// code) are cut out first, leftmost then longest, anywhere, each its own id; <mask> also
+// takes the whitespace to its left. Every other chunk goes through SentencePiece. The
+// source language token goes first (`[lang] X </s>`) or, NLLB's legacy_behaviour, last
+// (`X </s> [lang]`).
+// Decoding: special tokens (languages included) are skipped, and so is an id with no
+// token text (M2M100's made-up words, which transformers reads as <unk>); the pieces
+// become text by the SentencePiece model (M2M100, mBART-50) or by joining them with "▁"
+// as a space (NLLB); the ends are stripped, tokenization spaces cleaned up when the
+// checkpoint asks for it.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "text/sentencepiece.h"
+#include "text/tokenizer.h"
+
+namespace petrel::text {
+
+class FairseqTokenizer final : public Tokenizer {
+ public:
+  enum class Placement : uint8_t { kFirst, kLast };                  // of the source language token
+  enum class PieceDecoding : uint8_t { kSentencePiece, kJoinPieces };  // output pieces -> text
+
+  // Views into the model file; the file must outlive the tokenizer. The loader has
+  // checked every id against vocab.size() and spm_vocab_ids' length (model_file.cpp).
+  struct Parts {
+    SentencePieceSpec spm;
+    const int32_t* spm_vocab_ids = nullptr;  // per SentencePiece id: model id, or -1 (<unk>)
+    std::vector<std::string_view> vocab;     // model id -> token text
+    int32_t eos_id = -1, unk_id = -1, pad_id = -1;
+    int32_t mask_id = -1;                    // -1: none
+    std::vector<int32_t> special_ids;        // cut out of the input, skipped in the output
+    std::vector<std::pair<std::string_view, int32_t>> languages;  // code (the token's text) -> id
+    Placement placement = Placement::kFirst;
+    PieceDecoding piece_decoding = PieceDecoding::kSentencePiece;
+    bool clean_up_spaces = false;
+    std::string_view family;                   // "nllb", "m2m100", "mbart50"
+    std::string_view default_source_language;  // empty: none
+  };
+  // Builds the SentencePiece model (validating it as untrusted input) and the special
+  // token tables; errors (kFormat) name `where` and the field.
+  static Result<std::unique_ptr<FairseqTokenizer>> create(Parts parts, const std::string& where);
+
+  // With the default source language; an error when the model names none.
+  Result<TokenizedText> tokenize(std::string_view text) const override;
+  Result<TokenizedText> tokenize_in(std::string_view text, std::string_view source_language) const override;
+  Result<std::string> decode(const std::vector<int32_t>& ids) const override;
+  std::optional<std::string_view> output_token(int32_t id) const override;
+  // A code of languages(); for M2M100 also the bare code ("en" for "__en__").
+  std::optional<int32_t> language_id(std::string_view code) const override;
+  std::vector<std::pair<std::string, int32_t>> languages() const override;
+
+ private:
+  FairseqTokenizer(Parts parts, SentencePiece spm);
+  Result<int32_t> source_language_id(std::string_view code) const;  // an error names known codes
+
+  Parts parts_;
+  SentencePiece spm_;
+  std::vector<bool> special_;  // per model id: skipped when decoding
+  // Special texts by first byte, longest first: the leftmost-longest match is the first
+  // of its byte's list that matches.
+  std::vector<std::pair<std::string_view, int32_t>> specials_by_byte_[256];
+  std::unordered_map<std::string_view, int32_t> language_ids_;
+};
+
+}  // namespace petrel::text

@@ -1,0 +1,279 @@
+// Text <-> ids for NLLB-200, M2M100 and mBART-50 checkpoints: the converter's reader
+// (convert/family_tokenizer.h) writes the tokenizer table, the loader's binder checks it
+// and FairseqTokenizer runs it; every expectation comes from the oracle fixtures
+// (expected.json's `text`, made with transformers' rules by
+// tools/reference/family_tokenizers.py over Debian's sentencepiece).
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <functional>
+
+#include "convert/family_tokenizer.h"
+#include "format/model_file.h"
+#include "model_access.h"
+#include "petrel_generated.h"
+#include "support/test_support.h"
+#include "text/fairseq_tokenizer.h"
+
+using namespace petrel;
+using namespace petrel::test;
+using Catch::Matchers::Contains;
+using json = nlohmann::json;
+
+namespace {
+
+json read_json(const std::string& path) {
+  std::ifstream in(path);
+  REQUIRE(in);
+  return json::parse(in);
+}
+
+void write_json(const std::string& path, const json& j) {
+  std::ofstream out(path);
+  out << j.dump(1);
+  REQUIRE(out);
+}
+
+// A checkpoint directory's tokenizer as the engine runs it: the converter's table in a
+// FlatBuffer (which the tokenizer views into), bound and built as a model load does.
+struct Loaded {
+  flatbuffers::FlatBufferBuilder fbb;
+  std::unique_ptr<text::FairseqTokenizer> tokenizer;
+};
+
+convert::FamilyTokenizer read_tokenizer(const std::string& dir, std::vector<std::string>* notes = nullptr) {
+  const json config = read_json(dir + "/config.json");
+  auto t = convert::read_family_tokenizer(dir, config.at("model_type").get<std::string>(),
+                                          config.value("tokenizer_class", ""), config.at("vocab_size").get<uint32_t>(),
+                                          notes);
+  REQUIRE(t.has_value());
+  return std::move(*t);
+}
+
+Result<text::FairseqTokenizer::Parts> bind(Loaded& out, const convert::FamilyTokenizer& t) {
+  out.fbb.Finish(convert::write_family_tokenizer(out.fbb, t));
+  const auto* table = flatbuffers::GetRoot<fb::Tokenizer>(out.fbb.GetBufferPointer());
+  return detail::bind_fairseq_tokenizer(*table, static_cast<uint32_t>(t.vocab.size()), "test.petrel");
+}
+
+std::unique_ptr<Loaded> load(const convert::FamilyTokenizer& t) {
+  auto out = std::make_unique<Loaded>();
+  auto parts = bind(*out, t);
+  REQUIRE(parts);
+  auto tok = text::FairseqTokenizer::create(std::move(parts.value()), "test.petrel");
+  REQUIRE(tok);
+  out->tokenizer = std::move(tok.value());
+  return out;
+}
+
+std::vector<std::string> strings(const json& j) { return j.get<std::vector<std::string>>(); }
+std::vector<int32_t> ids_of(const json& j) { return j.get<std::vector<int32_t>>(); }
+
+}  // namespace
+
+TEST_CASE("family tokenizers: pieces, ids and decoded text as transformers gives them", "[tokenizer][families]") {
+  const std::string name = GENERATE(as<std::string>{}, "nllb_d1024", "m2m100_tiny", "mbart50_tiny");
+  INFO(name);
+  const std::string dir = oracle_dir(name);
+  const json text = expected_for(name).at("text");
+  const std::string src = text.at("src_lang"), tgt = text.at("tgt_lang");
+  std::vector<std::string> notes;
+  auto loaded = load(read_tokenizer(dir, &notes));
+  const text::FairseqTokenizer& tok = *loaded->tokenizer;
+  REQUIRE_THAT(notes.back(), Contains("text tokenizer"));
+
+  CHECK(tok.language_id(src) == text.at("src_lang_id").get<int32_t>());
+  CHECK(tok.language_id(tgt) == text.at("tgt_lang_id").get<int32_t>());
+  CHECK_FALSE(tok.language_id("xx_YY").has_value());
+  CHECK_FALSE(tok.languages().empty());
+
+  for (const json& c : text.at("cases")) {
+    const std::string input = c.at("text");
+    INFO(input);
+    const std::vector<int32_t> ids = ids_of(c.at("ids"));
+    auto t = tok.tokenize_in(input, src);
+    REQUIRE(t);
+    CHECK(t.value().ids == ids);
+    // The pieces around the language token and EOS are SentencePiece's and the specials'.
+    REQUIRE(t.value().pieces.size() == ids.size());
+    const std::vector<std::string>& pieces = t.value().pieces;
+    CHECK(std::vector<std::string>(pieces.begin() + 1, pieces.end() - 1) == strings(c.at("pieces")));
+    auto by_default = tok.tokenize(input);  // tokenizer_config.json's src_lang
+    REQUIRE(by_default);
+    CHECK(by_default.value().ids == ids);
+    // expected.json decodes the whole source ids (language and EOS are special tokens,
+    // skipped); the output convention (without them) gives the same text.
+    auto decoded = tok.decode(ids);
+    REQUIRE(decoded);
+    CHECK(decoded.value() == c.at("decoded").get<std::string>());
+    auto inner = tok.decode(std::vector<int32_t>(ids.begin() + 1, ids.end() - 1));
+    REQUIRE(inner);
+    CHECK(inner.value() == c.at("decoded").get<std::string>());
+  }
+  for (int32_t id : {0, 2, text.at("src_lang_id").get<int32_t>()}) CHECK(tok.output_token(id).has_value());
+  CHECK_FALSE(tok.output_token(-1).has_value());
+  CHECK_FALSE(tok.decode({-1}));
+}
+
+TEST_CASE("family tokenizers: NLLB's legacy_behaviour puts the language last", "[tokenizer][families]") {
+  const json text = expected_for("nllb_d1024").at("text");
+  TempDir tmp;
+  copy_dir(oracle_dir("nllb_d1024"), tmp.path());
+  json config = read_json(tmp.file("tokenizer_config.json"));
+  config["legacy_behaviour"] = true;
+  write_json(tmp.file("tokenizer_config.json"), config);
+  auto loaded = load(read_tokenizer(tmp.path()));
+  size_t checked = 0;
+  for (const json& c : text.at("cases")) {
+    INFO(c.at("text").get<std::string>());
+    auto t = loaded->tokenizer->tokenize_in(c.at("text").get<std::string>(), text.at("src_lang").get<std::string>());
+    REQUIRE(t);
+    CHECK(t.value().ids == ids_of(c.at("ids_legacy")));
+    checked += 1;
+  }
+  CHECK(checked == text.at("cases").size());
+}
+
+TEST_CASE("family tokenizers: unknown languages and missing defaults are named errors", "[tokenizer][families]") {
+  auto loaded = load(read_tokenizer(oracle_dir("nllb_d1024")));
+  auto t = loaded->tokenizer->tokenize_in("Open the file", "xx_Klingon");
+  REQUIRE_FALSE(t);
+  CHECK(t.error().code == ErrorCode::kInvalidArgument);
+  CHECK_THAT(t.error().message, Contains("xx_Klingon") && Contains("ace_Arab") && Contains("202 codes"));
+
+  // M2M100 takes "en" for its "__en__" token, as transformers' src_lang does.
+  const json m2m = expected_for("m2m100_tiny").at("text");
+  auto m2m_loaded = load(read_tokenizer(oracle_dir("m2m100_tiny")));
+  CHECK(m2m_loaded->tokenizer->language_id("__" + m2m.at("src_lang").get<std::string>() + "__") ==
+        m2m.at("src_lang_id").get<int32_t>());
+
+  // An NLLB tokenizer_config.json listing other languages and no src_lang: no default.
+  TempDir tmp;
+  copy_dir(oracle_dir("nllb_d1024"), tmp.path());
+  json config = read_json(tmp.file("tokenizer_config.json"));
+  config.erase("src_lang");
+  config["additional_special_tokens"] = {"fra_Latn", "deu_Latn"};
+  config.erase("added_tokens_decoder");
+  write_json(tmp.file("tokenizer_config.json"), config);
+  auto few = load(read_tokenizer(tmp.path()));
+  auto none = few->tokenizer->tokenize("Open the file");
+  REQUIRE_FALSE(none);
+  CHECK_THAT(none.error().message, Contains("pass the source language"));
+  CHECK(few->tokenizer->languages().size() == 2);
+  CHECK(few->tokenizer->tokenize_in("Open the file", "deu_Latn"));
+
+  // The other tokenizers have no languages: only an empty source language is accepted.
+  auto marian = load_model(en_de_model_path());
+  const text::Tokenizer* plain = detail::ModelAccess::tokenizer(*marian);
+  REQUIRE(plain != nullptr);
+  CHECK(plain->tokenize_in("Hallo", ""));
+  auto refused = plain->tokenize_in("Hallo", "de");
+  REQUIRE_FALSE(refused);
+  CHECK_THAT(refused.error().message, Contains("'de'") && Contains("no language codes"));
+  CHECK(plain->languages().empty());
+  CHECK_FALSE(plain->language_id("de"));
+}
+
+TEST_CASE("family tokenizers: a malformed tokenizer_config.json is refused by file and key",
+          "[tokenizer][families][convert]") {
+  const std::string dir = oracle_dir("nllb_d1024");
+  const json original = read_json(dir + "/tokenizer_config.json");
+  const std::string eng = std::to_string(expected_for("nllb_d1024").at("text").at("src_lang_id").get<int32_t>());
+  REQUIRE(original.at("added_tokens_decoder").at(eng).at("content") == "eng_Latn");
+  struct Case {
+    std::function<void(json&)> edit;
+    std::vector<std::string> message;
+  };
+  const std::vector<Case> cases = {
+      {[&](json& j) {
+         j["added_tokens_decoder"]["100"] = j["added_tokens_decoder"][eng];
+         j["added_tokens_decoder"].erase(eng);
+       },
+       {"added_tokens_decoder", "eng_Latn", "a piece's id"}},
+      {[&](json& j) { j["added_tokens_decoder"]["99999"] = j["added_tokens_decoder"][eng]; },
+       {"added_tokens_decoder[\"99999\"]", "outside"}},
+      {[&](json& j) { j["added_tokens_decoder"]["-5"] = j["added_tokens_decoder"][eng]; },
+       {"added_tokens_decoder[\"-5\"]", "not a decimal number"}},
+      {[&](json& j) {  // fra_Latn moved onto eng_Latn's id, which eng_Latn keeps by the formula
+         json& map = j["added_tokens_decoder"];
+         for (auto it = map.begin(); it != map.end(); ++it)
+           if (it.value()["content"] == "fra_Latn") {
+             map.erase(it);
+             break;
+           }
+         map[eng]["content"] = "fra_Latn";
+       },
+       {"share id " + eng}},
+      {[&](json& j) { j["added_tokens_decoder"]["0"]["content"] = "</s>"; }, {"'</s>' is named by two ids"}},
+      {[&](json& j) {
+         j["added_tokens_decoder"]["5"] = j["added_tokens_decoder"]["2"];
+         j["added_tokens_decoder"].erase("2");
+       },
+       {"'</s>' has id 5, not 2"}},
+      {[&](json& j) { j["src_lang"] = "tlh_Latn"; }, {"src_lang 'tlh_Latn'"}},
+      {[&](json& j) { j["legacy_behaviour"] = "yes"; }, {"legacy_behaviour"}},
+      {[&](json& j) { j["additional_special_tokens"] = 7; }, {"additional_special_tokens"}},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    INFO("case " << i);
+    TempDir tmp;
+    copy_dir(dir, tmp.path());
+    json config = original;
+    cases[i].edit(config);
+    write_json(tmp.file("tokenizer_config.json"), config);
+    try {
+      read_tokenizer(tmp.path());
+      FAIL("no error");
+    } catch (const convert::ConvertError& e) {
+      CHECK_THAT(e.what(), Contains(tmp.file("tokenizer_config.json")));
+      for (const std::string& part : cases[i].message) CHECK_THAT(e.what(), Contains(part));
+    }
+  }
+  // Without the tokenizer files the model converts with token ids only.
+  TempDir empty;
+  std::vector<std::string> notes;
+  CHECK_FALSE(convert::read_family_tokenizer(empty.path(), "m2m_100", "NllbTokenizer", 404, &notes));
+  REQUIRE(notes.size() == 1);
+  CHECK_THAT(notes[0], Contains("use token ids"));
+}
+
+TEST_CASE("family tokenizers: a hostile table is refused at load, by field", "[tokenizer][families][format]") {
+  const convert::FamilyTokenizer good = read_tokenizer(oracle_dir("mbart50_tiny"));
+  const int32_t n = static_cast<int32_t>(good.vocab.size());
+  struct Case {
+    std::function<void(convert::FamilyTokenizer&)> edit;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {[&](convert::FamilyTokenizer& t) { t.special_ids.push_back(n); }, "tokenizer.special_ids["},
+      {[&](convert::FamilyTokenizer& t) { t.languages[3].second = -2; }, "tokenizer.languages[3].id = -2"},
+      {[&](convert::FamilyTokenizer& t) { t.languages[3].second = 10; }, "tokenizer.languages[3].code"},
+      {[&](convert::FamilyTokenizer& t) { t.eos_id = n; }, "tokenizer.eos_id"},
+      {[&](convert::FamilyTokenizer& t) { t.mask_id = n + 7; }, "tokenizer.mask_id"},
+      {[&](convert::FamilyTokenizer& t) { t.spm_vocab_ids[5] = n; }, "tokenizer.source.vocab_ids[5]"},
+      {[&](convert::FamilyTokenizer& t) { t.spm_vocab_ids.pop_back(); }, "tokenizer.source.vocab_ids"},
+      {[&](convert::FamilyTokenizer& t) { t.family = "marian"; }, "tokenizer.family"},
+      {[&](convert::FamilyTokenizer& t) { t.vocab.pop_back(); }, "tokenizer.vocab"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    INFO("case " << i);
+    convert::FamilyTokenizer t = good;
+    cases[i].edit(t);
+    Loaded out;
+    const uint32_t vocab_size = static_cast<uint32_t>(n);
+    out.fbb.Finish(convert::write_family_tokenizer(out.fbb, t));
+    auto parts = detail::bind_fairseq_tokenizer(*flatbuffers::GetRoot<fb::Tokenizer>(out.fbb.GetBufferPointer()),
+                                                vocab_size, "hostile.petrel");
+    REQUIRE_FALSE(parts);
+    CHECK(parts.error().code == ErrorCode::kFormat);
+    CHECK_THAT(parts.error().message, Contains("hostile.petrel") && Contains(cases[i].message));
+  }
+  // A special token without text would match everywhere: refused when building.
+  convert::FamilyTokenizer t = good;
+  t.vocab[static_cast<size_t>(t.mask_id)] = "";
+  Loaded out;
+  auto parts = bind(out, t);
+  REQUIRE(parts);
+  auto tok = text::FairseqTokenizer::create(std::move(parts.value()), "test.petrel");
+  REQUIRE_FALSE(tok);
+  CHECK_THAT(tok.error().message, Contains("has no token text"));
+}

@@ -1,0 +1,107 @@
+// JSON inputs of a checkpoint directory (config.json, tokenizer_config.json, ...):
+// reading them and typed access to their keys, every error a ConvertError naming the
+// file and the key. Shared by the converter and the family tokenizer reader.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "convert/convert_error.h"
+
+namespace petrel::convert {
+
+inline bool file_exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+// A whole file as text; `missing` says what a missing file means.
+inline std::string read_text(const std::string& path, const std::string& missing) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConvertError(path + ": cannot open" + missing);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw ConvertError(path + ": read error");
+  return text;
+}
+
+inline nlohmann::json parse_json(const std::string& path, const std::string& text) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw ConvertError(path + ": not valid JSON: " + e.what());
+  }
+}
+
+class ConfigReader {
+ public:
+  // `text` is the file's content; `path` names it in errors.
+  ConfigReader(const std::string& path, const std::string& text) : path_(path), j_(parse_json(path, text)) {
+    if (!j_.is_object()) throw ConvertError(path + ": not a JSON object");
+  }
+
+  uint32_t positive(const std::string& key, std::optional<uint32_t> fallback = std::nullopt) const {
+    if (!j_.contains(key) || j_[key].is_null()) {
+      if (fallback) return *fallback;
+      throw ConvertError(path_ + ": missing key '" + key + "'");
+    }
+    const nlohmann::json& v = j_[key];
+    if (!v.is_number_unsigned() || v.get<uint64_t>() == 0 || v.get<uint64_t>() > (1u << 24))
+      throw ConvertError(path_ + ": key '" + key + "' must be a positive integer, got " + v.dump());
+    return v.get<uint32_t>();
+  }
+  int32_t token(const std::string& key, uint32_t vocab) const {
+    if (!j_.contains(key)) throw ConvertError(path_ + ": missing key '" + key + "'");
+    const nlohmann::json& v = j_[key];
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= vocab)
+      throw ConvertError(path_ + ": key '" + key + "' must be a token id below vocab_size " +
+                         std::to_string(vocab) + ", got " + v.dump());
+    return v.get<int32_t>();
+  }
+  bool flag(const std::string& key, bool fallback) const {
+    if (!j_.contains(key) || j_[key].is_null()) return fallback;
+    if (!j_[key].is_boolean()) throw ConvertError(path_ + ": key '" + key + "' must be true or false");
+    return j_[key].get<bool>();
+  }
+  std::string text(const std::string& key, const std::string& fallback) const {
+    if (!j_.contains(key) || j_[key].is_null()) return fallback;
+    if (!j_[key].is_string()) throw ConvertError(path_ + ": key '" + key + "' must be a string");
+    return j_[key].get<std::string>();
+  }
+  const nlohmann::json& raw() const { return j_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  nlohmann::json j_;
+};
+
+// A {"token": id} vocabulary (vocab.json, target_vocab.json) holding every id below
+// `size` exactly once; `size_key` names the config field that gave `size`.
+inline std::vector<std::string> parse_vocab(const std::string& path, const std::string& text, uint32_t size,
+                                            const char* size_key) {
+  const nlohmann::json j = parse_json(path, text);
+  if (!j.is_object()) throw ConvertError(path + ": must map tokens to ids");
+  std::vector<std::string> vocab(size);
+  std::vector<bool> seen(size, false);
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 || it.value().get<int64_t>() >= size)
+      throw ConvertError(path + ": token '" + it.key() + "' has id " + it.value().dump() + ", outside " + size_key +
+                         " " + std::to_string(size));
+    auto id = it.value().get<size_t>();
+    if (seen[id]) throw ConvertError(path + ": id " + std::to_string(id) + " is used by two tokens");
+    seen[id] = true;
+    vocab[id] = it.key();
+  }
+  for (size_t id = 0; id < seen.size(); ++id)
+    if (!seen[id]) throw ConvertError(path + ": no token for id " + std::to_string(id));
+  return vocab;
+}
+
+}  // namespace petrel::convert

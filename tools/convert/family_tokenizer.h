@@ -1,0 +1,51 @@
+// The text tokenizer of NLLB-200, M2M100 and mBART-50 checkpoints (FAMILIES.md §6;
+// tools/reference/family_tokenizers.py is the executable statement of the rules): read
+// from the checkpoint directory's sentencepiece.bpe.model, vocab.json (M2M100) and
+// tokenizer_config.json, and written as a Fairseq tokenizer table (schema/petrel.fbs).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "convert/spm_model.h"
+#include "petrel_generated.h"
+
+namespace petrel::convert {
+
+struct FamilyTokenizer {
+  std::string family;                   // "nllb", "m2m100", "mbart50"
+  SpmModel spm;                         // sentencepiece.bpe.model
+  std::vector<int32_t> spm_vocab_ids;   // per SentencePiece id: model id, -1 (<unk>)
+  std::vector<std::string> vocab;       // model id -> token text; "" for ids never produced
+  int32_t eos_id = -1, unk_id = -1, pad_id = -1, mask_id = -1;
+  std::vector<int32_t> special_ids;     // <s>, <pad>, </s>, <unk>, every language, <mask>
+  std::vector<std::pair<std::string, int32_t>> languages;  // token text ("eng_Latn", "__en__", "en_XX") -> id
+  bool language_last = false;           // NLLB legacy_behaviour: `X </s> [lang]`
+  bool join_pieces = false;             // NLLB: pieces joined, "▁" -> " " (no SentencePiece decoding)
+  bool clean_up_spaces = false;         // tokenizer_config.json's clean_up_tokenization_spaces
+  std::string default_source_language;  // tokenizer_config.json's src_lang (else transformers' default)
+};
+
+// `tokenizer_class`: config.json's or tokenizer_config.json's ("NllbTokenizer",
+// "M2M100Tokenizer", "MBart50Tokenizer", their Fast twins; empty: tokenizer_config.json's,
+// else M2M100 when `model_type` is m2m_100 and vocab.json exists). `model_type`: "m2m_100"
+// or "mbart". nullopt (with a note) when the tokenizer files are absent or the class is
+// not one of these: the model then converts with token ids only. Throws ConvertError
+// naming the file and key on anything malformed.
+std::optional<FamilyTokenizer> read_family_tokenizer(const std::string& dir, const std::string& model_type,
+                                                     const std::string& tokenizer_class, uint32_t vocab_size,
+                                                     std::vector<std::string>* notes);
+
+flatbuffers::Offset<fb::Tokenizer> write_family_tokenizer(flatbuffers::FlatBufferBuilder& fbb,
+                                                          const FamilyTokenizer& t);
+
+// A SentencePiece model as the engine stores it, with vocab_ids (per piece: model id,
+// -1 absent) when given. Shared with the Marian tokenizer's writer.
+flatbuffers::Offset<fb::SentencePieceModel> write_sentencepiece_model(flatbuffers::FlatBufferBuilder& fbb,
+                                                                      const SpmModel& m,
+                                                                      const std::vector<int32_t>* vocab_ids);
+
+}  // namespace petrel::convert
