@@ -343,6 +343,13 @@ TEST_CASE("multilingual families translate text with source and target languages
     auto r = translator.translate_text({text}, o);
     REQUIRE(r.has_value());
     CHECK(r.value()[0].input.ids == want["ids"].get<std::vector<int32_t>>());
+    // No source language given: the model's default (tokenizer_config.json's src_lang).
+    if (model->info().tokenizer.default_source_language == t["src_lang"].get<std::string>()) {
+      auto by_default = tokenize(*model, text);
+      REQUIRE(by_default.has_value());
+      CHECK(by_default.value().ids == want["ids"].get<std::vector<int32_t>>());
+      CHECK(encode_text(*model, text).value() == want["ids"].get<std::vector<int32_t>>());
+    }
     REQUIRE(!r.value()[0].hypotheses.empty());
     CHECK(r.value()[0].hypotheses[0].ids == want["output_ids"].get<std::vector<int32_t>>());
     CHECK(r.value()[0].hypotheses[0].text == want["output_text"].get<std::string>());

@@ -70,14 +70,14 @@ Result<int32_t> FairseqTokenizer::source_language_id(std::string_view code) cons
                "unknown source language '" + detail::to_valid_utf8(code) + "'; this model knows " + known};
 }
 
-Result<TokenizedText> FairseqTokenizer::tokenize(std::string_view text) const {
-  if (parts_.default_source_language.empty())
+Result<TokenizedText> FairseqTokenizer::tokenize(std::string_view text) const { return tokenize_in(text, {}); }
+
+// An empty source_language means the model's default, as for every tokenizer.
+Result<TokenizedText> FairseqTokenizer::tokenize_in(std::string_view text, std::string_view source_language) const {
+  if (source_language.empty()) source_language = parts_.default_source_language;
+  if (source_language.empty())
     return Error{ErrorCode::kInvalidArgument,
                  "this multilingual model names no default source language: pass the source language"};
-  return tokenize_in(text, parts_.default_source_language);
-}
-
-Result<TokenizedText> FairseqTokenizer::tokenize_in(std::string_view text, std::string_view source_language) const {
   auto language = source_language_id(source_language);
   if (!language) return language.error();
   TokenizedText out;
