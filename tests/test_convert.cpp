@@ -262,6 +262,23 @@ TEST_CASE("multilingual families: model_type decides the structure, bad tensors 
     c.save();
     c.expect_error("config.json: model_type 't5' is not supported", "m2m_100");
   }
+  SECTION("check_checkpoint_json (fuzzed) reads the family tokenizer's files as the converter does") {
+    const std::string dir = oracle_dir("nllb_d1024");
+    auto text = [&](const std::string& f) {
+      auto bytes = read_bytes(dir + "/" + f);
+      return std::string(bytes.begin(), bytes.end());
+    };
+    convert::CheckpointJson files{text("config.json"), text("generation_config.json"), std::nullopt, std::nullopt,
+                                  text("tokenizer_config.json"), false, text("sentencepiece.bpe.model")};
+    convert::ConvertOptions o;
+    o.checkpoint_dir = dir;
+    auto v = convert::check_checkpoint_json(files, o);
+    CHECK(v.family_tokenizer);
+    CHECK(v.model_type == "m2m_100");
+    CHECK(v.vocab.size() == nlohmann::json::parse(files.config)["vocab_size"].get<size_t>());
+    files.tokenizer_config = R"({"added_tokens_decoder": {"999": {"content": "eng_Latn"}}})";
+    CHECK_THROWS_WITH(convert::check_checkpoint_json(files, o), Contains("tokenizer_config.json") && Contains("999"));
+  }
   SECTION("defaults come from the family's config class: mBART forces EOS, M2M100 scales embeddings") {
     BadCheckpoint c("mbart50_tiny");
     std::remove((c.dir + "/generation_config.json").c_str());

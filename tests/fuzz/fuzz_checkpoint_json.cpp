@@ -5,7 +5,9 @@
 // part is a missing file. Each is read with the converter's default options and with
 // the options that state a structure (--norm pre, --positions learned), which change
 // what config keys may say, and with and without source.spm/target.spm beside them
-// (which decide whether the Marian tokenizer's files are read). A bad input must be
+// (which decide whether the Marian tokenizer's files are read). Configs of the
+// multilingual families (m2m_100, mbart) have their vocab.json and tokenizer_config.json
+// read by the family tokenizer, beside each fixture's sentencepiece.bpe.model. A bad input must be
 // refused with ConvertError; any other exception (such as nlohmann::json's type
 // errors), a crash or a sanitizer report is a finding.
 #include <algorithm>
@@ -15,6 +17,20 @@
 
 #include "convert/convert.h"
 #include "exercise_model.h"
+#include "marian_checkpoint.h"
+
+namespace {
+// The family fixtures' SentencePiece models (NLLB's 200 pieces, M2M100's and mBART-50's 256).
+const std::vector<std::string>& family_models() {
+  static const std::vector<std::string> models = [] {
+    std::vector<std::string> m;
+    for (const char* f : {"nllb_d1024", "m2m100_tiny", "mbart50_tiny"})
+      m.push_back(petrel::fuzz::read_file(std::string(PETREL_FIXTURES_DIR) + "/oracle/" + f + "/sentencepiece.bpe.model"));
+    return m;
+  }();
+  return models;
+}
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace petrel::convert;
@@ -28,19 +44,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     part = input.substr(at, end - at);
     at = end + 1;
   }
-  CheckpointJson files{*parts[0], parts[1], parts[2], parts[3], parts[4]};
+  CheckpointJson files{*parts[0], parts[1], parts[2], parts[3], parts[4], false, std::nullopt};
   ConvertOptions stated;
   stated.norm = petrel::NormPlacement::kPre;
   stated.positions = PositionChoice::kLearned;
   for (ConvertOptions options : {ConvertOptions{}, stated}) {
     options.checkpoint_dir = "fuzz";
-    for (bool sentencepiece : {false, true}) {
-      if (sentencepiece && !files.vocab) continue;  // the .spm files matter only with a vocabulary
+    for (size_t variant = 0; variant < 2 + family_models().size(); ++variant) {
+      const bool sentencepiece = variant == 1;  // Marian's .spm files
+      if (sentencepiece && !files.vocab) continue;  // they matter only with a vocabulary
       files.sentencepiece = sentencepiece;
+      files.family_sentencepiece.reset();
+      if (variant >= 2) files.family_sentencepiece = family_models()[variant - 2];
       try {
         const CheckedVocabulary v = check_checkpoint_json(files, options);
-        require(v.vocab.empty() == (!files.vocab || v.model_type != "marian"),
-                "a Marian checkpoint's vocabulary is returned when given");
+        if (v.model_type == "marian")
+          require(v.vocab.empty() == !files.vocab, "a Marian checkpoint's vocabulary is returned when given");
+        else
+          require(v.vocab.empty() == !v.family_tokenizer, "a family tokenizer has a vocabulary");
         require(!v.marian || sentencepiece, "a Marian tokenizer needs the .spm files");
         // JSON text is UTF-8 (nlohmann::json refuses other bytes), so tokens are too.
         for (const auto* tokens : {&v.vocab, &v.target_vocab})

@@ -453,7 +453,7 @@ def main():
         for fixture in ("post_swish_concat_tied", "generation_eos5", "m2m100_tiny", "mbart50_tiny", "nllb_d1024"):
             d = os.path.join(ROOT, "tests", "fixtures", "oracle", fixture)
             files = {}
-            for f in ("config.json", "generation_config.json", "vocab.json"):
+            for f in ("config.json", "generation_config.json", "vocab.json", "tokenizer_config.json"):
                 if os.path.exists(os.path.join(d, f)):
                     with open(os.path.join(d, f), encoding="utf-8") as text:
                         files[f] = text.read()

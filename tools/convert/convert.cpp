@@ -874,7 +874,12 @@ CheckedVocabulary check_checkpoint_json(const CheckpointJson& files, const Conve
   if (files.generation_config)
     read_generation(ConfigReader(dir + "/generation_config.json", *files.generation_config), c,
                     /*from_generation_config=*/true);
-  if (!files.vocab || c.family != Family::kMarian) return {{}, {}, false, c.model_type};
+  if (c.family != Family::kMarian) {
+    const FamilyTokenizerFiles family{dir, files.tokenizer_config, files.vocab, files.family_sentencepiece};
+    const auto t = family_tokenizer_from(family, c.model_type, c.tokenizer_class, c.vocab, nullptr);
+    return {t ? t->vocab : std::vector<std::string>{}, {}, false, c.model_type, t.has_value()};
+  }
+  if (!files.vocab) return {{}, {}, false, c.model_type};
   const VocabularyFiles v = read_vocabulary_files(dir, c, *files.vocab, files.target_vocab, files.tokenizer_config,
                                                   files.sentencepiece);
   return {v.vocab, v.target_vocab, v.marian, c.model_type};

@@ -64,18 +64,20 @@ struct CheckpointJson {
   std::string config;
   std::optional<std::string> generation_config, vocab, target_vocab, tokenizer_config;
   bool sentencepiece = false;  // source.spm and target.spm are present (their bytes are not checked here)
+  std::optional<std::string> family_sentencepiece;  // M2M100 / NLLB / mBART-50: sentencepiece.bpe.model's bytes
 };
 struct CheckedVocabulary {
   std::vector<std::string> vocab;         // id -> token; empty without vocab.json
   std::vector<std::string> target_vocab;  // target_vocab.json's, when read (a separate target vocabulary)
   bool marian = false;                    // the file would carry a Marian (SentencePiece) tokenizer
-  std::string model_type;                 // config.json's; only marian's vocabularies are read here
+  std::string model_type;                 // config.json's
+  bool family_tokenizer = false;          // M2M100 / NLLB / mBART-50: vocab is its tokenizer's (every model id)
 };
 
 // The JSON inputs checked exactly as convert_checkpoint checks the files: config.json,
 // then generation_config.json, vocab.json, target_vocab.json (used when the target
-// vocabulary is separate) and tokenizer_config.json (used with the .spm files) when
-// given. Errors name the files as in options.checkpoint_dir. Throws ConvertError.
+// vocabulary is separate) and tokenizer_config.json (used with the .spm files, or with
+// family_sentencepiece by the multilingual families' tokenizers) when given. Errors name the files as in options.checkpoint_dir. Throws ConvertError.
 CheckedVocabulary check_checkpoint_json(const CheckpointJson& files, const ConvertOptions& options = {});
 
 // Parses "f32" | "f16" | "int8" | "int4"; throws on anything else.

@@ -84,16 +84,31 @@ std::vector<std::string> token_list(const ConfigReader& r, const std::string& ke
 std::optional<FamilyTokenizer> read_family_tokenizer(const std::string& dir, const std::string& model_type,
                                                      const std::string& tokenizer_class, uint32_t vocab_size,
                                                      std::vector<std::string>* notes) {
+  FamilyTokenizerFiles files;
+  files.dir = dir;
+  auto text_if_exists = [&](const std::string& name) -> std::optional<std::string> {
+    const std::string path = dir + "/" + name;
+    return file_exists(path) ? std::optional<std::string>(read_text(path, "")) : std::nullopt;
+  };
+  files.tokenizer_config = text_if_exists("tokenizer_config.json");
+  files.vocab = text_if_exists("vocab.json");
+  files.sentencepiece = text_if_exists("sentencepiece.bpe.model");
+  return family_tokenizer_from(files, model_type, tokenizer_class, vocab_size, notes);
+}
+
+std::optional<FamilyTokenizer> family_tokenizer_from(const FamilyTokenizerFiles& files, const std::string& model_type,
+                                                     const std::string& tokenizer_class, uint32_t vocab_size,
+                                                     std::vector<std::string>* notes) {
   auto note = [&](const std::string& s) {
     if (notes != nullptr) notes->push_back(s);
   };
-  const std::string config_path = dir + "/tokenizer_config.json";
-  const std::string spm_path = dir + "/sentencepiece.bpe.model";
-  const std::string vocab_path = dir + "/vocab.json";
-  const ConfigReader tc(config_path, file_exists(config_path) ? read_text(config_path, "") : "{}");
+  const std::string config_path = files.dir + "/tokenizer_config.json";
+  const std::string spm_path = files.dir + "/sentencepiece.bpe.model";
+  const std::string vocab_path = files.dir + "/vocab.json";
+  const ConfigReader tc(config_path, files.tokenizer_config.value_or("{}"));
 
   std::string class_name = tokenizer_class.empty() ? tc.text("tokenizer_class", "") : tokenizer_class;
-  if (class_name.empty() && model_type == "m2m_100" && file_exists(vocab_path)) class_name = "M2M100Tokenizer";
+  if (class_name.empty() && model_type == "m2m_100" && files.vocab) class_name = "M2M100Tokenizer";
   FamilyTokenizer t;
   t.family = family_of(class_name);
   if (t.family.empty()) {
@@ -106,12 +121,12 @@ std::optional<FamilyTokenizer> read_family_tokenizer(const std::string& dir, con
     throw ConvertError(config_path + ": tokenizer_class " + class_name + " belongs to model_type " + wanted_type +
                        ", not '" + model_type + "'");
   const bool m2m100 = t.family == "m2m100";
-  if (!file_exists(spm_path) || (m2m100 && !file_exists(vocab_path))) {
+  if (!files.sentencepiece || (m2m100 && !files.vocab)) {
     note("text tokenizer: none (no sentencepiece.bpe.model" + std::string(m2m100 ? " or vocab.json" : "") +
          "); use token ids");
     return std::nullopt;
   }
-  t.spm = read_spm_model(spm_path);
+  t.spm = parse_spm_model(*files.sentencepiece, spm_path);
   const auto sp_size = static_cast<uint32_t>(t.spm.pieces.size());
   const std::string size_key = "config.json's vocab_size " + std::to_string(vocab_size);
 
@@ -120,7 +135,7 @@ std::optional<FamilyTokenizer> read_family_tokenizer(const std::string& dir, con
   uint32_t first_language = 0;
   std::vector<std::string> vocab_json;  // M2M100: id -> piece
   if (m2m100) {
-    const std::string text = read_text(vocab_path, "");
+    const std::string& text = *files.vocab;
     const json j = parse_json(vocab_path, text);
     vocab_json = parse_vocab(vocab_path, text, static_cast<uint32_t>(j.size()), "its size");
     const std::string set = tc.text("language_codes", "m2m100");

@@ -39,6 +39,16 @@ std::optional<FamilyTokenizer> read_family_tokenizer(const std::string& dir, con
                                                      const std::string& tokenizer_class, uint32_t vocab_size,
                                                      std::vector<std::string>* notes);
 
+// The same from the files' contents (nullopt: absent); `dir` names them in errors.
+// What read_family_tokenizer runs, and what fuzz_checkpoint_json fuzzes.
+struct FamilyTokenizerFiles {
+  std::string dir;
+  std::optional<std::string> tokenizer_config, vocab, sentencepiece;  // the .model's bytes
+};
+std::optional<FamilyTokenizer> family_tokenizer_from(const FamilyTokenizerFiles& files, const std::string& model_type,
+                                                     const std::string& tokenizer_class, uint32_t vocab_size,
+                                                     std::vector<std::string>* notes);
+
 flatbuffers::Offset<fb::Tokenizer> write_family_tokenizer(flatbuffers::FlatBufferBuilder& fbb,
                                                           const FamilyTokenizer& t);
 
