@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Writes issue #19's NLLB benchmark model: an M2M100 checkpoint shaped like
+facebook/nllb-200-distilled-600M (d_model 1024, 12+12 layers, 16 heads, FFN 4096,
+vocab 256206, ReLU, pre-LN with final stack norms, sinusoidal positions made by the
+engine, scaled embeddings, output tied to model.shared, no final_logits_bias), with
+random weights, in Hugging Face's layout (config.json + model.safetensors).
+
+    /usr/bin/python3 tools/reference/make_nllb_standin.py build/bench/nllb-600m-checkpoint
+
+Random weights measure speed and memory, never quality. The weights are F16 (the real
+checkpoint's 615 M parameters would be 2.5 GB in F32; F16 keeps this one at ~1.2 GB) and
+use make_bench_checkpoint.py's scales: linear weights N(0, in^-1/2), biases N(0, 0.02),
+norm gammas 1 + N(0, 0.05), betas N(0, 0.05), the table N(0, d^-1/2). Tensors are
+streamed to the file a chunk at a time (peak RSS ~200 MB), in the order their names
+sort, as make_bench_checkpoint.py writes them. Needs only numpy (Debian: python3-numpy).
+The safetensors writer is not shared with make_bench_checkpoint.py: that one holds every
+array in memory (F32) and writes them in one go, this one must know the header before any
+data exists. See bench/README.md's "NLLB-200-distilled-600M stand-in" section.
+"""
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+
+D, LAYERS, HEADS, FFN, VOCAB, POSITIONS = 1024, 12, 16, 4096, 256206, 1024
+PAD, BOS, EOS = 1, 0, 2
+CHUNK_ROWS = 16384  # rows of a large matrix generated at a time (64 MB of f32 at d 1024)
+
+
+def config():
+    # facebook/nllb-200-distilled-600M's config.json, key for key; tie_word_embeddings is
+    # that model's default (M2M100Config), written out here. torch_dtype says what is stored.
+    return {
+        "_name_or_path": "petrel-bench/nllb-200-distilled-600M-standin",
+        "activation_dropout": 0.0, "activation_function": "relu",
+        "architectures": ["M2M100ForConditionalGeneration"], "attention_dropout": 0.1,
+        "bos_token_id": BOS, "d_model": D,
+        "decoder_attention_heads": HEADS, "decoder_ffn_dim": FFN, "decoder_layerdrop": 0,
+        "decoder_layers": LAYERS, "decoder_start_token_id": EOS, "dropout": 0.1,
+        "encoder_attention_heads": HEADS, "encoder_ffn_dim": FFN, "encoder_layerdrop": 0,
+        "encoder_layers": LAYERS, "eos_token_id": EOS, "init_std": 0.02,
+        "is_encoder_decoder": True, "max_length": 200, "max_position_embeddings": POSITIONS,
+        "model_type": "m2m_100", "num_hidden_layers": LAYERS, "pad_token_id": PAD,
+        "scale_embedding": True, "tie_word_embeddings": True,
+        "tokenizer_class": "NllbTokenizer", "torch_dtype": "float16",
+        "transformers_version": "4.21.0.dev0", "use_cache": True, "vocab_size": VOCAB,
+    }
+
+
+def specs():
+    """(name, shape, kind) of every tensor; kind picks the distribution."""
+    def linear(prefix, out, inp):
+        yield f"{prefix}.weight", (out, inp), "weight"
+        yield f"{prefix}.bias", (out,), "bias"
+
+    def norm(prefix):
+        yield f"{prefix}.weight", (D,), "gamma"
+        yield f"{prefix}.bias", (D,), "beta"
+
+    yield "model.shared.weight", (VOCAB, D), "weight"
+    for stack in ("encoder", "decoder"):
+        yield from norm(f"model.{stack}.layer_norm")
+        for i in range(LAYERS):
+            p = f"model.{stack}.layers.{i}"
+            attentions = ["self_attn"] + (["encoder_attn"] if stack == "decoder" else [])
+            for a in attentions:
+                for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
+                    yield from linear(f"{p}.{a}.{proj}", D, D)
+                yield from norm(f"{p}.{a}_layer_norm")
+            yield from linear(f"{p}.fc1", FFN, D)
+            yield from linear(f"{p}.fc2", D, FFN)
+            yield from norm(f"{p}.final_layer_norm")
+
+
+def chunks(rng, shape, kind):
+    """The tensor's values as little-endian f16 bytes, CHUNK_ROWS rows at a time."""
+    rows = shape[0]
+    cols = shape[1] if len(shape) > 1 else 1
+    for start in range(0, rows, CHUNK_ROWS):
+        n = min(CHUNK_ROWS, rows - start)
+        z = rng.standard_normal((n, cols), dtype=np.float32)
+        if kind == "weight":
+            z *= np.float32(cols ** -0.5)
+        elif kind == "bias":
+            z *= np.float32(0.02)
+        elif kind == "gamma":
+            z = 1 + np.float32(0.05) * z
+        else:  # beta
+            z *= np.float32(0.05)
+        yield z.astype("<f2").tobytes()
+
+
+def main():
+    out_dir = sys.argv[1] if len(sys.argv) > 1 else "build/bench/nllb-600m-checkpoint"
+    os.makedirs(out_dir, exist_ok=True)
+    rng = np.random.default_rng(0)
+    items = sorted(specs())
+    header, offset = {}, 0
+    for name, shape, _ in items:
+        size = 2 * int(np.prod(shape))
+        header[name] = {"dtype": "F16", "shape": list(shape), "data_offsets": [offset, offset + size]}
+        offset += size
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)
+    path = os.path.join(out_dir, "model.safetensors")
+    with open(path + ".tmp", "wb") as f:
+        f.write(struct.pack("<Q", len(raw)))
+        f.write(raw)
+        for name, shape, kind in items:
+            written = 0
+            for block in chunks(rng, shape, kind):
+                f.write(block)
+                written += len(block)
+            assert written == header[name]["data_offsets"][1] - header[name]["data_offsets"][0], name
+    os.replace(path + ".tmp", path)
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(config(), f, indent=2)
+    params = offset // 2
+    print(f"wrote {out_dir}: {len(items)} tensors, {params / 1e6:.1f}M parameters, "
+          f"{os.path.getsize(path) / 2**20:.0f} MiB (F16)")
+
+
+if __name__ == "__main__":
+    main()
