@@ -355,6 +355,18 @@ TEST_CASE("converter rejects bad checkpoints with a message naming file and tens
     c.save();
     c.expect_error("config.json: decoder_vocab_size", "share_encoder_decoder_embeddings is true");
   }
+  SECTION("a target vocabulary that is not UTF-8 is refused by name") {
+    BadCheckpoint s("separate_vocab_untied");
+    auto numbered = [](size_t n, const std::string& bad) {
+      std::string j = "{";
+      for (size_t i = 0; i < n; ++i) j += (i ? ",\"t" : "\"t") + std::to_string(i) + (i == 1 ? bad : "") + "\":" + std::to_string(i);
+      return j + "}";
+    };
+    std::ofstream(s.dir + "/vocab.json") << numbered(s.config["vocab_size"].get<size_t>(), "");
+    std::ofstream(s.dir + "/target_vocab.json", std::ios::binary)
+        << numbered(s.config["decoder_vocab_size"].get<size_t>(), "\xff\xfe");
+    s.expect_error("target_vocab.json", "not valid JSON");
+  }
   SECTION("missing config key") {
     c.config.erase("d_model");
     c.save();
