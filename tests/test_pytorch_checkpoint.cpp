@@ -350,6 +350,21 @@ TEST_CASE("zip and legacy pytorch_model.bin convert to the same model file as mo
   }
 }
 
+TEST_CASE("an M2M100 pytorch_model.bin (tied tables sharing one storage) converts like its safetensors", "[pickle]") {
+  TempDir tmp;
+  const std::string reference = tmp.file("safetensors.petrel"), out = tmp.file("pickle.petrel");
+  convert_f32(oracle_dir("m2m100_tiny"), reference);
+  const std::string dir = tmp.file("m2m100_tiny");  // the name the file records
+  std::filesystem::create_directory(dir);
+  for (const char* f : {"config.json", "generation_config.json", "tokenizer_config.json", "vocab.json",
+                        "sentencepiece.bpe.model"})
+    write_bytes(dir + "/" + f, read_bytes(oracle_dir("m2m100_tiny") + "/" + f));
+  write_bytes(dir + "/pytorch_model.bin", read_bytes(pickle_fixture("m2m100_tiny.bin")));
+  const auto report = convert_f32(dir, out);
+  CHECK(report.notes.front() == "weights: read pytorch_model.bin (zip format, torch 1.6+)");
+  CHECK(read_bytes(out) == read_bytes(reference));
+}
+
 TEST_CASE("an f16 pytorch_model.bin converts within f16 rounding of the f32 checkpoint", "[pickle]") {
   TempDir tmp;
   const std::string reference = tmp.file("safetensors.petrel"), out = tmp.file("f16.petrel");

@@ -9,6 +9,9 @@
                      tensor a view into one flat storage and every matrix stored
                      transposed (storage offsets and strides on every read)
   model_f16.bin      the same weights as float16 (zip)
+  m2m100_tiny.bin    the M2M100 family fixture (tests/fixtures/oracle/m2m100_tiny) as
+                     M2M100ForConditionalGeneration saves it: model.shared and its three
+                     tied names one tensor, the stored sinusoid table included (zip)
   layouts_zip.bin, layouts_legacy.bin, layouts_protocol4_zip.bin
                      small tensors in every layout a state dict can hold: bf16,
                      f16, views of one storage at different offsets, transposed,
@@ -141,6 +144,10 @@ def main():
     torch.save(sd, path("model_zip.bin"))
     torch.save(module_state_dict(flat_views(weights)), path("model_legacy.bin"), _use_new_zipfile_serialization=False)
     torch.save(module_state_dict({k: v.half() for k, v in weights.items()}), path("model_f16.bin"))
+    m2m100 = read_safetensors(os.path.join(ROOT, "tests/fixtures/oracle/m2m100_tiny/model.safetensors"))
+    for name in TIED:  # the fixture stores them as equal copies; a module saves one tensor
+        assert torch.equal(m2m100[name], m2m100["model.shared.weight"]), name
+    torch.save(module_state_dict(m2m100), path("m2m100_tiny.bin"))
 
     lay = layouts()
     torch.save(lay, path("layouts_zip.bin"))
@@ -154,11 +161,11 @@ def main():
     recompress(path("layouts_zip.bin"), path("hostile_compressed_zip.bin"))
 
     # torch reads back what was written (the fixtures are what torch.load accepts).
-    for name in ("model_zip.bin", "model_legacy.bin", "layouts_zip.bin", "layouts_legacy.bin",
+    for name in ("model_zip.bin", "model_legacy.bin", "m2m100_tiny.bin", "layouts_zip.bin", "layouts_legacy.bin",
                  "layouts_protocol4_zip.bin"):
         # torch 1.13's weights_only unpickler lacks protocol 4's FRAME; these files are our own.
         loaded = torch.load(path(name), weights_only="protocol4" not in name)
-        source = sd if name.startswith("model") else lay
+        source = sd if name.startswith("model") else module_state_dict(m2m100) if name.startswith("m2m100") else lay
         assert all(torch.equal(loaded[k], source[k]) for k in source), name
     for name in sorted(os.listdir(out_dir)):
         print(f"{name}: {os.path.getsize(path(name))} bytes")
