@@ -217,7 +217,18 @@ TEST_CASE("C API: petrel_options carries its size, and a wrong size is refused",
   options.target_prefix = nullptr;
   CHECK(petrel_translate_ids(session, inputs, lengths, 1, &options, &result) == PETREL_INVALID_ARGUMENT);
   CHECK_THAT(petrel_last_error(), Catch::Matchers::Contains("target_prefix is NULL"));
+  // A struct_size that ends inside the language block: none of that block is read
+  // (petrel_translate_stream copies whole blocks only), not half a pointer.
+  options.target_prefix = nullptr;
   options.target_prefix_length = 0;
+  options.source_language = "xx";
+  options.struct_size = offsetof(petrel_options, source_language) + 4;
+  char* streamed = nullptr;
+  CHECK(petrel_translate_stream(session, "w1 w2", &options, [](void*, const petrel_token_event*) { return 1; }, nullptr,
+                                &streamed) == PETREL_OK);
+  petrel_string_free(streamed);
+  options.struct_size = sizeof(petrel_options);
+  options.source_language = nullptr;
   options.target_language = "de";  // a single-pair model has no language codes
   CHECK(petrel_translate_ids(session, inputs, lengths, 1, &options, &result) == PETREL_INVALID_ARGUMENT);
   CHECK_THAT(petrel_last_error(), Catch::Matchers::Contains("unknown target language 'de'"));

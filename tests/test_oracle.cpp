@@ -377,6 +377,21 @@ TEST_CASE("multilingual families translate text with source and target languages
     CHECK(run["results"][0]["hypotheses"][0]["ids"] == want["output_ids"]);
     CHECK(run["results"][0]["hypotheses"][0]["text"] == want["output_text"]);
   }
+  // resolve_options moves the language into the prefix: its result translates the same.
+  auto resolved = resolve_options(*model, o);
+  REQUIRE(resolved.has_value());
+  CHECK(resolved.value().target_language.empty());
+  CHECK(resolved.value().target_prefix == std::vector<int32_t>{t["tgt_lang_id"].get<int32_t>()});
+  const std::vector<std::vector<int32_t>> ids = {t["translations"][0]["ids"].get<std::vector<int32_t>>()};
+  CHECK(translator.translate(ids, resolved.value()).value()[0].hypotheses[0].ids ==
+        translator.translate(ids, o).value()[0].hypotheses[0].ids);
+  // petrel-run --tokenize honours --source-lang (here the target's code, to tell them apart).
+  int status = 0;
+  const std::string tokens = run_command(PETREL_RUN + " " + path + " --tokenize --text file --source-lang " +
+                                             t["tgt_lang"].get<std::string>(), &status);
+  CHECK(status == 0);
+  CHECK_THAT(tokens, Contains(std::to_string(t["tgt_lang_id"].get<int32_t>())));
+
   // Unknown codes are refused by name.
   TranslateOptions bad = o;
   bad.target_language = "xx_Nope";

@@ -63,6 +63,18 @@ petrel_status guarded(Body body) {
 // covers them.
 constexpr size_t kFirstOptionsSize = offsetof(petrel_options, kv_cache_f16) + sizeof(int);
 
+// The bytes of a caller's petrel_options to take: struct_size cut back to the end of the
+// last block of fields it covers whole (blocks: the first fields, beam_stop, the
+// streaming fields, the language and prefix fields).
+size_t whole_blocks(size_t struct_size) {
+  if (struct_size >= sizeof(petrel_options)) return sizeof(petrel_options);
+  for (size_t end : {offsetof(petrel_options, target_prefix_length) + sizeof(size_t),
+                     offsetof(petrel_options, stream_text) + sizeof(int), offsetof(petrel_options, beam_stop) + sizeof(int),
+                     kFirstOptionsSize})
+    if (struct_size >= end) return end;
+  return 0;  // to_cpp refuses such a size first
+}
+
 // A caller's options, reading only the fields its struct_size covers (an older
 // header's caller gets defaults for fields added since).
 petrel::Result<petrel::TranslateOptions> to_cpp(const petrel_options* o) {
@@ -350,7 +362,9 @@ petrel_status petrel_translate_stream(petrel_session* session, const char* text,
     if (options != nullptr) {
       auto checked = to_cpp(options);  // the caller's struct_size must make sense
       if (!checked) return fail(checked.error());
-      std::memcpy(&o, options, options->struct_size);  // an older caller's fields; the rest keep defaults
+      // An older caller's fields, whole blocks only (a size that ends inside a pointer must
+      // not leave half of it behind); the rest keep their defaults.
+      std::memcpy(&o, options, whole_blocks(options->struct_size));
       o.struct_size = sizeof o;
     }
     o.on_token = on_token;

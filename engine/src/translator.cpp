@@ -5,6 +5,7 @@
 #include <new>
 
 #include "core/checked.h"
+#include "core/utf8.h"
 #include "decode/decoder_steps.h"
 #include "kernels/isa.h"
 #include "model_access.h"
@@ -204,10 +205,11 @@ Result<TranslateOptions> resolve_options(const Model& petrel_model, const Transl
           if (known.size() > 60) { known += ", ..."; break; }
           known += (known.empty() ? "" : ", ") + code;
         }
-      return invalid("unknown target language '" + o.target_language + "' (" +
+      return invalid("unknown target language '" + detail::to_valid_utf8(o.target_language) + "' (" +
                      (known.empty() ? std::string("this model has no language codes") : "this model's: " + known) + ")");
     }
     o.target_prefix.insert(o.target_prefix.begin(), *id);
+    o.target_language.clear();  // now part of the prefix: resolving the result again changes nothing
   } else if (o.target_prefix.empty() && model.forced_bos_id >= 0) {
     o.target_prefix = {model.forced_bos_id};
   }

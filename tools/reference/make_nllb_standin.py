@@ -7,6 +7,11 @@ random weights, in Hugging Face's layout (config.json + model.safetensors).
 
     /usr/bin/python3 tools/reference/make_nllb_standin.py build/bench/nllb-600m-checkpoint
 
+Beside the weights it writes an NLLB-sized tokenizer (sentencepiece.bpe.model of 256,000
+synthetic BPE pieces, the size of NLLB's, and tokenizer_config.json), so the load time
+includes what a real NLLB file costs: the tokenizer's tables (pieces are made-up words,
+not NLLB's; ids follow NLLB's rules, FAMILIES.md §6).
+
 Random weights measure speed and memory, never quality. The weights are F16 (the real
 checkpoint's 615 M parameters would be 2.5 GB in F32; F16 keeps this one at ~1.2 GB) and
 use make_bench_checkpoint.py's scales: linear weights N(0, in^-1/2), biases N(0, 0.02),
@@ -17,6 +22,7 @@ The safetensors writer is not shared with make_bench_checkpoint.py: that one hol
 array in memory (F32) and writes them in one go, this one must know the header before any
 data exists. See bench/README.md's "NLLB-200-distilled-600M stand-in" section.
 """
+import importlib.util
 import json
 import os
 import struct
@@ -92,6 +98,34 @@ def chunks(rng, shape, kind):
         yield z.astype("<f2").tobytes()
 
 
+def write_tokenizer(out_dir):
+    """A SentencePiece BPE model with NLLB's piece count and NLLB's tokenizer_config.json
+    keys. NLLB's ids put eng_Latn at 256047 and <mask> at 256203 (FAMILIES.md §6), so
+    its model has 256,000 pieces; vocab_size 256206 leaves two rows no token uses."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    spec = importlib.util.spec_from_file_location(
+        "make_corpora", os.path.join(here, "..", "..", "tests", "fuzz", "make_corpora.py"))
+    corpora = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(corpora)  # its ModelProto writer (spm_model)
+    pieces = 256000
+    letters = "abcdefghijklmnopqrstuvwxyz"
+
+    def word(i):
+        w = ""
+        while True:
+            w += letters[i % 26]
+            i //= 26
+            if i == 0:
+                return w
+    normal = [("\u2581" + word(i // 2) if i % 2 == 0 else word(i // 2 + 26), -float(i), corpora.NORMAL)
+              for i in range(pieces - 3)]
+    with open(os.path.join(out_dir, "sentencepiece.bpe.model"), "wb") as f:
+        f.write(corpora.spm_model(corpora.SPECIALS + normal, bpe=True))
+    with open(os.path.join(out_dir, "tokenizer_config.json"), "w") as f:
+        json.dump({"tokenizer_class": "NllbTokenizer", "src_lang": "eng_Latn", "tgt_lang": "fra_Latn",
+                   "legacy_behaviour": False, "clean_up_tokenization_spaces": True}, f, indent=2)
+
+
 def main():
     out_dir = sys.argv[1] if len(sys.argv) > 1 else "build/bench/nllb-600m-checkpoint"
     os.makedirs(out_dir, exist_ok=True)
@@ -117,6 +151,7 @@ def main():
     os.replace(path + ".tmp", path)
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(config(), f, indent=2)
+    write_tokenizer(out_dir)
     params = offset // 2
     print(f"wrote {out_dir}: {len(items)} tensors, {params / 1e6:.1f}M parameters, "
           f"{os.path.getsize(path) / 2**20:.0f} MiB (F16)")

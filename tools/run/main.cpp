@@ -110,7 +110,8 @@ int main(int argc, char** argv) {
   p.flag("target-lang", "CODE", "multilingual models: the output's language, its token forced first\n"
                                 "                              (default: the model's forced target language, if any)");
   p.flag("target-prefix", "\"ID ...\"", "token ids every output starts with (after --target-lang's), forced;\n"
-                                        "                              part of the output ids");
+                                        "                              part of the output ids; without --target-lang it\n"
+                                        "                              replaces the model's forced target language");
   p.flag("threads", "T", "intra-op threads per session (default 1)");
   p.toggle("shortlist", "decode over the model file's lexical shortlist (petrel-convert --shortlist)");
   p.flag("kv-cache", "TYPE", "f32 (default) or f16: attention keys/values in half precision, half the memory");
@@ -223,7 +224,7 @@ int main(int argc, char** argv) {
     const size_t count = p.has("tokenize") ? texts.size() : id_inputs.size();
     for (size_t i = 0; i < count; ++i) {
       if (p.has("tokenize")) {
-        auto t = tokenize(model, texts[i]);
+        auto t = tokenize(model, texts[i], options.source_language);
         if (!t) return fail("input " + std::to_string(i + 1) + ": " + t.error().message), 1;
         std::string pieces;
         for (const auto& piece : t.value().pieces) pieces += (pieces.empty() ? "" : " ") + piece;

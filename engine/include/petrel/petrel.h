@@ -85,12 +85,14 @@ typedef struct petrel_options {
   void* on_token_data;      /* passed to on_token */
   int stream_text;          /* nonzero: events of text translations carry the text so far */
   /* Multilingual models (NLLB-200, M2M100, mBART-50): language codes as the model's
-   * tokenizer spells them ("eng_Latn", "__en__", "en_XX"; NULL: the model's default). The
-   * target language's token is forced first and is part of the output ids. */
+   * tokenizer spells them ("eng_Latn", "__en__", "en_XX"; NULL: the model's default —
+   * for the target, only when target_prefix is empty too). The target language's token
+   * is forced first and is part of the output ids. */
   const char* source_language;
   const char* target_language;
-  /* Tokens every output starts with (after the target language's), forced; part of the
-   * output ids. NULL / 0: none. */
+  /* Tokens every output starts with (after the target language's, if one is given; a
+   * prefix without a target language replaces the model's forced first token), forced;
+   * part of the output ids. NULL / 0: none. */
   const int32_t* target_prefix;
   size_t target_prefix_length;
 } petrel_options;

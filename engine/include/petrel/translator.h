@@ -72,13 +72,15 @@ struct TranslateOptions {
   // Tokens every output must start with (after the decoder start token), e.g. a target
   // language token or a text to continue. They are forced (scored 0, as Hugging Face's
   // forced-token processors do), count towards max_new_tokens and are part of each
-  // hypothesis' ids; text decoding drops the special ones (language codes). Empty: the
-  // model's forced_bos_id (GenerationDefaults), if any.
+  // hypothesis' ids; text decoding drops the special ones (language codes). A prefix
+  // states the whole start: the model's forced_bos_id (GenerationDefaults) is used only
+  // when neither a prefix nor a target_language is given.
   std::vector<int32_t> target_prefix;
   // Multilingual models (NLLB-200, M2M100, mBART-50; ModelInfo::tokenizer.language_codes
   // lists the codes, e.g. "eng_Latn", "__en__", "en_XX"): the output's language, whose
-  // token is forced first (before target_prefix; it wins over the model's forced_bos_id),
-  // and, for text input, the input's language (empty: the model's default source language).
+  // token is forced first (then target_prefix; it replaces the model's forced_bos_id;
+  // resolve_options moves it into target_prefix), and, for text input, the input's
+  // language (empty: the model's default source language).
   std::string target_language;
   std::string source_language;
 };
