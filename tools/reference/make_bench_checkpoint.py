@@ -36,28 +36,48 @@ def config():
     }
 
 
-def tensors(rng):
+def norm_specs(prefix, d):
+    yield f"{prefix}.weight", (d,), "gamma"
+    yield f"{prefix}.bias", (d,), "beta"
+
+
+def layer_specs(stack, layers, d, ffn):
+    """(name, shape, kind) of one stack's layers in Hugging Face's names (Marian, M2M100
+    and mBART share them); kind is weight, bias, gamma or beta. make_nllb_standin.py
+    uses it too."""
     def linear(prefix, out, inp):
-        yield f"{prefix}.weight", rng.normal(0, inp ** -0.5, (out, inp))
-        yield f"{prefix}.bias", rng.normal(0, 0.02, (out,))
+        yield f"{prefix}.weight", (out, inp), "weight"
+        yield f"{prefix}.bias", (out,), "bias"
 
-    def norm(prefix):
-        yield f"{prefix}.weight", 1 + rng.normal(0, 0.05, (D,))
-        yield f"{prefix}.bias", rng.normal(0, 0.05, (D,))
+    for i in range(layers):
+        p = f"model.{stack}.layers.{i}"
+        attentions = ["self_attn"] + (["encoder_attn"] if stack == "decoder" else [])
+        for a in attentions:
+            for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
+                yield from linear(f"{p}.{a}.{proj}", d, d)
+            yield from norm_specs(f"{p}.{a}_layer_norm", d)
+        yield from linear(f"{p}.fc1", ffn, d)
+        yield from linear(f"{p}.fc2", d, ffn)
+        yield from norm_specs(f"{p}.final_layer_norm", d)
 
-    yield "model.shared.weight", rng.normal(0, D ** -0.5, (VOCAB, D))
+
+def random_values(rng, shape, kind):
+    """Weights N(0, in^-1/2), biases N(0, 0.02), gammas 1 + N(0, 0.05), betas N(0, 0.05)."""
+    if kind == "weight":
+        return rng.normal(0, shape[-1] ** -0.5, shape)
+    if kind == "bias":
+        return rng.normal(0, 0.02, shape)
+    if kind == "gamma":
+        return 1 + rng.normal(0, 0.05, shape)
+    return rng.normal(0, 0.05, shape)
+
+
+def tensors(rng):
+    yield "model.shared.weight", random_values(rng, (VOCAB, D), "weight")
     yield "final_logits_bias", rng.normal(0, 0.1, (1, VOCAB))
     for stack in ("encoder", "decoder"):
-        for i in range(LAYERS):
-            p = f"model.{stack}.layers.{i}"
-            attentions = ["self_attn"] + (["encoder_attn"] if stack == "decoder" else [])
-            for a in attentions:
-                for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
-                    yield from linear(f"{p}.{a}.{proj}", D, D)
-                yield from norm(f"{p}.{a}_layer_norm")
-            yield from linear(f"{p}.fc1", FFN, D)
-            yield from linear(f"{p}.fc2", D, FFN)
-            yield from norm(f"{p}.final_layer_norm")
+        for name, shape, kind in layer_specs(stack, LAYERS, D, FFN):
+            yield name, random_values(rng, shape, kind)
 
 
 def main():

@@ -18,9 +18,9 @@ use make_bench_checkpoint.py's scales: linear weights N(0, in^-1/2), biases N(0,
 norm gammas 1 + N(0, 0.05), betas N(0, 0.05), the table N(0, d^-1/2). Tensors are
 streamed to the file a chunk at a time (peak RSS ~200 MB), in the order their names
 sort, as make_bench_checkpoint.py writes them. Needs only numpy (Debian: python3-numpy).
-The safetensors writer is not shared with make_bench_checkpoint.py: that one holds every
-array in memory (F32) and writes them in one go, this one must know the header before any
-data exists. See bench/README.md's "NLLB-200-distilled-600M stand-in" section.
+The tensor names come from make_bench_checkpoint.py's layer_specs. Its safetensors writer
+is not shared: that one holds every array in memory (F32) and writes them in one go,
+this one must know the header before any data exists. See bench/README.md's "NLLB-200-distilled-600M stand-in" section.
 """
 import importlib.util
 import json
@@ -29,6 +29,9 @@ import struct
 import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_bench_checkpoint as bench  # noqa: E402  (the layers' tensor names, shared)
 
 D, LAYERS, HEADS, FFN, VOCAB, POSITIONS = 1024, 12, 16, 4096, 256206, 1024
 PAD, BOS, EOS = 1, 0, 2
@@ -57,27 +60,10 @@ def config():
 
 def specs():
     """(name, shape, kind) of every tensor; kind picks the distribution."""
-    def linear(prefix, out, inp):
-        yield f"{prefix}.weight", (out, inp), "weight"
-        yield f"{prefix}.bias", (out,), "bias"
-
-    def norm(prefix):
-        yield f"{prefix}.weight", (D,), "gamma"
-        yield f"{prefix}.bias", (D,), "beta"
-
     yield "model.shared.weight", (VOCAB, D), "weight"
     for stack in ("encoder", "decoder"):
-        yield from norm(f"model.{stack}.layer_norm")
-        for i in range(LAYERS):
-            p = f"model.{stack}.layers.{i}"
-            attentions = ["self_attn"] + (["encoder_attn"] if stack == "decoder" else [])
-            for a in attentions:
-                for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
-                    yield from linear(f"{p}.{a}.{proj}", D, D)
-                yield from norm(f"{p}.{a}_layer_norm")
-            yield from linear(f"{p}.fc1", FFN, D)
-            yield from linear(f"{p}.fc2", D, FFN)
-            yield from norm(f"{p}.final_layer_norm")
+        yield from bench.norm_specs(f"model.{stack}.layer_norm", D)
+        yield from bench.layer_specs(stack, LAYERS, D, FFN)
 
 
 def chunks(rng, shape, kind):
