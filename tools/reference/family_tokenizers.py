@@ -66,6 +66,8 @@ from typing import Dict, List
 
 import sentencepiece as spm
 
+from marian_tokenizer import split_on_specials
+
 BOS, PAD, EOS, UNK, MASK = "<s>", "<pad>", "</s>", "<unk>", "<mask>"
 SPM_FILE = "sentencepiece.bpe.model"
 FAIRSEQ_OFFSET = 1
@@ -144,17 +146,7 @@ class FamilyTokenizer:
     # --- text -> ids ---------------------------------------------------------------
     def split_specials(self, text: str) -> List[str]:
         """Chunks of text and special-token texts (leftmost, then longest, match)."""
-        specials = sorted(self.special_ids, key=len, reverse=True)
-        chunks, start, i = [], 0, 0
-        while i < len(text):
-            match = next((t for t in specials if text.startswith(t, i)), None)
-            if match:
-                chunks += [text[start:i], match]
-                i += len(match)
-                start = i
-            else:
-                i += 1
-        chunks.append(text[start:])
+        chunks = split_on_specials(text, self.special_ids)
         for k in range(1, len(chunks), 2):  # odd chunks are the special tokens
             if chunks[k] in self.lstrip_tokens:
                 chunks[k - 1] = chunks[k - 1].rstrip()

@@ -58,6 +58,24 @@ CLEANUP = [(" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" 
            (" 's", "'s"), (" 've", "'ve"), (" 're", "'re")]
 
 
+def split_on_specials(text: str, specials) -> List[str]:
+    """[text, special, text, ..., text]: `text` cut at each special token's text, leftmost
+    first, the longest at a position (the slow tokenizers' rule; the text chunks, at even
+    indices, may be empty). family_tokenizers.py uses it too."""
+    ordered = sorted(specials, key=len, reverse=True)
+    chunks, start, i = [], 0, 0
+    while i < len(text):
+        match = next((t for t in ordered if text.startswith(t, i)), None)
+        if match:
+            chunks += [text[start:i], match]
+            i += len(match)
+            start = i
+        else:
+            i += 1
+    chunks.append(text[start:])
+    return chunks
+
+
 class MarianTokenizer:
     def __init__(self, model_dir: str):
         self.source = spm.SentencePieceProcessor(model_file=os.path.join(model_dir, "source.spm"))
@@ -80,16 +98,7 @@ class MarianTokenizer:
     @staticmethod
     def _split_specials(text: str) -> List[str]:
         """Chunks of text and special tokens; whitespace next to a special token is dropped."""
-        chunks, start, i = [], 0, 0
-        while i < len(text):
-            match = next((t for t in sorted((EOS, UNK, PAD), key=len, reverse=True) if text.startswith(t, i)), None)
-            if match:
-                chunks += [text[start:i], match]
-                i += len(match)
-                start = i
-            else:
-                i += 1
-        chunks.append(text[start:])
+        chunks = split_on_specials(text, (EOS, UNK, PAD))
         for k, chunk in enumerate(chunks):
             if chunk in (EOS, UNK, PAD):
                 if k > 0 and chunks[k - 1] not in (EOS, UNK, PAD):
