@@ -35,6 +35,23 @@ inline size_t utf8_sequence(std::string_view text, size_t at, size_t* prefix) {
   return length;
 }
 
+// The code point of the well-formed sequence at text[at] and its length in bytes;
+// an ill-formed sequence decodes as U+FFFD over its maximal subpart (length >= 1).
+struct CodePoint {
+  char32_t value;
+  size_t length;
+};
+inline CodePoint utf8_decode(std::string_view text, size_t at) {
+  size_t prefix = 0;
+  const size_t length = utf8_sequence(text, at, &prefix);
+  if (length == 0) return {0xfffd, prefix};
+  const auto byte = [&](size_t i) { return static_cast<char32_t>(static_cast<uint8_t>(text[at + i])); };
+  static constexpr uint8_t kLeadMask[] = {0, 0x7f, 0x1f, 0x0f, 0x07};
+  char32_t c = byte(0) & kLeadMask[length];
+  for (size_t i = 1; i < length; ++i) c = c << 6 | (byte(i) & 0x3f);
+  return {c, length};
+}
+
 // The offset of the first byte that is not part of a well-formed sequence, or
 // text.size() when `text` is valid UTF-8. ASCII runs are checked 8 bytes at a time.
 inline size_t utf8_invalid_at(std::string_view text) {
