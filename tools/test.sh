@@ -17,6 +17,9 @@ native_only=false
 
 if $native_only; then tools/install-deps.sh; else tools/install-deps.sh --cross; fi
 
+stage "layering: every #include in engine/src follows ARCHITECTURE.md's order"
+tools/check_layers.sh
+
 stage "release build + tests (x86-64; every kernel path this CPU runs)"
 cmake --preset release >/dev/null
 cmake --build --preset release -j"$jobs"

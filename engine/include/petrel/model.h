@@ -11,133 +11,13 @@
 
 #include "petrel/export.h"
 #include "petrel/status.h"
+#include "petrel/types.h"
 
 namespace petrel {
 
 namespace detail {
 struct ModelAccess;  // the engine's way in (engine/src/model_access.h)
 }
-
-enum class DType { kF32, kF16, kInt8, kInt4 };
-enum class Activation { kRelu, kGelu, kSwish };
-enum class NormPlacement { kPost, kPre };
-enum class PositionKind { kNone, kSinusoidalInterleaved, kSinusoidalConcatenated, kLearned };
-enum class FrequencyConvention { kPaper, kMarianCpp };
-
-PETREL_API const char* to_string(DType dtype);
-PETREL_API const char* to_string(Activation activation);
-PETREL_API const char* to_string(NormPlacement norm);
-PETREL_API const char* to_string(PositionKind kind);
-PETREL_API const char* to_string(FrequencyConvention frequency);
-
-struct TensorInfo {
-  std::string name;
-  DType dtype;
-  std::vector<uint64_t> shape;
-  bool packed;      // stored in panels for the matmul kernels
-  uint64_t offset;  // in the data section
-  uint64_t bytes;   // data plus scales, row sums and block scales
-  // The converter's measure of what quantization cost (since 1.2; NaN when the file
-  // records none): max |stored - original| and the signal-to-noise ratio in dB
-  // (+inf when exact).
-  double max_abs_error;
-  double snr_db;
-};
-
-struct FoldInfo {
-  std::string what;
-  double value;
-  std::vector<std::string> targets;
-  std::string note;
-};
-
-struct PositionInfo {
-  PositionKind kind;
-  FrequencyConvention frequency;
-  uint32_t first_index;
-};
-
-struct ShortlistInfo {
-  bool present = false;
-  uint32_t first = 0, best = 0;  // as recorded by the converter
-  uint64_t always = 0, candidates = 0;
-  std::string source;
-};
-
-// When beam search stops for a sentence.
-enum class BeamStop {
-  kDefault,    // TranslateOptions: the model's own (GenerationDefaults::beam_stop)
-  // Hugging Face's default (transformers >= 4.50, early_stopping=False): go on while
-  // the best live hypothesis, normalized by its length so far, could beat the worst
-  // of the K finished ones.
-  kHeuristic,
-  kFirstK,     // as soon as K hypotheses have finished (early_stopping=True; CTranslate2)
-};
-PETREL_API const char* to_string(BeamStop stop);
-
-// How the checkpoint asks to be decoded (its config.json / generation_config.json);
-// translate() uses these for the options a caller leaves unset.
-struct GenerationDefaults {
-  bool from_checkpoint = false;  // false: the file records none (older files); these defaults
-  uint32_t num_beams = 1;
-  uint32_t max_length = 0;       // tokens including the decoder start token; 0: none given
-  double length_penalty = 1.0;
-  BeamStop beam_stop = BeamStop::kHeuristic;
-  int32_t forced_eos_id = -1;    // forced at the last allowed position; -1: none
-  // Forced as the first generated token unless the caller gives a target prefix or
-  // language (the target language of M2M100 / mBART-50 checkpoints); -1: none.
-  int32_t forced_bos_id = -1;
-};
-
-struct SentencePieceInfo {
-  std::string algorithm;   // "unigram" or "bpe"
-  uint32_t pieces = 0;
-  std::string normalizer;  // "nmt_nfkc", "identity", ...
-  bool byte_fallback = false;
-};
-
-// The model file's text tokenizer (has_text_tokenizer).
-struct TokenizerInfo {
-  std::string kind = "none";  // "none", "words" (the demo's), "marian" (opus-mt: SentencePiece),
-                              // "fairseq" (NLLB, M2M100, mBART-50: SentencePiece + language codes)
-  SentencePieceInfo source, target;         // marian
-  bool separate_target_vocab = false;       // marian: target_vocab.json
-  std::vector<std::string> language_codes;  // ">>xx<<" tokens of the vocabulary; fairseq: its languages
-  std::string family;                       // fairseq: "nllb", "m2m100", "mbart50"
-  std::string default_source_language;      // fairseq: tokenizer_config.json's src_lang (empty: none)
-};
-
-struct ModelInfo {
-  uint32_t format_major = 0, format_minor = 0;
-  std::string producer, source;
-  std::string architecture;  // "encoder-decoder"
-  uint32_t d_model = 0, num_heads = 0, ffn_dim = 0, max_positions = 0;
-  uint32_t vocab_size = 0;         // the encoder's (source) vocabulary: input ids are below it
-  uint32_t target_vocab_size = 0;  // the decoder's: output ids are below it (= vocab_size unless separate)
-  uint32_t encoder_layers = 0, decoder_layers = 0;
-  NormPlacement norm = NormPlacement::kPost;
-  Activation activation = Activation::kSwish;
-  float layer_norm_eps = 1e-5f;
-  int32_t pad_id = -1, eos_id = -1, decoder_start_id = -1;  // target ids
-  std::vector<int32_t> bad_word_ids;
-  PositionInfo encoder_positions{}, decoder_positions{};
-  bool shared_embeddings = false;  // encoder and decoder use one table
-  bool tied_output = false;        // output projection uses the decoder embedding table
-  bool final_logits_bias = false;
-  bool embedding_norm = false;     // a LayerNorm on embedding + position (mBART)
-  bool has_text_tokenizer = false;  // vocab + a tokenizer Petrel implements
-  TokenizerInfo tokenizer;
-  std::vector<std::string> vocab;   // id -> token; may be empty
-  std::vector<TensorInfo> tensors;
-  std::vector<FoldInfo> folds;
-  ShortlistInfo shortlist;          // TranslateOptions::use_shortlist
-  GenerationDefaults generation;
-  uint64_t file_size = 0;
-  uint64_t parameter_count = 0;
-  // CRC-32 of the data section as the converter recorded it (none in older files);
-  // Model::verify_data compares it.
-  std::optional<uint32_t> data_crc32;
-};
 
 class Model {
  public:
@@ -167,9 +47,7 @@ class Model {
   std::unique_ptr<Impl> impl_;
 };
 
-// Library and newest readable file-format versions.
+// The library's version (the newest readable file format: kFormatMajor/Minor, types.h).
 PETREL_API const char* library_version();
-constexpr uint32_t kFormatMajor = 1;
-constexpr uint32_t kFormatMinor = 3;  // 1.1: optional shortlist; 1.2: generation defaults; 1.3: multilingual families
 
 }  // namespace petrel

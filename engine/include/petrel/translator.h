@@ -12,6 +12,7 @@
 
 #include "petrel/export.h"
 #include "petrel/model.h"
+#include "petrel/types.h"
 #include "petrel/status.h"
 
 namespace petrel {
@@ -85,20 +86,8 @@ struct TranslateOptions {
   std::string source_language;
 };
 
-struct Hypothesis {
-  std::vector<int32_t> ids;  // without the decoder start token and the final EOS
-  double score = 0;
-};
-
 struct Translation {
   std::vector<Hypothesis> hypotheses;  // best first
-};
-
-// A text as the model reads it: its tokens (SentencePiece pieces, words, language
-// codes; EOS as "</s>") and their vocabulary ids, EOS included.
-struct TokenizedText {
-  std::vector<std::string> pieces;
-  std::vector<int32_t> ids;
 };
 
 // A translation of text: the input as the model read it, and each hypothesis as

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "core/checked.h"
-#include "petrel/model.h"
+#include "petrel/types.h"
 
 namespace petrel::detail {
 

@@ -121,7 +121,7 @@ std::vector<std::string_view> string_views(const flatbuffers::Vector<flatbuffers
 // vocabulary ids are in range. (Its deeper structure — piece types, the charsmap's
 // trie — SentencePiece::create checks when the tokenizer is built.)
 template <class Fail>
-Result<text::SentencePieceSpec> bind_sentencepiece(const fb::SentencePieceModel* spm, const char* role,
+Result<SentencePieceSpec> bind_sentencepiece(const fb::SentencePieceModel* spm, const char* role,
                                                    uint32_t vocab, Fail fail) {
   const std::string r = std::string("tokenizer.") + role;
   if (spm == nullptr) return fail(r + ": missing");
@@ -136,12 +136,12 @@ Result<text::SentencePieceSpec> bind_sentencepiece(const fb::SentencePieceModel*
   if (problem.empty() && spm->unk_surface()) problem = utf8_problem(spm->unk_surface()->string_view(), r + ".unk_surface");
   if (problem.empty() && spm->normalizer()) problem = utf8_problem(spm->normalizer()->string_view(), r + ".normalizer");
   if (!problem.empty()) return fail(problem);
-  text::SentencePieceSpec spec;
-  spec.algorithm = static_cast<text::SpmAlgorithm>(spm->algorithm());
+  SentencePieceSpec spec;
+  spec.algorithm = static_cast<SpmAlgorithm>(spm->algorithm());
   spec.pieces = string_views(*spm->pieces());
   spec.scores.assign(spm->scores()->begin(), spm->scores()->end());
   spec.types.reserve(n);
-  for (uint8_t t : *spm->types()) spec.types.push_back(static_cast<text::PieceType>(t));
+  for (uint8_t t : *spm->types()) spec.types.push_back(static_cast<PieceType>(t));
   if (const auto* map = spm->precompiled_charsmap())
     spec.precompiled_charsmap = {reinterpret_cast<const char*>(map->data()), map->size()};
   spec.add_dummy_prefix = spm->add_dummy_prefix();
@@ -164,9 +164,9 @@ Result<text::SentencePieceSpec> bind_sentencepiece(const fb::SentencePieceModel*
 }
 
 template <class Fail>
-Result<text::MarianTokenizer::Parts> bind_marian_tokenizer(const fb::Tokenizer& tok, const ModelInfo& info,
+Result<MarianTokenizerTables> bind_marian_tokenizer(const fb::Tokenizer& tok, const ModelInfo& info,
                                                            Fail fail) {
-  text::MarianTokenizer::Parts parts;
+  MarianTokenizerTables parts;
   if (tok.vocab() == nullptr) return fail("tokenizer.vocab: a Marian tokenizer needs the vocabulary");
   parts.vocab = string_views(*tok.vocab());
   if (tok.target_vocab() != nullptr) {
@@ -208,8 +208,8 @@ void describe_sentencepiece(const fb::SentencePieceModel& spm, SentencePieceInfo
 // Every id in range (vocab_size ids; the Fairseq families have one vocabulary), each
 // language code the text of its token, the enums known.
 template <class Fail>
-Result<text::FairseqTokenizer::Parts> bind_fairseq_parts(const fb::Tokenizer& tok, uint32_t vocab_size, Fail fail) {
-  using Parts = text::FairseqTokenizer::Parts;
+Result<FairseqTokenizerTables> bind_fairseq_parts(const fb::Tokenizer& tok, uint32_t vocab_size, Fail fail) {
+  using Parts = FairseqTokenizerTables;
   Parts parts;
   if (tok.vocab() == nullptr || tok.vocab()->size() != vocab_size)
     return fail("tokenizer.vocab: a Fairseq tokenizer needs every one of the " + std::to_string(vocab_size) +
@@ -252,12 +252,10 @@ Result<text::FairseqTokenizer::Parts> bind_fairseq_parts(const fb::Tokenizer& to
   }
   if (!enum_in_range(tok.language_placement())) return fail("tokenizer.language_placement: unknown value");
   if (!enum_in_range(tok.piece_decoding())) return fail("tokenizer.piece_decoding: unknown value");
-  using Tokenizer = text::FairseqTokenizer;
-  parts.placement = tok.language_placement() == fb::LanguagePlacement::Last ? Tokenizer::Placement::kLast
-                                                                             : Tokenizer::Placement::kFirst;
-  parts.piece_decoding = tok.piece_decoding() == fb::PieceDecoding::JoinPieces
-                             ? Tokenizer::PieceDecoding::kJoinPieces
-                             : Tokenizer::PieceDecoding::kSentencePiece;
+  parts.placement = tok.language_placement() == fb::LanguagePlacement::Last ? LanguagePlacement::kLast
+                                                                             : LanguagePlacement::kFirst;
+  parts.piece_decoding = tok.piece_decoding() == fb::PieceDecoding::JoinPieces ? PieceDecoding::kJoinPieces
+                                                                               : PieceDecoding::kSentencePiece;
   parts.clean_up_spaces = tok.clean_up_spaces();
   const std::string_view family = tok.family() ? tok.family()->string_view() : "";
   if (family != "nllb" && family != "m2m100" && family != "mbart50")
@@ -718,7 +716,7 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
   return out;
 }
 
-Result<text::FairseqTokenizer::Parts> bind_fairseq_tokenizer(const fb::Tokenizer& tok, uint32_t vocab_size,
+Result<FairseqTokenizerTables> bind_fairseq_tokenizer(const fb::Tokenizer& tok, uint32_t vocab_size,
                                                              const std::string& name) {
   return bind_fairseq_parts(tok, vocab_size, [&](const std::string& what) {
     return Error{ErrorCode::kFormat, name + ": " + what};

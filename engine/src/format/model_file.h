@@ -8,11 +8,10 @@
 
 #include <optional>
 
+#include "format/tokenizer_tables.h"
 #include "format/weights.h"
-#include "text/fairseq_tokenizer.h"
-#include "text/marian_tokenizer.h"
-#include "petrel/model.h"
 #include "petrel/status.h"
+#include "petrel/types.h"
 
 namespace petrel::fb {
 struct Tokenizer;
@@ -25,8 +24,8 @@ struct BoundModel {
   ModelWeights weights;  // weights.info is left null; the owner points it at its info
   // A Marian tokenizer section, checked for sizes and ids, as views into the file;
   // the owner builds the tokenizer from it.
-  std::optional<text::MarianTokenizer::Parts> marian_tokenizer;
-  std::optional<text::FairseqTokenizer::Parts> fairseq_tokenizer;  // the same for NLLB, M2M100, mBART-50
+  std::optional<MarianTokenizerTables> marian_tokenizer;
+  std::optional<FairseqTokenizerTables> fairseq_tokenizer;  // the same for NLLB, M2M100, mBART-50
 };
 
 // `bytes` must stay alive and unchanged while the result is used, and be 64-byte
@@ -35,7 +34,7 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
 
 // A Fairseq tokenizer table checked and bound as bind_model_file does it, for a model
 // of `vocab_size` ids (tests bind a converter-written table alone with it).
-Result<text::FairseqTokenizer::Parts> bind_fairseq_tokenizer(const fb::Tokenizer& tok, uint32_t vocab_size,
+Result<FairseqTokenizerTables> bind_fairseq_tokenizer(const fb::Tokenizer& tok, uint32_t vocab_size,
                                                              const std::string& name);
 
 // The first byte of the data section for a FlatBuffer of `flatbuffer_size` bytes

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "petrel/model.h"
+#include "petrel/types.h"
 
 namespace petrel::detail {
 

@@ -3,7 +3,7 @@
 
 #include <cstddef>
 
-#include "petrel/model.h"
+#include "petrel/types.h"
 
 namespace petrel::kernels {
 

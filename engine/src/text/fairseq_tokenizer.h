@@ -29,25 +29,12 @@ namespace petrel::text {
 
 class FairseqTokenizer final : public Tokenizer {
  public:
-  enum class Placement : uint8_t { kFirst, kLast };                  // of the source language token
-  enum class PieceDecoding : uint8_t { kSentencePiece, kJoinPieces };  // output pieces -> text
+  using Placement = detail::LanguagePlacement;
+  using PieceDecoding = detail::PieceDecoding;
 
   // Views into the model file; the file must outlive the tokenizer. The loader has
   // checked every id against vocab.size() and spm_vocab_ids' length (model_file.cpp).
-  struct Parts {
-    SentencePieceSpec spm;
-    const int32_t* spm_vocab_ids = nullptr;  // per SentencePiece id: model id, or -1 (<unk>)
-    std::vector<std::string_view> vocab;     // model id -> token text
-    int32_t eos_id = -1, unk_id = -1, pad_id = -1;
-    int32_t mask_id = -1;                    // -1: none
-    std::vector<int32_t> special_ids;        // cut out of the input, skipped in the output
-    std::vector<std::pair<std::string_view, int32_t>> languages;  // code (the token's text) -> id
-    Placement placement = Placement::kFirst;
-    PieceDecoding piece_decoding = PieceDecoding::kSentencePiece;
-    bool clean_up_spaces = false;
-    std::string_view family;                   // "nllb", "m2m100", "mbart50"
-    std::string_view default_source_language;  // empty: none
-  };
+  using Parts = detail::FairseqTokenizerTables;
   // Builds the SentencePiece model (validating it as untrusted input) and the special
   // token tables; errors (kFormat) name `where` and the field.
   static Result<std::unique_ptr<FairseqTokenizer>> create(Parts parts, const std::string& where);

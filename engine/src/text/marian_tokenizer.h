@@ -14,6 +14,7 @@
 // tokenizer_config.json asks for it.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string_view>
 #include <unordered_map>
@@ -27,14 +28,7 @@ namespace petrel::text {
 class MarianTokenizer final : public Tokenizer {
  public:
   // Views into the model file; the file must outlive the tokenizer.
-  struct Parts {
-    SentencePieceSpec source, target;
-    const int32_t* source_vocab_ids = nullptr;  // per source piece: vocabulary id, or -1
-    std::vector<std::string_view> vocab;        // source vocabulary, id -> token
-    std::vector<std::string_view> target_vocab;  // empty: vocab
-    int32_t eos_id = -1, unk_id = -1, pad_id = -1;  // source vocabulary ids
-    bool clean_up_spaces = true;
-  };
+  using Parts = detail::MarianTokenizerTables;
   // Builds both SentencePiece models (validating them as untrusted input); errors
   // name `where` and the part.
   static Result<std::unique_ptr<MarianTokenizer>> create(Parts parts, const std::string& where);

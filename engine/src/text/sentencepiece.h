@@ -18,43 +18,18 @@
 #include <string_view>
 #include <vector>
 
+#include "format/tokenizer_tables.h"
 #include "petrel/status.h"
 #include "text/spm_normalizer.h"
 #include "text/spm_trie.h"
 
 namespace petrel::text {
 
-enum class SpmAlgorithm : uint8_t { kUnigram = 1, kBpe = 2 };  // TrainerSpec.ModelType values
-enum class PieceType : uint8_t {                               // ModelProto.SentencePiece.Type values
-  kNormal = 1,
-  kUnknown = 2,
-  kControl = 3,
-  kUserDefined = 4,
-  kUnused = 5,
-  kByte = 6,
-};
-
-// TrainerSpec.unk_surface's default: " ⁇ " (U+2047 between spaces).
-inline constexpr std::string_view kDefaultUnkSurface = " \xe2\x81\x87 ";
-
-// Defaults are the proto2 defaults of an absent field.
-struct SentencePieceSpec {
-  SpmAlgorithm algorithm = SpmAlgorithm::kUnigram;  // TrainerSpec.model_type
-  std::vector<std::string_view> pieces;              // id -> piece (ModelProto.pieces)
-  std::vector<float> scores;                         // id -> score
-  std::vector<PieceType> types;                      // id -> type
-  // NormalizerSpec
-  std::string_view precompiled_charsmap;  // may be empty: no character rules
-  bool add_dummy_prefix = true;
-  bool remove_extra_whitespaces = true;
-  bool escape_whitespaces = true;
-  // TrainerSpec
-  bool treat_whitespace_as_suffix = false;
-  bool byte_fallback = false;
-  std::string_view unk_surface = kDefaultUnkSurface;  // what decoding prints for the unknown piece
-  // The unknown id is the one piece of type kUnknown (as upstream: TrainerSpec.unk_id
-  // is not consulted); bos/eos/pad are control pieces like any other.
-};
+// The spec's types live with the loader's tables (format/tokenizer_tables.h).
+using detail::kDefaultUnkSurface;
+using detail::PieceType;
+using detail::SentencePieceSpec;
+using detail::SpmAlgorithm;
 
 // One piece of an encoding: its SentencePiece id and its text as spm_encode prints it.
 struct Piece {

@@ -12,7 +12,7 @@
 
 #include "core/utf8.h"
 #include "petrel/status.h"
-#include "petrel/translator.h"
+#include "petrel/types.h"
 
 namespace petrel::text {
 

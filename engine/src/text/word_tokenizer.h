@@ -5,7 +5,7 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "petrel/model.h"
+#include "petrel/types.h"
 #include "text/tokenizer.h"
 
 namespace petrel::text {

@@ -1,0 +1,78 @@
+// A model file's tokenizer section as the loader binds it: plain tables viewing into
+// the file, checked for sizes, ids and UTF-8 (model_file.cpp). The model builds its
+// text tokenizer from them (text/); the converter fills a SentencePieceSpec from a
+// .spm file the same way. Data only: nothing here knows how text is encoded.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace petrel::detail {
+
+enum class SpmAlgorithm : uint8_t { kUnigram = 1, kBpe = 2 };  // TrainerSpec.ModelType values
+enum class PieceType : uint8_t {                               // ModelProto.SentencePiece.Type values
+  kNormal = 1,
+  kUnknown = 2,
+  kControl = 3,
+  kUserDefined = 4,
+  kUnused = 5,
+  kByte = 6,
+};
+
+// TrainerSpec.unk_surface's default: " ⁇ " (U+2047 between spaces).
+inline constexpr std::string_view kDefaultUnkSurface = " \xe2\x81\x87 ";
+
+// The fields of a SentencePiece ModelProto that encoding and decoding use, as views.
+// Defaults are the proto2 defaults of an absent field.
+struct SentencePieceSpec {
+  SpmAlgorithm algorithm = SpmAlgorithm::kUnigram;  // TrainerSpec.model_type
+  std::vector<std::string_view> pieces;              // id -> piece (ModelProto.pieces)
+  std::vector<float> scores;                         // id -> score
+  std::vector<PieceType> types;                      // id -> type
+  // NormalizerSpec
+  std::string_view precompiled_charsmap;  // may be empty: no character rules
+  bool add_dummy_prefix = true;
+  bool remove_extra_whitespaces = true;
+  bool escape_whitespaces = true;
+  // TrainerSpec
+  bool treat_whitespace_as_suffix = false;
+  bool byte_fallback = false;
+  std::string_view unk_surface = kDefaultUnkSurface;  // what decoding prints for the unknown piece
+  // The unknown id is the one piece of type kUnknown (as upstream: TrainerSpec.unk_id
+  // is not consulted); bos/eos/pad are control pieces like any other.
+};
+
+// opus-mt's tokenizer (text::MarianTokenizer): two SentencePiece models and the
+// model's vocabulary.
+struct MarianTokenizerTables {
+  SentencePieceSpec source, target;
+  const int32_t* source_vocab_ids = nullptr;   // per source piece: vocabulary id, or -1
+  std::vector<std::string_view> vocab;         // source vocabulary, id -> token
+  std::vector<std::string_view> target_vocab;  // empty: vocab
+  int32_t eos_id = -1, unk_id = -1, pad_id = -1;  // source vocabulary ids
+  bool clean_up_spaces = true;
+};
+
+enum class LanguagePlacement : uint8_t { kFirst, kLast };      // of the source language token
+enum class PieceDecoding : uint8_t { kSentencePiece, kJoinPieces };  // output pieces -> text
+
+// The multilingual families' tokenizer (text::FairseqTokenizer): NLLB, M2M100, mBART-50.
+// Every id has been checked against vocab.size() and spm_vocab_ids' length.
+struct FairseqTokenizerTables {
+  SentencePieceSpec spm;
+  const int32_t* spm_vocab_ids = nullptr;  // per SentencePiece id: model id, or -1 (<unk>)
+  std::vector<std::string_view> vocab;     // model id -> token text
+  int32_t eos_id = -1, unk_id = -1, pad_id = -1;
+  int32_t mask_id = -1;                    // -1: none
+  std::vector<int32_t> special_ids;        // cut out of the input, skipped in the output
+  std::vector<std::pair<std::string_view, int32_t>> languages;  // code (the token's text) -> id
+  LanguagePlacement placement = LanguagePlacement::kFirst;
+  PieceDecoding piece_decoding = PieceDecoding::kSentencePiece;
+  bool clean_up_spaces = false;
+  std::string_view family;                   // "nllb", "m2m100", "mbart50"
+  std::string_view default_source_language;  // empty: none
+};
+
+}  // namespace petrel::detail
