@@ -7,6 +7,7 @@
 #include "convert/mapped_file.h"
 #include "convert/pickle.h"
 #include "convert/zip_reader.h"
+#include "core/bytes.h"
 #include "kernels/half.h"
 
 namespace petrel::convert {
@@ -19,16 +20,8 @@ using pickle::Kind;
 // stores it, and the legacy PROTOCOL_VERSION.
 constexpr uint8_t kLegacyMagic[] = {0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
 constexpr int64_t kLegacyProtocol = 1001;
-// Tensor dimensions beyond any real model's; keeps the index loop's state small.
-constexpr size_t kMaxDims = 16;
 
 size_t element_size(const std::string& dtype) { return dtype == "F32" ? 4 : 2; }
-
-uint64_t le64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = v << 8 | p[i];
-  return v;
-}
 
 float load_f32(const uint8_t* p) {
   float v;
@@ -208,7 +201,7 @@ void PytorchCheckpoint::parse_legacy() {
     if (r.stored) throw ConvertError(key_list.where(keys_offset) + ": storage '" + key.text + "' is listed twice");
     const std::string where = path_ + ": byte " + std::to_string(pos) + " (storage '" + key.text + "')";
     if (size_ - pos < 8) throw ConvertError(where + ": truncated: the file ends before the storage's size");
-    const uint64_t count = le64(data_ + pos);
+    const uint64_t count = detail::load_le64(data_ + pos);
     if (count != r.elements)
       throw ConvertError(where + ": holds " + std::to_string(count) + " elements, the state dict declares " +
                          std::to_string(r.elements));
@@ -257,7 +250,7 @@ void PytorchCheckpoint::add_state_dict(const pickle::Machine& machine, uint32_t 
     out.dtype = s.dtype;
     out.storage_offset = storage_offsets[t.storage];
     out.record = records[t.storage];
-    if (t.sizes.size() > kMaxDims) throw ConvertError(where + ": has " + std::to_string(t.sizes.size()) + " dimensions");
+    // At most pickle::Machine::kMaxDims dimensions: the machine checked them before copying.
     if (t.offset < 0) throw ConvertError(where + ": negative storage offset " + std::to_string(t.offset));
     out.first = static_cast<uint64_t>(t.offset);
     uint64_t elements = 1, last = out.first;
