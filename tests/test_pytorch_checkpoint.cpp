@@ -15,6 +15,7 @@
 #include "convert/pytorch_checkpoint.h"
 #include "convert/safetensors.h"
 #include "convert/zip_reader.h"
+#include "format/crc32.h"
 #include "format/model_file.h"
 #include "petrel/translator.h"
 #include "support/test_support.h"
@@ -213,7 +214,7 @@ struct ZipBuilder {
 
   static std::vector<uint8_t> local_record(const std::string& name, const std::vector<uint8_t>& data,
                                            uint16_t method = 0, bool zip64 = false, bool descriptor = false) {
-    const uint32_t crc = convert::crc32(data.data(), data.size()), size = static_cast<uint32_t>(data.size());
+    const uint32_t crc = detail::crc32(data.data(), data.size()), size = static_cast<uint32_t>(data.size());
     std::vector<uint8_t> b;
     put32(b, 0x04034b50);
     put16(b, 45);
@@ -248,7 +249,7 @@ struct ZipBuilder {
   }
   void add(const std::string& name, const std::vector<uint8_t>& data, uint16_t method = 0, bool zip64 = false,
            bool descriptor = false) {
-    central.push_back({name, convert::crc32(data.data(), data.size()), static_cast<uint32_t>(data.size()),
+    central.push_back({name, detail::crc32(data.data(), data.size()), static_cast<uint32_t>(data.size()),
                        static_cast<uint32_t>(out.size()), method, zip64, descriptor});
     const auto r = local_record(name, data, method, zip64, descriptor);
     out.insert(out.end(), r.begin(), r.end());
@@ -596,7 +597,7 @@ TEST_CASE("hostile checkpoints are refused with the file, offset and reason name
     outer_data.insert(outer_data.end(), inner.begin(), inner.end());
     overlap.add("ckpt/data.pkl", outer_data);
     const uint32_t inner_offset = 30 + 13 + static_cast<uint32_t>(pickle.size());
-    overlap.central.push_back({"ckpt/data/0", convert::crc32(float_bytes(6).data(), 24), 24, inner_offset, 0});
+    overlap.central.push_back({"ckpt/data/0", detail::crc32(float_bytes(6).data(), 24), 24, inner_offset, 0});
     CHECK_THAT(crafted(overlap.finish()), Contains("records 'ckpt/data.pkl' and 'ckpt/data/0' overlap"));
 
     ZipBuilder renamed;

@@ -516,7 +516,7 @@ Id Machine::run(const uint8_t* data, size_t size, size_t* consumed) {
         break;
       case kBinInt2:
         need(2);
-        push_int(data[pos] | data[pos + 1] << 8);
+        push_int(detail::load_le16(data + pos));
         pos += 2;
         break;
       case kLong1: {  // n bytes, little-endian two's complement
@@ -548,8 +548,7 @@ Id Machine::run(const uint8_t* data, size_t size, size_t* consumed) {
       }
       case kBinFloat: {  // big-endian IEEE double
         need(8);
-        uint64_t bits = 0;
-        for (int i = 0; i < 8; ++i) bits = bits << 8 | data[pos + i];
+        const uint64_t bits = detail::load_be64(data + pos);
         pos += 8;
         Value v;
         v.kind = Kind::kFloat;

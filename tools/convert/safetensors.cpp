@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "convert/mapped_file.h"
+#include "core/bytes.h"
 #include "kernels/half.h"
 
 namespace petrel::convert {
@@ -38,8 +39,7 @@ void SafetensorsFile::parse() {
   const std::string& path = path_;
   if (size_ < 8)
     throw ConvertError(path + ": too small for a safetensors file (" + std::to_string(size_) + " bytes)");
-  uint64_t header_len = 0;
-  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | bytes_[i];
+  const uint64_t header_len = detail::load_le64(bytes_);
   if (header_len > kMaxHeader || header_len > size_ - 8)
     throw ConvertError(path + ": bad header length " + std::to_string(header_len) + " (file has " +
                        std::to_string(size_) + " bytes)");
