@@ -5,6 +5,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "convert/config_reader.h"
 #include "convert/mapped_file.h"
 #include "core/bytes.h"
 #include "kernels/half.h"
@@ -45,11 +46,12 @@ void SafetensorsFile::parse() {
                        std::to_string(size_) + " bytes)");
   data_ = bytes_ + 8 + header_len;
   const uint64_t data_size = size_ - 8 - header_len;
+  check_json_depth(path + ": header", std::string_view(reinterpret_cast<const char*>(bytes_ + 8), header_len));
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(bytes_ + 8, bytes_ + 8 + header_len);
   } catch (const nlohmann::json::exception& e) {
-    throw ConvertError(path + ": header is not valid JSON: " + e.what());
+    throw ConvertError(path + ": header is not valid JSON: " + json_error(e));
   }
   if (!header.is_object()) throw ConvertError(path + ": header is not a JSON object");
   std::vector<std::pair<std::pair<uint64_t, uint64_t>, std::string>> ranges;
