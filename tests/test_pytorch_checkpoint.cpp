@@ -588,6 +588,18 @@ TEST_CASE("hostile checkpoints are refused with the file, offset and reason name
     e.strides = {0, 0};
     CHECK_THAT(crafted(zip_with({e})), Contains("more than the file has bytes"));
   }
+  SECTION("many names of a tensor that repeats its elements: reading them all would not be linear") {
+    std::vector<Entry> entries(100);
+    for (size_t i = 0; i < entries.size(); ++i) {
+      entries[i].name = "w" + std::to_string(i);
+      entries[i].sizes = {4096};
+      entries[i].strides = {0};
+    }
+    CHECK_THAT(crafted(zip_with(entries)), Contains("elements, more than 4 per byte of the file"));
+    entries.resize(8);  // a few such names, of fewer elements, stay within the limit
+    for (Entry& e : entries) e.sizes = {256};
+    CHECK_NOTHROW(parse(zip_with(entries)));
+  }
   SECTION("a zip whose records overlap, disagree or are damaged") {
     const auto pickle = state_dict_pickle({Entry{}}, false);
     // Record ckpt/data/0 hides inside data.pkl's bytes: a valid local header, but shared bytes.

@@ -22,6 +22,12 @@ using pickle::Kind;
 // stores it, and the legacy PROTOCOL_VERSION.
 constexpr uint8_t kLegacyMagic[] = {0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
 constexpr int64_t kLegacyProtocol = 1001;
+// Elements of all the state dict's entries together, per byte of the file. Names may
+// share a tensor (tied tables: four names of one) and a tensor may repeat its elements
+// (stride 0), so the sum can exceed the file's elements, but reading every entry must
+// stay linear in the file: a real checkpoint has about 1 per byte or less (computed for an
+// f16 NLLB-200-600M with its 256k x 1024 table under four names: 1.1).
+constexpr uint64_t kMaxElementsPerFileByte = 4;
 
 size_t element_size(const std::string& dtype) { return dtype == "F32" ? 4 : 2; }
 
@@ -235,6 +241,7 @@ void PytorchCheckpoint::add_state_dict(const pickle::Machine& machine, uint32_t 
   if (dict.kind != Kind::kDict)
     throw ConvertError(path_ + ": the pickled object is " + pickle::kind_name(dict.kind) +
                        ", not a state dict (a dict of tensors)");
+  uint64_t all_elements = 0;
   for (size_t i = 0; i + 1 < dict.items.size(); i += 2) {
     const pickle::Value& key = machine.value(dict.items[i]);
     const pickle::Value& value = machine.value(dict.items[i + 1]);
@@ -271,6 +278,11 @@ void PytorchCheckpoint::add_state_dict(const pickle::Machine& machine, uint32_t 
     // would need more memory than the file could plausibly describe.
     if (elements > size_)
       throw ConvertError(where + ": has " + std::to_string(elements) + " elements, more than the file has bytes");
+    all_elements += elements;  // at most (4 + 1) * size_: checked below before the next term
+    if (all_elements / kMaxElementsPerFileByte > size_)
+      throw ConvertError(where + ": the state dict's tensors up to this one hold " + std::to_string(all_elements) +
+                         " elements, more than " + std::to_string(kMaxElementsPerFileByte) +
+                         " per byte of the file (names sharing tensors that repeat their elements)");
     if (elements > 0) {
       for (size_t d = 0; d < out.shape.size(); ++d) {
         uint64_t step = 0;

@@ -12,6 +12,10 @@ fuzz_pytorch_checkpoint corpus; Petrel must refuse each quickly, naming the limi
   regress-legacy_storage_key_copies.bin
                                       a legacy file whose 2,000 storage views name one
                                       200,000-byte root key (each storage a copy: 400 MB)
+  regress-shared_expanded_tensor_names.bin
+                                      30,000 names of one tensor of 100,000 copies of a
+                                      float (stride 0): reading every entry read 3e9
+                                      elements from a 390 KB file
 
     python3 tools/reference/make_hostile_pickles.py tests/fuzz/corpus/fuzz_pytorch_checkpoint
 
@@ -87,13 +91,33 @@ def ordered_dict_copies(pairs=50_000, copies=2_000):
     return b"".join(p)
 
 
+def shared_expanded_tensor(names=30_000, elements=100_000):
+    # One tensor of `elements` copies of one float (stride 0), under `names` names.
+    p = [PROTO2, ordered_dict(), MARK]
+    for i in range(names):
+        name = f"n{i}".encode()
+        p.append(b"\x8c" + bytes([len(name)]) + name)  # SHORT_BINUNICODE
+        if i == 0:
+            p += [glob("torch._utils", "_rebuild_tensor_v2"), MARK, MARK, string("storage"), glob("torch", "FloatStorage"),
+                  string("0"), string("cpu"), binint1(1), TUPLE, BINPERSID, binint1(0),
+                  b"J" + struct.pack("<i", elements), TUPLE1, binint1(0), TUPLE1, NEWFALSE, ordered_dict(), TUPLE,
+                  REDUCE, put(0)]
+        else:
+            p.append(get(0))
+    p += [SETITEMS, STOP]
+    return b"".join(p)
+
+
 def zip_checkpoint(pickle, storages):
     buf = io.BytesIO()
+    def record(name, data):  # a fixed date: the files are the same on every run
+        z.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), data)
+
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
-        z.writestr("archive/data.pkl", pickle)
+        record("archive/data.pkl", pickle)
         for key, data in storages.items():
-            z.writestr(f"archive/data/{key}", data)
-        z.writestr("archive/version", b"3\n")
+            record(f"archive/data/{key}", data)
+        record("archive/version", b"3\n")
     return buf.getvalue()
 
 
@@ -119,6 +143,8 @@ def main():
         "regress-memoized_size_tuple.bin": zip_checkpoint(memoized_size_tuple(), {"0": struct.pack("<f", 1.0)}),
         "regress-ordered_dict_copies.bin": zip_checkpoint(ordered_dict_copies(), {}),
         "regress-legacy_storage_key_copies.bin": legacy_storage_key_copies(),
+        "regress-shared_expanded_tensor_names.bin": zip_checkpoint(shared_expanded_tensor(),
+                                                                   {"0": struct.pack("<f", 1.0)}),
     }
     for name, data in files.items():
         with open(os.path.join(out, name), "wb") as f:
