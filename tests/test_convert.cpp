@@ -505,3 +505,18 @@ TEST_CASE("JSON nested deeper than 64 levels is refused before it is parsed", "[
                       Contains("deep.safetensors: header: JSON nested deeper than 64 levels"));
   }
 }
+
+TEST_CASE("a safetensors shape of more than 16 dimensions is refused by name", "[convert][safetensors]") {
+  const float one = 1.0f;
+  auto file = [&](size_t dims) {
+    std::string shape = "[1";
+    for (size_t d = 1; d < dims; ++d) shape += ",1";
+    return safetensors_bytes(R"({"w":{"dtype":"F32","shape":)" + shape + R"(],"data_offsets":[0,4]}})",
+                             reinterpret_cast<const uint8_t*>(&one), 4);
+  };
+  const auto sixteen = file(16), seventeen = file(17);
+  CHECK(convert::SafetensorsFile(sixteen.data(), sixteen.size(), "w.safetensors").read_f32("w") ==
+        std::vector<float>{1.0f});
+  CHECK_THROWS_WITH(convert::SafetensorsFile(seventeen.data(), seventeen.size(), "w.safetensors"),
+                    Contains("w.safetensors: tensor 'w': shape has 17 dimensions, more than the limit of 16"));
+}

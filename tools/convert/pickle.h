@@ -14,6 +14,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "convert/checkpoint_file.h"
+
 namespace petrel::convert::pickle {
 
 using Id = uint32_t;  // a value in the machine's arena
@@ -99,7 +101,7 @@ class Machine {
   static constexpr size_t kMaxStack = size_t{1} << 18;
   static constexpr size_t kMaxMemo = size_t{1} << 22;
   static constexpr size_t kMaxValues = size_t{1} << 22;
-  static constexpr size_t kMaxDims = 16;
+  static constexpr size_t kMaxDims = kMaxTensorDims;
   static constexpr size_t kMaxStorageKeyBytes = 256;
 
   // Bytes charged so far and the pickle bytes read so far (over every run()): the

@@ -70,6 +70,9 @@ void SafetensorsFile::parse() {
     size_t esize = element_size(e.dtype);
     if (esize == 0) throw bad("unsupported dtype " + e.dtype + " (F32, F16, BF16, F64 are)");
     if (!v["shape"].is_array()) throw bad("shape is not an array");
+    if (v["shape"].size() > kMaxTensorDims)
+      throw bad("shape has " + std::to_string(v["shape"].size()) + " dimensions, more than the limit of " +
+                std::to_string(kMaxTensorDims));
     uint64_t elements = 1;
     for (const auto& dim : v["shape"]) {
       if (!dim.is_number_unsigned()) throw bad("shape has a non-integer or negative dimension");
