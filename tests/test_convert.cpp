@@ -520,3 +520,17 @@ TEST_CASE("a safetensors shape of more than 16 dimensions is refused by name", "
   CHECK_THROWS_WITH(convert::SafetensorsFile(seventeen.data(), seventeen.size(), "w.safetensors"),
                     Contains("w.safetensors: tensor 'w': shape has 17 dimensions, more than the limit of 16"));
 }
+
+TEST_CASE("generation flags that are not true or false are refused by name", "[convert][json]") {
+  const std::string dir = oracle_dir("post_swish_concat_tied");
+  const auto config = read_bytes(dir + "/config.json");
+  convert::ConvertOptions o;
+  o.checkpoint_dir = dir;
+  for (const char* key : {"do_sample", "renormalize_logits"}) {
+    convert::CheckpointJson files{std::string(config.begin(), config.end()), "{\"" + std::string(key) + "\": \"yes\"}",
+                                  std::nullopt, std::nullopt, std::nullopt, false, std::nullopt};
+    CHECK_THROWS_AS(convert::check_checkpoint_json(files, o), convert::ConvertError);
+    CHECK_THROWS_WITH(convert::check_checkpoint_json(files, o),
+                      Contains("generation_config.json: key '" + std::string(key) + "' must be true or false"));
+  }
+}

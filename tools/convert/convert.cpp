@@ -202,8 +202,8 @@ void read_generation(const ConfigReader& r, CheckpointConfig& c, bool from_gener
   auto note_if = [&](const char* key, bool applies) {
     if (given(key) && applies) c.generation_notes.push_back(std::string(key) + " = " + j[key].dump());
   };
-  note_if("do_sample", j.value("do_sample", false) == true);
-  note_if("renormalize_logits", j.value("renormalize_logits", false) == true);
+  note_if("do_sample", r.flag("do_sample", false));  // not j.value(): a non-bool threw nlohmann's type_error
+  note_if("renormalize_logits", r.flag("renormalize_logits", false));
   note_if("repetition_penalty", given("repetition_penalty") && j["repetition_penalty"] != 1.0);
   note_if("no_repeat_ngram_size", given("no_repeat_ngram_size") && j["no_repeat_ngram_size"] != 0);
   note_if("min_length", given("min_length") && j["min_length"] != 0);
