@@ -6,6 +6,7 @@
 #include <random>
 
 #include "convert/convert.h"
+#include "convert/safetensors.h"
 #include "format/weights.h"
 #include "model_access.h"
 #include "kernels/half.h"
@@ -432,5 +433,104 @@ TEST_CASE("converter rejects bad checkpoints with a message naming file and tens
     c.config["max_position_embeddings"] = 1 << 21;  // the converter reads it; the engine reads up to 2^20
     c.save();
     c.expect_error("out.petrel: not written: the engine would refuse the model", "max_positions");
+  }
+}
+
+TEST_CASE("JSON nested deeper than 64 levels is refused before it is parsed", "[convert][json]") {
+  // nlohmann::json copies and dump()s values recursively: a config.json value nested
+  // 100,000 deep overflowed the stack when an error message showed it.
+  const std::string dir = oracle_dir("post_swish_concat_tied");
+  auto text = [&](const std::string& f) {
+    auto bytes = read_bytes(dir + "/" + f);
+    return std::string(bytes.begin(), bytes.end());
+  };
+  auto nested = [](size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); };
+  // config.json with `key` set to `value` (JSON text).
+  auto config_with = [&](const std::string& key, const std::string& value) {
+    nlohmann::json j = nlohmann::json::parse(text("config.json"));
+    j[key] = "@@";
+    std::string s = j.dump();
+    return s.replace(s.find("\"@@\""), 4, value);
+  };
+  convert::ConvertOptions o;
+  o.checkpoint_dir = dir;
+  auto check = [&](const std::string& config, const std::optional<std::string>& tokenizer_config = std::nullopt) {
+    convert::CheckpointJson files{config, std::nullopt, text("vocab.json"), std::nullopt, tokenizer_config, false,
+                                  std::nullopt};
+    convert::check_checkpoint_json(files, o);
+  };
+  CHECK_THROWS_WITH(check(config_with("d_model", nested(100000))),
+                    Contains("config.json: JSON nested deeper than 64 levels (byte "));
+  CHECK_THROWS_WITH(check(config_with("task_specific_params", nested(100000))), Contains("nested deeper than 64"));
+  // 64 levels (the config object and 63 in it) are parsed, and refused for what they are;
+  // brackets in strings are text.
+  CHECK_THROWS_WITH(check(config_with("d_model", nested(63))), Contains("key 'd_model' must be a positive integer"));
+  CHECK_THROWS_WITH(check(config_with("d_model", nested(64))), Contains("nested deeper than 64"));
+  CHECK_NOTHROW(check(config_with("note", "\"" + std::string(100, '[') + "\\\"{{\"")));
+  // An over-long value, or a parse error quoting an over-long number, is shown in part.
+  std::string ones = "[1";
+  for (int i = 0; i < 50000; ++i) ones += ",1";
+  for (const std::string& value : {ones + "]", std::string(100000, '1')}) {
+    try {
+      check(config_with("d_model", value));
+      FAIL("accepted");
+    } catch (const convert::ConvertError& e) {
+      INFO(std::string(e.what()).substr(0, 300));
+      CHECK(std::string(e.what()).size() < 1000);
+    }
+  }
+
+  // M2M100's tokenizer_config.json: an added token's "content" was copied (recursively).
+  const std::string m2m = oracle_dir("m2m100_tiny");
+  auto m2m_text = [&](const std::string& f) {
+    auto bytes = read_bytes(m2m + "/" + f);
+    return std::string(bytes.begin(), bytes.end());
+  };
+  convert::CheckpointJson family{m2m_text("config.json"), std::nullopt, m2m_text("vocab.json"), std::nullopt,
+                                 "{\"added_tokens_decoder\": {\"5\": {\"content\": " + nested(100000) + "}}}", false,
+                                 m2m_text("sentencepiece.bpe.model")};
+  o.checkpoint_dir = m2m;
+  CHECK_THROWS_WITH(convert::check_checkpoint_json(family, o),
+                    Contains("tokenizer_config.json: JSON nested deeper than 64"));
+  family.tokenizer_config = "{\"added_tokens_decoder\": {\"5\": {\"content\": " + nested(10) + "}}}";
+  CHECK_THROWS_WITH(convert::check_checkpoint_json(family, o), Contains("no \"content\" string"));
+  family.tokenizer_config.reset();
+  family.vocab = "{\"a\": " + nested(100) + "}";
+  CHECK_THROWS_WITH(convert::check_checkpoint_json(family, o), Contains("vocab.json: JSON nested deeper than 64"));
+
+  // A safetensors header of 1 MB of '[' (about 40 MB of parsed nesting before).
+  for (const std::string& header : {nested(500000), "{\"__metadata__\": " + nested(500000) + "}"}) {
+    const auto bytes = safetensors_bytes(header, nullptr, 0);
+    CHECK_THROWS_WITH(convert::SafetensorsFile(bytes.data(), bytes.size(), "deep.safetensors"),
+                      Contains("deep.safetensors: header: JSON nested deeper than 64 levels"));
+  }
+}
+
+TEST_CASE("a safetensors shape of more than 16 dimensions is refused by name", "[convert][safetensors]") {
+  const float one = 1.0f;
+  auto file = [&](size_t dims) {
+    std::string shape = "[1";
+    for (size_t d = 1; d < dims; ++d) shape += ",1";
+    return safetensors_bytes(R"({"w":{"dtype":"F32","shape":)" + shape + R"(],"data_offsets":[0,4]}})",
+                             reinterpret_cast<const uint8_t*>(&one), 4);
+  };
+  const auto sixteen = file(16), seventeen = file(17);
+  CHECK(convert::SafetensorsFile(sixteen.data(), sixteen.size(), "w.safetensors").read_f32("w") ==
+        std::vector<float>{1.0f});
+  CHECK_THROWS_WITH(convert::SafetensorsFile(seventeen.data(), seventeen.size(), "w.safetensors"),
+                    Contains("w.safetensors: tensor 'w': shape has 17 dimensions, more than the limit of 16"));
+}
+
+TEST_CASE("generation flags that are not true or false are refused by name", "[convert][json]") {
+  const std::string dir = oracle_dir("post_swish_concat_tied");
+  const auto config = read_bytes(dir + "/config.json");
+  convert::ConvertOptions o;
+  o.checkpoint_dir = dir;
+  for (const char* key : {"do_sample", "renormalize_logits"}) {
+    convert::CheckpointJson files{std::string(config.begin(), config.end()), "{\"" + std::string(key) + "\": \"yes\"}",
+                                  std::nullopt, std::nullopt, std::nullopt, false, std::nullopt};
+    CHECK_THROWS_AS(convert::check_checkpoint_json(files, o), convert::ConvertError);
+    CHECK_THROWS_WITH(convert::check_checkpoint_json(files, o),
+                      Contains("generation_config.json: key '" + std::string(key) + "' must be true or false"));
   }
 }

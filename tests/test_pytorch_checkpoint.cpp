@@ -15,6 +15,7 @@
 #include "convert/pytorch_checkpoint.h"
 #include "convert/safetensors.h"
 #include "convert/zip_reader.h"
+#include "format/crc32.h"
 #include "format/model_file.h"
 #include "petrel/translator.h"
 #include "support/test_support.h"
@@ -124,6 +125,17 @@ struct PickleWriter {
     for (int i = 0; i < 8; ++i) op(static_cast<uint8_t>(static_cast<uint64_t>(v) >> (8 * i)));
     return *this;
   }
+  PickleWriter& small_int(uint8_t v) { return op('K').op(v); }  // BININT1
+  PickleWriter& put(uint32_t index) {                           // LONG_BINPUT
+    op('r');
+    for (int i = 0; i < 4; ++i) op(static_cast<uint8_t>(index >> (8 * i)));
+    return *this;
+  }
+  PickleWriter& get(uint32_t index) {  // LONG_BINGET
+    op('j');
+    for (int i = 0; i < 4; ++i) op(static_cast<uint8_t>(index >> (8 * i)));
+    return *this;
+  }
   PickleWriter& ints(const std::vector<int64_t>& v) {
     op('(');
     for (int64_t x : v) integer(x);
@@ -202,7 +214,7 @@ struct ZipBuilder {
 
   static std::vector<uint8_t> local_record(const std::string& name, const std::vector<uint8_t>& data,
                                            uint16_t method = 0, bool zip64 = false, bool descriptor = false) {
-    const uint32_t crc = convert::crc32(data.data(), data.size()), size = static_cast<uint32_t>(data.size());
+    const uint32_t crc = detail::crc32(data.data(), data.size()), size = static_cast<uint32_t>(data.size());
     std::vector<uint8_t> b;
     put32(b, 0x04034b50);
     put16(b, 45);
@@ -237,7 +249,7 @@ struct ZipBuilder {
   }
   void add(const std::string& name, const std::vector<uint8_t>& data, uint16_t method = 0, bool zip64 = false,
            bool descriptor = false) {
-    central.push_back({name, convert::crc32(data.data(), data.size()), static_cast<uint32_t>(data.size()),
+    central.push_back({name, detail::crc32(data.data(), data.size()), static_cast<uint32_t>(data.size()),
                        static_cast<uint32_t>(out.size()), method, zip64, descriptor});
     const auto r = local_record(name, data, method, zip64, descriptor);
     out.insert(out.end(), r.begin(), r.end());
@@ -576,6 +588,18 @@ TEST_CASE("hostile checkpoints are refused with the file, offset and reason name
     e.strides = {0, 0};
     CHECK_THAT(crafted(zip_with({e})), Contains("more than the file has bytes"));
   }
+  SECTION("many names of a tensor that repeats its elements: reading them all would not be linear") {
+    std::vector<Entry> entries(100);
+    for (size_t i = 0; i < entries.size(); ++i) {
+      entries[i].name = "w" + std::to_string(i);
+      entries[i].sizes = {4096};
+      entries[i].strides = {0};
+    }
+    CHECK_THAT(crafted(zip_with(entries)), Contains("elements, more than 4 per byte of the file"));
+    entries.resize(8);  // a few such names, of fewer elements, stay within the limit
+    for (Entry& e : entries) e.sizes = {256};
+    CHECK_NOTHROW(parse(zip_with(entries)));
+  }
   SECTION("a zip whose records overlap, disagree or are damaged") {
     const auto pickle = state_dict_pickle({Entry{}}, false);
     // Record ckpt/data/0 hides inside data.pkl's bytes: a valid local header, but shared bytes.
@@ -585,7 +609,7 @@ TEST_CASE("hostile checkpoints are refused with the file, offset and reason name
     outer_data.insert(outer_data.end(), inner.begin(), inner.end());
     overlap.add("ckpt/data.pkl", outer_data);
     const uint32_t inner_offset = 30 + 13 + static_cast<uint32_t>(pickle.size());
-    overlap.central.push_back({"ckpt/data/0", convert::crc32(float_bytes(6).data(), 24), 24, inner_offset, 0});
+    overlap.central.push_back({"ckpt/data/0", detail::crc32(float_bytes(6).data(), 24), 24, inner_offset, 0});
     CHECK_THAT(crafted(overlap.finish()), Contains("records 'ckpt/data.pkl' and 'ckpt/data/0' overlap"));
 
     ZipBuilder renamed;
@@ -642,6 +666,164 @@ TEST_CASE("hostile checkpoints are refused with the file, offset and reason name
     CHECK_THROWS_WITH(convert_f32(dir, out), Contains(dir + "/pytorch_model.bin: byte") && Contains("posix.system"));
     CHECK_FALSE(exists(out));
   }
+}
+
+// --- memory bounded by the input (#24) ---------------------------------------------
+
+namespace {
+
+std::string corpus_file(const std::string& name) {
+  return fixture_dir() + "/../fuzz/corpus/fuzz_pytorch_checkpoint/" + name;
+}
+
+// A state dict of `tensors` tensors whose size and stride are one memoized tuple of
+// `dims` ones (tools/reference/make_hostile_pickles.py writes the issue's: 200,000, 300).
+PickleWriter shared_size_tuple(size_t dims, size_t tensors) {
+  PickleWriter w;
+  w.proto().ordered_dict().op('(');
+  for (size_t i = 0; i < tensors; ++i) {
+    w.str("t" + std::to_string(i));
+    if (i == 0) w.global("torch._utils", "_rebuild_tensor_v2").put(0);
+    else w.get(0);
+    w.op('(');
+    if (i == 0) w.op('(').str("storage").global("torch", "FloatStorage").str("0").str("cpu").small_int(1).op('t').put(1);
+    else w.get(1);
+    w.op('Q').small_int(0);
+    if (i == 0) {
+      w.op('(');
+      for (size_t d = 0; d < dims; ++d) w.small_int(1);
+      w.op('t').put(2);
+    } else {
+      w.get(2);
+    }
+    w.get(2).op(0x89).ordered_dict().op('t').op('R');
+  }
+  w.op('u').op('.');
+  return w;
+}
+
+// One memoized list of `pairs` (key, value) pairs rebuilt into `copies` OrderedDicts.
+PickleWriter ordered_dict_copies(size_t pairs, size_t copies) {
+  PickleWriter w;
+  w.proto().op(']').op('(').str("w").op('N').op(0x86).put(0).op(']').op('(');
+  for (size_t i = 0; i < pairs; ++i) w.get(0);
+  w.op('e').put(1).get(1).op(0x85).put(2).global("collections", "OrderedDict").put(3).op('e');
+  for (size_t i = 0; i < copies; ++i) w.get(3).get(2).op('R').op('a');
+  w.op('.');
+  return w;
+}
+
+// A list holding `gets` references to one memoized tuple of `items` ints: sharing,
+// not copying, so it stays within the budget however often the tuple is named.
+PickleWriter shared_references(size_t items, size_t gets) {
+  PickleWriter w;
+  w.proto().op(']').op('(').op('(');
+  for (size_t i = 0; i < items; ++i) w.small_int(7);
+  w.op('t').put(0).op('e').op('(');
+  for (size_t i = 0; i < gets; ++i) w.get(0);
+  w.op('e').op('.');
+  return w;
+}
+
+struct Charge {
+  uint64_t charged = 0, bytes_read = 0;
+  std::string error;  // empty: the pickle ran to its STOP
+};
+
+Charge run_machine(const uint8_t* data, size_t size) {
+  convert::pickle::Machine machine("test.bin", "data.pkl", 0);
+  Charge c;
+  try {
+    size_t used = 0;
+    machine.run(data, size, &used);
+  } catch (const ConvertError& e) {
+    c.error = e.what();
+  }
+  c.charged = machine.charged();
+  c.bytes_read = machine.bytes_read();
+  return c;
+}
+
+uint64_t budget(uint64_t bytes_read) {
+  using M = convert::pickle::Machine;
+  return M::kBudgetPerByte * bytes_read + M::kBudgetBase;
+}
+
+}  // namespace
+
+TEST_CASE("pickles that copy one value over and over are refused before their memory grows", "[pickle]") {
+  auto refused = [](const std::string& name) {
+    try {
+      parse(read_bytes(corpus_file(name)));
+    } catch (const ConvertError& e) {
+      return std::string(e.what());
+    }
+    FAIL(name << " was accepted");
+    return std::string();
+  };
+  // The issue's file: 300 tensors whose size and stride are one 200,000-int tuple
+  // (970 MB before the number of dimensions was checked before each copy).
+  CHECK_THAT(refused("regress-memoized_size_tuple.bin"),
+             Contains("(archive/data.pkl): the size has 200000 dimensions, more than the limit of 16"));
+  // 2,000 OrderedDicts rebuilt from one list of 50,000 pairs (800 MB before the budget).
+  CHECK_THAT(refused("regress-ordered_dict_copies.bin"),
+             Contains("(archive/data.pkl): the pickle needs more than its memory budget of"));
+  // 2,000 legacy storage views naming one 200,000-byte root key (400 MB before).
+  CHECK_THAT(refused("regress-legacy_storage_key_copies.bin"),
+             Contains("(state dict): storage key of 200000 bytes is longer than the limit of 256"));
+  // The same shapes, smaller, crafted here.
+  CHECK_THROWS_WITH(parse(zip_with_pickle(shared_size_tuple(17, 2))),
+                    Contains("the size has 17 dimensions, more than the limit of 16"));
+  CHECK_THROWS_WITH(parse(zip_with_pickle(ordered_dict_copies(20000, 300))), Contains("memory budget"));
+}
+
+TEST_CASE("the pickle machine's charge stays within its budget on ordinary and hostile pickles", "[pickle]") {
+  using M = convert::pickle::Machine;
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> pickles;
+  for (const char* name : {"model_zip.bin", "layouts_zip.bin", "layouts_protocol4_zip.bin", "m2m100_tiny.bin"}) {
+    const auto file = read_bytes(pickle_fixture(name));
+    convert::ZipArchive zip(file.data(), file.size(), name);
+    const convert::ZipRecord* pkl = nullptr;
+    for (const auto& r : zip.records())
+      if (r.name.size() >= 8 && r.name.compare(r.name.size() - 8, 8, "data.pkl") == 0) pkl = &r;
+    REQUIRE(pkl != nullptr);
+    const uint8_t* p = zip.verified_data(*pkl);
+    pickles.emplace_back(name, std::vector<uint8_t>(p, p + pkl->size));
+  }
+  const size_t ordinary = pickles.size();
+  pickles.emplace_back("shared size tuple of 16", shared_size_tuple(16, 1000).bytes);
+  pickles.emplace_back("shared references", shared_references(20000, 200000).bytes);
+  pickles.emplace_back("ordered dict copies", ordered_dict_copies(20000, 300).bytes);
+  pickles.emplace_back("size tuple of 200000", shared_size_tuple(200000, 3).bytes);
+  for (size_t i = 0; i < pickles.size(); ++i) {
+    const auto& [name, bytes] = pickles[i];
+    const Charge c = run_machine(bytes.data(), bytes.size());
+    INFO(name << ": " << c.charged << " bytes charged after " << c.bytes_read << " read; " << c.error);
+    CHECK(c.charged > 0);
+    CHECK(c.bytes_read <= bytes.size());
+    CHECK(c.charged <= budget(c.bytes_read));
+    if (i < ordinary) {  // real state dicts run to STOP, far from the budget
+      CHECK(c.error.empty());
+      CHECK(c.bytes_read == bytes.size());
+      CHECK(c.charged <= M::kBudgetPerByte / 4 * c.bytes_read + M::kBudgetBase / 4);
+    }
+  }
+  // Sharing is not copying: a tuple named 200,000 times costs 4 bytes per name.
+  const Charge shared = run_machine(pickles[ordinary + 1].second.data(), pickles[ordinary + 1].second.size());
+  CHECK(shared.error.empty());
+  // The hostile ones stop at their limit, having read only part of the pickle.
+  const Charge copies = run_machine(pickles[ordinary + 2].second.data(), pickles[ordinary + 2].second.size());
+  CHECK_THAT(copies.error, Contains("memory budget"));
+  CHECK(copies.bytes_read < pickles[ordinary + 2].second.size());
+}
+
+TEST_CASE("a pickle string holding an encoded surrogate is not UTF-8", "[pickle]") {
+  PickleWriter w;
+  w.proto().op('}').str("w\xed\xa0\x80").op('N').op('s').op('.');  // U+D800 as UTF-8 bytes (CESU-8, not UTF-8)
+  CHECK_THROWS_WITH(parse(zip_with_pickle(w)), Contains("string is not valid UTF-8"));
+  PickleWriter global;
+  global.proto().op('c').raw("collections\nOrdered\xed\xbf\xbf" "Dict\n").op('.');
+  CHECK_THROWS_WITH(parse(zip_with_pickle(global)), Contains("GLOBAL name is not valid UTF-8"));
 }
 
 TEST_CASE("random byte flips and truncations never crash the reader, only throw ConvertError", "[pickle]") {

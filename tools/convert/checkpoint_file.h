@@ -3,6 +3,7 @@
 // from a PyTorch pickle.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -11,6 +12,10 @@
 #include "convert/convert_error.h"
 
 namespace petrel::convert {
+
+// Dimensions of a tensor, beyond any real model's (they have at most 4); the readers
+// refuse more before they copy a shape.
+constexpr size_t kMaxTensorDims = 16;
 
 struct TensorInfo {
   std::string dtype;  // "F32", "F16", "BF16", "F64" (safetensors' names)

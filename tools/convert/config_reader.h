@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "convert/convert_error.h"
@@ -31,11 +32,52 @@ inline std::string read_text(const std::string& path, const std::string& missing
   return text;
 }
 
+// nlohmann::json parses and destroys iteratively, but copies, compares and dump()s
+// recursively, and each level of nesting costs it ~40 bytes per byte of input: the
+// nesting is bounded before parsing, by one linear scan of the brackets outside
+// strings (real configs and safetensors headers nest 3 or 4 deep).
+constexpr size_t kMaxJsonDepth = 64;
+
+inline void check_json_depth(const std::string& where, std::string_view text) {
+  size_t depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;  // the escaped character cannot end the string
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth)
+        throw ConvertError(where + ": JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels (byte " +
+                           std::to_string(i) + ")");
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;  // unbalanced brackets are the parser's to report
+    }
+  }
+}
+
+// A JSON value for an error message: at most 200 bytes of it.
+inline std::string json_excerpt(const nlohmann::json& v) {
+  std::string s = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (s.size() > 200) s = s.substr(0, 200) + "...";
+  return s;
+}
+
+// nlohmann::json's parse error for a message: at most 300 bytes of it (it quotes the
+// offending token whole, which may be the whole file).
+inline std::string json_error(const nlohmann::json::exception& e) {
+  const std::string what = e.what();
+  return what.size() > 300 ? what.substr(0, 300) + "..." : what;
+}
+
 inline nlohmann::json parse_json(const std::string& path, const std::string& text) {
+  check_json_depth(path, text);
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    throw ConvertError(path + ": not valid JSON: " + e.what());
+    throw ConvertError(path + ": not valid JSON: " + json_error(e));
   }
 }
 
@@ -53,7 +95,7 @@ class ConfigReader {
     }
     const nlohmann::json& v = j_[key];
     if (!v.is_number_unsigned() || v.get<uint64_t>() == 0 || v.get<uint64_t>() > (1u << 24))
-      throw ConvertError(path_ + ": key '" + key + "' must be a positive integer, got " + v.dump());
+      throw ConvertError(path_ + ": key '" + key + "' must be a positive integer, got " + json_excerpt(v));
     return v.get<uint32_t>();
   }
   int32_t token(const std::string& key, uint32_t vocab) const {
@@ -61,7 +103,7 @@ class ConfigReader {
     const nlohmann::json& v = j_[key];
     if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= vocab)
       throw ConvertError(path_ + ": key '" + key + "' must be a token id below vocab_size " +
-                         std::to_string(vocab) + ", got " + v.dump());
+                         std::to_string(vocab) + ", got " + json_excerpt(v));
     return v.get<int32_t>();
   }
   bool flag(const std::string& key, bool fallback) const {
@@ -92,7 +134,7 @@ inline std::vector<std::string> parse_vocab(const std::string& path, const std::
   std::vector<bool> seen(size, false);
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 || it.value().get<int64_t>() >= size)
-      throw ConvertError(path + ": token '" + it.key() + "' has id " + it.value().dump() + ", outside " + size_key +
+      throw ConvertError(path + ": token '" + it.key() + "' has id " + json_excerpt(it.value()) + ", outside " + size_key +
                          " " + std::to_string(size));
     auto id = it.value().get<size_t>();
     if (seen[id]) throw ConvertError(path + ": id " + std::to_string(id) + " is used by two tokens");

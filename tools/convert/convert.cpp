@@ -161,7 +161,7 @@ void read_generation(const ConfigReader& r, CheckpointConfig& c, bool from_gener
   else if (!from_generation_config)
     c.decoder_start = r.token("decoder_start_token_id", c.target_vocab);
   if (from_generation_config && given("eos_token_id") && r.token("eos_token_id", c.target_vocab) != c.eos)
-    throw ConvertError(path + ": eos_token_id " + j["eos_token_id"].dump() + " differs from config.json's " +
+    throw ConvertError(path + ": eos_token_id " + json_excerpt(j["eos_token_id"]) + " differs from config.json's " +
                        std::to_string(c.eos));
   c.bad_words.clear();
   if (given("bad_words_ids")) {
@@ -170,7 +170,7 @@ void read_generation(const ConfigReader& r, CheckpointConfig& c, bool from_gener
     for (const json& seq : bw) {
       if (!seq.is_array() || seq.size() != 1 || !seq[0].is_number_integer() || seq[0].get<int64_t>() < 0 ||
           seq[0].get<int64_t>() >= c.target_vocab)
-        throw ConvertError(path + ": bad_words_ids entry " + seq.dump() +
+        throw ConvertError(path + ": bad_words_ids entry " + json_excerpt(seq) +
                            " is not supported (single token ids below vocab_size are)");
       c.bad_words.push_back(seq[0].get<int32_t>());
     }
@@ -182,13 +182,13 @@ void read_generation(const ConfigReader& r, CheckpointConfig& c, bool from_gener
   if (given("length_penalty")) {
     if (!j["length_penalty"].is_number() || !(j["length_penalty"].get<double>() >= 0) ||
         j["length_penalty"].get<double>() > 10)
-      throw ConvertError(path + ": length_penalty must be a number in 0..10, got " + j["length_penalty"].dump());
+      throw ConvertError(path + ": length_penalty must be a number in 0..10, got " + json_excerpt(j["length_penalty"]));
     c.length_penalty = j["length_penalty"].get<double>();
   }
   c.early_stopping = false;
   if (given("early_stopping")) {
     if (j["early_stopping"].is_string())
-      throw ConvertError(path + ": early_stopping " + j["early_stopping"].dump() +
+      throw ConvertError(path + ": early_stopping " + json_excerpt(j["early_stopping"]) +
                          " is not supported (true or false are)");
     c.early_stopping = r.flag("early_stopping", false);
   }
@@ -202,8 +202,8 @@ void read_generation(const ConfigReader& r, CheckpointConfig& c, bool from_gener
   auto note_if = [&](const char* key, bool applies) {
     if (given(key) && applies) c.generation_notes.push_back(std::string(key) + " = " + j[key].dump());
   };
-  note_if("do_sample", j.value("do_sample", false) == true);
-  note_if("renormalize_logits", j.value("renormalize_logits", false) == true);
+  note_if("do_sample", r.flag("do_sample", false));  // not j.value(): a non-bool threw nlohmann's type_error
+  note_if("renormalize_logits", r.flag("renormalize_logits", false));
   note_if("repetition_penalty", given("repetition_penalty") && j["repetition_penalty"] != 1.0);
   note_if("no_repeat_ngram_size", given("no_repeat_ngram_size") && j["no_repeat_ngram_size"] != 0);
   note_if("min_length", given("min_length") && j["min_length"] != 0);

@@ -177,15 +177,16 @@ std::optional<FamilyTokenizer> family_tokenizer_from(const FamilyTokenizerFiles&
     if (!map.is_object()) throw ConvertError(config_path + ": added_tokens_decoder must map ids to tokens");
     for (auto it = map.begin(); it != map.end(); ++it) {
       const std::string where = config_path + ": added_tokens_decoder[\"" + it.key() + "\"]";
-      const json& content = it.value().is_object() && it.value().contains("content") ? it.value()["content"] : json();
-      if (!content.is_string()) throw ConvertError(where + ": no \"content\" string");
+      // A pointer, not `cond ? value : json()`: that would copy the value (recursively).
+      const json* content = it.value().is_object() && it.value().contains("content") ? &it.value()["content"] : nullptr;
+      if (content == nullptr || !content->is_string()) throw ConvertError(where + ": no \"content\" string");
       const std::string& key = it.key();
       const bool digits = std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
       if (key.empty() || key.size() > 9 || !digits)
         throw ConvertError(where + ": the id is not a decimal number");
       const int64_t id = std::stoll(key);
       if (id >= vocab_size) throw ConvertError(where + ": id " + key + " is outside " + size_key);
-      auto entry = ids.find(content.get<std::string>());
+      auto entry = ids.find(content->get<std::string>());
       if (entry == ids.end()) continue;  // a token these rules do not treat as special
       if (!mapped.insert(entry->first).second)
         throw ConvertError(where + ": '" + entry->first + "' is named by two ids");

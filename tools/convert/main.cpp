@@ -1,4 +1,4 @@
-// petrel-convert: a Hugging Face MarianMT checkpoint -> one .petrel model file.
+// petrel-convert: a Hugging Face translation checkpoint (Marian, M2M100/NLLB, mBART) -> one .petrel model file.
 #include <unistd.h>
 
 #include <cmath>
@@ -27,10 +27,14 @@ static std::string shape_text(const std::vector<uint64_t>& s) {
 
 int main(int argc, char** argv) {
   cli::Parser p("petrel-convert", "CHECKPOINT_DIR -o MODEL.petrel [options]",
-                "Converts a Hugging Face MarianMT checkpoint (config.json + model.safetensors or pytorch_model.bin\n"
-                "[+ vocab.json]) into one Petrel model file. Constant scales (sqrt(d_model) embedding scale,\n"
-                "1/sqrt(head_dim) attention scale, the tied output's 1/sqrt(d_model)) are folded into the\n"
-                "stored tables.");
+                "Converts a Hugging Face translation checkpoint -- MarianMT (opus-mt), M2M100, NLLB-200 or\n"
+                "mBART-50; config.json's model_type (marian, m2m_100, mbart) decides the structure -- into one\n"
+                "Petrel model file. CHECKPOINT_DIR holds config.json [+ generation_config.json] and\n"
+                "model.safetensors or pytorch_model.bin, and for text its tokenizer files: Marian's source.spm,\n"
+                "target.spm, vocab.json [+ target_vocab.json]; M2M100's sentencepiece.bpe.model and vocab.json;\n"
+                "NLLB's and mBART-50's sentencepiece.bpe.model; each [+ tokenizer_config.json]. Constant scales\n"
+                "(sqrt(d_model) embedding scale, 1/sqrt(head_dim) attention scale, the tied output's\n"
+                "1/sqrt(d_model)) are folded into the stored tables.");
   p.flag("output", "FILE", "output model file (also -o)");
   p.flag("quantize", "DTYPE", "linear weights of the layers: f32, f16, int8 or int4 (default int8)");
   p.flag("embeddings", "DTYPE", "embedding tables: f32, f16, int8 or int4 (default int8)");

@@ -3,8 +3,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <string_view>
 
 #include "convert/convert_error.h"
+#include "core/bytes.h"
+#include "core/quoted.h"
+#include "core/utf8.h"
 
 namespace petrel::convert::pickle {
 namespace {
@@ -89,56 +93,15 @@ const char* refused_opcode_name(uint8_t op) {
   }
 }
 
-uint32_t le32(const uint8_t* p) { return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24; }
-uint64_t le64(const uint8_t* p) { return uint64_t{le32(p)} | uint64_t{le32(p + 4)} << 32; }
+using detail::load_le32;
+using detail::load_le64;
+using detail::quoted;
 
-bool valid_utf8(const std::string& s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    size_t extra;
-    uint32_t cp;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if ((c & 0xe0) == 0xc0) {
-      extra = 1;
-      cp = c & 0x1f;
-    } else if ((c & 0xf0) == 0xe0) {
-      extra = 2;
-      cp = c & 0x0f;
-    } else if ((c & 0xf8) == 0xf0) {
-      extra = 3;
-      cp = c & 0x07;
-    } else {
-      return false;
-    }
-    if (s.size() - i <= extra) return false;
-    for (size_t k = 1; k <= extra; ++k) {
-      const auto d = static_cast<unsigned char>(s[i + k]);
-      if ((d & 0xc0) != 0x80) return false;
-      cp = cp << 6 | (d & 0x3f);
-    }
-    static const uint32_t kMinimum[] = {0, 0x80, 0x800, 0x10000};
-    if (cp < kMinimum[extra] || cp > 0x10ffff) return false;  // overlong or out of range
-    i += extra + 1;
-  }
-  return true;
-}
-
-std::string quoted(const std::string& s) {
-  std::string out = "'";
-  for (unsigned char c : s.substr(0, 200)) {
-    if (c >= 0x20 && c < 0x7f && c != '\'') {
-      out += static_cast<char>(c);
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    }
-  }
-  return out + (s.size() > 200 ? "...'" : "'");
-}
+// What a memo entry occupies (an unordered_map node and its share of the buckets),
+// for the memory budget.
+constexpr uint64_t kMemoEntryBytes = 64;
+// A one-byte opcode (None, an empty list) makes a Value: it must fit the per-byte allowance.
+static_assert(sizeof(Value) <= Machine::kBudgetPerByte, "a Value costs more than the budget allows per byte");
 
 // The storage classes torch.save names, with what they hold.
 struct StorageClass {
@@ -197,8 +160,22 @@ std::string Machine::where(uint64_t file_offset) const {
 
 void Machine::fail(const std::string& reason) const { throw ConvertError(where(base_ + op_position_) + ": " + reason); }
 
+void Machine::charge(uint64_t bytes) {
+  check_budget(bytes);
+  charged_ += bytes;
+}
+
+void Machine::check_budget(uint64_t bytes) const {
+  const uint64_t budget = kBudgetPerByte * bytes_read() + kBudgetBase;
+  if (bytes > budget || charged_ > budget - bytes)
+    fail("the pickle needs more than its memory budget of " + std::to_string(budget) + " bytes after " +
+         std::to_string(bytes_read()) + " bytes read (" + std::to_string(kBudgetPerByte) +
+         " per byte read + 1 MiB; it copies its values over and over, which a state dict does not)");
+}
+
 Id Machine::make(Value v) {
   if (arena_.size() >= kMaxValues) fail("more than " + std::to_string(kMaxValues) + " values");
+  charge(sizeof(Value) + v.text.size() + v.dtype.size() + v.items.size() * sizeof(Id));
   arena_.push_back(std::move(v));
   return static_cast<Id>(arena_.size() - 1);
 }
@@ -241,6 +218,9 @@ const std::string& Machine::string(Id id, const char* what) const {
 std::vector<int64_t> Machine::integer_tuple(Id id, const char* what) const {
   const Value& v = arena_[id];
   if (v.kind != Kind::kTuple) fail(std::string(what) + " is " + kind_name(v.kind) + ", not a tuple of ints");
+  if (v.items.size() > kMaxDims)  // before copying: one long tuple may be every tensor's size
+    fail(std::string(what) + " has " + std::to_string(v.items.size()) + " dimensions, more than the limit of " +
+         std::to_string(kMaxDims));
   std::vector<int64_t> out;
   for (Id item : v.items) out.push_back(integer(item, what));
   return out;
@@ -283,14 +263,15 @@ Id Machine::reduce(Id callable, Id args_id) {
   if (f.kind != Kind::kCallable) fail(std::string("REDUCE calls ") + kind_name(f.kind) + ", not an allowed function");
   const Value& a = arena_[args_id];
   if (a.kind != Kind::kTuple) fail(std::string("REDUCE arguments are ") + kind_name(a.kind) + ", not a tuple");
-  // Copies: make() below may move the arena.
-  const std::vector<Id> args = a.items;
   const std::string fname = f.text;
   const auto function = static_cast<Callable>(f.number);
+  // The argument ids, once their number is known to be small (make() below may move
+  // the arena, so they are copied, not referenced).
   auto arity = [&](std::initializer_list<size_t> allowed) {
+    const std::vector<Id>& items = arena_[args_id].items;
     for (size_t n : allowed)
-      if (args.size() == n) return;
-    fail(fname + " called with " + std::to_string(args.size()) + " arguments");
+      if (items.size() == n) return items;
+    fail(fname + " called with " + std::to_string(items.size()) + " arguments");
   };
   auto expect = [&](Id id, Kind kind, const char* what) {
     if (arena_[id].kind != kind)
@@ -300,9 +281,11 @@ Id Machine::reduce(Id callable, Id args_id) {
     case Callable::kOrderedDict: {
       Value d;
       d.kind = Kind::kDict;
-      arity({0, 1});
+      const std::vector<Id> args = arity({0, 1});
       if (args.size() == 1) {  // Python 2 pickled OrderedDict([[key, value], ...])
         expect(args[0], Kind::kList, "the items");
+        // Checked before the copy is made: one memoized list may be rebuilt into many dicts.
+        check_budget(sizeof(Value) + 2 * sizeof(Id) * arena_[args[0]].items.size());
         for (Id pair : arena_[args[0]].items) {
           const Value& p = arena_[pair];
           if ((p.kind != Kind::kList && p.kind != Kind::kTuple) || p.items.size() != 2)
@@ -317,8 +300,7 @@ Id Machine::reduce(Id callable, Id args_id) {
     case Callable::kRebuildTensor: {
       const bool v2 = function == Callable::kRebuildTensorV2;
       // v2: (storage, offset, size, stride, requires_grad, backward_hooks[, metadata])
-      if (v2) arity({6, 7});
-      else arity({4});
+      const std::vector<Id> args = v2 ? arity({6, 7}) : arity({4});
       expect(args[0], Kind::kStorage, "the storage");
       TensorRef t;
       t.storage = static_cast<size_t>(arena_[args[0]].number);
@@ -336,6 +318,7 @@ Id Machine::reduce(Id callable, Id args_id) {
         if (args.size() == 7 && arena_[args[6]].kind != Kind::kNone && arena_[args[6]].kind != Kind::kDict)
           fail(fname + ": metadata is " + kind_name(arena_[args[6]].kind));
       }
+      charge(sizeof(TensorRef) + (t.sizes.size() + t.strides.size()) * sizeof(int64_t));
       Value v;
       v.kind = Kind::kTensor;
       v.number = static_cast<int64_t>(tensors_.size());
@@ -343,7 +326,7 @@ Id Machine::reduce(Id callable, Id args_id) {
       return make(std::move(v));
     }
     case Callable::kRebuildParameter: {  // (data, requires_grad, backward_hooks): the tensor itself
-      arity({3});
+      const std::vector<Id> args = arity({3});
       expect(args[0], Kind::kTensor, "the data");
       expect(args[1], Kind::kBool, "requires_grad");
       expect(args[2], Kind::kDict, "backward_hooks");
@@ -360,19 +343,28 @@ Id Machine::persistent_load(Id pid_id) {
   const Value& pid = arena_[pid_id];
   if (pid.kind != Kind::kTuple || pid.items.empty())
     fail(std::string("persistent id is ") + kind_name(pid.kind) + ", not a ('storage', ...) tuple");
-  const std::vector<Id> items = pid.items;
-  const std::string& tag = string(items[0], "persistent id's tag");
+  const std::string& tag = string(pid.items[0], "persistent id's tag");
   if (tag != "storage") fail("persistent id " + quoted(tag) + " is not allowed (only 'storage' is)");
   // zip: ('storage', type, key, location, elements); legacy adds a view (or None).
-  if (items.size() != storage_id_fields_)
-    fail("storage persistent id has " + std::to_string(items.size()) + " fields (" +
+  if (pid.items.size() != storage_id_fields_)
+    fail("storage persistent id has " + std::to_string(pid.items.size()) + " fields (" +
          std::to_string(storage_id_fields_) + " expected in this format)");
+  const std::vector<Id> items = pid.items;  // make() below may move the arena
+  // Keys are copied into every storage that names them (a view names its root's):
+  // bounded first, so one long string cannot be copied many times.
+  auto key = [&](Id id, const char* what) -> const std::string& {
+    const std::string& k = string(id, what);
+    if (k.size() > kMaxStorageKeyBytes)
+      fail(std::string(what) + " of " + std::to_string(k.size()) + " bytes is longer than the limit of " +
+           std::to_string(kMaxStorageKeyBytes));
+    return k;
+  };
   const Value& type = arena_[items[1]];
   if (type.kind != Kind::kCallable || static_cast<Callable>(type.number) != Callable::kStorageType)
     fail(std::string("storage type is ") + kind_name(type.kind) + ", not a torch.*Storage class");
   StorageRef s;
   s.dtype = type.dtype;
-  s.key = string(items[2], "storage key");
+  s.key = key(items[2], "storage key");
   string(items[3], "storage location");
   const int64_t elements = integer(items[4], "storage size");
   if (elements < 0) fail("storage " + quoted(s.key) + " has a negative size " + std::to_string(elements));
@@ -384,7 +376,7 @@ Id Machine::persistent_load(Id pid_id) {
     // An old storage view: (view key, first element, length) within the root storage.
     const Value& view = arena_[items[5]];
     if (view.kind != Kind::kTuple || view.items.size() != 3) fail("storage view is not a (key, offset, size) tuple");
-    ref_key = string(view.items[0], "storage view key");
+    ref_key = key(view.items[0], "storage view key");
     const int64_t begin = integer(view.items[1], "storage view offset");
     const int64_t length = integer(view.items[2], "storage view size");
     if (begin < 0 || length < 0 || static_cast<uint64_t>(begin) > s.elements ||
@@ -404,6 +396,7 @@ Id Machine::persistent_load(Id pid_id) {
       fail("storage " + quoted(ref_key) + " is declared again with a different type or size");
     index = found->second;
   } else {
+    charge(sizeof(StorageRef) + s.key.size() + kMemoEntryBytes + 2 * ref_key.size());  // + its node in storage_by_key_
     index = storages_.size();
     storage_by_key_.emplace(ref_key, index);
     storages_.push_back(std::move(s));
@@ -415,7 +408,8 @@ Id Machine::persistent_load(Id pid_id) {
 }
 
 Id Machine::run(const uint8_t* data, size_t size, size_t* consumed) {
-  size_t pos = 0;
+  size_t& pos = run_position_;  // the memory budget grows with it
+  pos = 0;
   auto need = [&](size_t n) {
     if (size - pos < n)
       fail("truncated: the opcode needs " + std::to_string(n) + " more bytes, " + std::to_string(size - pos) +
@@ -434,17 +428,22 @@ Id Machine::run(const uint8_t* data, size_t size, size_t* consumed) {
   };
   auto push_string = [&](size_t length) {
     need(length);
+    const std::string_view text(reinterpret_cast<const char*>(data + pos), length);
+    if (!detail::is_valid_utf8(text)) fail("string is not valid UTF-8");
+    pos += length;
     Value v;
     v.kind = Kind::kString;
-    v.text.assign(reinterpret_cast<const char*>(data + pos), length);
-    pos += length;
-    if (!valid_utf8(v.text)) fail("string is not valid UTF-8");
+    v.text = text;
     push_value(std::move(v));
   };
   auto memo_put = [&](uint64_t index) {
     if (index >= kMaxMemo) fail("memo index " + std::to_string(index) + " is beyond the limit of " + std::to_string(kMaxMemo));
-    if (memo_.size() >= kMaxMemo && !memo_.count(static_cast<uint32_t>(index))) fail("memo is full");
-    memo_[static_cast<uint32_t>(index)] = top();
+    const auto key = static_cast<uint32_t>(index);
+    if (!memo_.count(key)) {
+      if (memo_.size() >= kMaxMemo) fail("memo is full");
+      charge(kMemoEntryBytes);
+    }
+    memo_[key] = top();
   };
   auto memo_get = [&](uint64_t index) {
     auto it = memo_.find(static_cast<uint32_t>(index));
@@ -458,7 +457,7 @@ Id Machine::run(const uint8_t* data, size_t size, size_t* consumed) {
     const size_t length = static_cast<size_t>(static_cast<const uint8_t*>(nl) - (data + pos));
     std::string line(reinterpret_cast<const char*>(data + pos), length);
     pos += length + 1;
-    if (!valid_utf8(line)) fail("GLOBAL name is not valid UTF-8");
+    if (!detail::is_valid_utf8(line)) fail("GLOBAL name is not valid UTF-8");
     return line;
   };
 
@@ -475,7 +474,7 @@ Id Machine::run(const uint8_t* data, size_t size, size_t* consumed) {
       }
       case kFrame: {  // protocol 4 framing: a length hint, the opcodes follow as usual
         need(8);
-        const uint64_t length = le64(data + pos);
+        const uint64_t length = load_le64(data + pos);
         pos += 8;
         if (length > size - pos) fail("frame of " + std::to_string(length) + " bytes runs past the end");
         break;
@@ -484,6 +483,8 @@ Id Machine::run(const uint8_t* data, size_t size, size_t* consumed) {
         if (!marks_.empty()) fail("STOP with a MARK still open");
         if (stack_.size() != 1) fail("STOP with " + std::to_string(stack_.size()) + " values on the stack (1 expected)");
         *consumed = pos;
+        read_before_ += pos;
+        pos = 0;
         const Id result = stack_.back();
         stack_.clear();
         return result;
@@ -506,7 +507,7 @@ Id Machine::run(const uint8_t* data, size_t size, size_t* consumed) {
       }
       case kBinInt:
         need(4);
-        push_int(static_cast<int32_t>(le32(data + pos)));
+        push_int(static_cast<int32_t>(load_le32(data + pos)));
         pos += 4;
         break;
       case kBinInt1:
@@ -515,7 +516,7 @@ Id Machine::run(const uint8_t* data, size_t size, size_t* consumed) {
         break;
       case kBinInt2:
         need(2);
-        push_int(data[pos] | data[pos + 1] << 8);
+        push_int(detail::load_le16(data + pos));
         pos += 2;
         break;
       case kLong1: {  // n bytes, little-endian two's complement
@@ -547,8 +548,7 @@ Id Machine::run(const uint8_t* data, size_t size, size_t* consumed) {
       }
       case kBinFloat: {  // big-endian IEEE double
         need(8);
-        uint64_t bits = 0;
-        for (int i = 0; i < 8; ++i) bits = bits << 8 | data[pos + i];
+        const uint64_t bits = detail::load_be64(data + pos);
         pos += 8;
         Value v;
         v.kind = Kind::kFloat;
@@ -564,7 +564,7 @@ Id Machine::run(const uint8_t* data, size_t size, size_t* consumed) {
         break;
       case kBinString: {
         need(4);
-        const int32_t length = static_cast<int32_t>(le32(data + pos));
+        const int32_t length = static_cast<int32_t>(load_le32(data + pos));
         pos += 4;
         if (length < 0) fail("negative string length");
         push_string(static_cast<size_t>(length));
@@ -573,11 +573,11 @@ Id Machine::run(const uint8_t* data, size_t size, size_t* consumed) {
       case kBinUnicode:
         need(4);
         pos += 4;
-        push_string(le32(data + pos - 4));
+        push_string(load_le32(data + pos - 4));
         break;
       case kBinUnicode8: {
         need(8);
-        const uint64_t length = le64(data + pos);
+        const uint64_t length = load_le64(data + pos);
         pos += 8;
         if (length > size - pos) fail("string of " + std::to_string(length) + " bytes runs past the end");
         push_string(static_cast<size_t>(length));
@@ -610,15 +610,16 @@ Id Machine::run(const uint8_t* data, size_t size, size_t* consumed) {
       }
       case kAppend: {
         const Id item = pop();
-        Value& list = arena_[top()];
-        if (list.kind != Kind::kList) fail(std::string("APPEND to ") + kind_name(list.kind) + ", not a list");
-        list.items.push_back(item);
+        if (arena_[top()].kind != Kind::kList) fail(std::string("APPEND to ") + kind_name(arena_[top()].kind) + ", not a list");
+        charge(sizeof(Id));
+        arena_[top()].items.push_back(item);
         break;
       }
       case kAppends: {
         std::vector<Id> items = pop_mark();
         Value& list = arena_[top()];
         if (list.kind != Kind::kList) fail(std::string("APPENDS to ") + kind_name(list.kind) + ", not a list");
+        charge(items.size() * sizeof(Id));
         list.items.insert(list.items.end(), items.begin(), items.end());
         break;
       }
@@ -626,6 +627,7 @@ Id Machine::run(const uint8_t* data, size_t size, size_t* consumed) {
         const Id value = pop(), key = pop();
         Value& dict = arena_[top()];
         if (dict.kind != Kind::kDict) fail(std::string("SETITEM on ") + kind_name(dict.kind) + ", not a dict");
+        charge(2 * sizeof(Id));
         dict.items.push_back(key);
         dict.items.push_back(value);
         break;
@@ -635,6 +637,7 @@ Id Machine::run(const uint8_t* data, size_t size, size_t* consumed) {
         if (items.size() % 2) fail("SETITEMS with an odd number of items");
         Value& dict = arena_[top()];
         if (dict.kind != Kind::kDict) fail(std::string("SETITEMS on ") + kind_name(dict.kind) + ", not a dict");
+        charge(items.size() * sizeof(Id));
         dict.items.insert(dict.items.end(), items.begin(), items.end());
         break;
       }
@@ -644,7 +647,7 @@ Id Machine::run(const uint8_t* data, size_t size, size_t* consumed) {
         break;
       case kLongBinPut:
         need(4);
-        memo_put(le32(data + pos));
+        memo_put(load_le32(data + pos));
         pos += 4;
         break;
       case kMemoize:
@@ -656,7 +659,7 @@ Id Machine::run(const uint8_t* data, size_t size, size_t* consumed) {
         break;
       case kLongBinGet:
         need(4);
-        memo_get(le32(data + pos));
+        memo_get(load_le32(data + pos));
         pos += 4;
         break;
       case kGlobal: {

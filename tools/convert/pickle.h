@@ -14,6 +14,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "convert/checkpoint_file.h"
+
 namespace petrel::convert::pickle {
 
 using Id = uint32_t;  // a value in the machine's arena
@@ -79,15 +81,37 @@ class Machine {
   // A message prefix naming the file and the value's origin.
   std::string where(uint64_t file_offset) const;
 
-  // Limits that keep a hostile pickle's memory bounded.
-  // A real state dict needs about 20 values per tensor, a stack of a few
-  // thousand (pickle batches items by 1000) and MARKs nested 5 deep.
+  // Memory is bounded by the input: every value the machine creates and every id,
+  // dimension, string byte, memo entry and storage it stores or copies is charged,
+  // in bytes of what it occupies, and after n bytes of pickle have been read the
+  // charge may not exceed kBudgetPerByte * n + kBudgetBase (checked at each charge;
+  // exceeding it throws, naming the budget). A state dict written by torch.save
+  // costs 20-45 bytes per byte (tests/test_pytorch_checkpoint.cpp), and a one-byte
+  // opcode makes at most one Value, so only copying (one memoized tuple or list used
+  // as the contents of many values) reaches kBudgetPerByte. What the machine holds
+  // is at most about twice its charge (containers grow by doubling), plus the stack
+  // (kMaxStack ids, 1 MiB) and the pickle's own bytes.
+  static constexpr uint64_t kBudgetPerByte = 128;
+  static constexpr uint64_t kBudgetBase = uint64_t{1} << 20;
+  // Limits checked before anything is copied. A real state dict needs about 20
+  // values per tensor, a stack of a few thousand (pickle batches items by 1000),
+  // MARKs nested 5 deep, tensors of at most 4 dimensions and storage keys of a few
+  // digits (zip: "0", "1", ...; legacy: an object id).
   static constexpr size_t kMaxMarkDepth = 64;
   static constexpr size_t kMaxStack = size_t{1} << 18;
   static constexpr size_t kMaxMemo = size_t{1} << 22;
   static constexpr size_t kMaxValues = size_t{1} << 22;
+  static constexpr size_t kMaxDims = kMaxTensorDims;
+  static constexpr size_t kMaxStorageKeyBytes = 256;
+
+  // Bytes charged so far and the pickle bytes read so far (over every run()): the
+  // charge never exceeds kBudgetPerByte * bytes_read() + kBudgetBase.
+  uint64_t charged() const { return charged_; }
+  uint64_t bytes_read() const { return read_before_ + run_position_; }
 
  private:
+  void charge(uint64_t bytes);              // adds to the charge, or fails when over budget
+  void check_budget(uint64_t bytes) const;  // fails when `bytes` more would be over budget
   Id make(Value v);
   Id pop();
   Id& top();
@@ -104,6 +128,9 @@ class Machine {
   uint64_t base_;
   size_t storage_id_fields_;
   uint64_t op_position_ = 0;  // offset of the opcode being run, within the pickle
+  size_t run_position_ = 0;    // bytes of the current run() read so far
+  uint64_t read_before_ = 0;   // bytes read by earlier runs
+  uint64_t charged_ = 0;
   std::vector<Value> arena_;
   std::vector<Id> stack_;
   std::vector<size_t> marks_;  // stack heights at each open MARK

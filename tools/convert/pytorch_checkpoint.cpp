@@ -7,11 +7,14 @@
 #include "convert/mapped_file.h"
 #include "convert/pickle.h"
 #include "convert/zip_reader.h"
+#include "core/bytes.h"
+#include "core/quoted.h"
 #include "kernels/half.h"
 
 namespace petrel::convert {
 namespace {
 
+using detail::quoted;
 using pickle::Id;
 using pickle::Kind;
 
@@ -19,25 +22,23 @@ using pickle::Kind;
 // stores it, and the legacy PROTOCOL_VERSION.
 constexpr uint8_t kLegacyMagic[] = {0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
 constexpr int64_t kLegacyProtocol = 1001;
-// Tensor dimensions beyond any real model's; keeps the index loop's state small.
-constexpr size_t kMaxDims = 16;
+// Elements of all the state dict's entries together, per byte of the file. Names may
+// share a tensor (tied tables: four names of one) and a tensor may repeat its elements
+// (stride 0), so the sum can exceed the file's elements, but reading every entry must
+// stay linear in the file: a real checkpoint has about 1 per byte or less (computed for an
+// f16 NLLB-200-600M with its 256k x 1024 table under four names: 1.1).
+constexpr uint64_t kMaxElementsPerFileByte = 4;
 
 size_t element_size(const std::string& dtype) { return dtype == "F32" ? 4 : 2; }
-
-uint64_t le64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = v << 8 | p[i];
-  return v;
-}
 
 float load_f32(const uint8_t* p) {
   float v;
   std::memcpy(&v, p, 4);
   return v;
 }
-float load_f16(const uint8_t* p) { return kernels::half_to_float(static_cast<uint16_t>(p[0] | p[1] << 8)); }
+float load_f16(const uint8_t* p) { return kernels::half_to_float(detail::load_le16(p)); }
 float load_bf16(const uint8_t* p) {
-  const uint32_t bits = uint32_t{static_cast<uint16_t>(p[0] | p[1] << 8)} << 16;
+  const uint32_t bits = uint32_t{detail::load_le16(p)} << 16;
   float v;
   std::memcpy(&v, &bits, 4);
   return v;
@@ -112,21 +113,21 @@ void PytorchCheckpoint::parse_zip() {
   const std::string& first = records.front().name;
   const size_t slash = first.find('/');
   if (slash == std::string::npos || slash == 0)
-    throw ConvertError(path_ + ": zip record '" + first + "' is not inside a folder (torch.save puts all in one)");
+    throw ConvertError(path_ + ": zip record " + quoted(first) + " is not inside a folder (torch.save puts all in one)");
   const std::string prefix = first.substr(0, slash + 1);
   for (const ZipRecord& r : records)
     if (r.name.compare(0, prefix.size(), prefix) != 0)
-      throw ConvertError(path_ + ": zip record '" + r.name + "' lies outside the archive's folder '" + prefix + "'");
+      throw ConvertError(path_ + ": zip record " + quoted(r.name) + " lies outside the archive's folder " + quoted(prefix));
   if (zip_->find(prefix + "constants.pkl"))
     throw ConvertError(path_ + ": a TorchScript archive (torch.jit.save), not a state dict saved by torch.save");
   if (const ZipRecord* order = zip_->find(prefix + "byteorder")) {
     const char* bytes = reinterpret_cast<const char*>(zip_->verified_data(*order));
     if (std::string(bytes, order->size) != "little")
-      throw ConvertError(path_ + ": record '" + order->name + "' says the tensors are not little-endian; "
+      throw ConvertError(path_ + ": record " + quoted(order->name) + " says the tensors are not little-endian; "
                          "Petrel reads little-endian checkpoints");
   }
   const ZipRecord* pkl = zip_->find(prefix + "data.pkl");
-  if (!pkl) throw ConvertError(path_ + ": no record '" + prefix + "data.pkl' (not a checkpoint written by torch.save)");
+  if (!pkl) throw ConvertError(path_ + ": no record " + quoted(prefix + "data.pkl") + " (not a checkpoint written by torch.save)");
   pickle::Machine machine(path_, pkl->name, pkl->data_offset, 5);
   size_t used = 0;
   const Id root = machine.run(zip_->verified_data(*pkl), pkl->size, &used);
@@ -140,11 +141,11 @@ void PytorchCheckpoint::parse_zip() {
     const std::string name = prefix + "data/" + s.key;
     const ZipRecord* r = zip_->find(name);
     if (!r)
-      throw ConvertError(machine.where(s.position) + ": storage '" + s.key + "' has no record '" + name + "'");
+      throw ConvertError(machine.where(s.position) + ": storage " + quoted(s.key) + " has no record " + quoted(name));
     uint64_t bytes = 0;
     if (__builtin_mul_overflow(s.elements, element_size(s.dtype), &bytes) || bytes != r->size)
-      throw ConvertError(path_ + ": record '" + name + "' holds " + std::to_string(r->size) + " bytes, but storage '" +
-                         s.key + "' is declared with " + std::to_string(s.elements) + " " + s.dtype + " elements");
+      throw ConvertError(path_ + ": record " + quoted(name) + " holds " + std::to_string(r->size) + " bytes, but storage " +
+                         quoted(s.key) + " is declared with " + std::to_string(s.elements) + " " + s.dtype + " elements");
     offsets.push_back(r->data_offset + s.view_begin * element_size(s.dtype));
     storage_records.push_back(r);
   }
@@ -195,7 +196,7 @@ void PytorchCheckpoint::parse_legacy() {
   for (const pickle::StorageRef& s : state.storages()) {
     auto [it, added] = roots.emplace(s.key, Root{s.dtype, s.elements});
     if (!added && (it->second.dtype != s.dtype || it->second.elements != s.elements))
-      throw ConvertError(state.where(s.position) + ": storage '" + s.key + "' is declared again with a different "
+      throw ConvertError(state.where(s.position) + ": storage " + quoted(s.key) + " is declared again with a different "
                          "type or size");
   }
   for (Id key_id : keys.items) {
@@ -203,12 +204,12 @@ void PytorchCheckpoint::parse_legacy() {
     if (key.kind != Kind::kString) throw ConvertError(key_list.where(keys_offset) + ": a storage key is not a string");
     auto it = roots.find(key.text);
     if (it == roots.end())
-      throw ConvertError(key_list.where(keys_offset) + ": storage '" + key.text + "' is listed but no tensor uses it");
+      throw ConvertError(key_list.where(keys_offset) + ": storage " + quoted(key.text) + " is listed but no tensor uses it");
     Root& r = it->second;
-    if (r.stored) throw ConvertError(key_list.where(keys_offset) + ": storage '" + key.text + "' is listed twice");
-    const std::string where = path_ + ": byte " + std::to_string(pos) + " (storage '" + key.text + "')";
+    if (r.stored) throw ConvertError(key_list.where(keys_offset) + ": storage " + quoted(key.text) + " is listed twice");
+    const std::string where = path_ + ": byte " + std::to_string(pos) + " (storage " + quoted(key.text) + ")";
     if (size_ - pos < 8) throw ConvertError(where + ": truncated: the file ends before the storage's size");
-    const uint64_t count = le64(data_ + pos);
+    const uint64_t count = detail::load_le64(data_ + pos);
     if (count != r.elements)
       throw ConvertError(where + ": holds " + std::to_string(count) + " elements, the state dict declares " +
                          std::to_string(r.elements));
@@ -222,7 +223,7 @@ void PytorchCheckpoint::parse_legacy() {
   }
   for (const auto& [key, r] : roots)
     if (!r.stored)
-      throw ConvertError(path_ + ": storage '" + key + "' is used by a tensor but missing from the storage key list");
+      throw ConvertError(path_ + ": storage " + quoted(key) + " is used by a tensor but missing from the storage key list");
   if (pos != size_)
     throw ConvertError(path_ + ": byte " + std::to_string(pos) + ": " + std::to_string(size_ - pos) +
                        " bytes after the last storage");
@@ -240,6 +241,7 @@ void PytorchCheckpoint::add_state_dict(const pickle::Machine& machine, uint32_t 
   if (dict.kind != Kind::kDict)
     throw ConvertError(path_ + ": the pickled object is " + pickle::kind_name(dict.kind) +
                        ", not a state dict (a dict of tensors)");
+  uint64_t all_elements = 0;
   for (size_t i = 0; i + 1 < dict.items.size(); i += 2) {
     const pickle::Value& key = machine.value(dict.items[i]);
     const pickle::Value& value = machine.value(dict.items[i + 1]);
@@ -247,17 +249,17 @@ void PytorchCheckpoint::add_state_dict(const pickle::Machine& machine, uint32_t 
       throw ConvertError(path_ + ": a state dict key is " + pickle::kind_name(key.kind) + ", not a string");
     const std::string& name = key.text;
     if (value.kind != Kind::kTensor)
-      throw ConvertError(path_ + ": state dict entry '" + name + "' is " + pickle::kind_name(value.kind) +
+      throw ConvertError(path_ + ": state dict entry " + quoted(name) + " is " + pickle::kind_name(value.kind) +
                          ", not a tensor (Petrel reads a model's state dict, not a training checkpoint)");
     const pickle::TensorRef& t = machine.tensors()[static_cast<size_t>(value.number)];
     const pickle::StorageRef& s = machine.storages()[t.storage];
-    const std::string where = machine.where(t.position) + ": tensor '" + name + "'";
+    const std::string where = machine.where(t.position) + ": tensor " + quoted(name);
 
     Tensor out;
     out.dtype = s.dtype;
     out.storage_offset = storage_offsets[t.storage];
     out.record = records[t.storage];
-    if (t.sizes.size() > kMaxDims) throw ConvertError(where + ": has " + std::to_string(t.sizes.size()) + " dimensions");
+    // At most pickle::Machine::kMaxDims dimensions: the machine checked them before copying.
     if (t.offset < 0) throw ConvertError(where + ": negative storage offset " + std::to_string(t.offset));
     out.first = static_cast<uint64_t>(t.offset);
     uint64_t elements = 1, last = out.first;
@@ -276,6 +278,11 @@ void PytorchCheckpoint::add_state_dict(const pickle::Machine& machine, uint32_t 
     // would need more memory than the file could plausibly describe.
     if (elements > size_)
       throw ConvertError(where + ": has " + std::to_string(elements) + " elements, more than the file has bytes");
+    all_elements += elements;  // at most (4 + 1) * size_: checked below before the next term
+    if (all_elements / kMaxElementsPerFileByte > size_)
+      throw ConvertError(where + ": the state dict's tensors up to this one hold " + std::to_string(all_elements) +
+                         " elements, more than " + std::to_string(kMaxElementsPerFileByte) +
+                         " per byte of the file (names sharing tensors that repeat their elements)");
     if (elements > 0) {
       for (size_t d = 0; d < out.shape.size(); ++d) {
         uint64_t step = 0;
@@ -283,11 +290,11 @@ void PytorchCheckpoint::add_state_dict(const pickle::Machine& machine, uint32_t 
           throw ConvertError(where + ": its last element's position overflows (size/stride/offset too large)");
       }
       if (last >= s.view_elements)
-        throw ConvertError(where + ": reads element " + std::to_string(last) + " of storage '" + s.key +
-                           "', which holds " + std::to_string(s.view_elements) + " elements");
+        throw ConvertError(where + ": reads element " + std::to_string(last) + " of storage " + quoted(s.key) +
+                           ", which holds " + std::to_string(s.view_elements) + " elements");
     }
     if (!tensors_.emplace(name, std::move(out)).second)
-      throw ConvertError(path_ + ": state dict entry '" + name + "' appears twice");
+      throw ConvertError(path_ + ": state dict entry " + quoted(name) + " appears twice");
   }
 }
 
@@ -304,7 +311,7 @@ const TensorInfo* PytorchCheckpoint::find(const std::string& name) const {
 
 std::vector<float> PytorchCheckpoint::read_f32(const std::string& name) const {
   auto it = tensors_.find(name);
-  if (it == tensors_.end()) throw ConvertError(path_ + ": missing tensor '" + name + "'");
+  if (it == tensors_.end()) throw ConvertError(path_ + ": missing tensor " + quoted(name));
   const Tensor& t = it->second;
   if (t.record) zip_->verified_data(*t.record);
   uint64_t elements = 1;
@@ -318,7 +325,7 @@ std::vector<float> PytorchCheckpoint::read_f32(const std::string& name) const {
   else gather<load_bf16, 2>(base, t, out.data(), elements);
   for (size_t i = 0; i < elements; ++i)
     if (!std::isfinite(out[i]))
-      throw ConvertError(path_ + ": tensor '" + name + "' holds a non-finite value (NaN or Inf) at element " +
+      throw ConvertError(path_ + ": tensor " + quoted(name) + " holds a non-finite value (NaN or Inf) at element " +
                          std::to_string(i));
   return out;
 }

@@ -5,7 +5,9 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "convert/config_reader.h"
 #include "convert/mapped_file.h"
+#include "core/bytes.h"
 #include "kernels/half.h"
 
 namespace petrel::convert {
@@ -38,18 +40,18 @@ void SafetensorsFile::parse() {
   const std::string& path = path_;
   if (size_ < 8)
     throw ConvertError(path + ": too small for a safetensors file (" + std::to_string(size_) + " bytes)");
-  uint64_t header_len = 0;
-  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | bytes_[i];
+  const uint64_t header_len = detail::load_le64(bytes_);
   if (header_len > kMaxHeader || header_len > size_ - 8)
     throw ConvertError(path + ": bad header length " + std::to_string(header_len) + " (file has " +
                        std::to_string(size_) + " bytes)");
   data_ = bytes_ + 8 + header_len;
   const uint64_t data_size = size_ - 8 - header_len;
+  check_json_depth(path + ": header", std::string_view(reinterpret_cast<const char*>(bytes_ + 8), header_len));
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(bytes_ + 8, bytes_ + 8 + header_len);
   } catch (const nlohmann::json::exception& e) {
-    throw ConvertError(path + ": header is not valid JSON: " + e.what());
+    throw ConvertError(path + ": header is not valid JSON: " + json_error(e));
   }
   if (!header.is_object()) throw ConvertError(path + ": header is not a JSON object");
   std::vector<std::pair<std::pair<uint64_t, uint64_t>, std::string>> ranges;
@@ -68,6 +70,9 @@ void SafetensorsFile::parse() {
     size_t esize = element_size(e.dtype);
     if (esize == 0) throw bad("unsupported dtype " + e.dtype + " (F32, F16, BF16, F64 are)");
     if (!v["shape"].is_array()) throw bad("shape is not an array");
+    if (v["shape"].size() > kMaxTensorDims)
+      throw bad("shape has " + std::to_string(v["shape"].size()) + " dimensions, more than the limit of " +
+                std::to_string(kMaxTensorDims));
     uint64_t elements = 1;
     for (const auto& dim : v["shape"]) {
       if (!dim.is_number_unsigned()) throw bad("shape has a non-integer or negative dimension");

@@ -1,11 +1,13 @@
 #include "convert/zip_reader.h"
 
 #include <algorithm>
-#include <array>
 #include <cstdio>
 #include <cstring>
 
 #include "convert/convert_error.h"
+#include "core/bytes.h"
+#include "core/quoted.h"
+#include "format/crc32.h"
 
 namespace petrel::convert {
 namespace {
@@ -19,26 +21,13 @@ constexpr uint16_t kFlagEncrypted = 1u << 0, kFlagDataDescriptor = 1u << 3, kFla
 constexpr uint32_t kMissing32 = 0xffffffffu;
 constexpr uint16_t kMissing16 = 0xffffu;
 
-uint16_t le16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | p[1] << 8); }
-uint32_t le32(const uint8_t* p) { return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24; }
-uint64_t le64(const uint8_t* p) { return uint64_t{le32(p)} | uint64_t{le32(p + 4)} << 32; }
+using detail::load_le16;
+using detail::load_le32;
+using detail::load_le64;
+using detail::quoted;
 
 // [begin, begin + length) lies within [0, limit).
 bool fits(uint64_t begin, uint64_t length, uint64_t limit) { return begin <= limit && length <= limit - begin; }
-
-std::string printable(const std::string& name) {
-  std::string out;
-  for (unsigned char c : name) {
-    if (c >= 0x20 && c < 0x7f) {
-      out += static_cast<char>(c);
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    }
-  }
-  return out;
-}
 
 // The zip64 extended-information field of an extra area, if any: its bytes.
 // Throws when the area is not a well-formed sequence of (id, length, data).
@@ -48,7 +37,7 @@ bool find_zip64_extra(const uint8_t* extra, size_t length, const uint8_t** field
   size_t pos = 0;
   while (pos < length) {
     if (length - pos < 4) throw ConvertError(where + ": malformed extra field");
-    const uint16_t id = le16(extra + pos), size = le16(extra + pos + 2);
+    const uint16_t id = load_le16(extra + pos), size = load_le16(extra + pos + 2);
     if (size > length - pos - 4) throw ConvertError(where + ": extra field runs past its area");
     if (id == kZip64ExtraId) {
       if (found) throw ConvertError(where + ": two zip64 extra fields");
@@ -76,7 +65,7 @@ void apply_zip64(const uint8_t* extra, size_t extra_length, std::initializer_lis
   for (uint64_t* f : fields) {
     if (*f != kMissing32) continue;
     if (field_length - pos < 8) throw ConvertError(where + ": zip64 extra field is too short");
-    *f = le64(field + pos);
+    *f = load_le64(field + pos);
     pos += 8;
   }
 }
@@ -92,7 +81,7 @@ Directory find_directory(const uint8_t* data, size_t size, const std::string& pa
   size_t end_pos = SIZE_MAX;
   const size_t lowest = size - kEndSize > 0xffff ? size - kEndSize - 0xffff : 0;
   for (size_t pos = size - kEndSize + 1; pos-- > lowest;) {
-    if (le32(data + pos) == kEndOfDirectory && pos + kEndSize + le16(data + pos + 20) == size) {
+    if (load_le32(data + pos) == kEndOfDirectory && pos + kEndSize + load_le16(data + pos + 20) == size) {
       end_pos = pos;
       break;
     }
@@ -100,31 +89,31 @@ Directory find_directory(const uint8_t* data, size_t size, const std::string& pa
   if (end_pos == SIZE_MAX)
     throw ConvertError(path + ": no zip end-of-directory record at the end of the file (truncated download?)");
   const uint8_t* e = data + end_pos;
-  const uint16_t disk = le16(e + 4), directory_disk = le16(e + 6);
+  const uint16_t disk = load_le16(e + 4), directory_disk = load_le16(e + 6);
   Directory d;
-  uint64_t entries_here = le16(e + 8);
-  d.entries = le16(e + 10);
-  d.size = le32(e + 12);
-  d.offset = le32(e + 16);
+  uint64_t entries_here = load_le16(e + 8);
+  d.entries = load_le16(e + 10);
+  d.size = load_le32(e + 12);
+  d.offset = load_le32(e + 16);
   d.end = end_pos;
   const bool needs_zip64 = disk == kMissing16 || directory_disk == kMissing16 || entries_here == kMissing16 ||
                            d.entries == kMissing16 || d.size == kMissing32 || d.offset == kMissing32;
-  if (end_pos >= kLocatorSize && le32(data + end_pos - kLocatorSize) == kZip64Locator) {
+  if (end_pos >= kLocatorSize && load_le32(data + end_pos - kLocatorSize) == kZip64Locator) {
     const uint8_t* loc = data + end_pos - kLocatorSize;
-    const uint64_t record = le64(loc + 8);
-    if (le32(loc + 4) != 0 || le32(loc + 16) > 1)
+    const uint64_t record = load_le64(loc + 8);
+    if (load_le32(loc + 4) != 0 || load_le32(loc + 16) > 1)
       throw ConvertError(path + ": a multi-disk zip archive (not written by PyTorch)");
     const uint64_t limit = end_pos - kLocatorSize;
-    if (!fits(record, kZip64EndSize, limit) || le32(data + record) != kZip64EndOfDirectory)
+    if (!fits(record, kZip64EndSize, limit) || load_le32(data + record) != kZip64EndOfDirectory)
       throw ConvertError(path + ": zip64 end-of-directory locator points to " + std::to_string(record) +
                          ", where there is no zip64 end-of-directory record");
     const uint8_t* z = data + record;
-    const uint64_t record_size = le64(z + 4);
+    const uint64_t record_size = load_le64(z + 4);
     if (record_size < kZip64EndSize - 12 || !fits(record, 12 + record_size, limit))
       throw ConvertError(path + ": zip64 end-of-directory record has a bad size");
-    if (le32(z + 16) != 0 || le32(z + 20) != 0) throw ConvertError(path + ": a multi-disk zip archive");
-    const uint64_t entries_here64 = le64(z + 24), entries64 = le64(z + 32), size64 = le64(z + 40),
-                   offset64 = le64(z + 48);
+    if (load_le32(z + 16) != 0 || load_le32(z + 20) != 0) throw ConvertError(path + ": a multi-disk zip archive");
+    const uint64_t entries_here64 = load_le64(z + 24), entries64 = load_le64(z + 32), size64 = load_le64(z + 40),
+                   offset64 = load_le64(z + 48);
     // The classic record either agrees or says "see zip64".
     if ((entries_here != kMissing16 && entries_here != entries_here64) ||
         (d.entries != kMissing16 && d.entries != entries64) || (d.size != kMissing32 && d.size != size64) ||
@@ -158,32 +147,8 @@ struct Footprint {
 
 }  // namespace
 
-uint32_t crc32(const uint8_t* data, size_t size, uint32_t crc) {
-  // Four tables let the loop consume four bytes per step (a 2 GB checkpoint is
-  // checked at memory speed rather than byte by byte).
-  static const std::array<std::array<uint32_t, 256>, 4> tables = [] {
-    std::array<std::array<uint32_t, 256>, 4> t{};
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xedb88320u ^ (c >> 1) : c >> 1;
-      t[0][i] = c;
-    }
-    for (uint32_t i = 0; i < 256; ++i)
-      for (size_t k = 1; k < 4; ++k) t[k][i] = (t[k - 1][i] >> 8) ^ t[0][t[k - 1][i] & 0xff];
-    return t;
-  }();
-  crc = ~crc;
-  size_t i = 0;
-  for (; i + 4 <= size; i += 4) {
-    crc ^= le32(data + i);
-    crc = tables[3][crc & 0xff] ^ tables[2][(crc >> 8) & 0xff] ^ tables[1][(crc >> 16) & 0xff] ^ tables[0][crc >> 24];
-  }
-  for (; i < size; ++i) crc = tables[0][(crc ^ data[i]) & 0xff] ^ (crc >> 8);
-  return ~crc;
-}
-
 bool ZipArchive::looks_like_zip(const uint8_t* data, size_t size) {
-  return size >= 4 && le32(data) == kLocalHeader;
+  return size >= 4 && load_le32(data) == kLocalHeader;
 }
 
 ZipArchive::ZipArchive(const uint8_t* data, size_t size, std::string path)
@@ -194,20 +159,20 @@ ZipArchive::ZipArchive(const uint8_t* data, size_t size, std::string path)
   const uint64_t directory_end = dir.offset + dir.size;
   for (uint64_t n = 0; n < dir.entries; ++n) {
     const std::string entry = path_ + ": central directory entry " + std::to_string(n);
-    if (!fits(pos, kCentralHeaderSize, directory_end) || le32(data + pos) != kCentralHeader)
+    if (!fits(pos, kCentralHeaderSize, directory_end) || load_le32(data + pos) != kCentralHeader)
       throw ConvertError(entry + " (offset " + std::to_string(pos) + "): not a central directory header");
     const uint8_t* c = data + pos;
-    const uint16_t flags = le16(c + 8), method = le16(c + 10), name_length = le16(c + 28),
-                   extra_length = le16(c + 30), comment_length = le16(c + 32);
-    const uint16_t disk = le16(c + 34);
-    uint64_t compressed = le32(c + 20), uncompressed = le32(c + 24), local = le32(c + 42);
+    const uint16_t flags = load_le16(c + 8), method = load_le16(c + 10), name_length = load_le16(c + 28),
+                   extra_length = load_le16(c + 30), comment_length = load_le16(c + 32);
+    const uint16_t disk = load_le16(c + 34);
+    uint64_t compressed = load_le32(c + 20), uncompressed = load_le32(c + 24), local = load_le32(c + 42);
     const uint64_t variable = uint64_t{name_length} + extra_length + comment_length;
     if (!fits(pos + kCentralHeaderSize, variable, directory_end))
       throw ConvertError(entry + ": name or extra field runs past the central directory");
     ZipRecord r;
     r.name.assign(reinterpret_cast<const char*>(c + kCentralHeaderSize), name_length);
-    r.crc32 = le32(c + 16);
-    const std::string where = path_ + ": record '" + printable(r.name) + "'";
+    r.crc32 = load_le32(c + 16);
+    const std::string where = path_ + ": record " + quoted(r.name);
     if (r.name.empty() || r.name.find('\0') != std::string::npos) throw ConvertError(entry + ": empty or bad name");
     const uint8_t* extra = c + kCentralHeaderSize + name_length;
     apply_zip64(extra, extra_length, {&uncompressed, &compressed, &local}, where);
@@ -223,20 +188,20 @@ ZipArchive::ZipArchive(const uint8_t* data, size_t size, std::string path)
     r.header_offset = local;
 
     // The local header must describe the same record.
-    if (!fits(local, kLocalHeaderSize, dir.offset) || le32(data + local) != kLocalHeader)
+    if (!fits(local, kLocalHeaderSize, dir.offset) || load_le32(data + local) != kLocalHeader)
       throw ConvertError(where + ": no local header at offset " + std::to_string(local));
     const uint8_t* h = data + local;
-    const uint16_t local_name_length = le16(h + 26), local_extra_length = le16(h + 28);
+    const uint16_t local_name_length = load_le16(h + 26), local_extra_length = load_le16(h + 28);
     if (!fits(local + kLocalHeaderSize, uint64_t{local_name_length} + local_extra_length, dir.offset))
       throw ConvertError(where + ": local header runs into the central directory");
     const std::string local_name(reinterpret_cast<const char*>(h + kLocalHeaderSize), local_name_length);
     if (local_name != r.name)
-      throw ConvertError(where + ": local header names it '" + printable(local_name) + "'");
-    if (le16(h + 6) != flags || le16(h + 8) != method)
+      throw ConvertError(where + ": local header names it " + quoted(local_name));
+    if (load_le16(h + 6) != flags || load_le16(h + 8) != method)
       throw ConvertError(where + ": local header's flags or method differ from the central directory's");
     const uint8_t* local_extra = h + kLocalHeaderSize + local_name_length;
-    uint64_t local_compressed = le32(h + 18), local_uncompressed = le32(h + 22);
-    const uint32_t local_crc = le32(h + 14);
+    uint64_t local_compressed = load_le32(h + 18), local_uncompressed = load_le32(h + 22);
+    const uint32_t local_crc = load_le32(h + 14);
     const uint8_t* z64 = nullptr;
     size_t z64_length = 0;
     const bool local_zip64 = find_zip64_extra(local_extra, local_extra_length, &z64, &z64_length, where);
@@ -251,13 +216,13 @@ ZipArchive::ZipArchive(const uint8_t* data, size_t size, std::string path)
       const bool zeros = local_crc == 0 && local_compressed == 0 && local_uncompressed == 0;
       if (!zeros && local_crc != r.crc32) throw ConvertError(where + ": local header's CRC differs");
       uint64_t d = end;
-      if (fits(d, 4, dir.offset) && le32(data + d) == kDataDescriptor) d += 4;
+      if (fits(d, 4, dir.offset) && load_le32(data + d) == kDataDescriptor) d += 4;
       const size_t size_bytes = local_zip64 ? 8 : 4;
       if (!fits(d, 4 + 2 * size_bytes, dir.offset))
         throw ConvertError(where + ": data descriptor runs into the central directory");
-      const uint64_t dc = size_bytes == 8 ? le64(data + d + 4) : le32(data + d + 4);
-      const uint64_t du = size_bytes == 8 ? le64(data + d + 4 + size_bytes) : le32(data + d + 4 + size_bytes);
-      if (le32(data + d) != r.crc32 || dc != r.size || du != r.size)
+      const uint64_t dc = size_bytes == 8 ? load_le64(data + d + 4) : load_le32(data + d + 4);
+      const uint64_t du = size_bytes == 8 ? load_le64(data + d + 4 + size_bytes) : load_le32(data + d + 4 + size_bytes);
+      if (load_le32(data + d) != r.crc32 || dc != r.size || du != r.size)
         throw ConvertError(where + ": data descriptor differs from the central directory");
       end = d + 4 + 2 * size_bytes;
     } else {
@@ -277,8 +242,8 @@ ZipArchive::ZipArchive(const uint8_t* data, size_t size, std::string path)
             [](const Footprint& a, const Footprint& b) { return a.begin < b.begin; });
   for (size_t i = 1; i < footprints.size(); ++i)
     if (footprints[i].begin < footprints[i - 1].end)
-      throw ConvertError(path_ + ": records '" + printable(records_[footprints[i - 1].record].name) + "' and '" +
-                         printable(records_[footprints[i].record].name) + "' overlap");
+      throw ConvertError(path_ + ": records " + quoted(records_[footprints[i - 1].record].name) + " and " +
+                         quoted(records_[footprints[i].record].name) + " overlap");
   verified_.assign(records_.size(), false);
 }
 
@@ -289,14 +254,14 @@ const ZipRecord* ZipArchive::find(const std::string& name) const {
 
 const uint8_t* ZipArchive::verified_data(const ZipRecord& record) const {
   auto it = by_name_.find(record.name);
-  if (it == by_name_.end()) throw ConvertError(path_ + ": no record '" + printable(record.name) + "'");
+  if (it == by_name_.end()) throw ConvertError(path_ + ": no record " + quoted(record.name));
   const size_t index = it->second;
   if (!verified_[index]) {
-    const uint32_t crc = crc32(data_ + record.data_offset, record.size);
+    const uint32_t crc = detail::crc32(data_ + record.data_offset, record.size);
     if (crc != record.crc32) {
       char buf[64];
       std::snprintf(buf, sizeof buf, "CRC-32 is %08x, the directory says %08x", crc, record.crc32);
-      throw ConvertError(path_ + ": record '" + printable(record.name) + "': " + buf + " (corrupt download?)");
+      throw ConvertError(path_ + ": record " + quoted(record.name) + ": " + buf + " (corrupt download?)");
     }
     verified_[index] = true;
   }

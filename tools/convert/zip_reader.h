@@ -43,7 +43,4 @@ class ZipArchive {
   mutable std::vector<bool> verified_;
 };
 
-// CRC-32 (IEEE 802.3, as zip uses), continuing from `crc` (0 to start).
-uint32_t crc32(const uint8_t* data, size_t size, uint32_t crc = 0);
-
 }  // namespace petrel::convert
