@@ -90,7 +90,7 @@ int main(int argc, char** argv) {
                 "Several --model files are measured side by side in one process, their runs interleaved\n"
                 "(run 1 of each, then run 2 of each, ...), so a noisy machine affects them alike.");
   p.flag("model", "FILE", "a .petrel model (repeatable)", /*repeatable=*/true);
-  p.flag("checkpoint", "DIR", "a MarianMT checkpoint, converted first (in a child process)");
+  p.flag("checkpoint", "DIR", "a Hugging Face checkpoint petrel-convert reads (Marian, M2M100/NLLB, mBART), converted first (in a child process)");
   p.flag("quantize", "DTYPE", "with --checkpoint: f32, f16, int8 or int4 (default int8)");
   p.flag("output-proj", "DTYPE", "with --checkpoint: the output projection's dtype (default: --quantize)");
   p.flag("source-ids", "\"ID ...\"", "source token ids (default: 31 ids + EOS)");
