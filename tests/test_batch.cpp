@@ -3,9 +3,13 @@
 // inputs give empty outputs in place; a too-long input is refused alone, or translated
 // sentence by sentence with splitting. On the real en-de model and an oracle fixture.
 #include <catch2/catch.hpp>
+#include <atomic>
+#include <chrono>
+#include <thread>
 #include <fstream>
 
 #include "convert/convert.h"
+#include "batch_testing.h"
 #include "petrel/batch_translator.h"
 #include "petrel/petrel.h"
 #include "support/test_support.h"
@@ -183,7 +187,7 @@ TEST_CASE("petrel-run --input, --json-lines, --stream, and a line too long for t
   CHECK(lines[2].find(' ') != std::string::npos);  // two sentences, joined
   CHECK(lines[3].empty());
   out = run_command(PETREL_RUN + " " + model + " --beam 1 --input " + tmp.file("in.txt") + " --quiet", &status);
-  CHECK_THAT(out, Contains("input 4 has a sentence of") && Contains("at most 512"));
+  CHECK_THAT(out, Contains("in.txt line 4 has a sentence of") && Contains("at most 512"));
 
   // --json-lines: an object per input in order, then the totals.
   out = run_command(PETREL_RUN + " " + model + " --beam 1 --json-lines --no-split < " + tmp.file("in.txt"), &status,
@@ -269,4 +273,110 @@ TEST_CASE("C API: petrel_translate_many delivers in input order, errors per inpu
         PETREL_INVALID_ARGUMENT);
   petrel_session_free(session);
   petrel_model_free(model);
+}
+
+namespace {
+// Installs a batch observer (batch_testing.h) for one test, removed however it ends.
+struct ObserverScope {
+  explicit ObserverScope(std::function<void(size_t)> observer) { detail::set_batch_observer(std::move(observer)); }
+  ~ObserverScope() { detail::set_batch_observer(nullptr); }
+};
+}  // namespace
+
+TEST_CASE("batch: whatever a worker throws becomes its batch's inputs' error; the others translate",
+          "[batch][threads]") {
+  auto model = en_de();
+  const std::vector<std::string> texts = test_sentences(12);
+  for (size_t workers : {1, 3}) {
+    INFO("workers " << workers);
+    auto batch = BatchTranslator::create(model, {}, workers);
+    REQUIRE(batch.has_value());
+    std::atomic<size_t> started{0};
+    ObserverScope scope([&](size_t) {
+      if (started++ == 1) throw std::runtime_error("injected fault");  // the second batch
+    });
+    BatchOptions b;
+    b.max_batch_size = 3;
+    std::vector<std::optional<Result<TextTranslation>>> got(texts.size());
+    Status s = batch.value().translate_text(texts, greedy(), b, [&](size_t i, Result<TextTranslation>&& r) {
+      got[i] = std::move(r);
+    });
+    REQUIRE(s);
+    size_t failed = 0;
+    for (const auto& r : got) {
+      REQUIRE(r.has_value());
+      if (!*r) {
+        ++failed;
+        CHECK(r->error().code == ErrorCode::kInternal);
+        CHECK_THAT(r->error().message, Contains("injected fault"));
+      }
+    }
+    CHECK(failed == 3);  // one batch of 3 inputs
+  }
+}
+
+TEST_CASE("batch: a sink that throws cancels the batches not yet started", "[batch][threads]") {
+  auto model = en_de();
+  std::vector<std::string> texts(40, "Open the file.");
+  for (size_t workers : {1, 2}) {
+    INFO("workers " << workers);
+    auto batch = BatchTranslator::create(model, {}, workers);
+    REQUIRE(batch.has_value());
+    // Batches after the first two wait until the sink has thrown, so what starts after
+    // that depends on the cancelling alone, not on how the threads are scheduled.
+    std::atomic<size_t> started{0};
+    std::atomic<bool> thrown{false};
+    ObserverScope scope([&](size_t) {
+      if (started++ < 2) return;
+      for (int waited = 0; !thrown && waited < 10000; ++waited) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+    BatchOptions b;
+    b.max_batch_size = 1;
+    b.window = texts.size();  // all 40 batches are ready to start
+    size_t delivered = 0;
+    CHECK_THROWS_WITH(batch.value().translate_text(texts, greedy(), b,
+                                                   [&](size_t, Result<TextTranslation>&&) {
+                                                     ++delivered;
+                                                     thrown = true;
+                                                     throw std::runtime_error("the app's sink failed");
+                                                   }),
+                      "the app's sink failed");
+    CHECK(delivered == 1);
+    // Each worker finishes the batch it holds; none starts after the sink threw.
+    CHECK(started.load() <= 2 + workers);
+  }
+}
+
+TEST_CASE("batch: inputs are taken a window at a time; totals are a value", "[batch]") {
+  auto model = en_de();
+  const std::vector<std::string> texts = test_sentences(12);
+  auto batch = BatchTranslator::create(model);
+  REQUIRE(batch.has_value());
+  std::vector<std::string> events;  // "B": a batch starts, "D<i>": input i delivered
+  ObserverScope scope([&](size_t) { events.push_back("B"); });
+  BatchOptions b;
+  b.max_batch_size = 2;
+  b.window = 4;
+  REQUIRE(batch.value().translate_text(texts, greedy(), b, [&](size_t i, Result<TextTranslation>&& r) {
+    REQUIRE(r.has_value());
+    events.push_back("D" + std::to_string(i));
+  }));
+  // Every input of a window is delivered before the next window's first batch starts.
+  size_t delivered = 0, batches = 0;
+  for (const std::string& e : events) {
+    if (e == "B") {
+      const size_t window = batches / 2;  // two batches per window of four
+      CHECK(delivered >= 4 * window);
+      CHECK(delivered < 4 * (window + 1));
+      ++batches;
+    } else {
+      ++delivered;
+    }
+  }
+  CHECK(batches == 6);
+  const BatchTotals first = batch.value().last_totals();
+  CHECK(first.inputs == texts.size());
+  REQUIRE(batch.value().translate_text({"Open file"}, greedy(), b, [](size_t, Result<TextTranslation>&&) {}));
+  CHECK(first.inputs == texts.size());  // a copy: the next call does not change it
+  CHECK(batch.value().last_totals().inputs == 1);
 }

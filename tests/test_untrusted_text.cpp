@@ -171,10 +171,11 @@ TEST_CASE("the tools write valid JSON whatever bytes a path or text holds", "[ut
   CHECK(info["source"] == "ckpt-\xef\xbf\xbd\xef\xbf\xbd");
 
   // Text that is not UTF-8 cannot be encoded by the model's vocabulary: a message.
+  // The input's error is on standard error and, as valid JSON, in its result.
   Command text = run(PETREL_RUN + " '" + model + "' --text \"w1 \xff\" --json", err);
   CHECK(text.exit_code == 1);
-  CHECK(text.out.empty());
   CHECK_THAT(read_text(err), Contains("cannot encode"));
+  CHECK_THAT(json::parse(text.out)["results"][0]["error"].get<std::string>(), Contains("cannot encode"));
   Command ok = run(PETREL_RUN + " '" + model + "' --text \"w1 w2\" --json", err);
   REQUIRE(ok.exit_code == 0);
   CHECK(json::parse(ok.out)["results"][0]["input_text"] == "w1 w2");

@@ -9,6 +9,7 @@
 #include <system_error>
 #include <thread>
 
+#include "batch_testing.h"
 #include "model_access.h"
 #include "text/sentence_splitter.h"
 
@@ -25,45 +26,60 @@ struct Unit {
 // Units' indices, packed for one call of Translator::translate.
 using Batch = std::vector<size_t>;
 
-// Within each window of inputs, units sorted by length (longest first) and packed
-// greedily under the token and size budgets. Units already done (errors) are left out.
-std::vector<Batch> pack(const std::vector<Unit>& units, const std::vector<size_t>& first_unit, size_t inputs,
-                        const BatchOptions& o) {
-  const size_t window = o.window ? o.window : 8 * o.max_batch_size;
+// A window's units sorted by length (longest first) and packed greedily under the
+// token and size budgets. Units already done (errors) are left out.
+std::vector<Batch> pack(const std::vector<Unit>& units, const BatchOptions& o) {
+  std::vector<size_t> order;
+  for (size_t u = 0; u < units.size(); ++u)
+    if (!units[u].result) order.push_back(u);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return units[a].ids.size() > units[b].ids.size(); });
   std::vector<Batch> batches;
-  for (size_t i0 = 0; i0 < inputs; i0 += window) {
-    const size_t u0 = first_unit[i0], u1 = first_unit[std::min(inputs, i0 + window)];
-    std::vector<size_t> order;
-    for (size_t u = u0; u < u1; ++u)
-      if (!units[u].result) order.push_back(u);
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return units[a].ids.size() > units[b].ids.size(); });
-    Batch current;
-    size_t tokens = 0;
-    for (size_t u : order) {
-      const size_t length = units[u].ids.size();
-      if (!current.empty() && (current.size() == o.max_batch_size || tokens + length > o.max_batch_tokens)) {
-        batches.push_back(std::move(current));
-        current.clear();
-        tokens = 0;
-      }
-      current.push_back(u);
-      tokens += length;
+  Batch current;
+  size_t tokens = 0;
+  for (size_t u : order) {
+    const size_t length = units[u].ids.size();
+    if (!current.empty() && (current.size() == o.max_batch_size || tokens + length > o.max_batch_tokens)) {
+      batches.push_back(std::move(current));
+      current.clear();
+      tokens = 0;
     }
-    if (!current.empty()) batches.push_back(std::move(current));
+    current.push_back(u);
+    tokens += length;
   }
+  if (!current.empty()) batches.push_back(std::move(current));
   return batches;
 }
 
+// The test seam (batch_testing.h).
+std::function<void(size_t)> batch_observer;
+
+// Whatever a batch threw, as its inputs' error.
+Error batch_exception() {
+  try {
+    throw;
+  } catch (const std::bad_alloc&) {
+    return Error{ErrorCode::kOutOfMemory, "out of memory"};
+  } catch (const std::exception& e) {
+    return Error{ErrorCode::kInternal, std::string("translating the batch failed: ") + e.what()};
+  } catch (...) {
+    return Error{ErrorCode::kInternal, "translating the batch failed: an unknown exception"};
+  }
+}
+
 }  // namespace
+
+void detail::set_batch_observer(std::function<void(size_t)> observer) { batch_observer = std::move(observer); }
 
 struct BatchTranslator::Impl {
   std::shared_ptr<const Model> model;
   std::vector<Translator> sessions;
   BatchTotals totals;
 
-  // Translates `units` (inputs 0..inputs-1 own units [first_unit[i], first_unit[i+1])),
-  // calling ready(i) in input order as each input's units are all done.
+  // Translates one window: `units` (inputs 0..inputs-1 of the window own units
+  // [first_unit[i], first_unit[i+1])), calling ready(i) in input order as each input's
+  // units are all done. When ready throws, no further batch starts; the workers finish
+  // the batches they hold and the exception propagates.
   Status run(std::vector<Unit>& units, const std::vector<size_t>& first_unit, size_t inputs,
              const TranslateOptions& options, const BatchOptions& batching, const std::function<void(size_t)>& ready);
 };
@@ -71,17 +87,21 @@ struct BatchTranslator::Impl {
 Status BatchTranslator::Impl::run(std::vector<Unit>& units, const std::vector<size_t>& first_unit, size_t inputs,
                                   const TranslateOptions& options, const BatchOptions& batching,
                                   const std::function<void(size_t)>& ready) {
-  const std::vector<Batch> batches = pack(units, first_unit, inputs, batching);
+  const std::vector<Batch> batches = pack(units, batching);
   std::mutex mutex;
   std::condition_variable done_cv;
   size_t next_batch = 0;
   auto run_batch = [&](Translator& session, const Batch& batch) {
-    Result<std::vector<Translation>> r = Error{ErrorCode::kOutOfMemory, "out of memory"};
+    // Every exception becomes the batch's inputs' error: one escaping a worker thread
+    // would end the process.
+    Result<std::vector<Translation>> r = Error{ErrorCode::kInternal, ""};
     try {
+      if (batch_observer) batch_observer(batch.size());
       std::vector<std::vector<int32_t>> ids;
       for (size_t u : batch) ids.push_back(units[u].ids);
       r = session.translate(ids, options);
-    } catch (const std::bad_alloc&) {  // copying the batch's ids: r keeps the error
+    } catch (...) {
+      r = batch_exception();
     }
     std::lock_guard<std::mutex> lock(mutex);
     for (size_t k = 0; k < batch.size(); ++k) {
@@ -125,12 +145,18 @@ Status BatchTranslator::Impl::run(std::vector<Unit>& units, const std::vector<si
   } pool;
   pool.threads.reserve(sessions.size());
   for (Translator& s : sessions) pool.threads.emplace_back(worker, std::ref(s));
-  while (delivered < inputs) {
-    {
-      std::unique_lock<std::mutex> lock(mutex);
-      done_cv.wait(lock, [&] { return input_done(delivered); });
+  try {
+    while (delivered < inputs) {
+      {
+        std::unique_lock<std::mutex> lock(mutex);
+        done_cv.wait(lock, [&] { return input_done(delivered); });
+      }
+      ready(delivered++);  // outside the lock: the caller's sink may take its time
     }
-    ready(delivered++);  // outside the lock: the caller's sink may take its time
+  } catch (...) {  // the sink threw: cancel the batches not yet started
+    std::lock_guard<std::mutex> lock(mutex);
+    next_batch = batches.size();
+    throw;
   }
   return Status::ok();
 }
@@ -154,7 +180,7 @@ BatchTranslator::BatchTranslator(std::unique_ptr<Impl> impl) : impl_(std::move(i
 BatchTranslator::~BatchTranslator() = default;
 BatchTranslator::BatchTranslator(BatchTranslator&&) noexcept = default;
 BatchTranslator& BatchTranslator::operator=(BatchTranslator&&) noexcept = default;
-const BatchTotals& BatchTranslator::last_totals() const { return impl_->totals; }
+BatchTotals BatchTranslator::last_totals() const { return impl_->totals; }
 size_t BatchTranslator::workers() const { return impl_->sessions.size(); }
 const char* BatchTranslator::isa() const { return impl_->sessions[0].isa(); }
 
@@ -192,47 +218,55 @@ Status without_exceptions(Job&& job) {
 
 }  // namespace
 
+namespace {
+size_t window_size(const BatchOptions& b) { return b.window ? b.window : 8 * b.max_batch_size; }
+}  // namespace
+
 Status BatchTranslator::translate(const std::vector<std::vector<int32_t>>& inputs, const TranslateOptions& options,
                                   const BatchOptions& batching, const IdSink& deliver) {
   Status s = check_batching(options, batching);
   if (!s) return s;
-  auto start = std::chrono::steady_clock::now();
+  const auto start = std::chrono::steady_clock::now();
+  impl_->totals = BatchTotals{};
+  BatchTotals& totals = impl_->totals;
   return without_exceptions([&]() -> Status {
     const ModelInfo& info = impl_->model->info();
-    std::vector<Unit> units;
-    std::vector<size_t> first_unit;
-    BatchTotals totals;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      first_unit.push_back(units.size());
-      if (inputs[i].empty()) continue;
-      Unit u;
-      u.input = i;
-      u.ids = inputs[i];
-      totals.source_tokens += u.ids.size();
-      if (u.ids.size() > info.max_positions) u.result = too_long(i, u.ids.size(), info, false);
-      for (int32_t id : u.ids)
-        if (!u.result && (id < 0 || static_cast<uint32_t>(id) >= info.vocab_size))
-          u.result = Error{ErrorCode::kInvalidArgument, "input " + std::to_string(i + 1) + ": token id " +
-                                                            std::to_string(id) + " is out of range"};
-      units.push_back(std::move(u));
-    }
-    first_unit.push_back(units.size());
-    totals.inputs = inputs.size();
-    totals.sentences = units.size();
-    s = impl_->run(units, first_unit, inputs.size(), options, batching, [&](size_t i) {
-      if (first_unit[i] == first_unit[i + 1]) {  // an empty input: an empty translation
-        deliver(i, Translation{{Hypothesis{}}});
-        return;
+    const size_t window = window_size(batching);
+    for (size_t i0 = 0; i0 < inputs.size(); i0 += window) {  // a window at a time: memory stays bounded
+      const size_t count = std::min(window, inputs.size() - i0);
+      std::vector<Unit> units;
+      std::vector<size_t> first_unit;
+      for (size_t i = i0; i < i0 + count; ++i) {
+        first_unit.push_back(units.size());
+        if (inputs[i].empty()) continue;
+        Unit u;
+        u.input = i;
+        u.ids = inputs[i];
+        totals.source_tokens += u.ids.size();
+        if (u.ids.size() > info.max_positions) u.result = too_long(i, u.ids.size(), info, false);
+        for (int32_t id : u.ids)
+          if (!u.result && (id < 0 || static_cast<uint32_t>(id) >= info.vocab_size))
+            u.result = Error{ErrorCode::kInvalidArgument, "input " + std::to_string(i + 1) + ": token id " +
+                                                              std::to_string(id) + " is out of range"};
+        units.push_back(std::move(u));
       }
-      Unit& u = units[first_unit[i]];
-      if (*u.result && !u.result->value().hypotheses.empty())
-        totals.generated_tokens += u.result->value().hypotheses[0].ids.size();
-      deliver(i, std::move(*u.result));
-      u.ids = {};
-    });
-    totals.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    impl_->totals = totals;
-    return s;
+      first_unit.push_back(units.size());
+      totals.inputs += count;
+      totals.sentences += units.size();
+      s = impl_->run(units, first_unit, count, options, batching, [&](size_t k) {
+        if (first_unit[k] == first_unit[k + 1]) {  // an empty input: an empty translation
+          deliver(i0 + k, Translation{{Hypothesis{}}});
+          return;
+        }
+        Unit& u = units[first_unit[k]];
+        if (*u.result && !u.result->value().hypotheses.empty())
+          totals.generated_tokens += u.result->value().hypotheses[0].ids.size();
+        deliver(i0 + k, std::move(*u.result));
+      });
+      totals.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (!s) return s;
+    }
+    return Status::ok();
   });
 }
 
@@ -243,89 +277,96 @@ Status BatchTranslator::translate_text(const std::vector<std::string>& texts, co
   const Model& model = *impl_->model;
   if (!model.info().has_text_tokenizer)
     return Error{ErrorCode::kUnsupported, "this model file carries no text tokenizer; pass token ids"};
-  auto start = std::chrono::steady_clock::now();
+  const auto start = std::chrono::steady_clock::now();
+  impl_->totals = BatchTotals{};
+  BatchTotals& totals = impl_->totals;
   return without_exceptions([&]() -> Status {
     const ModelInfo& info = model.info();
-    std::vector<Unit> units;
-    std::vector<size_t> first_unit;
-    std::vector<TokenizedText> unit_tokens;          // per unit
-    std::vector<std::vector<std::string>> separators;  // per input: the text between its sentences
-    BatchTotals totals;
-    for (size_t i = 0; i < texts.size(); ++i) {
-      first_unit.push_back(units.size());
-      std::vector<text::SentenceSpan> spans;
-      if (batching.split_sentences) spans = text::split_sentences(texts[i]);
-      else if (texts[i].find_first_not_of(" \t\r\n\f\v") != std::string::npos) spans.push_back({0, texts[i].size()});
-      separators.emplace_back();
-      for (size_t k = 0; k < spans.size(); ++k) {
-        if (k > 0) separators.back().push_back(texts[i].substr(spans[k - 1].end, spans[k].begin - spans[k - 1].end));
-        Unit u;
-        u.input = i;
-        auto t = tokenize(model, texts[i].substr(spans[k].begin, spans[k].end - spans[k].begin),
-                          options.source_language);
-        if (!t) {
-          u.result = Error{t.error().code, "input " + std::to_string(i + 1) + ": " + t.error().message};
-          unit_tokens.emplace_back();
-        } else {
-          u.ids = t.value().ids;
-          totals.source_tokens += u.ids.size();
-          if (u.ids.size() > info.max_positions) u.result = too_long(i, u.ids.size(), info, batching.split_sentences);
-          unit_tokens.push_back(std::move(t.value()));
+    const size_t window = window_size(batching);
+    for (size_t i0 = 0; i0 < texts.size(); i0 += window) {  // tokenized a window at a time
+      const size_t count = std::min(window, texts.size() - i0);
+      std::vector<Unit> units;
+      std::vector<size_t> first_unit;
+      std::vector<TokenizedText> unit_tokens;            // per unit
+      std::vector<std::vector<std::string>> separators;  // per input: the text between its sentences
+      for (size_t i = i0; i < i0 + count; ++i) {
+        first_unit.push_back(units.size());
+        std::vector<text::SentenceSpan> spans;
+        if (batching.split_sentences) spans = text::split_sentences(texts[i]);
+        else if (texts[i].find_first_not_of(" \t\r\n\f\v") != std::string::npos) spans.push_back({0, texts[i].size()});
+        separators.emplace_back();
+        for (size_t k = 0; k < spans.size(); ++k) {
+          if (k > 0)
+            separators.back().push_back(texts[i].substr(spans[k - 1].end, spans[k].begin - spans[k - 1].end));
+          Unit u;
+          u.input = i;
+          auto t = tokenize(model, texts[i].substr(spans[k].begin, spans[k].end - spans[k].begin),
+                            options.source_language);
+          if (!t) {
+            u.result = Error{t.error().code, "input " + std::to_string(i + 1) + ": " + t.error().message};
+            unit_tokens.emplace_back();
+          } else {
+            u.ids = t.value().ids;
+            totals.source_tokens += u.ids.size();
+            if (u.ids.size() > info.max_positions)
+              u.result = too_long(i, u.ids.size(), info, batching.split_sentences);
+            unit_tokens.push_back(std::move(t.value()));
+          }
+          units.push_back(std::move(u));
         }
-        units.push_back(std::move(u));
       }
-    }
-    first_unit.push_back(units.size());
-    totals.inputs = texts.size();
-    totals.sentences = units.size();
+      first_unit.push_back(units.size());
+      totals.inputs += count;
+      totals.sentences += units.size();
 
-    s = impl_->run(units, first_unit, texts.size(), options, batching, [&](size_t i) {
-      const size_t u0 = first_unit[i], u1 = first_unit[i + 1];
-      TextTranslation out;
-      if (u0 == u1) {  // an empty input (or only whitespace): an empty translation
-        out.hypotheses.emplace_back();
-        deliver(i, std::move(out));
-        return;
-      }
-      for (size_t u = u0; u < u1; ++u)
-        if (!*units[u].result) {
-          deliver(i, units[u].result->error());
+      s = impl_->run(units, first_unit, count, options, batching, [&](size_t k) {
+        const size_t i = i0 + k;
+        const size_t u0 = first_unit[k], u1 = first_unit[k + 1];
+        TextTranslation out;
+        if (u0 == u1) {  // an empty input (or only whitespace): an empty translation
+          out.hypotheses.emplace_back();
+          deliver(i, std::move(out));
           return;
         }
-      if (u1 - u0 == 1) {  // one sentence: its own hypotheses
-        out.input = std::move(unit_tokens[u0]);
-        for (Hypothesis& h : units[u0].result->value().hypotheses) {
-          auto t = detail::text_hypothesis(model, std::move(h));
-          if (!t) return deliver(i, t.error());
-          out.hypotheses.push_back(std::move(t.value()));
+        for (size_t u = u0; u < u1; ++u)
+          if (!*units[u].result) {
+            deliver(i, units[u].result->error());
+            return;
+          }
+        if (u1 - u0 == 1) {  // one sentence: its own hypotheses
+          out.input = std::move(unit_tokens[u0]);
+          for (Hypothesis& h : units[u0].result->value().hypotheses) {
+            auto t = detail::text_hypothesis(model, std::move(h));
+            if (!t) return deliver(i, t.error());
+            out.hypotheses.push_back(std::move(t.value()));
+          }
+        } else {  // sentences: their best translations joined with the text that stood between them
+          TextHypothesis joined;
+          double score = 0;
+          for (size_t u = u0; u < u1; ++u) {
+            auto& tokens = unit_tokens[u];
+            out.input.pieces.insert(out.input.pieces.end(), tokens.pieces.begin(), tokens.pieces.end());
+            out.input.ids.insert(out.input.ids.end(), tokens.ids.begin(), tokens.ids.end());
+            auto& hyps = units[u].result->value().hypotheses;
+            if (hyps.empty()) continue;
+            auto t = detail::text_hypothesis(model, std::move(hyps[0]));
+            if (!t) return deliver(i, t.error());
+            if (u > u0) joined.text += separators[k][u - u0 - 1];
+            joined.text += t.value().text;
+            joined.ids.insert(joined.ids.end(), t.value().ids.begin(), t.value().ids.end());
+            joined.pieces.insert(joined.pieces.end(), t.value().pieces.begin(), t.value().pieces.end());
+            score += t.value().score;
+          }
+          joined.score = score / static_cast<double>(u1 - u0);
+          out.hypotheses.push_back(std::move(joined));
         }
-      } else {  // sentences: their best translations joined with the text that stood between them
-        TextHypothesis joined;
-        double score = 0;
-        for (size_t u = u0; u < u1; ++u) {
-          auto& tokens = unit_tokens[u];
-          out.input.pieces.insert(out.input.pieces.end(), tokens.pieces.begin(), tokens.pieces.end());
-          out.input.ids.insert(out.input.ids.end(), tokens.ids.begin(), tokens.ids.end());
-          auto& hyps = units[u].result->value().hypotheses;
-          if (hyps.empty()) continue;
-          auto t = detail::text_hypothesis(model, std::move(hyps[0]));
-          if (!t) return deliver(i, t.error());
-          if (u > u0) joined.text += separators[i][u - u0 - 1];
-          joined.text += t.value().text;
-          joined.ids.insert(joined.ids.end(), t.value().ids.begin(), t.value().ids.end());
-          joined.pieces.insert(joined.pieces.end(), t.value().pieces.begin(), t.value().pieces.end());
-          score += t.value().score;
-        }
-        joined.score = score / static_cast<double>(u1 - u0);
-        out.hypotheses.push_back(std::move(joined));
-      }
-      if (!out.hypotheses.empty()) totals.generated_tokens += out.hypotheses[0].ids.size();
-      for (size_t u = u0; u < u1; ++u) units[u].ids = {};
-      deliver(i, std::move(out));
-    });
-    totals.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    impl_->totals = totals;
-    return s;
+        if (!out.hypotheses.empty()) totals.generated_tokens += out.hypotheses[0].ids.size();
+        deliver(i, std::move(out));
+      });
+      totals.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (!s) return s;
+    }
+    return Status::ok();
   });
 }
 

@@ -1,10 +1,16 @@
 // petrel-run: translate text (through the model file's tokenizer) or token ids.
+#include <poll.h>
 #include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <fcntl.h>
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
+#include <cstring>
 #include <iostream>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -53,26 +59,135 @@ nlohmann::json hypotheses_json(const std::vector<Hypothesis>& hyps, const Model&
   return out;
 }
 
-// A line on standard error that says how far a long run has got (terminals only).
+// A line on standard error that says how far a long run has got (terminals only). The
+// total is unknown while lines are still arriving.
 class Progress {
  public:
-  Progress(size_t total, bool enabled) : total_(total), enabled_(enabled), start_(std::chrono::steady_clock::now()) {}
+  explicit Progress(bool enabled) : enabled_(enabled), start_(std::chrono::steady_clock::now()) {}
   void update(size_t done, size_t tokens) {
     if (!enabled_) return;
     const double seconds = ms_since(start_) / 1000;
-    if (done < total_ && seconds - last_ < 0.1) return;
+    if (seconds - last_ < 0.1) return;
     last_ = seconds;
-    const double rate = seconds > 0 ? done / seconds : 0;
-    std::fprintf(stderr, "\r\033[K%zu/%zu inputs, %.1f inputs/s, %.0f tokens/s, ETA %.0f s", done, total_, rate,
-                 seconds > 0 ? tokens / seconds : 0.0, rate > 0 ? (total_ - done) / rate : 0.0);
-    if (done == total_) std::fprintf(stderr, "\n");
+    std::fprintf(stderr, "\r\033[K%zu inputs, %.1f inputs/s, %.0f tokens/s", done, seconds > 0 ? done / seconds : 0.0,
+                 seconds > 0 ? tokens / seconds : 0.0);
+  }
+  void clear_line() const {
+    if (enabled_) std::fprintf(stderr, "\r\033[K");
   }
 
  private:
-  size_t total_;
   bool enabled_;
   std::chrono::steady_clock::time_point start_;
   double last_ = -1;
+};
+
+// One input: a --text / --ids value or a line, or why it cannot be one.
+struct Input {
+  std::string text;
+  std::optional<std::string> error;
+};
+
+// The lines of a file or pipe, a window at a time. A window is what has arrived (at
+// least one line; it waits only when none has), so a program driving petrel-run as a
+// coprocess gets each line's answer before it writes the next, and memory holds one
+// window whatever the input's size: a line longer than kMaxLineBytes is reported as an
+// error and its bytes are skipped, not kept.
+class LineReader {
+ public:
+  static constexpr size_t kMaxLineBytes = size_t{1} << 20;
+  static constexpr size_t kMaxWindowBytes = size_t{8} << 20;
+
+  LineReader(int fd, std::string name) : fd_(fd), name_(std::move(name)) {}
+
+  // Up to max_lines lines (a last line without a newline included); false when the
+  // input is done. A read error ends the input with that line's error.
+  bool next_window(size_t max_lines, std::vector<Input>& out) {
+    out.clear();
+    size_t bytes = 0;
+    for (;;) {
+      for (size_t nl; out.size() < max_lines && bytes < kMaxWindowBytes &&
+                      (nl = buffer_.find('\n', start_)) != std::string::npos;) {
+        bytes += take_line(nl, out);
+        start_ = nl + 1;
+      }
+      if (out.size() == max_lines || bytes >= kMaxWindowBytes) return true;
+      if (buffer_.size() - start_ > kMaxLineBytes) {  // a line too long to hold: skip to its end
+        ++line_;
+        out.push_back({"", too_long()});
+        buffer_.clear();
+        start_ = 0;
+        skipping_ = true;
+        continue;
+      }
+      if (done_) {
+        if (start_ < buffer_.size()) {
+          bytes += take_line(buffer_.size(), out);
+          buffer_.clear();
+          start_ = 0;
+        }
+        return !out.empty();
+      }
+      buffer_.erase(0, start_);
+      start_ = 0;
+      if (!read_more(/*wait=*/out.empty()) && !done_) return true;  // nothing more yet: answer what we have
+    }
+  }
+
+ private:
+  size_t take_line(size_t end, std::vector<Input>& out) {
+    ++line_;
+    size_t length = end - start_;
+    if (length > 0 && buffer_[start_ + length - 1] == '\r') --length;
+    if (length > kMaxLineBytes) {
+      out.push_back({"", too_long()});
+      return 0;
+    }
+    out.push_back({buffer_.substr(start_, length), std::nullopt});
+    return length;
+  }
+  std::string too_long() const {
+    return name_ + " line " + std::to_string(line_) + " is longer than " + std::to_string(kMaxLineBytes) +
+           " bytes; skipped";
+  }
+
+  // Reads what is there (waiting for it when `wait`); false when nothing was read.
+  bool read_more(bool wait) {
+    pollfd p{fd_, POLLIN, 0};
+    if (!wait && poll(&p, 1, 0) == 0) return false;
+    char chunk[1 << 16];
+    ssize_t n;
+    do n = read(fd_, chunk, sizeof chunk);
+    while (n < 0 && errno == EINTR);
+    if (n <= 0) {
+      if (n < 0) error_line(std::string("cannot read: ") + std::strerror(errno));
+      done_ = true;
+      return false;
+    }
+    std::string_view got(chunk, static_cast<size_t>(n));
+    if (skipping_) {  // the rest of a line too long to hold
+      const size_t nl = got.find('\n');
+      if (nl == std::string_view::npos) return true;
+      got.remove_prefix(nl + 1);
+      skipping_ = false;
+    }
+    buffer_.append(got);
+    return true;
+  }
+
+  void error_line(const std::string& what) { read_error_ = name_ + ": " + what; }
+
+ public:
+  const std::string& read_error() const { return read_error_; }
+
+ private:
+  int fd_;
+  std::string name_;
+  std::string buffer_;
+  size_t start_ = 0;  // the first byte of buffer_ not yet taken
+  size_t line_ = 0;
+  bool skipping_ = false, done_ = false;
+  std::string read_error_;
 };
 
 }  // namespace
@@ -82,9 +197,14 @@ int main(int argc, char** argv) {
                 "Translates with a Petrel model. Inputs: --text (repeatable; tokenized by the model file's\n"
                 "tokenizer, EOS appended) and --ids (repeatable; used verbatim) are translated as one batch.\n"
                 "--input FILE (or standard input when no input is given): one input per line (text, or ids\n"
-                "for models without a tokenizer), sorted by length and packed into batches, printed in\n"
-                "input order as soon as ready; a paragraph is split into sentences and reassembled\n"
-                "(--no-split to keep it whole), an empty line gives an empty line:\n"
+                "for models without a tokenizer), read a window at a time (memory stays bounded whatever\n"
+                "the input's size), sorted by length and packed into batches, each result printed and\n"
+                "flushed as soon as it and every line before it are done: a program can write a line and\n"
+                "read its translation (petrel-run as a coprocess). A paragraph is split into sentences and\n"
+                "reassembled (--no-split to keep it whole). Every input gives one output line (one JSON\n"
+                "object with --json-lines); a blank line gives a blank line; an input that fails gives its\n"
+                "error on standard error (and a blank line, or an object with \"error\") and the run goes\n"
+                "on, exiting with status 1 at the end:\n"
                 "    cat file | petrel-run model.petrel > translated\n"
                 "Output hypotheses exclude the start token and the final EOS.");
   p.flag("text", "TEXT", "one input as text (repeatable)", true);
@@ -93,12 +213,14 @@ int main(int argc, char** argv) {
   p.toggle("no-split", "--input: translate each line whole, without splitting it into sentences");
   p.flag("max-batch-tokens", "N", "--input: source tokens per batch (default 1024)");
   p.flag("max-batch", "N", "--input: inputs per batch (default 8; more is faster and takes more memory)");
+  p.flag("window", "N", "--input: lines read and sorted at a time (default 8 x --max-batch)");
   p.flag("workers", "W", "--input: translator sessions on their own threads sharing the model (default 1)");
   p.toggle("stream", "print each translation as it is produced (text inputs, one at a time)");
   p.toggle("tokenize", "show how the inputs tokenize (pieces and ids) instead of translating");
   p.toggle("detokenize", "show the inputs (ids) as text instead of translating");
   p.flag("beam", "K", "beam size, 1 = greedy (default: the model's num_beams, else 1)");
-  p.flag("n-best", "N", "hypotheses to print per input (default 1, at most K)");
+  p.flag("n-best", "N", "hypotheses per input (default 1, at most K); with --input only with --json or\n"
+                        "                              --json-lines (an input's hypotheses are one object)");
   p.flag("max-new-tokens", "L", "generated tokens at most (default: the model's max_length - 1, else 256)");
   p.flag("min-new-tokens", "L", "EOS is not allowed before L tokens (default 0)");
   p.flag("length-penalty", "A", "score = log-probability / length^A (default: the model's, else 1.0)");
@@ -116,13 +238,14 @@ int main(int argc, char** argv) {
   p.toggle("shortlist", "decode over the model file's lexical shortlist (petrel-convert --shortlist)");
   p.flag("kv-cache", "TYPE", "f32 (default) or f16: attention keys/values in half precision, half the memory");
   p.flag("isa", "PATH", "kernel path: scalar, avx2, avx512, neon, dotprod (default: $PETREL_ISA or the best)");
-  p.toggle("json", "print one JSON object (results + timing)");
+  p.toggle("json", "print one JSON object (results + timing) at the end (it holds every result: for long\n"
+                   "                              inputs use --json-lines)");
   p.toggle("json-lines", "print one JSON object per input as it is ready, then one with the totals");
   p.toggle("quiet", "no timing or progress on standard error");
   TranslateOptions options;
   BatchOptions batching;
   size_t threads = 1, workers = 1;
-  std::vector<std::vector<int32_t>> id_inputs;
+  std::vector<Input> given;  // --text / --ids
   try {
     if (!p.parse(argc, argv)) {
       std::cout << p.help();
@@ -131,15 +254,48 @@ int main(int argc, char** argv) {
     if (p.positionals().size() != 1) throw cli::UsageError("expected one model file (see --help)");
     if (p.has("ids") + p.has("text") + p.has("input") > 1)
       throw cli::UsageError("give inputs with one of --ids, --text or --input");
+    // Options that do not apply to the mode asked for are refused, naming both.
+    const std::string given_mode = p.has("text") ? "--text" : p.has("ids") ? "--ids" : "";
+    const std::string other_mode = p.has("tokenize") ? "--tokenize" : p.has("detokenize") ? "--detokenize"
+                                   : p.has("stream") ? "--stream" : "";
+    auto refuse = [&](std::initializer_list<const char*> flags, const std::string& mode, const std::string& why) {
+      for (const char* f : flags)
+        if (p.has(f)) throw cli::UsageError("--" + std::string(f) + " does not apply with " + mode + why);
+    };
     if (p.has("tokenize") && p.has("detokenize")) throw cli::UsageError("--tokenize or --detokenize, not both");
+    if (p.has("tokenize") || p.has("detokenize"))
+      refuse({"stream"}, p.has("tokenize") ? "--tokenize" : "--detokenize", " (it shows tokens, it does not translate)");
     if (p.has("tokenize") && p.has("ids")) throw cli::UsageError("--tokenize takes text inputs, not --ids");
     if (p.has("detokenize") && p.has("text")) throw cli::UsageError("--detokenize takes --ids, not --text");
+    if (p.has("stream") && p.has("ids")) throw cli::UsageError("--stream prints text: it takes text inputs, not --ids");
     if (p.has("json") && p.has("json-lines")) throw cli::UsageError("--json or --json-lines, not both");
+    if (p.has("tokenize") || p.has("detokenize"))
+      refuse({"beam", "n-best", "max-new-tokens", "min-new-tokens", "length-penalty", "beam-stop", "target-lang",
+              "target-prefix", "threads", "shortlist", "kv-cache", "isa"},
+             other_mode, " (it shows tokens, it does not translate)");
+    if (p.has("detokenize") || p.has("ids")) refuse({"source-lang"}, p.has("ids") ? "--ids" : "--detokenize", " (no text is read)");
+    const char* batch_flags[] = {"no-split", "max-batch-tokens", "max-batch", "window", "workers"};
+    for (const char* f : batch_flags) {
+      if (!p.has(f)) continue;
+      if (!given_mode.empty()) throw cli::UsageError("--" + std::string(f) + " does not apply with " + given_mode +
+                                                     " (it batches lines of --input / standard input)");
+      if (!other_mode.empty())
+        throw cli::UsageError("--" + std::string(f) + " does not apply with " + other_mode +
+                              (other_mode == "--stream" ? " (one input at a time)" : " (nothing is translated)"));
+    }
+    if (p.has("stream") && (p.has("json") || p.has("json-lines")))
+      throw cli::UsageError("--stream prints text as it is produced; --" +
+                            std::string(p.has("json") ? "json" : "json-lines") + " does not apply with it");
     if (p.has("beam")) options.beam_size = static_cast<size_t>(p.get_int("beam", 1, 1, 64));
     options.n_best = static_cast<size_t>(p.get_int("n-best", 1, 1, 64));
     if (p.has("beam") && options.n_best > options.beam_size)
       throw cli::UsageError("--n-best " + std::to_string(options.n_best) + " exceeds --beam " +
                             std::to_string(options.beam_size));
+    if (options.n_best > 1 && p.has("stream"))
+      throw cli::UsageError("--n-best does not apply with --stream (it prints the best hypothesis as it grows)");
+    if (options.n_best > 1 && given_mode.empty() && !p.has("json") && !p.has("json-lines"))
+      throw cli::UsageError("--n-best with --input / standard input needs --json or --json-lines "
+                            "(plain output is one line per input)");
     options.max_new_tokens = static_cast<size_t>(p.get_int("max-new-tokens", 0, 1, 1 << 20));
     options.min_new_tokens = static_cast<size_t>(p.get_int("min-new-tokens", 0, 0, 1 << 20));
     if (p.has("length-penalty")) {
@@ -155,10 +311,15 @@ int main(int argc, char** argv) {
     workers = static_cast<size_t>(p.get_int("workers", 1, 1, 64));
     batching.max_batch_tokens = static_cast<size_t>(p.get_int("max-batch-tokens", 1024, 1, 1 << 24));
     batching.max_batch_size = static_cast<size_t>(p.get_int("max-batch", 8, 1, 65536));
+    batching.window = static_cast<size_t>(p.get_int("window", 8 * static_cast<long long>(batching.max_batch_size), 1, 1 << 20));
     batching.split_sentences = !p.has("no-split");
     options.use_shortlist = p.has("shortlist");
     options.kv_cache_f16 = p.get_choice("kv-cache", "f32", {"f32", "f16"}) == "f16";
-    for (const auto& ids : p.all("ids")) id_inputs.push_back(cli::parse_id_list(ids, "--ids"));
+    for (const auto& ids : p.all("ids")) {
+      cli::parse_id_list(ids, "--ids");  // a typo is a usage error, before the model loads
+      given.push_back({ids, std::nullopt});
+    }
+    for (const auto& text : p.all("text")) given.push_back({text, std::nullopt});
     options.source_language = p.get("source-lang", "");
     options.target_language = p.get("target-lang", "");
     if (p.has("target-prefix")) options.target_prefix = cli::parse_id_list(p.get("target-prefix", ""), "--target-prefix");
@@ -182,62 +343,102 @@ int main(int argc, char** argv) {
     fail(p.positionals()[0] + " carries no text tokenizer: give inputs with --ids");
     return 1;
   }
-  std::vector<std::string> texts = p.all("text");
-  if (from_lines) {  // one input per line
-    std::ifstream file;
-    const std::string input = p.get("input", "-");
-    if (input != "-") {
-      file.open(input);
-      if (!file) return fail(input + ": cannot open"), 1;
-    }
-    std::istream& in = input == "-" ? std::cin : file;
-    std::string line;
-    size_t number = 0;
-    while (std::getline(in, line)) {
-      ++number;
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      if (text_inputs) {
-        texts.push_back(line);
-        continue;
-      }
-      try {
-        id_inputs.push_back(line.find_first_not_of(" \t") == std::string::npos
-                                ? std::vector<int32_t>{}
-                                : cli::parse_id_list(line, (input == "-" ? "standard input" : input) + " line " +
-                                                               std::to_string(number)));
-      } catch (const cli::UsageError& e) {
-        fail(e.what());
-        return 1;
-      }
-    }
+  if (p.has("stream") && !text_inputs) return fail("--stream prints text: give text inputs"), 1;
+
+  // Where inputs come from: the command line (one window), or lines.
+  const std::string input_name = p.get("input", "-");
+  const std::string source_name = input_name == "-" ? "standard input" : input_name;
+  int fd = STDIN_FILENO;
+  if (from_lines && input_name != "-") {
+    fd = open(input_name.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return fail(input_name + ": cannot open: " + std::strerror(errno)), 1;
   }
+  LineReader reader(fd, source_name);
+  bool given_taken = false;
+  auto next_window = [&](size_t lines, std::vector<Input>& out) {
+    if (from_lines) return reader.next_window(lines, out);
+    if (given_taken) return false;
+    out = given;
+    given_taken = true;
+    return !out.empty();
+  };
+  // An input's ids (--ids, or a line of a model without a tokenizer); nullopt after an error.
+  auto parse_ids = [&](Input& in, size_t index) -> std::vector<int32_t> {
+    if (in.error || in.text.find_first_not_of(" \t") == std::string::npos) return {};
+    try {
+      return cli::parse_id_list(in.text, from_lines ? source_name + " line " + std::to_string(index + 1) : "--ids");
+    } catch (const cli::UsageError& e) {
+      in.error = e.what();
+      return {};
+    }
+  };
+  auto blank = [](const Input& in) { return !in.error && in.text.find_first_not_of(" \t\r\n\f\v") == std::string::npos; };
+
   const bool json = p.has("json"), json_lines = p.has("json-lines");
   const bool quiet = p.has("quiet");
+  Progress progress(from_lines && !quiet && isatty(STDERR_FILENO) && !isatty(STDOUT_FILENO) && !json);
   nlohmann::json results = nlohmann::json::array();
+  size_t failed = 0, done = 0, tokens = 0;
+  // One output per input, flushed at once (a coprocess waits for it).
   auto emit = [&](nlohmann::json r, const std::string& plain) {
-    if (json) results.push_back(std::move(r));
-    else if (json_lines) std::cout << json_text(r) << "\n";
-    else std::printf("%s\n", plain.c_str());
+    if (json) {
+      results.push_back(std::move(r));
+    } else {
+      const std::string line = json_lines ? json_text(r) : plain;
+      std::fwrite(line.data(), 1, line.size(), stdout);
+      std::fputc('\n', stdout);
+      std::fflush(stdout);
+    }
+    progress.update(++done, tokens);
+  };
+  auto report = [&](size_t index, const std::string& message) {
+    ++failed;
+    progress.clear_line();
+    const std::string where = from_lines ? "" : "input " + std::to_string(index + 1) + ": ";
+    std::fprintf(stderr, "petrel-run: %s%s\n", where.c_str(), message.c_str());
+    emit({{"index", index}, {"error", where + message}}, "");
+  };
+  std::vector<Input> window;
+  size_t base = 0;  // the index of the window's first input
+  // The engine numbers a call's inputs from 1 ("input 3 has ..."); a line's error names its line.
+  auto as_line = [&](std::string message, size_t k) {
+    const std::string prefix = "input " + std::to_string(k + 1);
+    if (from_lines && message.compare(0, prefix.size(), prefix) == 0 &&
+        (message.size() == prefix.size() || !std::isdigit(static_cast<unsigned char>(message[prefix.size()]))))
+      message = source_name + " line " + std::to_string(base + k + 1) + message.substr(prefix.size());
+    return message;
   };
 
   if (p.has("tokenize") || p.has("detokenize")) {  // no translation: the tokenizer alone
-    const size_t count = p.has("tokenize") ? texts.size() : id_inputs.size();
-    for (size_t i = 0; i < count; ++i) {
-      if (p.has("tokenize")) {
-        auto t = tokenize(model, texts[i], options.source_language);
-        if (!t) return fail("input " + std::to_string(i + 1) + ": " + t.error().message), 1;
-        std::string pieces;
-        for (const auto& piece : t.value().pieces) pieces += (pieces.empty() ? "" : " ") + piece;
-        emit({{"text", texts[i]}, {"pieces", t.value().pieces}, {"ids", t.value().ids}},
-             pieces + "\t" + ids_text(t.value().ids));
-      } else {
-        auto t = decode_text(model, id_inputs[i]);
-        if (!t) return fail("input " + std::to_string(i + 1) + ": " + t.error().message), 1;
-        emit({{"ids", id_inputs[i]}, {"text", t.value()}}, t.value());
+    for (; next_window(256, window); base += window.size()) {
+      for (size_t k = 0; k < window.size(); ++k) {
+        Input& in = window[k];
+        const size_t i = base + k;
+        if (p.has("tokenize")) {
+          if (blank(in)) {
+            emit({{"index", i}, {"text", in.text}, {"pieces", nlohmann::json::array()}, {"ids", nlohmann::json::array()}}, "");
+            continue;
+          }
+          if (in.error) { report(i, *in.error); continue; }
+          auto t = tokenize(model, in.text, options.source_language);
+          if (!t) { report(i, t.error().message); continue; }
+          std::string pieces;
+          for (const auto& piece : t.value().pieces) pieces += (pieces.empty() ? "" : " ") + piece;
+          emit({{"index", i}, {"text", in.text}, {"pieces", t.value().pieces}, {"ids", t.value().ids}},
+               pieces + "\t" + ids_text(t.value().ids));
+        } else {
+          const std::vector<int32_t> ids = parse_ids(in, i);
+          if (in.error) { report(i, *in.error); continue; }
+          auto t = decode_text(model, ids);
+          if (!t) { report(i, t.error().message); continue; }
+          emit({{"index", i}, {"ids", ids}, {"text", t.value()}}, t.value());
+        }
       }
     }
+    progress.clear_line();
+    if (!reader.read_error().empty()) fail(reader.read_error()), ++failed;
     if (json) std::cout << json_text({{"results", results}}) << "\n";
-    return 0;
+    return failed == 0 ? 0 : 1;
   }
 
   TranslatorOptions translator_options;
@@ -249,58 +450,51 @@ int main(int argc, char** argv) {
     return 1;
   }
   double encode_ms = 0, decode_ms = 0, run_seconds = 0;
-  size_t steps = 0, tokens = 0;
+  size_t steps = 0;
   std::string isa;
-  size_t sessions = 1, failed = 0;
-  const size_t inputs = text_inputs ? texts.size() : id_inputs.size();
+  size_t sessions = 1;
 
-  if (from_lines && !p.has("stream")) {  // many inputs: sorted, packed, in order as ready
+  if (from_lines && !p.has("stream")) {  // lines: windows sorted, packed, printed in order as ready
     auto batch = BatchTranslator::create(loaded.value(), translator_options, workers);
     if (!batch) return fail(batch.error().message), 1;
     isa = batch.value().isa();
     sessions = batch.value().workers();
-    Progress progress(inputs, !quiet && isatty(STDERR_FILENO) && !json);
-    size_t done = 0;
-    auto deliver_error = [&](size_t i, const Error& e) {
-      ++failed;
-      std::fprintf(stderr, "%spetrel-run: %s\n", !quiet && isatty(STDERR_FILENO) ? "\r\033[K" : "",
-                   e.message.c_str());
-      emit({{"index", i}, {"error", e.message}}, "");
-    };
-    Status s;
-    if (text_inputs) {
-      s = batch.value().translate_text(texts, options, batching, [&](size_t i, Result<TextTranslation>&& r) {
-        if (!r) {
-          deliver_error(i, r.error());
-        } else {
-          const auto& hyps = r.value().hypotheses;
-          std::string plain;
-          for (size_t h = 0; h < hyps.size(); ++h) plain += (h ? "\n" : "") + hyps[h].text;
-          if (!hyps.empty()) tokens += hyps[0].ids.size();
-          emit({{"index", i}, {"input_text", texts[i]}, {"input", r.value().input.ids},
-                {"hypotheses", hypotheses_json(hyps)}},
-               plain);
-        }
-        std::fflush(stdout);
-        progress.update(++done, tokens);
-      });
-    } else {
-      s = batch.value().translate(id_inputs, options, batching, [&](size_t i, Result<Translation>&& r) {
-        if (!r) {
-          deliver_error(i, r.error());
-        } else {
-          const auto& hyps = r.value().hypotheses;
-          std::string plain;
-          for (size_t h = 0; h < hyps.size(); ++h) plain += (h ? "\n" : "") + ids_text(hyps[h].ids);
-          if (!hyps.empty()) tokens += hyps[0].ids.size();
-          emit({{"index", i}, {"input", id_inputs[i]}, {"hypotheses", hypotheses_json(hyps, model)}}, plain);
-        }
-        std::fflush(stdout);
-        progress.update(++done, tokens);
-      });
+    const auto run_start = std::chrono::steady_clock::now();
+    for (; next_window(batching.window, window); base += window.size()) {
+      auto deliver = [&](size_t k, auto&& r, auto&& describe) {
+        const size_t i = base + k;
+        Input& in = window[k];
+        if (in.error) return report(i, *in.error);
+        if (!r) return report(i, as_line(r.error().message, k));
+        describe(i, in, r.value());
+      };
+      Status s;
+      if (text_inputs) {
+        std::vector<std::string> texts;
+        for (const Input& in : window) texts.push_back(in.error ? std::string() : in.text);
+        s = batch.value().translate_text(texts, options, batching, [&](size_t k, Result<TextTranslation>&& r) {
+          deliver(k, r, [&](size_t i, const Input& in, const TextTranslation& t) {
+            const auto& hyps = t.hypotheses;
+            if (!hyps.empty()) tokens += hyps[0].ids.size();
+            emit({{"index", i}, {"input_text", in.text}, {"input", t.input.ids}, {"hypotheses", hypotheses_json(hyps)}},
+                 hyps.empty() ? std::string() : hyps[0].text);
+          });
+        });
+      } else {
+        std::vector<std::vector<int32_t>> ids;
+        for (size_t k = 0; k < window.size(); ++k) ids.push_back(parse_ids(window[k], base + k));
+        s = batch.value().translate(ids, options, batching, [&](size_t k, Result<Translation>&& r) {
+          deliver(k, r, [&](size_t i, const Input&, const Translation& t) {
+            const auto& hyps = t.hypotheses;
+            if (!hyps.empty()) tokens += hyps[0].ids.size();
+            emit({{"index", i}, {"input", ids[k]}, {"hypotheses", hypotheses_json(hyps, model)}},
+                 hyps.empty() ? std::string() : ids_text(hyps[0].ids));
+          });
+        });
+      }
+      if (!s) return fail(s.error().message), 1;
     }
-    if (!s) return fail(s.error().message), 1;
-    run_seconds = batch.value().last_totals().seconds;
+    run_seconds = ms_since(run_start) / 1000;
   } else {  // --text / --ids: one batch; --stream: one input at a time, printed as produced
     auto created = Translator::create(loaded.value(), translator_options);
     if (!created) return fail(created.error().message), 1;
@@ -314,7 +508,6 @@ int main(int argc, char** argv) {
       tokens += t.generated_tokens;
     };
     if (p.has("stream")) {
-      if (!text_inputs) return fail("--stream prints text: give text inputs"), 1;
       TranslateOptions streaming = options;
       streaming.stream_text = true;
       streaming.on_token = [&](const TokenEvent& e) {
@@ -324,44 +517,90 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
         return true;
       };
-      for (size_t i = 0; i < texts.size(); ++i) {
-        auto r = translator.translate_text({texts[i]}, streaming);
-        if (!r) return fail("input " + std::to_string(i + 1) + ": " + r.error().message), 1;
+      for (; next_window(1, window); base += window.size()) {
+        Input& in = window[0];
+        if (in.error) {
+          report(base, *in.error);
+          continue;
+        }
+        if (!blank(in)) {
+          auto r = translator.translate_text({in.text}, streaming);
+          if (!r) {
+            report(base, as_line(r.error().message, 0));  // its newline ends what was printed of it
+            continue;
+          }
+          add_timings();
+        }
         std::printf("\n");
-        add_timings();
+        std::fflush(stdout);
+        progress.update(++done, tokens);
       }
     } else {
-      Result<std::vector<TextTranslation>> text_results = std::vector<TextTranslation>{};
-      Result<std::vector<Translation>> id_results = std::vector<Translation>{};
-      if (text_inputs) text_results = translator.translate_text(texts, options);
-      else id_results = translator.translate(id_inputs, options);
-      if (!text_results) return fail(text_results.error().message), 1;
-      if (!id_results) return fail(id_results.error().message), 1;
-      add_timings();
-      for (size_t i = 0; i < inputs; ++i) {
+      next_window(0, window);  // the command line's inputs
+      auto describe_text = [&](size_t i, const TextTranslation& t) {
         std::string plain;
-        if (text_inputs) {
-          const TextTranslation& t = text_results.value()[i];
-          for (size_t h = 0; h < t.hypotheses.size(); ++h)
-            plain += std::string(h ? "\n" : "") + texts[i] + " -> " + t.hypotheses[h].text + "\t(score " +
-                     score_text(t.hypotheses[h].score) + "; ids " + ids_text(t.hypotheses[h].ids) + ")";
-          emit({{"input_text", texts[i]}, {"input", t.input.ids}, {"hypotheses", hypotheses_json(t.hypotheses)}},
-               plain);
-        } else {
-          const auto& hyps = id_results.value()[i].hypotheses;
-          for (size_t h = 0; h < hyps.size(); ++h) {
-            std::string line = ids_text(hyps[h].ids) + "\t(score " + score_text(hyps[h].score) + ")";
-            if (has_text)
-              if (auto text = decode_text(model, hyps[h].ids))
-                line = text.value() + "\t(score " + score_text(hyps[h].score) + "; ids " + ids_text(hyps[h].ids) + ")";
-            plain += (h ? "\n" : "") + line;
+        for (size_t h = 0; h < t.hypotheses.size(); ++h)
+          plain += std::string(h ? "\n" : "") + window[i].text + " -> " + t.hypotheses[h].text + "\t(score " +
+                   score_text(t.hypotheses[h].score) + "; ids " + ids_text(t.hypotheses[h].ids) + ")";
+        emit({{"input_text", window[i].text}, {"input", t.input.ids}, {"hypotheses", hypotheses_json(t.hypotheses)}},
+             plain);
+      };
+      std::vector<std::vector<int32_t>> ids;
+      for (size_t i = 0; i < window.size(); ++i) ids.push_back(parse_ids(window[i], i));
+      auto describe_ids = [&](size_t i, const Translation& t) {
+        std::string plain;
+        for (size_t h = 0; h < t.hypotheses.size(); ++h) {
+          const Hypothesis& hyp = t.hypotheses[h];
+          std::string line = ids_text(hyp.ids) + "\t(score " + score_text(hyp.score) + ")";
+          if (has_text)
+            if (auto text = decode_text(model, hyp.ids))
+              line = text.value() + "\t(score " + score_text(hyp.score) + "; ids " + ids_text(hyp.ids) + ")";
+          plain += (h ? "\n" : "") + line;
+        }
+        emit({{"input", ids[i]}, {"hypotheses", hypotheses_json(t.hypotheses, model)}}, plain);
+      };
+      // One batch; when it fails, each input alone, so one bad input does not take the others with it.
+      if (text_inputs) {
+        std::vector<std::string> texts;
+        for (const Input& in : window) texts.push_back(in.text);
+        auto all = translator.translate_text(texts, options);
+        if (all) add_timings();
+        for (size_t i = 0; i < window.size(); ++i) {
+          if (all) {
+            describe_text(i, all.value()[i]);
+            continue;
           }
-          emit({{"input", id_inputs[i]}, {"hypotheses", hypotheses_json(hyps, model)}}, plain);
+          auto one = translator.translate_text({texts[i]}, options);
+          if (!one) {
+            report(i, one.error().message);
+            continue;
+          }
+          add_timings();
+          describe_text(i, one.value()[0]);
+        }
+      } else {
+        auto all = translator.translate(ids, options);
+        if (all) add_timings();
+        for (size_t i = 0; i < window.size(); ++i) {
+          if (all) {
+            describe_ids(i, all.value()[i]);
+            continue;
+          }
+          auto one = translator.translate({ids[i]}, options);
+          if (!one) {
+            report(i, one.error().message);
+            continue;
+          }
+          add_timings();
+          describe_ids(i, one.value()[0]);
         }
       }
     }
   }
+  progress.clear_line();
+  if (!reader.read_error().empty()) fail(reader.read_error()), ++failed;
 
+  const size_t inputs = base + (from_lines ? 0 : window.size());
   const double tokens_per_s = decode_ms > 0 ? tokens / (decode_ms / 1000.0) : run_seconds > 0 ? tokens / run_seconds : 0;
   const TranslateOptions& used = effective.value();
   nlohmann::json summary;

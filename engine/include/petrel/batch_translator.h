@@ -1,8 +1,15 @@
-// Many inputs at once (a file, a stream of messages): inputs are read in windows, sorted
-// by length within a window and packed into batches by a token budget; the batches run on
-// one or more sessions sharing the model (inter-op workers, each with its own intra-op
-// threads); each input's result is delivered in input order as soon as it and every input
-// before it are done.
+// Many inputs at once (a file, a stream of messages): inputs are taken a window at a
+// time (BatchOptions::window: tokenized, sorted by length within the window and packed
+// into batches by a token budget; nothing of a later window is touched before the
+// window's last result is delivered); the batches run on one or more sessions sharing
+// the model (inter-op workers, each with its own intra-op threads); each input's result
+// is delivered in input order as soon as it and every input before it are done.
+// A caller reading a stream (petrel-run on a pipe) hands over what it has, a window or
+// less, call by call.
+//
+// Thread-safety: one BatchTranslator translates for one thread at a time (its calls
+// must not overlap, last_totals() included); any number of BatchTranslators and
+// Translators may share one Model concurrently.
 #pragma once
 
 #include <cstdint>
@@ -48,9 +55,12 @@ class BatchTranslator {
 
   // deliver(index, result) is called once per input, in input order, on the calling
   // thread. A result is an error for that input alone (e.g. one too long for the model
-  // without sentence splitting); an empty text gives an empty translation. Streaming
-  // callbacks (TranslateOptions::on_token) are not supported here. The returned status
-  // fails only for bad options or when delivery cannot go on.
+  // without sentence splitting, or anything a worker threw while translating its
+  // batch); an empty text gives an empty translation. Streaming callbacks
+  // (TranslateOptions::on_token) are not supported here. The returned status fails only
+  // for bad options or when delivery cannot go on (out of memory, no worker thread).
+  // When deliver throws, no further batch starts, the workers finish the batches they
+  // hold and the exception propagates to the caller.
   using TextSink = std::function<void(size_t index, Result<TextTranslation>&& result)>;
   PETREL_API Status translate_text(const std::vector<std::string>& texts, const TranslateOptions& options,
                                    const BatchOptions& batching, const TextSink& deliver);
@@ -58,7 +68,8 @@ class BatchTranslator {
   PETREL_API Status translate(const std::vector<std::vector<int32_t>>& inputs, const TranslateOptions& options,
                               const BatchOptions& batching, const IdSink& deliver);
 
-  PETREL_API const BatchTotals& last_totals() const;
+  // The totals of the last translate / translate_text call (so far, if it failed).
+  PETREL_API BatchTotals last_totals() const;
   PETREL_API size_t workers() const;
   PETREL_API const char* isa() const;
 

@@ -1,0 +1,221 @@
+// petrel-run as a live pipe: a program writes one line, reads its answer, then writes
+// the next (a coprocess). If petrel-run waited for the end of its input, the first read
+// would never be answered: each read is bounded by poll() (60 s) so that fails the test
+// instead of hanging it. Every mode that reads lines is driven this way; a blank line
+// gives a blank output, a failing line its error while the run goes on, exit status 1.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <sstream>
+
+#include "support/test_support.h"
+
+using namespace petrel;
+using namespace petrel::test;
+using Catch::Matchers::Contains;
+using nlohmann::json;
+
+namespace {
+
+// A shell command with a pipe to its standard input and one from its standard output.
+class Coprocess {
+ public:
+  explicit Coprocess(const std::string& command) {
+    int in[2], out[2];
+    REQUIRE(pipe(in) == 0);
+    REQUIRE(pipe(out) == 0);
+    pid_ = fork();
+    REQUIRE(pid_ >= 0);
+    if (pid_ == 0) {
+      dup2(in[0], STDIN_FILENO);
+      dup2(out[1], STDOUT_FILENO);
+      close(in[0]), close(in[1]), close(out[0]), close(out[1]);
+      execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    to_child_ = in[1];
+    from_child_ = out[0];
+  }
+  ~Coprocess() {
+    if (to_child_ >= 0) close(to_child_);
+    if (from_child_ >= 0) close(from_child_);
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+
+  void write_line(const std::string& line) {
+    const std::string bytes = line + "\n";
+    REQUIRE(write(to_child_, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()));
+  }
+
+  // The next line of output, or nothing when none came within `timeout_ms` or the output ended.
+  std::optional<std::string> read_line(int timeout_ms = 60000) {
+    for (;;) {
+      const size_t nl = buffered_.find('\n');
+      if (nl != std::string::npos) {
+        std::string line = buffered_.substr(0, nl);
+        buffered_.erase(0, nl + 1);
+        return line;
+      }
+      pollfd p{from_child_, POLLIN, 0};
+      if (poll(&p, 1, timeout_ms) <= 0) return std::nullopt;
+      char chunk[4096];
+      const ssize_t n = read(from_child_, chunk, sizeof chunk);
+      if (n <= 0) return std::nullopt;
+      buffered_.append(chunk, static_cast<size_t>(n));
+    }
+  }
+
+  // Closes its input; the rest of its output and its exit status.
+  std::pair<std::string, int> finish() {
+    close(to_child_);
+    to_child_ = -1;
+    std::string rest = buffered_;
+    char chunk[4096];
+    for (ssize_t n; (n = read(from_child_, chunk, sizeof chunk)) > 0;) rest.append(chunk, static_cast<size_t>(n));
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return {rest, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int to_child_ = -1, from_child_ = -1;
+  std::string buffered_;
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+TEST_CASE("petrel-run answers each line on a pipe before the next is written, in every line mode", "[cli][pipe]") {
+  const std::string model = en_de_model_path();
+  TempDir tmp;
+  std::string too_long;
+  for (int i = 0; i < 200; ++i) too_long += "Open the file, ";
+  // Line 4 fails (too long for the model, unsplit); line 2 is blank.
+  const std::vector<std::string> lines = {"Open file", "", "Print the document", too_long, "Save changes?"};
+  std::vector<std::string> plain;  // the plain mode's answers, which the others must equal
+
+  for (const std::string mode : {"", " --stream", " --json-lines", " --tokenize"}) {
+    INFO("mode:" << mode);
+    const std::string err = tmp.file("stderr");
+    const bool tokenize = mode == " --tokenize";
+    // --no-split does not apply with --stream (one input at a time, never split).
+    const std::string options = tokenize ? "" : mode == " --stream" ? " --beam 1" : " --beam 1 --no-split";
+    Coprocess run(PETREL_RUN + " " + model + options + mode + " 2>" + err);
+    std::vector<std::string> answers;
+    for (size_t i = 0; i < lines.size(); ++i) {
+      run.write_line(lines[i]);
+      std::optional<std::string> answer = run.read_line();
+      REQUIRE(answer.has_value());  // answered while its input is still open
+      answers.push_back(*answer);
+    }
+    auto [rest, status] = run.finish();
+    CHECK(status == (tokenize ? 0 : 1));  // the too-long line failed, the run went on
+    if (!tokenize) CHECK_THAT(read_file(err), Contains("standard input line 4 has 801 tokens"));
+
+    if (mode == "") {
+      plain = answers;
+      CHECK_FALSE(plain[0].empty());
+      CHECK(plain[1].empty());
+      CHECK_FALSE(plain[2].empty());
+      CHECK(plain[3].empty());
+      CHECK_FALSE(plain[4].empty());
+    } else if (mode == " --stream") {
+      CHECK(answers == plain);
+    } else if (mode == " --json-lines") {
+      for (size_t i = 0; i < lines.size(); ++i) {
+        const json j = json::parse(answers[i]);
+        CHECK(j["index"] == i);
+        if (i == 3) {
+          CHECK_THAT(j["error"].get<std::string>(), Contains("line 4 has 801 tokens"));
+        } else {
+          CHECK(j["hypotheses"][0]["text"] == plain[i]);
+        }
+      }
+      CHECK(json::parse(rest)["summary"]["failed"] == 1);
+    } else {
+      CHECK(answers[1].empty());
+      CHECK_THAT(answers[0], Contains("\xe2\x96\x81Open"));
+      CHECK_THAT(answers[3], Contains("\xe2\x96\x81Open"));  // tokenizing has no length limit
+    }
+  }
+}
+
+TEST_CASE("petrel-run --n-best with lines: one JSON object per input holds its hypotheses", "[cli][pipe]") {
+  const std::string model = en_de_model_path();
+  Coprocess run(PETREL_RUN + " " + model + " --beam 3 --n-best 3 --json-lines 2>/dev/null");
+  run.write_line("Open file");
+  const auto answer = run.read_line();
+  REQUIRE(answer.has_value());
+  const json j = json::parse(*answer);
+  CHECK(j["hypotheses"].size() == 3);
+  run.write_line("Save changes?");
+  REQUIRE(run.read_line().has_value());
+  auto [rest, status] = run.finish();
+  CHECK(status == 0);
+  CHECK(json::parse(rest)["summary"]["inputs"] == 2);
+}
+
+TEST_CASE("petrel-run refuses options that do not apply to the mode, naming both", "[cli]") {
+  const std::string model = en_de_model_path();
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {" --text 'a' --workers 2", {"--workers", "--text"}},
+      {" --ids '1 0' --no-split", {"--no-split", "--ids"}},
+      {" --text 'a' --max-batch 4", {"--max-batch", "--text"}},
+      {" --stream --max-batch-tokens 10", {"--max-batch-tokens", "--stream"}},
+      {" --stream --json-lines", {"--json-lines", "--stream"}},
+      {" --tokenize --beam 2", {"--beam", "--tokenize"}},
+      {" --tokenize --stream", {"--stream", "--tokenize"}},
+      {" --detokenize --source-lang de", {"--source-lang", "--detokenize"}},
+      {" --beam 2 --n-best 2", {"--n-best", "--json"}},
+      {" --beam 2 --n-best 2 --stream", {"--n-best", "--stream"}},
+  };
+  for (const auto& [args, names] : cases) {
+    INFO(args);
+    int status = 0;
+    const std::string out = run_command(PETREL_RUN + " " + model + args + " </dev/null", &status);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 2);
+    for (const std::string& name : names) CHECK_THAT(out, Contains(name));
+  }
+}
+
+TEST_CASE("petrel-run: a line longer than it holds is that line's error, the rest are translated", "[cli][pipe]") {
+  const std::string model = en_de_model_path();
+  TempDir tmp;
+  {
+    std::ofstream in(tmp.file("in.txt"), std::ios::binary);
+    in << "Open file\n" << std::string((size_t{1} << 20) + 10, 'x') << "\nPrint the document\n";
+  }
+  int status = 0;
+  const std::string out =
+      run_command(PETREL_RUN + " " + model + " --beam 1 --json-lines --quiet --input " + tmp.file("in.txt") + " 2>/dev/null",
+                  &status, true);
+  CHECK(WEXITSTATUS(status) == 1);
+  std::vector<json> objects;
+  std::istringstream s(out);
+  for (std::string line; std::getline(s, line);) objects.push_back(json::parse(line));
+  REQUIRE(objects.size() == 4);
+  CHECK(objects[0]["hypotheses"][0]["text"] != "");
+  CHECK_THAT(objects[1]["error"].get<std::string>(), Contains("line 2 is longer than 1048576 bytes"));
+  CHECK(objects[2]["index"] == 2);
+  CHECK(objects[2]["hypotheses"][0]["text"] != "");
+  CHECK(objects[3]["summary"]["inputs"] == 3);
+}
