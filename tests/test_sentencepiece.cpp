@@ -368,6 +368,42 @@ TEST_CASE("PieceTrie finds every piece and every prefix, and reports duplicates"
   }
 }
 
+TEST_CASE("PieceTrie builds pieces sharing a 4 MB prefix (no recursion per shared byte)", "[sentencepiece]") {
+  // The sort used to recurse once per 8 shared bytes: 512K frames overflowed the stack.
+  // The trie itself has no length limit (SentencePiece::create applies kMaxPieceBytes).
+  const std::string prefix(size_t{4} << 20, 'a');
+  const std::vector<std::string> strings = {prefix + "c", prefix + "b", prefix, "a"};
+  const std::vector<std::string_view> views(strings.begin(), strings.end());
+  PieceTrie trie;
+  REQUIRE(trie.build(views).first < 0);
+  for (size_t i = 0; i < strings.size(); ++i) CHECK(trie.find(strings[i]) == static_cast<int32_t>(i));
+  CHECK(trie.find(prefix + "d") < 0);
+  CHECK(trie.find(prefix.substr(1)) < 0);
+  std::vector<std::string_view> twice = views;
+  twice.push_back(views[0]);
+  CHECK(PieceTrie().build(twice).second == 4);
+}
+
+TEST_CASE("Pieces longer than kMaxPieceBytes are refused by create and by the .spm reader, by piece", "[sentencepiece]") {
+  const std::string longest(detail::kMaxPieceBytes, 'a');
+  const std::string too_long = longest + "b";
+  {
+    SentencePieceSpec spec = small_spec();
+    spec.pieces.push_back(longest);
+    spec.scores.push_back(-9);
+    spec.types.push_back(PieceType::kUserDefined);
+    CHECK(create_error(spec).empty());  // the limit itself is allowed
+    spec.pieces.back() = too_long;
+    CHECK_THAT(create_error(spec), Contains("spec.bin") && Contains("pieces[7]") &&
+                                       Contains(std::to_string(too_long.size()) + " bytes") &&
+                                       Contains(std::to_string(detail::kMaxPieceBytes)));
+  }
+  const std::string head = piece_message("<unk>", 0, 2) + piece_message("a", -1, 1);
+  CHECK(parse_error(head + piece_message(longest, -2, 1)).empty());
+  CHECK_THAT(parse_error(head + piece_message(too_long, -2, 1)),
+             Contains("crafted.spm") && Contains("pieces[2]") && Contains(std::to_string(too_long.size()) + " bytes"));
+}
+
 TEST_CASE("SentencePiece refuses a text whose normalized form is too long", "[sentencepiece]") {
   LoadedModel m = load("bpe_identity");
   Encoding e;

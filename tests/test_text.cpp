@@ -6,11 +6,13 @@
 // tools/reference/make_fixtures.py).
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <random>
 
 #include "convert/convert.h"
 #include "core/utf8.h"
+#include "format/tokenizer_tables.h"
 #include "petrel_generated.h"
 #include "petrel/petrel.h"
 #include "petrel/translator.h"
@@ -303,6 +305,20 @@ TEST_CASE("text: a hostile tokenizer section is refused at load, by field", "[te
     REQUIRE(surface->size() > 1);
     surface->Mutate(0, '\xc3');
     expect(bytes, "tokenizer.target.unk_surface is not valid UTF-8", "byte 0xc3 at offset 0");
+  }
+  {
+    // A piece longer than kMaxPieceBytes: its length prefix stretched over the bytes
+    // that follow, up to a NUL (what the FlatBuffers verifier wants after a string).
+    auto bytes = good;
+    auto* piece = tokenizer_of(bytes)->mutable_source()->mutable_pieces()->GetMutableObject(100);
+    const auto* data = reinterpret_cast<const uint8_t*>(piece->c_str());
+    size_t length = detail::kMaxPieceBytes + 1;
+    while (data + length < bytes.data() + bytes.size() && data[length] != 0) ++length;
+    REQUIRE(data + length < bytes.data() + bytes.size() - 4096);  // inside the metadata
+    const auto prefix = static_cast<uint32_t>(length);
+    std::memcpy(const_cast<uint8_t*>(data) - 4, &prefix, 4);
+    expect(bytes, "tokenizer.source.pieces[100]: " + std::to_string(length) + " bytes",
+           "more than the " + std::to_string(detail::kMaxPieceBytes));
   }
   // Random flips inside the tokenizer's strings and tables: refused, or load and
   // tokenize safely (under ASan/UBSan in CI).

@@ -397,6 +397,25 @@ def text_seeds():
         write("fuzz_text", f"en_de_test_{i:02}.txt", bytes([i]) + line.encode())
 
 
+# Reproducers of fixed findings (regress-*), written by
+#     /usr/bin/python3 tests/fuzz/make_corpora.py --regressions
+# and kept when the seeds are rewritten; each stays under ~1 MB.
+def regressions():
+    return {
+        # Two pieces sharing a 499,000-byte prefix: the trie's sort recursed once per 8
+        # shared bytes and overflowed the stack (SIGSEGV); now the reader refuses pieces
+        # over kMaxPieceBytes and the sort is iterative.
+        ("fuzz_spm_model", "long_shared_prefix.spm"): spm_model(
+            [("<unk>", 0.0, UNKNOWN), ("a" * 499000 + "b", -1.0, NORMAL), ("a" * 499000 + "c", -1.0, NORMAL)]),
+    }
+
+
+def write_regressions():
+    for (target, name), data in regressions().items():
+        with open(os.path.join(CORPUS, target, "regress-" + name), "wb") as f:
+            f.write(data if isinstance(data, bytes) else data.encode())
+
+
 def write(target, name, data):
     directory = os.path.join(CORPUS, target)
     os.makedirs(directory, exist_ok=True)
@@ -405,6 +424,9 @@ def write(target, name, data):
 
 
 def main():
+    if sys.argv[1:] == ["--regressions"]:
+        write_regressions()
+        return
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     convert = sys.argv[1]

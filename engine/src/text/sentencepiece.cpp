@@ -8,25 +8,10 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/quoted.h"
+
 namespace petrel::text {
 namespace {
-
-// A piece for an error message: at most 40 bytes, control and non-ASCII bytes as \xNN.
-std::string quoted(std::string_view s) {
-  std::string out = "'";
-  for (size_t i = 0; i < s.size() && i < 40; ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c < 0x7f && c != '\'' && c != '\\') {
-      out += static_cast<char>(c);
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    }
-  }
-  if (s.size() > 40) out += "...";
-  return out + "'";
-}
 
 // "<0x41>" -> 0x41; -1 unless the piece is exactly upstream's ByteToPiece format
 // ("<0x%02X>", upper-case hex).
@@ -80,6 +65,9 @@ Result<SentencePiece> SentencePiece::create(const SentencePieceSpec& spec, const
     auto field = [i]() { return "pieces[" + std::to_string(i) + "]"; };  // only for messages
     const std::string_view piece = spec.pieces[i];
     if (piece.empty()) return format_error(where, field() + ".piece: empty (a piece must not be empty)");
+    if (piece.size() > detail::kMaxPieceBytes)
+      return format_error(where, field() + ".piece: " + std::to_string(piece.size()) + " bytes, more than the " +
+                                     std::to_string(detail::kMaxPieceBytes) + " a piece may have");
     if (std::isnan(spec.scores[i])) return format_error(where, field() + ".score: NaN");
     const auto id = static_cast<int32_t>(i);
     switch (spec.types[i]) {
@@ -89,7 +77,7 @@ Result<SentencePiece> SentencePiece::create(const SentencePieceSpec& spec, const
         break;
       case PieceType::kUnknown:
         if (sp.unk_id_ >= 0)
-          return format_error(where, field() + ".type: a second UNKNOWN piece " + quoted(piece) + " (pieces[" +
+          return format_error(where, field() + ".type: a second UNKNOWN piece " + detail::quoted(piece, 40) + " (pieces[" +
                                          std::to_string(sp.unk_id_) + "] is one already)");
         sp.unk_id_ = id;
         break;
@@ -98,7 +86,7 @@ Result<SentencePiece> SentencePiece::create(const SentencePieceSpec& spec, const
         // control piece there would be emitted without consuming text, which upstream
         // rejects mid-encode ("all normalized characters are not consumed").
         if (spec.algorithm == SpmAlgorithm::kBpe && utf8::lead_length(static_cast<unsigned char>(piece[0])) >= piece.size())
-          return format_error(where, field() + ": the CONTROL piece " + quoted(piece) +
+          return format_error(where, field() + ": the CONTROL piece " + detail::quoted(piece, 40) +
                                          " is a single character, which a BPE model cannot encode");
         break;
       case PieceType::kUserDefined:
@@ -109,10 +97,10 @@ Result<SentencePiece> SentencePiece::create(const SentencePieceSpec& spec, const
         break;
       case PieceType::kByte: {
         if (!spec.byte_fallback)
-          return format_error(where, field() + ": BYTE piece " + quoted(piece) +
+          return format_error(where, field() + ": BYTE piece " + detail::quoted(piece, 40) +
                                          " although trainer_spec.byte_fallback is false");
         const int byte = byte_of_piece(piece);
-        if (byte < 0) return format_error(where, field() + ": BYTE piece " + quoted(piece) + " is not <0x00>..<0xFF>");
+        if (byte < 0) return format_error(where, field() + ": BYTE piece " + detail::quoted(piece, 40) + " is not <0x00>..<0xFF>");
         sp.byte_ids_[byte] = id;  // a second <0xNN> is a duplicate piece, caught below
         break;
       }
@@ -135,7 +123,7 @@ Result<SentencePiece> SentencePiece::create(const SentencePieceSpec& spec, const
   // tolerates one string in both; one piece string per id here, so ids and strings
   // convert both ways.
   if (const PieceTrie::Duplicate dup = sp.trie_.build(sp.pieces_); dup.first >= 0)
-    return format_error(where, "pieces[" + std::to_string(dup.second) + "]: " + quoted(sp.pieces_[static_cast<size_t>(dup.second)]) +
+    return format_error(where, "pieces[" + std::to_string(dup.second) + "]: " + detail::quoted(sp.pieces_[static_cast<size_t>(dup.second)], 40) +
                                    " duplicates pieces[" + std::to_string(dup.first) + "]");
 
   Result<CharsMap> map = CharsMap::parse(spec.precompiled_charsmap, where + ": normalizer_spec");
