@@ -306,6 +306,45 @@ TEST_CASE("SentencePiece matches python3-sentencepiece on edge cases", "[sentenc
   }
 }
 
+TEST_CASE("BPE with UNUSED pieces splits each occurrence where it is (python3-sentencepiece's pieces)",
+          "[sentencepiece]") {
+  // Fixture: tests/make_spm_unused_cases.py. Petrel used to split every occurrence of an
+  // unused piece at the bytes of its last occurrence, and merged the unknown pieces
+  // that came out as if adjacent: "xyQ xy" gave a piece "xy\xbe", read past the text.
+  const json cases = json::parse(std::ifstream(spm_dir() + "/bpe_unused_cases.json"));
+  const auto inputs = cases.at("inputs").get<std::vector<std::string>>();
+  REQUIRE(inputs.size() > 300);
+  REQUIRE(cases.at("models").size() == 3);
+  for (const auto& [name, model] : cases.at("models").items()) {
+    INFO("model " << name);
+    std::vector<std::string> strings;
+    SentencePieceSpec spec;
+    spec.algorithm = SpmAlgorithm::kBpe;
+    for (const json& p : model.at("pieces")) {
+      strings.push_back(p.at(0).get<std::string>());
+      spec.scores.push_back(p.at(1).get<float>());
+      spec.types.push_back(static_cast<PieceType>(p.at(2).get<int>()));
+    }
+    spec.pieces.assign(strings.begin(), strings.end());
+    spec.precompiled_charsmap = "";
+    auto sp = SentencePiece::create(spec, name);
+    REQUIRE(sp);
+    Encoding e;
+    size_t wrong = 0;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const json& want = model.at("encode")[i];
+      REQUIRE(sp.value().encode(inputs[i], e));
+      std::vector<std::string> pieces;
+      for (const Piece& p : e.pieces()) pieces.emplace_back(p.text);
+      if ((pieces != want.at("pieces").get<std::vector<std::string>>() ||
+           ids_of(e) != want.at("ids").get<std::vector<int32_t>>()) &&
+          ++wrong <= 3)
+        UNSCOPED_INFO("'" << inputs[i] << "': " << join_pieces(e) << " ids " << join_ids(e));
+    }
+    CHECK(wrong == 0);
+  }
+}
+
 TEST_CASE("SentencePiece ids and pieces convert both ways", "[sentencepiece]") {
   LoadedModel m = load("unigram_nfkc_bytes_udf");
   REQUIRE(m.sp.size() == static_cast<int32_t>(m.file.pieces.size()));

@@ -407,6 +407,12 @@ def regressions():
         # over kMaxPieceBytes and the sort is iterative.
         ("fuzz_spm_model", "long_shared_prefix.spm"): spm_model(
             [("<unk>", 0.0, UNKNOWN), ("a" * 499000 + "b", -1.0, NORMAL), ("a" * 499000 + "c", -1.0, NORMAL)]),
+        # BPE with UNUSED pieces: the model's own text "<unk><unk>xyQ xy" (fuzz_spm_model
+        # encodes its pieces joined) split the first "xy" at the last one's bytes and
+        # merged unknown pieces as if adjacent, reading past the normalized text.
+        ("fuzz_spm_model", "bpe_unused_split.spm"): spm_model(
+            [("<unk>", 0.0, UNKNOWN)] + [(c, -3.0, NORMAL) for c in "<unk>"]
+            + [("xy", -1.0, UNUSED), ("Q\u2581xy", -2.0, UNUSED), ("\u2581", -1.0, NORMAL)], bpe=True),
         # A line of '>' (control byte 0: model 0, no options): MarianTokenizer's
         # ">>.+<<" search rescanned the line for every ">>" (7.2 s at 160,000 bytes).
         ("fuzz_text", "gt_run.txt"): b"\x00" + b">" * 1000000,

@@ -182,7 +182,11 @@ void SentencePiece::emit_pieces(Encoding& work) const {
         const int32_t id = byte_ids_[static_cast<unsigned char>(work.normalized_[span.begin + i])];
         work.pieces_.push_back(Piece{id, pieces_[static_cast<size_t>(id)]});
       }
-    } else if (unknown && previous_unknown) {  // one piece for a run of unknown characters
+    } else if (unknown && previous_unknown &&
+               work.pieces_.back().text.data() + work.pieces_.back().text.size() ==
+                   work.normalized_.data() + span.begin) {
+      // One piece for a run of unknown characters; the view grows only over the span
+      // that follows it in the normalized text (the segmenters emit spans in order).
       std::string_view& text = work.pieces_.back().text;
       text = std::string_view(text.data(), text.size() + span.size);
     } else if (unknown) {  // its text is the input's (normalized), not the unknown piece's
