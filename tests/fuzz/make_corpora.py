@@ -416,6 +416,9 @@ def regressions():
         # A line of '>' (control byte 0: model 0, no options): MarianTokenizer's
         # ">>.+<<" search rescanned the line for every ">>" (7.2 s at 160,000 bytes).
         ("fuzz_text", "gt_run.txt"): b"\x00" + b">" * 1000000,
+        # Sentence splitting (control byte 8) of periods each followed by EM SPACE and a
+        # capital: the word before each period was scanned back to an ASCII space.
+        ("fuzz_text", "periods_em_space.txt"): b"\x08" + "Ab.\u2003".encode() * 50000 + b"End",
     }
 
 

@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "core/quoted.h"
+#include "core/utf8.h"
 
 namespace petrel::text {
 namespace {
@@ -204,7 +205,7 @@ void SentencePiece::decode_impl(size_t count, PieceAt piece_at, std::string& out
   std::string bytes;  // a run of byte pieces, decoded together as UTF-8
   auto flush_bytes = [&]() {
     for (size_t at = 0; at < bytes.size();) {
-      const size_t length = utf8::valid_length(bytes.data() + at, bytes.size() - at);
+      const size_t length = detail::utf8_sequence(bytes, at);
       if (length == 0) {
         out += kReplacementCharacter;
         at += 1;
