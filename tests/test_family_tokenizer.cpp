@@ -276,4 +276,14 @@ TEST_CASE("family tokenizers: a hostile table is refused at load, by field", "[t
   auto tok = text::FairseqTokenizer::create(std::move(parts.value()), "test.petrel");
   REQUIRE_FALSE(tok);
   CHECK_THAT(tok.error().message, Contains("has no token text"));
+  // One longer than kMaxPieceBytes would cost its length at every position of an input.
+  t = good;
+  t.vocab[static_cast<size_t>(t.mask_id)] = std::string(detail::kMaxPieceBytes + 1, '<');
+  Loaded out2;
+  auto parts2 = bind(out2, t);
+  REQUIRE(parts2);
+  auto tok2 = text::FairseqTokenizer::create(std::move(parts2.value()), "test.petrel");
+  REQUIRE_FALSE(tok2);
+  CHECK_THAT(tok2.error().message, Contains("test.petrel") && Contains("tokenizer.special_ids[") &&
+                                       Contains(std::to_string(detail::kMaxPieceBytes + 1) + " bytes"));
 }

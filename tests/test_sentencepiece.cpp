@@ -52,21 +52,6 @@ LoadedModel load(const std::string& name) {
   return LoadedModel{std::move(file), std::move(sp.value())};
 }
 
-// The committed samples are xz-compressed; xz is a host program (it runs natively
-// under qemu too). Without it the sample test is skipped with a warning.
-bool have_xz() { return std::system("xz --version >/dev/null 2>&1") == 0; }
-
-std::string xz_decompress(const std::string& path) {
-  FILE* pipe = popen(("xz -dc '" + path + "'").c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::string out;
-  char buf[65536];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
-  REQUIRE(pclose(pipe) == 0);
-  return out;
-}
-
 std::vector<std::string> split_lines(const std::string& text) {
   std::vector<std::string> lines;
   std::istringstream in(text);
@@ -175,13 +160,17 @@ std::string create_error(const SentencePieceSpec& spec) {
 }  // namespace
 
 TEST_CASE("SentencePiece matches spm_encode/spm_decode on the corpus sample", "[sentencepiece]") {
-  if (!have_xz()) {
-    WARN("xz is not installed: the sample comparison is skipped");
+  // The committed samples are xz-compressed; xz is a host program (it runs natively
+  // under qemu too). Without it the test fails unless PETREL_TEST_SKIP names xz.
+  const std::optional<std::string> corpus_text = test::xz_decompress(spm_dir() + "/corpus.txt.xz");
+  const std::optional<std::string> expected_text = test::xz_decompress(spm_dir() + "/expected.txt.xz");
+  if (!corpus_text || !expected_text) {
+    WARN("xz is not installed and PETREL_TEST_SKIP=xz: the sample comparison is skipped");
     return;
   }
   const json corpus_info = json::parse(std::ifstream(spm_dir() + "/corpus.json"));
   const size_t sample_lines = corpus_info.at("sample_lines").get<size_t>();
-  std::vector<std::string> corpus = split_lines(xz_decompress(spm_dir() + "/corpus.txt.xz"));
+  std::vector<std::string> corpus = split_lines(*corpus_text);
   REQUIRE(corpus.size() == corpus_info.at("lines").get<size_t>());
   REQUIRE(sample_lines >= 10000);
   corpus.resize(sample_lines);
@@ -189,7 +178,7 @@ TEST_CASE("SentencePiece matches spm_encode/spm_decode on the corpus sample", "[
   // "### MODEL KIND" headers, each followed by sample_lines lines.
   std::map<std::string, std::map<std::string, std::vector<std::string>>> expected;
   {
-    const std::vector<std::string> lines = split_lines(xz_decompress(spm_dir() + "/expected.txt.xz"));
+    const std::vector<std::string> lines = split_lines(*expected_text);
     for (size_t i = 0; i < lines.size();) {
       REQUIRE(lines[i].rfind("### ", 0) == 0);
       std::istringstream header(lines[i].substr(4));
@@ -306,6 +295,45 @@ TEST_CASE("SentencePiece matches python3-sentencepiece on edge cases", "[sentenc
   }
 }
 
+TEST_CASE("BPE with UNUSED pieces splits each occurrence where it is (python3-sentencepiece's pieces)",
+          "[sentencepiece]") {
+  // Fixture: tests/make_spm_unused_cases.py. Petrel used to split every occurrence of an
+  // unused piece at the bytes of its last occurrence, and merged the unknown pieces
+  // that came out as if adjacent: "xyQ xy" gave a piece "xy\xbe", read past the text.
+  const json cases = json::parse(std::ifstream(spm_dir() + "/bpe_unused_cases.json"));
+  const auto inputs = cases.at("inputs").get<std::vector<std::string>>();
+  REQUIRE(inputs.size() > 300);
+  REQUIRE(cases.at("models").size() == 3);
+  for (const auto& [name, model] : cases.at("models").items()) {
+    INFO("model " << name);
+    std::vector<std::string> strings;
+    SentencePieceSpec spec;
+    spec.algorithm = SpmAlgorithm::kBpe;
+    for (const json& p : model.at("pieces")) {
+      strings.push_back(p.at(0).get<std::string>());
+      spec.scores.push_back(p.at(1).get<float>());
+      spec.types.push_back(static_cast<PieceType>(p.at(2).get<int>()));
+    }
+    spec.pieces.assign(strings.begin(), strings.end());
+    spec.precompiled_charsmap = "";
+    auto sp = SentencePiece::create(spec, name);
+    REQUIRE(sp);
+    Encoding e;
+    size_t wrong = 0;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const json& want = model.at("encode")[i];
+      REQUIRE(sp.value().encode(inputs[i], e));
+      std::vector<std::string> pieces;
+      for (const Piece& p : e.pieces()) pieces.emplace_back(p.text);
+      if ((pieces != want.at("pieces").get<std::vector<std::string>>() ||
+           ids_of(e) != want.at("ids").get<std::vector<int32_t>>()) &&
+          ++wrong <= 3)
+        UNSCOPED_INFO("'" << inputs[i] << "': " << join_pieces(e) << " ids " << join_ids(e));
+    }
+    CHECK(wrong == 0);
+  }
+}
+
 TEST_CASE("SentencePiece ids and pieces convert both ways", "[sentencepiece]") {
   LoadedModel m = load("unigram_nfkc_bytes_udf");
   REQUIRE(m.sp.size() == static_cast<int32_t>(m.file.pieces.size()));
@@ -366,6 +394,42 @@ TEST_CASE("PieceTrie finds every piece and every prefix, and reports duplicates"
     CHECK(dup.first == static_cast<int32_t>(copy_of));
     CHECK(dup.second == static_cast<int32_t>(views.size()));
   }
+}
+
+TEST_CASE("PieceTrie builds pieces sharing a 4 MB prefix (no recursion per shared byte)", "[sentencepiece]") {
+  // The sort used to recurse once per 8 shared bytes: 512K frames overflowed the stack.
+  // The trie itself has no length limit (SentencePiece::create applies kMaxPieceBytes).
+  const std::string prefix(size_t{4} << 20, 'a');
+  const std::vector<std::string> strings = {prefix + "c", prefix + "b", prefix, "a"};
+  const std::vector<std::string_view> views(strings.begin(), strings.end());
+  PieceTrie trie;
+  REQUIRE(trie.build(views).first < 0);
+  for (size_t i = 0; i < strings.size(); ++i) CHECK(trie.find(strings[i]) == static_cast<int32_t>(i));
+  CHECK(trie.find(prefix + "d") < 0);
+  CHECK(trie.find(prefix.substr(1)) < 0);
+  std::vector<std::string_view> twice = views;
+  twice.push_back(views[0]);
+  CHECK(PieceTrie().build(twice).second == 4);
+}
+
+TEST_CASE("Pieces longer than kMaxPieceBytes are refused by create and by the .spm reader, by piece", "[sentencepiece]") {
+  const std::string longest(detail::kMaxPieceBytes, 'a');
+  const std::string too_long = longest + "b";
+  {
+    SentencePieceSpec spec = small_spec();
+    spec.pieces.push_back(longest);
+    spec.scores.push_back(-9);
+    spec.types.push_back(PieceType::kUserDefined);
+    CHECK(create_error(spec).empty());  // the limit itself is allowed
+    spec.pieces.back() = too_long;
+    CHECK_THAT(create_error(spec), Contains("spec.bin") && Contains("pieces[7]") &&
+                                       Contains(std::to_string(too_long.size()) + " bytes") &&
+                                       Contains(std::to_string(detail::kMaxPieceBytes)));
+  }
+  const std::string head = piece_message("<unk>", 0, 2) + piece_message("a", -1, 1);
+  CHECK(parse_error(head + piece_message(longest, -2, 1)).empty());
+  CHECK_THAT(parse_error(head + piece_message(too_long, -2, 1)),
+             Contains("crafted.spm") && Contains("pieces[2]") && Contains(std::to_string(too_long.size()) + " bytes"));
 }
 
 TEST_CASE("SentencePiece refuses a text whose normalized form is too long", "[sentencepiece]") {

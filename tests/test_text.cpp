@@ -6,11 +6,15 @@
 // tools/reference/make_fixtures.py).
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <random>
 
 #include "convert/convert.h"
 #include "core/utf8.h"
+#include "format/tokenizer_tables.h"
+#include "text/hf_text.h"
+#include "text/spm_normalizer.h"
 #include "petrel_generated.h"
 #include "petrel/petrel.h"
 #include "petrel/translator.h"
@@ -304,6 +308,20 @@ TEST_CASE("text: a hostile tokenizer section is refused at load, by field", "[te
     surface->Mutate(0, '\xc3');
     expect(bytes, "tokenizer.target.unk_surface is not valid UTF-8", "byte 0xc3 at offset 0");
   }
+  {
+    // A piece longer than kMaxPieceBytes: its length prefix stretched over the bytes
+    // that follow, up to a NUL (what the FlatBuffers verifier wants after a string).
+    auto bytes = good;
+    auto* piece = tokenizer_of(bytes)->mutable_source()->mutable_pieces()->GetMutableObject(100);
+    const auto* data = reinterpret_cast<const uint8_t*>(piece->c_str());
+    size_t length = detail::kMaxPieceBytes + 1;
+    while (data + length < bytes.data() + bytes.size() && data[length] != 0) ++length;
+    REQUIRE(data + length < bytes.data() + bytes.size() - 4096);  // inside the metadata
+    const auto prefix = static_cast<uint32_t>(length);
+    std::memcpy(const_cast<uint8_t*>(data) - 4, &prefix, 4);
+    expect(bytes, "tokenizer.source.pieces[100]: " + std::to_string(length) + " bytes",
+           "more than the " + std::to_string(detail::kMaxPieceBytes));
+  }
   // Random flips inside the tokenizer's strings and tables: refused, or load and
   // tokenize safely (under ASan/UBSan in CI).
   std::mt19937 rng(11);
@@ -351,4 +369,36 @@ TEST_CASE("text: malformed tokenizer files are refused by the converter with the
   CHECK_THAT(error_of(), Contains("vocab.json") && Contains("no '<unk>'"));
   std::ofstream(dir + "/vocab.json") << "{\"a\": 1";
   CHECK_THAT(error_of(), Contains("vocab.json: not valid JSON"));
+}
+
+// Time bombs of the text path (#24): inputs on which a quadratic pass took minutes. They
+// run under ctest's text_linear_time with a TIMEOUT (a linear pass takes well under a
+// second): not timed here, hidden from the default run.
+TEST_CASE("text: a line of 1 MB of '>' tokenizes (the >>xx<< search was quadratic)", "[.][linear]") {
+  auto model = Model::load(marian_text_model());
+  REQUIRE(model);
+  // 7.2 s at 160,000 bytes before: about 5 minutes at 1 MB.
+  for (const std::string& text : {std::string(size_t{1} << 20, '>'), std::string(size_t{1} << 19, '>') + "\n" +
+                                                                         std::string(size_t{1} << 19, '>')}) {
+    auto t = tokenize(*model.value(), text);
+    REQUIRE(t);
+    CHECK(t.value().ids.size() >= 2);
+  }
+  // Many lines, each with ">>" and no "<<": the "<<" search must stay inside its line.
+  std::string lines;
+  while (lines.size() < (size_t{1} << 20)) lines += ">>\n";
+  REQUIRE(tokenize(*model.value(), lines));
+}
+
+TEST_CASE("text: Hugging Face's string rules take one pass (8 MB of \u2581, of \" .\")", "[.][linear]") {
+  // Each replacement moved the rest of the text: 23 s at a quarter of these sizes,
+  // about 6 minutes here.
+  std::string symbols;
+  for (int i = 0; i < 2800000; ++i) symbols += text::kSpaceSymbol;
+  text::space_symbols_to_spaces(symbols);
+  CHECK(symbols == std::string(2800000, ' '));
+  std::string spaced;
+  for (int i = 0; i < 4000000; ++i) spaced += " .";
+  text::clean_up_tokenization(spaced);
+  CHECK(spaced == std::string(4000000, '.'));
 }

@@ -397,6 +397,37 @@ def text_seeds():
         write("fuzz_text", f"en_de_test_{i:02}.txt", bytes([i]) + line.encode())
 
 
+# Reproducers of fixed findings (regress-*), written by
+#     /usr/bin/python3 tests/fuzz/make_corpora.py --regressions
+# and kept when the seeds are rewritten; each stays under ~1 MB.
+def regressions():
+    return {
+        # Two pieces sharing a 499,000-byte prefix: the trie's sort recursed once per 8
+        # shared bytes and overflowed the stack (SIGSEGV); now the reader refuses pieces
+        # over kMaxPieceBytes and the sort is iterative.
+        ("fuzz_spm_model", "long_shared_prefix.spm"): spm_model(
+            [("<unk>", 0.0, UNKNOWN), ("a" * 499000 + "b", -1.0, NORMAL), ("a" * 499000 + "c", -1.0, NORMAL)]),
+        # BPE with UNUSED pieces: the model's own text "<unk><unk>xyQ xy" (fuzz_spm_model
+        # encodes its pieces joined) split the first "xy" at the last one's bytes and
+        # merged unknown pieces as if adjacent, reading past the normalized text.
+        ("fuzz_spm_model", "bpe_unused_split.spm"): spm_model(
+            [("<unk>", 0.0, UNKNOWN)] + [(c, -3.0, NORMAL) for c in "<unk>"]
+            + [("xy", -1.0, UNUSED), ("Q\u2581xy", -2.0, UNUSED), ("\u2581", -1.0, NORMAL)], bpe=True),
+        # A line of '>' (control byte 0: model 0, no options): MarianTokenizer's
+        # ">>.+<<" search rescanned the line for every ">>" (7.2 s at 160,000 bytes).
+        ("fuzz_text", "gt_run.txt"): b"\x00" + b">" * 1000000,
+        # Sentence splitting (control byte 8) of periods each followed by EM SPACE and a
+        # capital: the word before each period was scanned back to an ASCII space.
+        ("fuzz_text", "periods_em_space.txt"): b"\x08" + "Ab.\u2003".encode() * 50000 + b"End",
+    }
+
+
+def write_regressions():
+    for (target, name), data in regressions().items():
+        with open(os.path.join(CORPUS, target, "regress-" + name), "wb") as f:
+            f.write(data if isinstance(data, bytes) else data.encode())
+
+
 def write(target, name, data):
     directory = os.path.join(CORPUS, target)
     os.makedirs(directory, exist_ok=True)
@@ -405,6 +436,9 @@ def write(target, name, data):
 
 
 def main():
+    if sys.argv[1:] == ["--regressions"]:
+        write_regressions()
+        return
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     convert = sys.argv[1]

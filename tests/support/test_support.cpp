@@ -14,6 +14,30 @@ namespace fs = std::filesystem;
 
 namespace petrel::test {
 
+bool skip_allowed(const std::string& what) {
+  const char* list = std::getenv("PETREL_TEST_SKIP");
+  if (list == nullptr) return false;
+  const std::string names = std::string(",") + list + ",";
+  return names.find("," + what + ",") != std::string::npos;
+}
+
+std::optional<std::string> xz_decompress(const std::string& path) {
+  if (std::system("xz --version >/dev/null 2>&1") != 0) {
+    if (skip_allowed("xz")) return std::nullopt;
+    throw std::runtime_error("xz is not installed (Debian package xz-utils), needed for " + path +
+                             "; PETREL_TEST_SKIP=xz skips what needs it");
+  }
+  FILE* pipe = popen(("xz -dc '" + path + "'").c_str(), "r");
+  if (pipe == nullptr) throw std::runtime_error("cannot start xz -dc " + path);
+  std::string out;
+  char buf[65536];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
+  const int status = pclose(pipe);
+  if (status != 0) throw std::runtime_error("xz -dc " + path + " failed (wait status " + std::to_string(status) + ")");
+  return out;
+}
+
 std::string fixture_dir() { return PETREL_FIXTURES_DIR; }
 std::string oracle_dir(const std::string& name) { return fixture_dir() + "/oracle/" + name; }
 

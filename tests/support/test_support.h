@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,15 @@ class TempDir {
 // Runs a shell command; returns its standard output (and standard error, merged, unless
 // stdout_only) and sets *status to the wait status.
 std::string run_command(const std::string& command, int* status, bool stdout_only = false);
+
+// Whether the environment variable PETREL_TEST_SKIP (comma-separated names, e.g.
+// "xz") allows skipping what needs `what`. Unset (as in CI): nothing may be skipped, so
+// a missing tool or corpus fails the test instead of turning it into a no-op.
+bool skip_allowed(const std::string& what);
+
+// The decompressed bytes of an .xz file (xz -dc). Throws when xz is missing or fails;
+// returns nullopt instead when xz is missing and PETREL_TEST_SKIP names "xz".
+std::optional<std::string> xz_decompress(const std::string& path);
 
 std::vector<uint8_t> read_bytes(const std::string& path);
 void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes);

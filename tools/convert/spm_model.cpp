@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "convert/convert_error.h"
+#include "core/bytes.h"
 #include "core/utf8.h"
 
 namespace petrel::convert {
@@ -84,9 +85,7 @@ class MessageReader {
   }
   float fixed32_float(const char* field) {
     if (end_ - at_ < 4) fail(std::string(field) + ": truncated 32-bit value");
-    const auto* p = reinterpret_cast<const unsigned char*>(at_);
-    const uint32_t bits = static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 |
-                          static_cast<uint32_t>(p[2]) << 16 | static_cast<uint32_t>(p[3]) << 24;
+    const uint32_t bits = detail::load_le32(at_);
     at_ += 4;
     float value;
     std::memcpy(&value, &bits, sizeof value);
@@ -135,6 +134,9 @@ void read_piece(MessageReader r, SpmModel& m) {
         r.expect(wire, kLengthDelimited, "piece");
         piece = r.text("piece");
         has_piece = true;
+        if (piece.size() > detail::kMaxPieceBytes)
+          r.fail("piece: " + std::to_string(piece.size()) + " bytes, more than the " +
+                 std::to_string(detail::kMaxPieceBytes) + " a piece may have");
         break;
       case 2:
         r.expect(wire, kFixed32, "score");

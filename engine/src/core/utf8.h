@@ -35,6 +35,12 @@ inline size_t utf8_sequence(std::string_view text, size_t at, size_t* prefix) {
   return length;
 }
 
+// The length of the well-formed sequence starting at text[at], or 0.
+inline size_t utf8_sequence(std::string_view text, size_t at) {
+  size_t prefix = 0;
+  return utf8_sequence(text, at, &prefix);
+}
+
 // The code point of the well-formed sequence at text[at] and its length in bytes;
 // an ill-formed sequence decodes as U+FFFD over its maximal subpart (length >= 1).
 struct CodePoint {

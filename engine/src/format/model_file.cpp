@@ -131,6 +131,12 @@ Result<SentencePieceSpec> bind_sentencepiece(const fb::SentencePieceModel* spm, 
                 std::to_string(spm->types()->size()) + " types");
   if (spm->algorithm() != fb::SentencePieceAlgorithm::Unigram && spm->algorithm() != fb::SentencePieceAlgorithm::Bpe)
     return fail(r + ".algorithm: unknown value " + std::to_string(static_cast<int>(spm->algorithm())));
+  for (uint32_t i = 0; i < n; ++i) {
+    const size_t bytes = spm->pieces()->Get(i)->size();
+    if (bytes > kMaxPieceBytes)
+      return fail(r + ".pieces[" + std::to_string(i) + "]: " + std::to_string(bytes) + " bytes, more than the " +
+                  std::to_string(kMaxPieceBytes) + " a piece may have");
+  }
   // Pieces reach callers (tokenize, output_tokens, streamed pieces) and decoded text.
   std::string problem = utf8_problem(*spm->pieces(), r + ".pieces");
   if (problem.empty() && spm->unk_surface()) problem = utf8_problem(spm->unk_surface()->string_view(), r + ".unk_surface");

@@ -4,6 +4,7 @@
 // .spm file the same way. Data only: nothing here knows how text is encoded.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 #include <utility>
@@ -20,6 +21,14 @@ enum class PieceType : uint8_t {                               // ModelProto.Sen
   kUnused = 5,
   kByte = 6,
 };
+
+// The longest piece, in bytes, a tokenizer accepts (loader, SentencePiece::create,
+// petrel-convert's .spm reader). Upstream's trainer refuses max_sentencepiece_length
+// above 512 characters (trainer_interface.cc; the default is 16), i.e. at most 2048
+// bytes of UTF-8; user-defined symbols may be longer but are tags a few bytes long.
+// 4096 leaves room for both, and bounds the work per text position of unigram's
+// lattice and the trie build, which a 4 MB piece would otherwise turn into a hang.
+inline constexpr size_t kMaxPieceBytes = 4096;
 
 // TrainerSpec.unk_surface's default: " ⁇ " (U+2047 between spaces).
 inline constexpr std::string_view kDefaultUnkSurface = " \xe2\x81\x87 ";

@@ -10,14 +10,26 @@ namespace petrel::text {
 Result<std::unique_ptr<FairseqTokenizer>> FairseqTokenizer::create(Parts parts, const std::string& where) {
   auto spm = SentencePiece::create(parts.spm, where + ": tokenizer.source");
   if (!spm) return spm.error();
-  // An empty special text would match at every position of every input.
-  for (size_t i = 0; i < parts.special_ids.size(); ++i)
-    if (parts.vocab[static_cast<size_t>(parts.special_ids[i])].empty())
+  // An empty special text would match at every position of every input; a long one
+  // would cost its length at every position of an input that repeats its beginning.
+  auto special_problem = [&](std::string_view text) -> std::string {
+    if (text.empty()) return "has no token text";
+    if (text.size() > detail::kMaxPieceBytes)
+      return "has a text of " + std::to_string(text.size()) + " bytes, more than the " +
+             std::to_string(detail::kMaxPieceBytes) + " a special token may have";
+    return "";
+  };
+  for (size_t i = 0; i < parts.special_ids.size(); ++i) {
+    const std::string problem = special_problem(parts.vocab[static_cast<size_t>(parts.special_ids[i])]);
+    if (!problem.empty())
       return Error{ErrorCode::kFormat, where + ": tokenizer.special_ids[" + std::to_string(i) + "] = " +
-                                           std::to_string(parts.special_ids[i]) + " has no token text"};
-  for (size_t i = 0; i < parts.languages.size(); ++i)
-    if (parts.languages[i].first.empty())
-      return Error{ErrorCode::kFormat, where + ": tokenizer.languages[" + std::to_string(i) + "].code is empty"};
+                                           std::to_string(parts.special_ids[i]) + " " + problem};
+  }
+  for (size_t i = 0; i < parts.languages.size(); ++i) {
+    const std::string problem = special_problem(parts.languages[i].first);
+    if (!problem.empty())
+      return Error{ErrorCode::kFormat, where + ": tokenizer.languages[" + std::to_string(i) + "].code " + problem};
+  }
   std::unique_ptr<FairseqTokenizer> tok(new FairseqTokenizer(std::move(parts), std::move(spm.value())));
   const std::string_view source = tok->parts_.default_source_language;
   if (!source.empty() && !tok->language_id(source))
@@ -31,17 +43,13 @@ FairseqTokenizer::FairseqTokenizer(Parts parts, SentencePiece spm)
   for (const auto& [code, id] : parts_.languages) language_ids_.emplace(code, id);
   std::vector<int32_t> specials = parts_.special_ids;
   for (const auto& language : parts_.languages) specials.push_back(language.second);
+  std::vector<std::pair<std::string_view, int32_t>> texts;
   for (int32_t id : specials) {
     if (special_[static_cast<size_t>(id)]) continue;
     special_[static_cast<size_t>(id)] = true;
-    const std::string_view token = parts_.vocab[static_cast<size_t>(id)];
-    auto& list = specials_by_byte_[static_cast<unsigned char>(token[0])];
-    if (std::none_of(list.begin(), list.end(), [&](const auto& s) { return s.first == token; }))
-      list.emplace_back(token, id);
+    texts.emplace_back(parts_.vocab[static_cast<size_t>(id)], id);
   }
-  for (auto& list : specials_by_byte_)
-    std::stable_sort(list.begin(), list.end(),
-                     [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+  specials_ = SpecialTokenSplitter(texts);
 }
 
 std::optional<int32_t> FairseqTokenizer::language_id(std::string_view code) const {
@@ -98,28 +106,19 @@ Result<TokenizedText> FairseqTokenizer::tokenize_in(std::string_view text, std::
     }
     return Status::ok();
   };
-  size_t start = 0;
-  for (size_t at = 0; at < text.size();) {
-    const std::pair<std::string_view, int32_t>* found = nullptr;
-    for (const auto& special : specials_by_byte_[static_cast<unsigned char>(text[at])])
-      if (text.compare(at, special.first.size(), special.first) == 0) {
-        found = &special;
-        break;
-      }
-    if (found == nullptr) {
-      ++at;
+  std::vector<TextSegment> segments;
+  specials_.split(text, segments);
+  for (size_t k = 0; k < segments.size(); ++k) {
+    if (segments[k].special_id >= 0) {
+      add(segments[k].text, segments[k].special_id);
       continue;
     }
-    std::string_view chunk = text.substr(start, at - start);
-    if (found->second == parts_.mask_id) chunk = python_rstrip(chunk);  // <mask> is lstrip=True
+    std::string_view chunk = segments[k].text;
+    // <mask> is lstrip=True: it takes the whitespace before it.
+    if (k + 1 < segments.size() && segments[k + 1].special_id == parts_.mask_id) chunk = python_rstrip(chunk);
     Status s = encode_chunk(chunk);
     if (!s) return s.error();
-    add(found->first, found->second);
-    at += found->first.size();
-    start = at;
   }
-  Status s = encode_chunk(text.substr(start));
-  if (!s) return s.error();
   add(parts_.vocab[static_cast<size_t>(parts_.eos_id)], parts_.eos_id);
   if (parts_.placement == Placement::kLast) add(language_token, language.value());
   return out;

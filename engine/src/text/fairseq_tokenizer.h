@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "text/sentencepiece.h"
+#include "text/special_tokens.h"
 #include "text/tokenizer.h"
 
 namespace petrel::text {
@@ -55,9 +56,7 @@ class FairseqTokenizer final : public Tokenizer {
   Parts parts_;
   SentencePiece spm_;
   std::vector<bool> special_;  // per model id: skipped when decoding
-  // Special texts by first byte, longest first: the leftmost-longest match is the first
-  // of its byte's list that matches.
-  std::vector<std::pair<std::string_view, int32_t>> specials_by_byte_[256];
+  SpecialTokenSplitter specials_;  // special_ids' and the languages' texts
   std::unordered_map<std::string_view, int32_t> language_ids_;
 };
 

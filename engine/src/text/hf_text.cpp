@@ -3,32 +3,35 @@
 #include <cstdint>
 #include <utility>
 
+#include "core/unicode.h"
+#include "core/utf8.h"
 #include "text/spm_normalizer.h"
 
 namespace petrel::text {
 namespace {
 
-// Python's str.isspace() (what str.strip() removes), for one code point.
-bool python_space(uint32_t c) {
-  return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x3000;
-}
-
-// The code point of the well-formed UTF-8 character of `length` bytes at p.
-uint32_t code_point(const char* p, size_t length) {
-  const auto b = [&](size_t i) { return static_cast<uint32_t>(static_cast<unsigned char>(p[i])); };
-  switch (length) {
-    case 1: return b(0);
-    case 2: return (b(0) & 0x1f) << 6 | (b(1) & 0x3f);
-    case 3: return (b(0) & 0x0f) << 12 | (b(1) & 0x3f) << 6 | (b(2) & 0x3f);
-    default: return (b(0) & 0x07) << 18 | (b(1) & 0x3f) << 12 | (b(2) & 0x3f) << 6 | (b(3) & 0x3f);
-  }
-}
-
-// Length of the whitespace character starting at text[at], or 0.
+// Length of the whitespace character (Python's str.isspace(), what str.strip()
+// removes) starting at text[at], or 0; malformed UTF-8 is never space.
 size_t space_at(std::string_view text, size_t at) {
-  const size_t n = utf8::valid_length(text.data() + at, text.size() - at);
-  return n > 0 && python_space(code_point(text.data() + at, n)) ? n : 0;
+  const detail::CodePoint c = detail::utf8_decode(text, at);  // malformed: U+FFFD, no space
+  return detail::is_python_space(c.value) ? c.length : 0;
+}
+
+// Python's str.replace(before, after) in one pass: non-overlapping occurrences, left
+// to right (replacing in place would move the rest of the text for each one).
+void replace_all(std::string& text, std::string_view before, std::string_view after) {
+  size_t at = text.find(before);
+  if (at == std::string::npos) return;
+  std::string out;
+  out.reserve(text.size());
+  size_t from = 0;
+  for (; at != std::string::npos; at = text.find(before, from)) {
+    out.append(text, from, at - from);
+    out.append(after);
+    from = at + before.size();
+  }
+  out.append(text, from, std::string::npos);
+  text.swap(out);
 }
 
 }  // namespace
@@ -55,18 +58,13 @@ std::string_view python_rstrip(std::string_view text) {
   return text.substr(0, end);
 }
 
-void space_symbols_to_spaces(std::string& text) {
-  for (size_t at = text.find(kSpaceSymbol); at != std::string::npos; at = text.find(kSpaceSymbol, at + 1))
-    text.replace(at, kSpaceSymbol.size(), " ");
-}
+void space_symbols_to_spaces(std::string& text) { replace_all(text, kSpaceSymbol, " "); }
 
 void clean_up_tokenization(std::string& text) {  // the base class's replacements, in its order
   static constexpr std::pair<std::string_view, std::string_view> kCleanUp[] = {
       {" .", "."},     {" ?", "?"},   {" !", "!"},   {" ,", ","},     {" ' ", "'"},
       {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
-  for (const auto& [before, after] : kCleanUp)
-    for (size_t at = text.find(before); at != std::string::npos; at = text.find(before, at + after.size()))
-      text.replace(at, before.size(), after);
+  for (const auto& [before, after] : kCleanUp) replace_all(text, before, after);
 }
 
 }  // namespace petrel::text

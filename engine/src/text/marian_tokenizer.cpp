@@ -16,41 +16,30 @@ bool is_special(std::string_view token) {
 }
 
 // The special tokens' texts and the chunks between them, whitespace beside a special
-// token dropped, empty chunks left out (the base class's no-split tokens).
-std::vector<std::string_view> split_specials(std::string_view text) {
-  std::vector<std::string_view> chunks;
-  size_t start = 0;
-  for (size_t at = 0; at < text.size();) {
-    std::string_view found;
-    for (std::string_view s : kSpecials)
-      if (text.compare(at, s.size(), s) == 0) found = s;
-    if (found.empty()) {
-      ++at;
-      continue;
-    }
-    chunks.push_back(text.substr(start, at - start));
-    chunks.push_back(found);
-    at += found.size();
-    start = at;
-  }
-  chunks.push_back(text.substr(start));
+// token dropped, empty chunks left out (MarianTokenizer's _split_specials).
+void marian_chunks(const SpecialTokenSplitter& specials, std::string_view text, std::vector<TextSegment>& chunks) {
+  specials.split(text, chunks);
   for (size_t k = 0; k < chunks.size(); ++k) {
-    if (!is_special(chunks[k])) continue;
-    if (k > 0 && !is_special(chunks[k - 1])) chunks[k - 1] = python_rstrip(chunks[k - 1]);
-    if (k + 1 < chunks.size() && !is_special(chunks[k + 1])) chunks[k + 1] = python_lstrip(chunks[k + 1]);
+    if (chunks[k].special_id < 0) continue;
+    if (k > 0 && chunks[k - 1].special_id < 0) chunks[k - 1].text = python_rstrip(chunks[k - 1].text);
+    if (k + 1 < chunks.size() && chunks[k + 1].special_id < 0) chunks[k + 1].text = python_lstrip(chunks[k + 1].text);
   }
-  chunks.erase(std::remove_if(chunks.begin(), chunks.end(), [](std::string_view c) { return c.empty(); }),
+  chunks.erase(std::remove_if(chunks.begin(), chunks.end(), [](const TextSegment& c) { return c.text.empty(); }),
                chunks.end());
-  return chunks;
 }
 
 // Python's re ">>.+<<" (greedy, '.' is anything but a newline) searched from `from`:
-// the match's [begin, end), or begin == npos.
+// the match's [begin, end), or begin == npos. A ">>" matches with the last "<<" of its
+// line at least 3 bytes on; when the first ">>" of a line has none, no later one of
+// that line has, so the search moves to the next line: each byte is looked at a
+// bounded number of times, and a caller that goes on from `end` stays linear.
 std::pair<size_t, size_t> language_code_match(std::string_view text, size_t from) {
-  for (size_t begin = text.find(">>", from); begin != std::string_view::npos; begin = text.find(">>", begin + 1)) {
+  for (size_t begin = text.find(">>", from); begin != std::string_view::npos;) {
     const size_t line_end = std::min(text.find('\n', begin), text.size());
-    const size_t close = text.substr(0, line_end).rfind("<<");
-    if (close != std::string_view::npos && close >= begin + 3) return {begin, close + 2};
+    const size_t close = text.substr(begin, line_end - begin).rfind("<<");  // from begin: the scan stays in the line
+    if (close != std::string_view::npos && close >= 3) return {begin, begin + close + 2};
+    if (line_end == text.size()) break;
+    begin = text.find(">>", line_end);
   }
   return {std::string_view::npos, 0};
 }
@@ -67,7 +56,10 @@ Result<std::unique_ptr<MarianTokenizer>> MarianTokenizer::create(Parts parts, co
 }
 
 MarianTokenizer::MarianTokenizer(Parts parts, SentencePiece source, SentencePiece target)
-    : parts_(std::move(parts)), source_(std::move(source)), target_(std::move(target)) {
+    : parts_(std::move(parts)),
+      source_(std::move(source)),
+      target_(std::move(target)),
+      specials_({{kSpecials[0], parts_.eos_id}, {kSpecials[1], parts_.unk_id}, {kSpecials[2], parts_.pad_id}}) {
   for (size_t id = 0; id < parts_.vocab.size(); ++id) {
     const std::string_view token = parts_.vocab[id];
     if (token.size() > 4 && token.compare(0, 2, ">>") == 0 && token.compare(token.size() - 2, 2, "<<") == 0)
@@ -88,11 +80,14 @@ Result<TokenizedText> MarianTokenizer::tokenize(std::string_view text) const {
   };
   Encoding encoding;
   std::string rest;
-  for (std::string_view chunk : split_specials(text)) {
-    if (is_special(chunk)) {
-      add(chunk, chunk == kSpecials[0] ? parts_.eos_id : chunk == kSpecials[1] ? parts_.unk_id : parts_.pad_id);
+  std::vector<TextSegment> chunks;
+  marian_chunks(specials_, text, chunks);
+  for (const TextSegment& segment : chunks) {
+    if (segment.special_id >= 0) {
+      add(segment.text, segment.special_id);
       continue;
     }
+    const std::string_view chunk = segment.text;
     // A leading language code is a token; every match of the pattern leaves the text.
     auto [begin, end] = language_code_match(chunk, 0);
     if (begin == 0) {

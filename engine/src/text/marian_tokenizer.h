@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "text/sentencepiece.h"
+#include "text/special_tokens.h"
 #include "text/tokenizer.h"
 
 namespace petrel::text {
@@ -43,6 +44,7 @@ class MarianTokenizer final : public Tokenizer {
 
   Parts parts_;
   SentencePiece source_, target_;
+  SpecialTokenSplitter specials_;  // </s>, <unk>, <pad>
   std::unordered_map<std::string_view, int32_t> language_codes_;  // ">>xx<<" tokens of the vocabulary
 };
 

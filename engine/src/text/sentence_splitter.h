@@ -3,9 +3,10 @@
 //
 // A sentence ends
 //  * after . ! ? … (and ‼ ⁇ ⁈ ⁉), closing quotes or brackets may follow, when whitespace
-//    and then the start of a sentence come next: an uppercase letter, a digit, an opening
-//    quote or bracket (" ' ( [ « “ ‘ „ ¿ ¡), or a letter of a script without case
-//    (CJK, Kana, Hangul, Arabic, Hebrew, Indic, Thai, ...) — never a lowercase letter;
+//    (Unicode White_Space) and then the start of a sentence come next: an uppercase or
+//    titlecase letter (Lu, Lt), a digit (Nd), an opening quote or bracket
+//    (" ' ( [ « “ ‘ „ ¿ ¡), or a letter of a script without case (Lo, Lm: CJK, Kana,
+//    Hangul, Arabic, Hebrew, Indic, Thai, ...; Georgian) — never a lowercase letter;
 //    a period does not end a sentence after a known abbreviation (e.g. i.e. Mr. Dr. vs.
 //    z.B. d.h. usw. ...; sentence_splitter.cpp lists them) or after a single letter (initials, "U.S.");
 //  * after the full-width stops of CJK text (。！？．), closing brackets may follow,

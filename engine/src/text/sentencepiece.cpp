@@ -8,25 +8,11 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/quoted.h"
+#include "core/utf8.h"
+
 namespace petrel::text {
 namespace {
-
-// A piece for an error message: at most 40 bytes, control and non-ASCII bytes as \xNN.
-std::string quoted(std::string_view s) {
-  std::string out = "'";
-  for (size_t i = 0; i < s.size() && i < 40; ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c < 0x7f && c != '\'' && c != '\\') {
-      out += static_cast<char>(c);
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    }
-  }
-  if (s.size() > 40) out += "...";
-  return out + "'";
-}
 
 // "<0x41>" -> 0x41; -1 unless the piece is exactly upstream's ByteToPiece format
 // ("<0x%02X>", upper-case hex).
@@ -80,6 +66,9 @@ Result<SentencePiece> SentencePiece::create(const SentencePieceSpec& spec, const
     auto field = [i]() { return "pieces[" + std::to_string(i) + "]"; };  // only for messages
     const std::string_view piece = spec.pieces[i];
     if (piece.empty()) return format_error(where, field() + ".piece: empty (a piece must not be empty)");
+    if (piece.size() > detail::kMaxPieceBytes)
+      return format_error(where, field() + ".piece: " + std::to_string(piece.size()) + " bytes, more than the " +
+                                     std::to_string(detail::kMaxPieceBytes) + " a piece may have");
     if (std::isnan(spec.scores[i])) return format_error(where, field() + ".score: NaN");
     const auto id = static_cast<int32_t>(i);
     switch (spec.types[i]) {
@@ -89,7 +78,7 @@ Result<SentencePiece> SentencePiece::create(const SentencePieceSpec& spec, const
         break;
       case PieceType::kUnknown:
         if (sp.unk_id_ >= 0)
-          return format_error(where, field() + ".type: a second UNKNOWN piece " + quoted(piece) + " (pieces[" +
+          return format_error(where, field() + ".type: a second UNKNOWN piece " + detail::quoted(piece, 40) + " (pieces[" +
                                          std::to_string(sp.unk_id_) + "] is one already)");
         sp.unk_id_ = id;
         break;
@@ -98,7 +87,7 @@ Result<SentencePiece> SentencePiece::create(const SentencePieceSpec& spec, const
         // control piece there would be emitted without consuming text, which upstream
         // rejects mid-encode ("all normalized characters are not consumed").
         if (spec.algorithm == SpmAlgorithm::kBpe && utf8::lead_length(static_cast<unsigned char>(piece[0])) >= piece.size())
-          return format_error(where, field() + ": the CONTROL piece " + quoted(piece) +
+          return format_error(where, field() + ": the CONTROL piece " + detail::quoted(piece, 40) +
                                          " is a single character, which a BPE model cannot encode");
         break;
       case PieceType::kUserDefined:
@@ -109,10 +98,10 @@ Result<SentencePiece> SentencePiece::create(const SentencePieceSpec& spec, const
         break;
       case PieceType::kByte: {
         if (!spec.byte_fallback)
-          return format_error(where, field() + ": BYTE piece " + quoted(piece) +
+          return format_error(where, field() + ": BYTE piece " + detail::quoted(piece, 40) +
                                          " although trainer_spec.byte_fallback is false");
         const int byte = byte_of_piece(piece);
-        if (byte < 0) return format_error(where, field() + ": BYTE piece " + quoted(piece) + " is not <0x00>..<0xFF>");
+        if (byte < 0) return format_error(where, field() + ": BYTE piece " + detail::quoted(piece, 40) + " is not <0x00>..<0xFF>");
         sp.byte_ids_[byte] = id;  // a second <0xNN> is a duplicate piece, caught below
         break;
       }
@@ -135,7 +124,7 @@ Result<SentencePiece> SentencePiece::create(const SentencePieceSpec& spec, const
   // tolerates one string in both; one piece string per id here, so ids and strings
   // convert both ways.
   if (const PieceTrie::Duplicate dup = sp.trie_.build(sp.pieces_); dup.first >= 0)
-    return format_error(where, "pieces[" + std::to_string(dup.second) + "]: " + quoted(sp.pieces_[static_cast<size_t>(dup.second)]) +
+    return format_error(where, "pieces[" + std::to_string(dup.second) + "]: " + detail::quoted(sp.pieces_[static_cast<size_t>(dup.second)], 40) +
                                    " duplicates pieces[" + std::to_string(dup.first) + "]");
 
   Result<CharsMap> map = CharsMap::parse(spec.precompiled_charsmap, where + ": normalizer_spec");
@@ -194,7 +183,11 @@ void SentencePiece::emit_pieces(Encoding& work) const {
         const int32_t id = byte_ids_[static_cast<unsigned char>(work.normalized_[span.begin + i])];
         work.pieces_.push_back(Piece{id, pieces_[static_cast<size_t>(id)]});
       }
-    } else if (unknown && previous_unknown) {  // one piece for a run of unknown characters
+    } else if (unknown && previous_unknown &&
+               work.pieces_.back().text.data() + work.pieces_.back().text.size() ==
+                   work.normalized_.data() + span.begin) {
+      // One piece for a run of unknown characters; the view grows only over the span
+      // that follows it in the normalized text (the segmenters emit spans in order).
       std::string_view& text = work.pieces_.back().text;
       text = std::string_view(text.data(), text.size() + span.size);
     } else if (unknown) {  // its text is the input's (normalized), not the unknown piece's
@@ -212,7 +205,7 @@ void SentencePiece::decode_impl(size_t count, PieceAt piece_at, std::string& out
   std::string bytes;  // a run of byte pieces, decoded together as UTF-8
   auto flush_bytes = [&]() {
     for (size_t at = 0; at < bytes.size();) {
-      const size_t length = utf8::valid_length(bytes.data() + at, bytes.size() - at);
+      const size_t length = detail::utf8_sequence(bytes, at);
       if (length == 0) {
         out += kReplacementCharacter;
         at += 1;

@@ -4,9 +4,10 @@
 // unused) merges first, ties to the leftmost; stale candidates are recognised by their
 // size. Unused pieces are split again into the pair that last proposed them, as
 // upstream's rev_merge map does (the last proposal wins, whether it merged or not).
+// The map keeps where that pair split (the left part's length), not the pair's bytes:
+// equal strings split alike, and each occurrence is split where it is.
 #include <algorithm>
 #include <unordered_map>
-#include <utility>
 
 #include "text/sentencepiece.h"
 
@@ -42,7 +43,7 @@ void SentencePiece::encode_bpe(std::string_view normalized, Encoding& work) cons
     return a.score < b.score || (a.score == b.score && a.left > b.left);
   };
   // rev_merge: only models with unused pieces need it.
-  std::unordered_map<std::string_view, std::pair<std::string_view, std::string_view>> split_of;
+  std::unordered_map<std::string_view, uint32_t> left_size_of;
 
   auto propose = [&](int32_t left, int32_t right) {
     if (left < 0 || right < 0) return;
@@ -58,7 +59,7 @@ void SentencePiece::encode_bpe(std::string_view normalized, Encoding& work) cons
     agenda.push_back(Encoding::Pair{scores_[static_cast<size_t>(id)], left, right, l.size + r.size, node});
     std::push_heap(agenda.begin(), agenda.end(), lower_priority);
     if (type == PieceType::kUnused)
-      split_of[normalized.substr(l.begin, l.size + r.size)] = std::make_pair(bytes_of(l), bytes_of(r));
+      left_size_of[normalized.substr(l.begin, l.size + r.size)] = l.size;
   };
 
   for (size_t i = 1; i < symbols.size(); ++i) propose(static_cast<int32_t>(i - 1), static_cast<int32_t>(i));
@@ -94,19 +95,19 @@ void SentencePiece::encode_bpe(std::string_view normalized, Encoding& work) cons
       const Encoding::Span span = stack.back();
       stack.pop_back();
       const auto found = types_[static_cast<size_t>(span.id)] == PieceType::kUnused
-                             ? split_of.find(normalized.substr(span.begin, span.size))
-                             : split_of.end();
-      if (found == split_of.end()) {
+                             ? left_size_of.find(normalized.substr(span.begin, span.size))
+                             : left_size_of.end();
+      if (found == left_size_of.end()) {
         work.spans_.push_back(span);
         continue;
       }
-      const std::string_view left = found->second.first, right = found->second.second;
-      auto span_of = [&](std::string_view part) {
-        return Encoding::Span{static_cast<uint32_t>(part.data() - normalized.data()),
-                              static_cast<uint32_t>(part.size()), piece_to_id(part)};
+      auto span_of = [&](uint32_t begin, uint32_t size) {
+        return Encoding::Span{begin, size, piece_to_id(normalized.substr(begin, size))};
       };
-      stack.push_back(span_of(right));
-      stack.push_back(span_of(left));
+      const Encoding::Span left = span_of(span.begin, found->second);
+      const Encoding::Span right = span_of(span.begin + found->second, span.size - found->second);
+      stack.push_back(right);
+      stack.push_back(left);
     }
   }
 }

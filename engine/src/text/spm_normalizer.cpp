@@ -2,35 +2,10 @@
 
 #include <cstring>
 
+#include "core/bytes.h"
 #include "core/utf8.h"
 
 namespace petrel::text {
-
-namespace utf8 {
-
-size_t valid_length(const char* p, size_t n) {
-  auto byte = [p](size_t i) { return static_cast<uint32_t>(static_cast<unsigned char>(p[i])); };
-  auto trail = [&byte](size_t i) { return (byte(i) & 0xc0) == 0x80; };
-  auto scalar = [](uint32_t c) { return c < 0xd800 || (c >= 0xe000 && c <= 0x10ffff); };
-  const uint32_t lead = byte(0);
-  if (lead < 0x80) return 1;
-  if (n >= 2 && (lead & 0xe0) == 0xc0) {
-    const uint32_t c = ((lead & 0x1f) << 6) | (byte(1) & 0x3f);
-    return trail(1) && c >= 0x80 ? 2 : 0;
-  }
-  if (n >= 3 && (lead & 0xf0) == 0xe0) {
-    const uint32_t c = ((lead & 0x0f) << 12) | ((byte(1) & 0x3f) << 6) | (byte(2) & 0x3f);
-    return trail(1) && trail(2) && c >= 0x800 && scalar(c) ? 3 : 0;
-  }
-  if (n >= 4 && (lead & 0xf8) == 0xf0) {
-    const uint32_t c =
-        ((lead & 0x07) << 18) | ((byte(1) & 0x3f) << 12) | ((byte(2) & 0x3f) << 6) | (byte(3) & 0x3f);
-    return trail(1) && trail(2) && trail(3) && c >= 0x10000 && scalar(c) ? 4 : 0;
-  }
-  return 0;
-}
-
-}  // namespace utf8
 
 namespace {
 
@@ -40,10 +15,6 @@ uint32_t label(uint32_t unit) { return unit & ((1u << 31) | 0xff); }
 size_t offset(uint32_t unit) { return static_cast<size_t>(unit >> 10) << ((unit & (1u << 9)) >> 6); }
 uint32_t value(uint32_t unit) { return unit & ((1u << 31) - 1); }
 
-uint32_t load_le32(const unsigned char* p) {
-  return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 | static_cast<uint32_t>(p[2]) << 16 |
-         static_cast<uint32_t>(p[3]) << 24;
-}
 
 }  // namespace
 
@@ -54,7 +25,7 @@ Result<CharsMap> CharsMap::parse(std::string_view blob, const std::string& where
     return Error{ErrorCode::kFormat, where + ": precompiled_charsmap: " + std::to_string(blob.size()) +
                                          " bytes, too short for its 4-byte trie size"};
   const auto* bytes = reinterpret_cast<const unsigned char*>(blob.data());
-  const uint32_t trie_size = load_le32(bytes);
+  const uint32_t trie_size = detail::load_le32(bytes);
   if (trie_size > blob.size() - 4)
     return Error{ErrorCode::kFormat, where + ": precompiled_charsmap: its trie of " + std::to_string(trie_size) +
                                          " bytes runs past the end of the " + std::to_string(blob.size()) +
@@ -65,7 +36,7 @@ Result<CharsMap> CharsMap::parse(std::string_view blob, const std::string& where
   return map;
 }
 
-uint32_t CharsMap::unit(size_t index) const { return load_le32(units_ + 4 * index); }
+uint32_t CharsMap::unit(size_t index) const { return detail::load_le32(units_ + 4 * index); }
 
 size_t CharsMap::longest_match(std::string_view text, std::string_view& replacement) const {
   if (unit_count_ == 0) return 0;
@@ -108,7 +79,7 @@ std::string_view Normalizer::normalize_prefix(std::string_view input, const Symb
     consumed = n;
     return replacement;
   }
-  const size_t n = utf8::valid_length(input.data(), input.size());
+  const size_t n = detail::utf8_sequence(input, 0);
   if (n == 0) {  // malformed: one byte becomes U+FFFD
     consumed = 1;
     return kReplacementCharacter;

@@ -28,10 +28,8 @@ inline size_t lead_length(unsigned char lead) {
   return static_cast<size_t>("\1\1\1\1\1\1\1\1\1\1\1\1\2\2\3\4"[lead >> 4]);
 }
 
-// Decodes one character of [p, p + n), n >= 1, as upstream's DecodeUTF8 +
-// IsValidDecodeUTF8: returns its length when it is well-formed (shortest form, no
-// surrogate, at most U+10FFFF), 0 when the first byte starts no valid character.
-size_t valid_length(const char* p, size_t n);
+// Upstream's DecodeUTF8 + IsValidDecodeUTF8 accept what detail::utf8_sequence
+// (core/utf8.h) accepts; where it returns 0, upstream takes one byte as U+FFFD.
 
 }  // namespace utf8
 

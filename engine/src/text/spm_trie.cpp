@@ -4,6 +4,8 @@
 #include <cstring>
 #include <string>
 
+#include "core/bytes.h"
+
 namespace petrel::text {
 
 namespace {
@@ -17,19 +19,9 @@ struct Key {
   int32_t id;
 };
 
-// Eight bytes at p as a big-endian number (memcpy: any alignment).
-uint64_t load_be64(const char* p) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-  v = __builtin_bswap64(v);
-#endif
-  return v;
-}
-
 Key key_at(std::string_view piece, size_t depth, int32_t id) {
   const size_t size = piece.size() > depth ? piece.size() - depth : 0;
-  if (size >= 8) return Key{load_be64(piece.data() + depth), size > 8 ? 9u : 8u, id};
+  if (size >= 8) return Key{detail::load_be64(piece.data() + depth), size > 8 ? 9u : 8u, id};
   uint64_t chunk = 0;
   for (size_t i = 0; i < size; ++i)
     chunk |= static_cast<uint64_t>(static_cast<unsigned char>(piece[depth + i])) << (56 - 8 * i);
@@ -42,46 +34,61 @@ bool key_less(const Key& a, const Key& b) {
   return a.rest != b.rest ? a.rest < b.rest : a.id < b.id;
 }
 
-// Sorts `keys` (chunks at `depth`) and, inside runs of equal keys that go on, by the
-// following chunks.
-void sort_keys(const std::vector<std::string_view>& pieces, std::vector<Key>& keys, size_t depth) {
-  if (keys.size() > 64) {
-    // Least-significant-digit radix sort: the rest, then the chunk 11 bits at a time.
-    // It reads no piece bytes, which are scattered through a model file.
-    std::vector<Key> spare(keys.size());
-    std::vector<uint32_t> count;
-    auto pass = [&](auto digit, size_t buckets) {
-      count.assign(buckets + 1, 0);
-      for (const Key& k : keys) ++count[digit(k) + 1];
-      if (count[digit(keys[0]) + 1] == keys.size()) return;  // one value: nothing to do
-      for (size_t b = 0; b < buckets; ++b) count[b + 1] += count[b];
-      for (const Key& k : keys) spare[count[digit(k)]++] = k;
-      keys.swap(spare);
-    };
-    for (int shift = 0; shift < 64; shift += 11)
-      pass([shift](const Key& k) { return static_cast<size_t>((k.chunk >> shift) & 0x7ff); }, 0x800);
-  } else {
-    std::sort(keys.begin(), keys.end(), key_less);
+// Sorts keys[lo, hi) by their chunks alone.
+void sort_chunks(std::vector<Key>& keys, size_t lo, size_t hi, std::vector<Key>& spare) {
+  const size_t n = hi - lo;
+  if (n <= 64) {
+    std::sort(keys.begin() + static_cast<long>(lo), keys.begin() + static_cast<long>(hi), key_less);
+    return;
   }
-  // Runs of equal chunks: ordered by how many bytes follow (a prefix first), and those
-  // that go on by the next chunk.
-  std::vector<Key> run;
-  for (size_t i = 0; i < keys.size();) {
-    size_t j = i + 1;
-    while (j < keys.size() && keys[j].chunk == keys[i].chunk) ++j;
-    if (j - i > 1) {
-      std::sort(keys.begin() + static_cast<long>(i), keys.begin() + static_cast<long>(j), key_less);
-      size_t longer = i;
-      while (longer < j && keys[longer].rest < 9) ++longer;
-      if (j - longer > 1) {
-        run.clear();
-        for (size_t k = longer; k < j; ++k)
-          run.push_back(key_at(pieces[static_cast<size_t>(keys[k].id)], depth + 8, keys[k].id));
-        sort_keys(pieces, run, depth + 8);
-        std::copy(run.begin(), run.end(), keys.begin() + static_cast<long>(longer));
+  // Least-significant-digit radix sort, 11 bits at a time. It reads no piece bytes,
+  // which are scattered through a model file.
+  spare.resize(n);
+  Key* data = keys.data() + lo;
+  std::vector<uint32_t> count;
+  for (int shift = 0; shift < 64; shift += 11) {
+    auto digit = [shift](const Key& k) { return static_cast<size_t>((k.chunk >> shift) & 0x7ff); };
+    count.assign(0x801, 0);
+    for (size_t i = 0; i < n; ++i) ++count[digit(data[i]) + 1];
+    if (count[digit(data[0]) + 1] == n) continue;  // one value: nothing to do
+    for (size_t b = 0; b < 0x800; ++b) count[b + 1] += count[b];
+    for (size_t i = 0; i < n; ++i) spare[count[digit(data[i])]++] = data[i];
+    std::copy(spare.begin(), spare.begin() + static_cast<long>(n), data);
+  }
+}
+
+// Sorts `keys` (made at depth 0) into byte order of the pieces. A range of keys whose
+// chunks are equal and whose pieces go on is re-keyed by the next chunk and sorted
+// again; the ranges wait on an explicit list, so pieces sharing a long prefix cost
+// heap space, not stack (the stack would overflow on a hostile model's pieces).
+void sort_keys(const std::vector<std::string_view>& pieces, std::vector<Key>& keys) {
+  struct Pending {
+    size_t lo, hi, depth;
+  };
+  std::vector<Pending> pending{Pending{0, keys.size(), 0}};
+  std::vector<Key> spare;
+  while (!pending.empty()) {
+    const Pending range = pending.back();
+    pending.pop_back();
+    sort_chunks(keys, range.lo, range.hi, spare);
+    // Runs of equal chunks: ordered by how many bytes follow (a prefix first), and
+    // those that go on by the next chunk.
+    for (size_t i = range.lo; i < range.hi;) {
+      size_t j = i + 1;
+      while (j < range.hi && keys[j].chunk == keys[i].chunk) ++j;
+      if (j - i > 1) {
+        std::sort(keys.begin() + static_cast<long>(i), keys.begin() + static_cast<long>(j), key_less);
+        size_t longer = i;
+        while (longer < j && keys[longer].rest < 9) ++longer;
+        if (j - longer > 1) {
+          const size_t depth = range.depth + 8;
+          for (size_t k = longer; k < j; ++k)
+            keys[k] = key_at(pieces[static_cast<size_t>(keys[k].id)], depth, keys[k].id);
+          pending.push_back(Pending{longer, j, depth});
+        }
       }
+      i = j;
     }
-    i = j;
   }
 }
 
@@ -89,7 +96,7 @@ void sort_keys(const std::vector<std::string_view>& pieces, std::vector<Key>& ke
 std::vector<int32_t> sorted_ids(const std::vector<std::string_view>& pieces) {
   std::vector<Key> keys(pieces.size());
   for (size_t i = 0; i < pieces.size(); ++i) keys[i] = key_at(pieces[i], 0, static_cast<int32_t>(i));
-  if (!keys.empty()) sort_keys(pieces, keys, 0);
+  sort_keys(pieces, keys);
   std::vector<int32_t> order(pieces.size());
   for (size_t i = 0; i < keys.size(); ++i) order[i] = keys[i].id;
   return order;
@@ -125,7 +132,7 @@ PieceTrie::Duplicate PieceTrie::build(const std::vector<std::string_view>& piece
     const char* b = bytes.data() + begin[i];
     size_t k = 0;
     while (k < limit) {  // a word at a time: the first differing byte is the highest of the XOR
-      const uint64_t diff = load_be64(a + k) ^ load_be64(b + k);
+      const uint64_t diff = detail::load_be64(a + k) ^ detail::load_be64(b + k);
       if (diff != 0) {
         k += static_cast<size_t>(__builtin_clzll(diff) / 8);
         break;
