@@ -283,7 +283,7 @@ struct ObserverScope {
 };
 }  // namespace
 
-TEST_CASE("batch: whatever a worker throws becomes its batch's inputs' error; the others translate",
+TEST_CASE("batch: whatever a worker throws becomes its batch's inputs' error, the others translate",
           "[batch][threads]") {
   auto model = en_de();
   const std::vector<std::string> texts = test_sentences(12);
@@ -347,7 +347,7 @@ TEST_CASE("batch: a sink that throws cancels the batches not yet started", "[bat
   }
 }
 
-TEST_CASE("batch: inputs are taken a window at a time; totals are a value", "[batch]") {
+TEST_CASE("batch: inputs are taken a window at a time, totals are a value", "[batch]") {
   auto model = en_de();
   const std::vector<std::string> texts = test_sentences(12);
   auto batch = BatchTranslator::create(model);
