@@ -680,6 +680,28 @@ TEST_CASE("Hostile charsmaps never read out of bounds or loop", "[sentencepiece]
   CHECK(built > 200);
 }
 
+TEST_CASE("A charsmap replacement longer than kMaxRuleBytes is no rule", "[sentencepiece]") {
+  // nmt_nfkc's map with the NULs that end its replacements overwritten: every rule's
+  // replacement runs on through the string block. Each match used to scan (memchr, UTF-8
+  // check) to the end of the block and write all of it: work per text position
+  // proportional to the file.
+  const convert::SpmModel file = convert::read_spm_model(spm_dir() + "/models/unigram_nfkc.spm");
+  std::string map(file.precompiled_charsmap);
+  const size_t trie_bytes = uint32_t{static_cast<unsigned char>(map[0])} | uint32_t{static_cast<unsigned char>(map[1])} << 8 |
+                            uint32_t{static_cast<unsigned char>(map[2])} << 16 | uint32_t{static_cast<unsigned char>(map[3])} << 24;
+  REQUIRE(4 + trie_bytes + 2 * text::CharsMap::kMaxRuleBytes < map.size());
+  for (size_t i = 4 + trie_bytes; i < map.size(); ++i)
+    if (map[i] == '\0') map[i] = 'a';
+  text::SentencePieceSpec spec = file.spec();
+  spec.precompiled_charsmap = map;
+  auto sp = SentencePiece::create(spec, "long_rules.spm");
+  REQUIRE(sp);
+  Encoding e;
+  // Full-width letters, a rule each in nmt_nfkc, stay as they are.
+  REQUIRE(sp.value().encode("\xef\xbc\xa1\xef\xbc\xa2", e));
+  CHECK(e.normalized() == "\xe2\x96\x81\xef\xbc\xa1\xef\xbc\xa2");
+}
+
 TEST_CASE("A charsmap replacement that is not UTF-8 is no rule: pieces stay text", "[sentencepiece][utf8]") {
   const convert::SpmModel file = convert::read_spm_model(spm_dir() + "/models/unigram_nfkc.spm");
   const std::string original(file.precompiled_charsmap);

@@ -313,12 +313,12 @@ TEST_CASE("text: a hostile tokenizer section is refused at load, by field", "[te
     // that follow, up to a NUL (what the FlatBuffers verifier wants after a string).
     auto bytes = good;
     auto* piece = tokenizer_of(bytes)->mutable_source()->mutable_pieces()->GetMutableObject(100);
-    const auto* data = reinterpret_cast<const uint8_t*>(piece->c_str());
+    const auto at = static_cast<size_t>(reinterpret_cast<const uint8_t*>(piece->c_str()) - bytes.data());
     size_t length = detail::kMaxPieceBytes + 1;
-    while (data + length < bytes.data() + bytes.size() && data[length] != 0) ++length;
-    REQUIRE(data + length < bytes.data() + bytes.size() - 4096);  // inside the metadata
+    while (at + length < bytes.size() && bytes[at + length] != 0) ++length;
+    REQUIRE(at + length + 4096 < bytes.size());  // inside the metadata
     const auto prefix = static_cast<uint32_t>(length);
-    std::memcpy(const_cast<uint8_t*>(data) - 4, &prefix, 4);
+    std::memcpy(bytes.data() + at - 4, &prefix, 4);
     expect(bytes, "tokenizer.source.pieces[100]: " + std::to_string(length) + " bytes",
            "more than the " + std::to_string(detail::kMaxPieceBytes));
   }

@@ -419,7 +419,23 @@ def regressions():
         # Sentence splitting (control byte 8) of periods each followed by EM SPACE and a
         # capital: the word before each period was scanned back to an ASCII space.
         ("fuzz_text", "periods_em_space.txt"): b"\x08" + "Ab.\u2003".encode() * 50000 + b"End",
+        # A piece longer than kMaxPieceBytes inside a model file: refused at load.
+        ("fuzz_model_file", "long_piece.petrel"): stretched_piece_model(),
     }
+
+
+def stretched_piece_model():
+    """seed-marian_shared.petrel with the length of its SentencePiece piece "▁unused"
+    stretched over the metadata that follows, up to a NUL past kMaxPieceBytes (4096):
+    a piece the loader must refuse by name (the FlatBuffers verifier accepts it)."""
+    with open(os.path.join(CORPUS, "fuzz_model_file", "seed-marian_shared.petrel"), "rb") as f:
+        data = bytearray(f.read())
+    end = 4 + struct.unpack("<I", data[:4])[0]
+    piece = "\u2581unused".encode()
+    at = data.index(struct.pack("<I", len(piece)) + piece + b"\0") + 4
+    length = next(n for n in range(4097, end - at) if data[at + n] == 0)
+    data[at - 4:at] = struct.pack("<I", length)
+    return bytes(data)
 
 
 def write_regressions():

@@ -1,5 +1,6 @@
 #include "text/spm_normalizer.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/bytes.h"
@@ -42,7 +43,8 @@ size_t CharsMap::longest_match(std::string_view text, std::string_view& replacem
   if (unit_count_ == 0) return 0;
   size_t longest = 0;
   size_t node = offset(unit(0));
-  for (size_t i = 0; i < text.size(); ++i) {
+  const size_t limit = std::min(text.size(), kMaxRuleBytes);
+  for (size_t i = 0; i < limit; ++i) {
     const auto byte = static_cast<unsigned char>(text[i]);
     node ^= byte;
     if (node >= unit_count_) break;
@@ -54,9 +56,10 @@ size_t CharsMap::longest_match(std::string_view text, std::string_view& replacem
     const uint32_t at = value(unit(node));
     if (at >= replacements_.size()) continue;  // hostile offset: not a rule
     const char* begin = replacements_.data() + at;
-    const size_t room = replacements_.size() - at;
+    const size_t room = std::min(replacements_.size() - at, kMaxRuleBytes + 1);
     const void* nul = std::memchr(begin, '\0', room);
     const std::string_view rewritten(begin, nul ? static_cast<size_t>(static_cast<const char*>(nul) - begin) : room);
+    if (rewritten.size() > kMaxRuleBytes) continue;  // no rule writes that much
     // Not text (no map spm_train writes has such a rule; an offset into the middle of a
     // character makes one): not a rule, so normalized text, hence every piece, stays UTF-8.
     if (!detail::is_valid_utf8(rewritten)) continue;

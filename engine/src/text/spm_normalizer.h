@@ -43,8 +43,16 @@ class CharsMap {
 
   bool empty() const { return unit_count_ == 0; }
   // The longest rule that is a prefix of `text` (0 if none) and its replacement.
-  // A rule whose replacement offset lies outside the string block, or whose
-  // replacement is not valid UTF-8, is ignored.
+  // A rule whose replacement offset lies outside the string block, whose replacement
+  // is not valid UTF-8 or longer than kMaxRuleBytes, or whose text is longer than
+  // kMaxRuleBytes, is ignored.
+  //
+  // A rule rewrites one unit of normalization: spm_train's nmt_nfkc rules match and
+  // write a few code points (the longest replacement, U+FDFA, is 33 bytes). The limit
+  // bounds the work per text position that a hostile map (a replacement with no NUL
+  // running to the end of the blob, a chain of keys as deep as the blob) could make
+  // proportional to the file's size.
+  static constexpr size_t kMaxRuleBytes = 1024;
   size_t longest_match(std::string_view text, std::string_view& replacement) const;
 
  private:

@@ -1,0 +1,40 @@
+#!/usr/bin/python3
+"""Runs petrel_text_linear_bench and prints bench/README.md's table: µs per input byte of
+each text pass on each adversarial input at 64 KB and 1 MB, and their ratio (a linear
+pass stays near 1; a quadratic one would show 16). Medians of 3 repetitions, since the
+machine is shared.
+
+    /usr/bin/python3 bench/text_linear_table.py build/release/bench/petrel_text_linear_bench
+"""
+import json
+import subprocess
+import sys
+import tempfile
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        subprocess.run([sys.argv[1], "--benchmark_min_time=0.2", "--benchmark_repetitions=3",
+                        "--benchmark_report_aggregates_only=true", f"--benchmark_out={out.name}",
+                        "--benchmark_out_format=json"], check=True, stdout=subprocess.DEVNULL)
+        results = json.load(open(out.name))["benchmarks"]
+    rows = {}
+    for b in results:
+        if b.get("aggregate_name") != "median":
+            continue
+        pass_name, text, size = b["run_name"].split("/")[:3]
+        rows.setdefault((pass_name, text), {})[size] = b["us/B"]
+    print("| pass | input | µs/B 64 KB | µs/B 1 MB | 1 MB / 64 KB |")
+    print("|---|---|---:|---:|---:|")
+    worst = 0.0
+    for (pass_name, text), v in rows.items():
+        ratio = v["1MB"] / v["64KB"] if v["64KB"] > 0 else float("nan")
+        worst = max(worst, ratio)
+        print(f"| {pass_name} | {text} | {v['64KB']:.4f} | {v['1MB']:.4f} | {ratio:.2f} |")
+    print(f"\nLargest ratio: {worst:.2f}")
+
+
+if __name__ == "__main__":
+    main()
