@@ -560,40 +560,31 @@ int main(int argc, char** argv) {
         emit({{"input", ids[i]}, {"hypotheses", hypotheses_json(t.hypotheses, model)}}, plain);
       };
       // One batch; when it fails, each input alone, so one bad input does not take the others with it.
+      auto batch_then_alone = [&](const auto& inputs, auto translate, auto describe) {
+        auto all = translate(inputs);
+        if (all) add_timings();
+        for (size_t i = 0; i < inputs.size(); ++i) {
+          if (all) {
+            describe(i, all.value()[i]);
+            continue;
+          }
+          auto one = translate(std::decay_t<decltype(inputs)>{inputs[i]});
+          if (!one) {
+            report(i, one.error().message);
+            continue;
+          }
+          add_timings();
+          describe(i, one.value()[0]);
+        }
+      };
       if (text_inputs) {
         std::vector<std::string> texts;
         for (const Input& in : window) texts.push_back(in.text);
-        auto all = translator.translate_text(texts, options);
-        if (all) add_timings();
-        for (size_t i = 0; i < window.size(); ++i) {
-          if (all) {
-            describe_text(i, all.value()[i]);
-            continue;
-          }
-          auto one = translator.translate_text({texts[i]}, options);
-          if (!one) {
-            report(i, one.error().message);
-            continue;
-          }
-          add_timings();
-          describe_text(i, one.value()[0]);
-        }
+        batch_then_alone(texts, [&](const std::vector<std::string>& t) { return translator.translate_text(t, options); },
+                         describe_text);
       } else {
-        auto all = translator.translate(ids, options);
-        if (all) add_timings();
-        for (size_t i = 0; i < window.size(); ++i) {
-          if (all) {
-            describe_ids(i, all.value()[i]);
-            continue;
-          }
-          auto one = translator.translate({ids[i]}, options);
-          if (!one) {
-            report(i, one.error().message);
-            continue;
-          }
-          add_timings();
-          describe_ids(i, one.value()[0]);
-        }
+        batch_then_alone(ids, [&](const std::vector<std::vector<int32_t>>& t) { return translator.translate(t, options); },
+                         describe_ids);
       }
     }
   }
