@@ -243,6 +243,61 @@ TEST_CASE("layer_norm, activations, add, logsumexp match the reference", "[kerne
   }
 }
 
+// Marian's SSRU step: the SIMD paths against the reference, and the reference against
+// the formula in double precision (f = sigmoid, c = f c + (1 - f) x, out = relu(c)).
+TEST_CASE("the SSRU step matches the reference and the formula", "[kernels][ssru]") {
+  std::mt19937 rng(41);
+  for (size_t n : {1, 3, 8, 15, 16, 17, 64, 100, 257}) {
+    auto x = random_values(rng, n, 2.0f), forget = random_values(rng, n, 3.0f), cell = random_values(rng, n);
+    std::vector<float> want_cell = cell, want(n);
+    reference::ssru(x.data(), forget.data(), n, want_cell.data(), want.data());
+    for (size_t i = 0; i < n; ++i) {
+      const double f = 1.0 / (1.0 + std::exp(-double(forget[i])));
+      const double c = f * cell[i] + (1.0 - f) * x[i];
+      REQUIRE(want_cell[i] == Approx(c).margin(1e-6));
+      REQUIRE(want[i] == Approx(std::max(c, 0.0)).margin(1e-6));
+    }
+    for (Isa isa : simd_paths()) {
+      const KernelTable& simd = *table_for(isa);
+      std::vector<float> got_cell = cell, got(n);
+      simd.ssru(x.data(), forget.data(), n, got_cell.data(), got.data());
+      require_close(got_cell, want_cell, 1e-6, std::string(simd.isa) + " ssru cell n=" + std::to_string(n));
+      require_close(got, want, 1e-6, std::string(simd.isa) + " ssru out n=" + std::to_string(n));
+    }
+  }
+}
+
+// A matrix's static activation scale (Marian's alphas): every row is quantized with it,
+// values beyond it saturate at +-127; the SIMD paths give the reference's exact products.
+TEST_CASE("int8 linear with a static activation scale saturates and matches the reference", "[kernels][ssru]") {
+  std::mt19937 rng(43);
+  for (size_t m : {1, 2, 5, 9})
+    for (size_t n : {1, 16, 33})
+      for (size_t k : {1, 7, 64, 95}) {
+        TestMatrix w(random_values(rng, n * k), n, k, DType::kInt8, detail::Layout::kPanel16);
+        auto x = random_values(rng, m * k, 2.0f);
+        w.view.activation_scale = 2.0f / 127.0f;  // clips |x| > 2: some entries of every larger row
+        Scratch scratch(m, k);
+        std::vector<float> want(m * n), got(m * n, NAN);
+        reference::linear(x.data(), m, w.view, nullptr, want.data(), scratch.rows());
+        const size_t stride = detail::round_up(k, detail::kInt8Group);
+        for (size_t i = 0; i < m; ++i) {
+          REQUIRE(scratch.scales[i] == w.view.activation_scale);
+          for (size_t c = 0; c < k; ++c) {
+            const float q = std::min(std::max(std::nearbyint(x[i * k + c] / w.view.activation_scale), -127.0f), 127.0f);
+            REQUIRE(float(scratch.values[i * stride + c]) == Approx(q).margin(1.0));  // 1/s rounding
+            if (std::fabs(x[i * k + c]) > 2.1f) REQUIRE(std::abs(scratch.values[i * stride + c]) == 127);
+          }
+        }
+        for (Isa isa : simd_paths()) {
+          const KernelTable& simd = *table_for(isa);
+          simd.linear(x.data(), m, w.view, nullptr, got.data(), scratch.rows());
+          require_close(got, want, 1e-6, std::string(simd.isa) + " static scale m=" + std::to_string(m) +
+                                             " n=" + std::to_string(n) + " k=" + std::to_string(k));
+        }
+      }
+}
+
 TEST_CASE("top-k over the vocabulary matches the reference, ties and masks included", "[kernels]") {
   std::mt19937 rng(16);
   for (Isa isa : runnable_isas()) {

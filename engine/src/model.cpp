@@ -60,6 +60,15 @@ const char* to_string(BeamStop stop) {
 const char* to_string(FrequencyConvention f) {
   return f == FrequencyConvention::kPaper ? "paper" : "marian-cpp";
 }
+const char* to_string(ActivationScales scales) {
+  return scales == ActivationScales::kFile ? "file" : "dynamic";
+}
+bool parse_activation_scales(const std::string& text, ActivationScales* out) {
+  if (text == "dynamic") *out = ActivationScales::kDynamic;
+  else if (text == "file") *out = ActivationScales::kFile;
+  else return false;
+  return true;
+}
 
 namespace {
 

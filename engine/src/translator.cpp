@@ -77,15 +77,36 @@ class StreamObserver final : public decode::SearchObserver {
 
 }  // namespace
 
+namespace {
+
+// The model's weights as this translator runs them: dynamic activation scales clear
+// every matrix's static one (the views are small; the tensors are not copied).
+detail::ModelWeights weights_for(const Model& model, ActivationScales scales) {
+  detail::ModelWeights w = detail::ModelAccess::weights(model);
+  if (scales == ActivationScales::kFile) return w;
+  auto clear = [](detail::Linear& l) { l.weight.activation_scale = 0; };
+  for (detail::Stack* stack : {&w.encoder, &w.decoder})
+    for (detail::Layer& layer : stack->layers) {
+      for (detail::Attention* a : {&layer.self_attn, &layer.cross_attn})
+        for (detail::Linear* l : {&a->q, &a->k, &a->v, &a->o}) clear(*l);
+      for (detail::Linear* l : {&layer.ssru_w, &layer.ssru_forget, &layer.fc1, &layer.fc2}) clear(*l);
+    }
+  w.output_proj.activation_scale = 0;
+  return w;
+}
+
+}  // namespace
+
 struct Translator::Impl {
-  Impl(std::shared_ptr<const Model> m, const kernels::KernelTable& k, size_t threads)
-      : model(std::move(m)), kernels(k), pool(threads), graph(detail::ModelAccess::weights(*model), k, pool) {}
+  Impl(std::shared_ptr<const Model> m, const kernels::KernelTable& k, size_t threads, ActivationScales scales)
+      : model(std::move(m)), kernels(k), pool(threads), weights(weights_for(*model, scales)), graph(weights, k, pool) {}
   Result<std::vector<Translation>> translate(const std::vector<std::vector<int32_t>>& batch,
                                              const TranslateOptions& options);
 
   std::shared_ptr<const Model> model;
   const kernels::KernelTable& kernels;
   threads::ThreadPool pool;
+  detail::ModelWeights weights;
   models::EncoderDecoder graph;
   layers::Workspace workspace;
   models::EncoderOutput encoded;
@@ -125,7 +146,12 @@ Result<Translator> Translator::create(std::shared_ptr<const Model> model, const 
   }
   if (options.threads < 1 || options.threads > 256)
     return Error{ErrorCode::kInvalidArgument, "threads must be in 1..256, got " + std::to_string(options.threads)};
-  return Translator(std::make_unique<Impl>(std::move(model), *kernels::table_for(isa), options.threads));
+  if (options.activation_scales == ActivationScales::kFile && !model->info().static_activation_scales)
+    return Error{ErrorCode::kInvalidArgument,
+                 "activation scales 'file': " + model->info().source + " carries no static activation scales "
+                 "(only Marian int8 models converted with their alphas do); use 'dynamic'"};
+  return Translator(std::make_unique<Impl>(std::move(model), *kernels::table_for(isa), options.threads,
+                                           options.activation_scales));
 }
 
 Result<std::vector<TextTranslation>> Translator::translate_text(const std::vector<std::string>& texts,
@@ -299,7 +325,6 @@ Result<std::vector<Translation>> Translator::Impl::translate(const std::vector<s
   }
 
   auto start = std::chrono::steady_clock::now();
-  const detail::ModelWeights& weights = detail::ModelAccess::weights(*model);
   if (options.use_shortlist) output.use_shortlist(weights, batch);
   else output.use_all(weights);
   graph.encode(batch, encoded, workspace);

@@ -115,6 +115,10 @@ struct TranslatorOptions {
   std::string isa;
   // Intra-op threads (the caller's choice; 1 = none started).
   size_t threads = 1;
+  // How int8 layers quantize their input: each row by its own max |x| (dynamic, any
+  // int8 model), or with the model file's static scales (ModelInfo::
+  // static_activation_scales: Marian's "alphas", as bergamot's int8shiftAlphaAll).
+  ActivationScales activation_scales = ActivationScales::kDynamic;
 };
 
 // `options` with every unset field filled from the model's generation defaults and

@@ -15,19 +15,25 @@ namespace petrel {
 
 // The newest model-file format this library reads (any minor of its major).
 constexpr uint32_t kFormatMajor = 1;
-constexpr uint32_t kFormatMinor = 3;  // 1.1: optional shortlist; 1.2: generation defaults; 1.3: multilingual families
+// 1.1: optional shortlist; 1.2: generation defaults; 1.3: multilingual families;
+// 1.4: Marian C++ models (SSRU decoder layers, zero start embedding, static activation scales)
+constexpr uint32_t kFormatMinor = 4;
 
 enum class DType { kF32, kF16, kInt8, kInt4 };
 enum class Activation { kRelu, kGelu, kSwish };
 enum class NormPlacement { kPost, kPre };
 enum class PositionKind { kNone, kSinusoidalInterleaved, kSinusoidalConcatenated, kLearned };
 enum class FrequencyConvention { kPaper, kMarianCpp };
+enum class ActivationScales { kDynamic, kFile };
 
 PETREL_API const char* to_string(DType dtype);
 PETREL_API const char* to_string(Activation activation);
 PETREL_API const char* to_string(NormPlacement norm);
 PETREL_API const char* to_string(PositionKind kind);
 PETREL_API const char* to_string(FrequencyConvention frequency);
+PETREL_API const char* to_string(ActivationScales scales);  // "dynamic", "file"
+// "dynamic" | "file"; false for anything else.
+PETREL_API bool parse_activation_scales(const std::string& text, ActivationScales* out);
 
 struct TensorInfo {
   std::string name;
@@ -41,6 +47,9 @@ struct TensorInfo {
   // (+inf when exact).
   double max_abs_error;
   double snr_db;
+  // Int8: the file's static activation scale for the layer this weight multiplies
+  // (since 1.4; 0: none, activations are quantized per row).
+  float activation_scale = 0;
 };
 
 struct FoldInfo {
@@ -124,6 +133,14 @@ struct ModelInfo {
   bool tied_output = false;        // output projection uses the decoder embedding table
   bool final_logits_bias = false;
   bool embedding_norm = false;     // a LayerNorm on embedding + position (mBART)
+  // Decoder layers with an SSRU instead of self-attention (Marian's, since 1.4).
+  uint32_t ssru_layers = 0;
+  // The decoder reads an all-zero embedding (plus position 0) at step 0 instead of the
+  // start token's row (Marian C++; since 1.4).
+  bool decoder_start_zeros = false;
+  // Some int8 weights carry static activation scales (Marian's alphas; since 1.4):
+  // TranslatorOptions::activation_scales can use them.
+  bool static_activation_scales = false;
   bool has_text_tokenizer = false;  // vocab + a tokenizer Petrel implements
   TokenizerInfo tokenizer;
   std::vector<std::string> vocab;   // id -> token; may be empty

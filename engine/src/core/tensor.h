@@ -96,6 +96,9 @@ struct Matrix {
   const float* scales = nullptr;          // int8, int4
   const int32_t* row_sums = nullptr;      // int8 Panel16 only
   const uint8_t* block_scales = nullptr;  // int4 only (block_scale_index)
+  // Int8: quantize the activations this matrix multiplies with this one scale (q =
+  // clamp(round(x / s), -127, 127)) instead of each row's max |x| / 127; 0: per row.
+  float activation_scale = 0;
 
   bool present() const { return data != nullptr; }
   const TypeTraits& traits() const { return detail::traits(dtype); }

@@ -345,8 +345,15 @@ class Binder {
       if (s) s = side(t->block_scales(), size.block_scales, "block scales", "1 per stored row and block of 32 columns");
       if (!s) return s;
       const uint64_t side_bytes = size.row_scales + size.row_sums + size.block_scales;  // each checked within the data section
+      const float activation_scale = t->activation_scale();
+      if (activation_scale != 0.0f) {
+        if (dtype != DType::kInt8) return fail(label + ": activation_scale given for a " + to_string(dtype) + " tensor");
+        if (!(activation_scale > 0.0f && std::isfinite(activation_scale)))
+          return fail(label + ": activation_scale " + std::to_string(activation_scale) + " is not a positive number");
+        info->static_activation_scales = true;
+      }
       TensorInfo ti{t->name()->str(), dtype, {shape->begin(), shape->end()}, packed,
-                    t->data()->offset(), bytes + side_bytes, t->max_abs_error(), t->snr_db()};
+                    t->data()->offset(), bytes + side_bytes, t->max_abs_error(), t->snr_db(), activation_scale};
       info->tensors.push_back(std::move(ti));
     }
     return Status::ok();
@@ -386,6 +393,7 @@ class Binder {
                         ? reinterpret_cast<const int32_t*>(data_ + t->row_sums()->offset())
                         : nullptr;
     out->block_scales = traits.block > 1 ? data_ + t->block_scales()->offset() : nullptr;
+    out->activation_scale = t->activation_scale();  // checked by check_tensor_table
     return Status::ok();
   }
 
@@ -418,6 +426,15 @@ class Binder {
     Status s = vector(n->gamma(), role + ".gamma", d, &dst->gamma, true);
     if (!s) return s;
     return vector(n->beta(), role + ".beta", d, &dst->beta, true);
+  }
+
+  Status ssru(const fb::Ssru* u, const std::string& role, uint64_t d, Layer* dst) const {
+    if (u == nullptr) return fail(role + ": missing");
+    Status s = linear(u->w(), role + ".w", d, d, &dst->ssru_w);
+    if (s && dst->ssru_w.bias != nullptr) return fail(role + ".w: has a bias (an SSRU's x = h W has none)");
+    if (s) s = linear(u->forget(), role + ".forget", d, d, &dst->ssru_forget);
+    if (s && dst->ssru_forget.bias == nullptr) return fail(role + ".forget.bias: missing");
+    return s;
   }
 
   Status attention(const fb::Attention* a, const std::string& role, uint64_t d,
@@ -507,6 +524,8 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
   info.architecture = "encoder-decoder";
   if (!enum_in_range(m->norm())) return fail("field 'norm': unknown value");
   if (!enum_in_range(m->activation())) return fail("field 'activation': unknown value");
+  if (!enum_in_range(m->decoder_start())) return fail("field 'decoder_start': unknown value");
+  info.decoder_start_zeros = m->decoder_start() == fb::DecoderStart::Zeros;
   info.norm = static_cast<NormPlacement>(m->norm());
   info.activation = static_cast<Activation>(m->activation());
 
@@ -601,8 +620,18 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
       const fb::Layer* l = stack->layers()->Get(i);
       std::string lr = r + ".layers." + std::to_string(i);
       Layer layer;
-      st = bind.attention(l->self_attn(), lr + ".self_attn", d, &layer.self_attn);
-      if (st) st = bind.norm(l->self_attn_norm(), lr + ".self_attn_norm", d, &layer.self_attn_norm);
+      if (l->ssru() != nullptr) {  // a decoder layer whose recurrence replaces self-attention
+        if (!decoder) return fail(lr + ".ssru: only decoder layers may have one");
+        if (l->self_attn() != nullptr || l->self_attn_norm() != nullptr)
+          return fail(lr + ": has both self_attn and ssru");
+        st = bind.ssru(l->ssru(), lr + ".ssru", d, &layer);
+        if (st) st = bind.norm(l->ssru_norm(), lr + ".ssru_norm", d, &layer.ssru_norm);
+        info.ssru_layers += st ? 1 : 0;
+      } else {
+        if (l->ssru_norm() != nullptr) return fail(lr + ".ssru_norm: given without an ssru");
+        st = bind.attention(l->self_attn(), lr + ".self_attn", d, &layer.self_attn);
+        if (st) st = bind.norm(l->self_attn_norm(), lr + ".self_attn_norm", d, &layer.self_attn_norm);
+      }
       if (st && decoder) st = bind.attention(l->cross_attn(), lr + ".cross_attn", d, &layer.cross_attn);
       if (st && decoder)
         st = bind.norm(l->cross_attn_norm(), lr + ".cross_attn_norm", d, &layer.cross_attn_norm);

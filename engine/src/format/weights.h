@@ -27,8 +27,13 @@ struct Attention {
 };
 
 struct Layer {
-  Attention self_attn;
+  Attention self_attn;   // absent in an SSRU decoder layer
   Norm self_attn_norm;
+  // Marian's SSRU instead of self-attention (decoder only): x = h ssru_w, f =
+  // sigmoid(h ssru_forget + bias); ssru_norm is its residual block's norm.
+  Linear ssru_w, ssru_forget;
+  Norm ssru_norm;
+  bool ssru() const { return ssru_w.weight.present(); }
   Attention cross_attn;  // decoder only
   Norm cross_attn_norm;  // decoder only
   Linear fc1, fc2;

@@ -48,19 +48,22 @@ struct KernelTable {
   void (*store_as)(const float* x, size_t n, DType type, void* out);
   float (*logsumexp)(const float* x, size_t n);
   size_t (*top_k)(const float* x, size_t n, size_t k, int32_t* ids, float* values);
+  void (*ssru)(const float* x, const float* forget, size_t n, float* cell, float* out);
 };
 
 namespace reference {
 
 // y[m][n] = x[m][k] . W[n][k] + bias[n]  (bias may be null). For int8 and int4
-// weights the rows of x are quantized to int8 symmetrically per row first (into
-// `scratch`): int8 y = (sum_k a q) sa sw; int4 y = (sum over blocks of
+// weights the rows of x are quantized to int8 first (into `scratch`; quantize_rows with
+// the matrix's activation_scale): int8 y = (sum_k a q) sa sw; int4 y = (sum over blocks of
 // float(sum_k a q) x block scale, in block order) x (sa x sw) — each block's product is
 // an exact float, so every path that sums blocks in order gets the same result.
 void linear(const float* x, size_t m, const detail::Matrix& w, const float* bias, float* y, QuantizedRows scratch);
 
-// Per-row symmetric int8 quantization: q = round_half_even(x * (1/s)), s = max|x| / 127.
-void quantize_rows(const float* x, size_t m, size_t k, QuantizedRows out);
+// Symmetric int8 quantization of each row: q = round_half_even(x * (1/s)) with s =
+// max|x| / 127 per row (fixed_scale 0), or s = fixed_scale for every row with q clamped
+// to [-127, 127] first (a matrix's static activation_scale).
+void quantize_rows(const float* x, size_t m, size_t k, float fixed_scale, QuantizedRows out);
 
 // y[i] = LayerNorm(x[i] (+ residual[i])) with gamma, beta; y may alias x or residual.
 void layer_norm(const float* x, const float* residual, size_t m, size_t d, const float* gamma, const float* beta,
@@ -94,6 +97,10 @@ float logsumexp(const float* x, size_t n);
 // values; returns how many (< k when fewer are finite). With logsumexp this is
 // log-softmax + top-k in two reads of x and no write.
 size_t top_k(const float* x, size_t n, size_t k, int32_t* ids, float* values);
+
+// One step of Marian's SSRU over n values: f = sigmoid(forget), cell = f cell + (1 - f) x,
+// out = relu(cell). out may alias x or forget, not cell.
+void ssru(const float* x, const float* forget, size_t n, float* cell, float* out);
 
 }  // namespace reference
 

@@ -5,16 +5,22 @@
 
 namespace petrel::kernels::reference {
 
-void quantize_rows(const float* x, size_t m, size_t k, QuantizedRows out) {
+void quantize_rows(const float* x, size_t m, size_t k, float fixed_scale, QuantizedRows out) {
   const size_t stride = detail::round_up(k, detail::kInt8Group);
   for (size_t i = 0; i < m; ++i) {
     const float* row = x + i * k;
-    float max_abs = 0;
-    for (size_t c = 0; c < k; ++c) max_abs = std::max(max_abs, std::fabs(row[c]));
-    float scale = max_abs / 127.0f;
-    float inv = scale > 0 ? 1.0f / scale : 0.0f;
+    float scale = fixed_scale;
+    if (scale == 0) {
+      float max_abs = 0;
+      for (size_t c = 0; c < k; ++c) max_abs = std::max(max_abs, std::fabs(row[c]));
+      scale = max_abs / 127.0f;
+    }
+    const float inv = scale > 0 ? 1.0f / scale : 0.0f;
     int8_t* q = out.values + i * stride;
-    for (size_t c = 0; c < k; ++c) q[c] = round_to_int8(row[c] * inv);
+    if (fixed_scale == 0)
+      for (size_t c = 0; c < k; ++c) q[c] = round_to_int8(row[c] * inv);
+    else  // a static scale: values beyond it saturate (as intgemm's)
+      for (size_t c = 0; c < k; ++c) q[c] = round_to_int8(std::min(std::max(row[c] * inv, -127.0f), 127.0f));
     for (size_t c = k; c < stride; ++c) q[c] = 0;
     out.scales[i] = scale;
   }
@@ -44,7 +50,7 @@ void linear(const float* x, size_t m, const detail::Matrix& w, const float* bias
       break;
     }
     case DType::kInt8: {
-      quantize_rows(x, m, k, scratch);
+      quantize_rows(x, m, k, w.activation_scale, scratch);
       const size_t stride = detail::round_up(k, detail::kInt8Group);
       for (size_t i = 0; i < m; ++i)
         for (size_t j = 0; j < n; ++j) {
@@ -55,7 +61,7 @@ void linear(const float* x, size_t m, const detail::Matrix& w, const float* bias
       break;
     }
     case DType::kInt4: {
-      quantize_rows(x, m, k, scratch);
+      quantize_rows(x, m, k, w.activation_scale, scratch);
       const size_t stride = detail::round_up(k, detail::kInt8Group);
       constexpr size_t kBlock = detail::kInt4Block;
       for (size_t i = 0; i < m; ++i)

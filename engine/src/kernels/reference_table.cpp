@@ -12,7 +12,8 @@ const KernelTable& reference_table() {
                                  reference::attend,
                                  reference::store_as,
                                  reference::logsumexp,
-                                 reference::top_k};
+                                 reference::top_k,
+                                 reference::ssru};
   return table;
 }
 

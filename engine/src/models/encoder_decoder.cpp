@@ -89,6 +89,7 @@ void EncoderDecoder::start_decoding(const EncoderOutput& enc, const std::vector<
   st.cross_v.resize(layers);
   st.self_k.resize(layers);
   st.self_v.resize(layers);
+  st.ssru_cells.resize(layers);
   for (size_t l = 0; l < layers; ++l) {
     const auto& attn = w_.decoder.layers[l].cross_attn;
     st.cross_k[l].resize(enc_rows * d_ * esize);
@@ -97,8 +98,16 @@ void EncoderDecoder::start_decoding(const EncoderOutput& enc, const std::vector<
     layers::dense(c, attn.v, enc.states.data(), enc_rows, ws.v.data());
     k_.store_as(ws.k.data(), enc_rows * d_, cache_type, st.cross_k[l].data());
     k_.store_as(ws.v.data(), enc_rows * d_, cache_type, st.cross_v[l].data());
-    st.self_k[l].resize(rows * st.capacity * d_ * esize);
-    st.self_v[l].resize(rows * st.capacity * d_ * esize);
+    if (w_.decoder.layers[l].ssru()) {  // a recurrent state instead of a cache: c_0 = 0
+      st.ssru_cells[l].assign(rows * d_, 0.0f);
+      st.ssru_reorder.resize(rows * d_);
+      st.self_k[l].clear();
+      st.self_v[l].clear();
+    } else {
+      st.ssru_cells[l].clear();
+      st.self_k[l].resize(rows * st.capacity * d_ * esize);
+      st.self_v[l].resize(rows * st.capacity * d_ * esize);
+    }
   }
 }
 
@@ -112,12 +121,27 @@ void EncoderDecoder::decode_step(const int32_t* tokens, size_t rows, size_t step
   for (size_t r = 0; r < rows; ++r) st.self_keys[r] = {r * st.capacity, step + 1};
   float* x = st.x.data();
   layers::Context c = context(ws);
-  k_.embed(dec.embed_tokens, tokens, st.positions.data(), rows, dec.position_table, x);
+  if (step == 0 && info_.decoder_start_zeros) {  // Marian C++: a zero embedding plus position 0
+    for (size_t r = 0; r < rows; ++r) {
+      float* row = x + r * d_;
+      if (dec.position_table != nullptr) std::copy_n(dec.position_table, d_, row);
+      else std::fill_n(row, d_, 0.0f);
+    }
+  } else {
+    k_.embed(dec.embed_tokens, tokens, st.positions.data(), rows, dec.position_table, x);
+  }
   if (dec.embed_norm.present()) k_.layer_norm(x, nullptr, rows, d_, dec.embed_norm.gamma, dec.embed_norm.beta, eps, x);
 
   for (size_t l = 0; l < dec.layers.size(); ++l) {
     const detail::Layer& layer = dec.layers[l];
-    layers::residual_block(c, info_.norm, layer.self_attn_norm, eps, x, rows, d_, [&](const float* in, float* out) {
+    if (layer.ssru()) {
+      layers::residual_block(c, info_.norm, layer.ssru_norm, eps, x, rows, d_, [&](const float* in, float* out) {
+        layers::dense(c, layer.ssru_w, in, rows, ws.q.data());
+        layers::dense(c, layer.ssru_forget, in, rows, ws.k.data());
+        k_.ssru(ws.q.data(), ws.k.data(), rows * d_, st.ssru_cells[l].data(), out);
+      });
+    } else {
+      layers::residual_block(c, info_.norm, layer.self_attn_norm, eps, x, rows, d_, [&](const float* in, float* out) {
       layers::dense(c, layer.self_attn.q, in, rows, ws.q.data());
       layers::dense(c, layer.self_attn.k, in, rows, ws.k.data());
       layers::dense(c, layer.self_attn.v, in, rows, ws.v.data());
@@ -130,7 +154,8 @@ void EncoderDecoder::decode_step(const int32_t* tokens, size_t rows, size_t step
       layers::attend_rows(c, ws.q.data(), st.self_k[l].data(), st.self_v[l].data(), st.cache_type,
                           st.self_keys.data(), rows, d_, heads_, ws.context.data());
       layers::dense(c, layer.self_attn.o, ws.context.data(), rows, out);
-    });
+      });
+    }
     layers::residual_block(c, info_.norm, layer.cross_attn_norm, eps, x, rows, d_, [&](const float* in, float* out) {
       layers::dense(c, layer.cross_attn.q, in, rows, ws.q.data());
       layers::attend_rows(c, ws.q.data(), st.cross_k[l].data(), st.cross_v[l].data(), st.cache_type,
@@ -157,7 +182,9 @@ void EncoderDecoder::grow_caches(size_t rows, size_t step, DecoderState& st) con
   // the room and nothing is allocated. Only the rows still decoding count: once most
   // sentences are done, a long straggler grows a small cache, not the whole batch's.
   for (auto* caches : {&st.self_k, &st.self_v}) {
-    for (auto& cache : *caches) {
+    for (size_t l = 0; l < caches->size(); ++l) {
+      if (w_.decoder.layers[l].ssru()) continue;  // no cache
+      auto& cache = (*caches)[l];
       if (cache.size() < rows * new_row) cache.resize(rows * new_row);
       for (size_t r = rows; r-- > 1;) std::memmove(&cache[r * new_row], &cache[r * old_row], step * d_ * esize);
     }
@@ -174,7 +201,9 @@ void EncoderDecoder::reorder(const size_t* parent, size_t rows, size_t step, Dec
   bool compaction = true;
   for (size_t r = 0; r < rows && compaction; ++r) compaction = parent[r] >= r && (r == 0 || parent[r] > parent[r - 1]);
   for (auto* caches : {&st.self_k, &st.self_v}) {
-    for (auto& cache : *caches) {
+    for (size_t l = 0; l < caches->size(); ++l) {
+      if (w_.decoder.layers[l].ssru()) continue;  // no cache
+      auto& cache = (*caches)[l];
       if (compaction) {
         for (size_t r = 0; r < rows; ++r)
           if (parent[r] != r) std::memcpy(&cache[r * row_bytes], &cache[parent[r] * row_bytes], span);
@@ -185,6 +214,12 @@ void EncoderDecoder::reorder(const size_t* parent, size_t rows, size_t step, Dec
         std::memcpy(&st.reorder_buffer[r * row_bytes], &cache[parent[r] * row_bytes], span);
       cache.swap(st.reorder_buffer);
     }
+  }
+  for (size_t l = 0; l < st.ssru_cells.size(); ++l) {  // a recurrent state travels with its hypothesis
+    auto& cells = st.ssru_cells[l];
+    if (cells.empty()) continue;
+    for (size_t r = 0; r < rows; ++r) std::copy_n(&cells[parent[r] * d_], d_, &st.ssru_reorder[r * d_]);
+    cells.swap(st.ssru_reorder);  // both hold start_decoding's rows
   }
   for (size_t r = 0; r < rows; ++r) st.reorder_keys[r] = st.cross_keys[parent[r]];
   st.cross_keys.swap(st.reorder_keys);

@@ -32,7 +32,9 @@ struct DecoderState {
   std::vector<layers::KeyRange> cross_keys;              // per row: its sentence's encoder rows
   std::vector<layers::KeyRange> reorder_keys;            // cross_keys' spare, for reorder
   std::vector<layers::AlignedVector<uint8_t>> cross_k, cross_v;  // per layer [encoder rows, d]
-  std::vector<layers::AlignedVector<uint8_t>> self_k, self_v;    // per layer [rows, capacity, d]
+  std::vector<layers::AlignedVector<uint8_t>> self_k, self_v;    // per self-attention layer [rows, capacity, d]
+  std::vector<layers::AlignedVector<float>> ssru_cells;          // per SSRU layer [rows, d]; empty otherwise
+  layers::AlignedVector<float> ssru_reorder;                     // ssru_cells' spare, for reorder
   layers::AlignedVector<uint8_t> reorder_buffer;                 // beams' gathers: [rows, capacity, d]
   std::vector<layers::KeyRange> self_keys;               // per row, rebuilt each step
   layers::AlignedVector<float> x;                        // [rows, d]
