@@ -2,10 +2,14 @@
 // them, and decoding over a shortlist matches the PyTorch oracle restricted to each
 // sentence's allowed tokens, whatever the batching.
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "convert/convert.h"
+#include "convert/convert_error.h"
+#include "convert/shortlist.h"
 #include "petrel/translator.h"
 #include "petrel_generated.h"
 #include "support/test_support.h"
@@ -37,6 +41,71 @@ std::vector<Translation> translate(Translator& t, const std::vector<std::vector<
   auto r = t.translate(batch, o);
   if (!r) FAIL(r.error().message);
   return r.value();
+}
+
+// Marian's binary shortlist as marian-conv writes it (marian-dev src/data/shortlist.cpp,
+// BinaryShortlistGenerator::import): six u64 header words, u64 offsets, u32 target ids.
+struct BinaryShortlist {
+  uint64_t magic = 0xF11A48D5013417F5ull;
+  uint64_t first = 2, best = 3;
+  std::vector<uint64_t> offsets;
+  std::vector<uint32_t> ids;
+  // Header fields that lie about the arrays; unset: the arrays' sizes.
+  uint64_t offsets_size = UINT64_MAX, ids_size = UINT64_MAX;
+};
+
+// Marian's checksum written out independently: util::hashMem<uint64_t, uint64_t>, i.e.
+// boost's hash_combine with std::hash over the whole u64 words after magic and checksum.
+uint64_t marian_checksum(const std::vector<uint8_t>& file) {
+  uint64_t seed = 0;
+  for (size_t at = 16; at + 8 <= file.size(); at += 8) {
+    uint64_t word;
+    std::memcpy(&word, file.data() + at, 8);  // the tests run on little-endian machines, as Marian does
+    seed ^= static_cast<uint64_t>(std::hash<uint64_t>{}(word)) + 0x9e3779b9 + (seed << 6) + (seed >> 2);
+  }
+  return seed;
+}
+
+void put_u64(std::vector<uint8_t>& out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+
+void set_u64(std::vector<uint8_t>& out, size_t at, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out[at + static_cast<size_t>(i)] = static_cast<uint8_t>(v >> (8 * i));
+}
+
+std::vector<uint8_t> write_binary_shortlist(const BinaryShortlist& s) {
+  std::vector<uint8_t> out;
+  put_u64(out, s.magic);
+  put_u64(out, 0);  // the checksum, below
+  put_u64(out, s.first);
+  put_u64(out, s.best);
+  put_u64(out, s.offsets_size != UINT64_MAX ? s.offsets_size : s.offsets.size());
+  put_u64(out, s.ids_size != UINT64_MAX ? s.ids_size : s.ids.size());
+  for (uint64_t o : s.offsets) put_u64(out, o);
+  for (uint32_t id : s.ids)
+    for (int i = 0; i < 4; ++i) out.push_back(static_cast<uint8_t>(id >> (8 * i)));
+  set_u64(out, 8, marian_checksum(out));
+  return out;
+}
+
+// Six source ids over a target vocabulary of six: an empty list (source 1), a target
+// listed twice (source 2), lists in id order as Marian writes them.
+BinaryShortlist small_shortlist() {
+  BinaryShortlist s;
+  s.offsets = {0, 2, 2, 5, 6, 7, 8};
+  s.ids = {3, 5, 1, 4, 4, 0, 2, 5};
+  return s;
+}
+
+std::string binary_error(const std::vector<uint8_t>& bytes, uint32_t source_vocab = 6, uint32_t target_vocab = 6,
+                         int32_t eos_id = 0, bool shared = false) {
+  try {
+    convert::read_binary_shortlist(bytes.data(), bytes.size(), "lex.bin", source_vocab, target_vocab, eos_id, shared);
+  } catch (const convert::ConvertError& e) {
+    return e.what();
+  }
+  return "no error";
 }
 
 }  // namespace
@@ -149,7 +218,7 @@ TEST_CASE("shortlist problems are named: the converter's input, the file, the re
   std::ofstream(tmp.file("bad-prob.s2t")) << "w1 w2 1.5\n";
   CHECK_THAT(convert_error(tmp.file("bad-prob.s2t")), Contains("bad-prob.s2t:1") && Contains("not in [0, 1]"));
   std::ofstream(tmp.file("unknown.s2t")) << "x1 y2 0.5\nNULL w2 0.5\n";
-  CHECK_THAT(convert_error(tmp.file("unknown.s2t")), Contains("no line names two tokens"));
+  CHECK_THAT(convert_error(tmp.file("unknown.s2t")), Contains("no source token has a candidate"));
   CHECK_THAT(convert_error(lex, oracle_dir("older_export_concat")), Contains("vocab.json"));
   CHECK_THAT(convert_error(lex, oracle_dir(kFixture), 0), Contains("--shortlist-best"));
 
@@ -191,4 +260,158 @@ TEST_CASE("shortlist problems are named: the converter's input, the file, the re
   REQUIRE_FALSE(r.has_value());
   CHECK(r.error().code == ErrorCode::kInvalidArgument);
   CHECK_THAT(r.error().message, Contains("no shortlist"));
+}
+
+TEST_CASE("a binary shortlist reads as Marian selects from it", "[shortlist][binary_shortlist]") {
+  const auto bytes = write_binary_shortlist(small_shortlist());
+  SECTION("separate vocabularies: the lists as stored, duplicates dropped") {
+    auto t = convert::read_binary_shortlist(bytes.data(), bytes.size(), "lex.bin", 6, 6, 0, false);
+    CHECK(t.first == 2);
+    CHECK(t.best == 3);
+    CHECK(t.always == std::vector<int32_t>{0, 1});
+    CHECK(t.offsets == std::vector<uint32_t>{0, 2, 2, 4, 5, 6, 7});
+    CHECK(t.candidates == std::vector<int32_t>{3, 5, 1, 4, 0, 2, 5});
+  }
+  SECTION("a shared vocabulary: each source id is a candidate of itself (Marian's generate with shared_)") {
+    auto t = convert::read_binary_shortlist(bytes.data(), bytes.size(), "lex.bin", 6, 6, 0, true);
+    CHECK(t.offsets == std::vector<uint32_t>{0, 3, 4, 7, 9, 11, 12});
+    // In id order: 0 before {3, 5}; 1 alone; 2 between 1 and 4; 5 is listed already.
+    CHECK(t.candidates == std::vector<int32_t>{0, 3, 5, 1, 1, 2, 4, 0, 3, 2, 4, 5});
+  }
+  SECTION("EOS past firstNum is always allowed too") {
+    auto t = convert::read_binary_shortlist(bytes.data(), bytes.size(), "lex.bin", 6, 6, 4, false);
+    CHECK(t.always == std::vector<int32_t>{0, 1, 4});
+    auto none_first = small_shortlist();
+    none_first.first = 0;
+    const auto b = write_binary_shortlist(none_first);
+    CHECK(convert::read_binary_shortlist(b.data(), b.size(), "lex.bin", 6, 6, 0, false).always ==
+          std::vector<int32_t>{0});
+  }
+  SECTION("from a file; the magic tells it from a text lex.s2t") {
+    TempDir tmp;
+    write_bytes(tmp.file("lex.50.50.s2t.bin"), bytes);
+    std::ofstream(tmp.file("lex.s2t")) << "w1 w2 0.5\n";
+    CHECK(convert::is_binary_shortlist(tmp.file("lex.50.50.s2t.bin")));
+    CHECK_FALSE(convert::is_binary_shortlist(tmp.file("lex.s2t")));
+    CHECK_FALSE(convert::is_binary_shortlist(tmp.file("missing.bin")));
+    auto t = convert::read_binary_shortlist(tmp.file("lex.50.50.s2t.bin"), 6, 6, 0, false);
+    CHECK(t.candidates.size() == 7);
+    CHECK_THAT(binary_error({}), Contains("lex.bin") && Contains("not a binary shortlist"));
+    try {
+      convert::read_binary_shortlist(tmp.file("missing.bin"), 6, 6, 0, false);
+      FAIL("no error");
+    } catch (const convert::ConvertError& e) {
+      CHECK_THAT(e.what(), Contains("missing.bin") && Contains("cannot open"));
+    }
+  }
+  SECTION("trailing empty lists and an empty table are fine") {
+    BinaryShortlist s;
+    s.offsets = {0, 1, 1, 1, 1, 1, 1};
+    s.ids = {2};
+    auto b = write_binary_shortlist(s);
+    CHECK(convert::read_binary_shortlist(b.data(), b.size(), "lex.bin", 6, 6, 0, false).candidates ==
+          std::vector<int32_t>{2});
+    s.offsets.assign(7, 0);
+    s.ids.clear();
+    b = write_binary_shortlist(s);
+    CHECK(convert::read_binary_shortlist(b.data(), b.size(), "lex.bin", 6, 6, 0, false).candidates.empty());
+  }
+}
+
+TEST_CASE("the binary shortlist's checksum covers whole u64 words only, as Marian's", "[shortlist][binary_shortlist]") {
+  // 7 ids: the last one's 4 bytes are not part of any whole word after the header.
+  auto s = small_shortlist();
+  s.offsets = {0, 2, 2, 5, 6, 7, 7};
+  s.ids = {3, 5, 1, 4, 4, 0, 2};
+  auto bytes = write_binary_shortlist(s);
+  bytes[bytes.size() - 4] = 5;  // id 2 -> 5, checksum unchanged
+  auto t = convert::read_binary_shortlist(bytes.data(), bytes.size(), "lex.bin", 6, 6, 0, false);
+  CHECK(t.candidates.back() == 5);
+  bytes[bytes.size() - 4] = 9;  // still read, still range-checked
+  CHECK_THAT(binary_error(bytes), Contains("shortLists[6] = 9 is not a target token id"));
+  bytes[bytes.size() - 5] ^= 1;  // inside the last whole word
+  CHECK_THAT(binary_error(bytes), Contains("header.checksum"));
+}
+
+TEST_CASE("binary shortlist problems are named by field and index", "[shortlist][binary_shortlist]") {
+  const auto good = write_binary_shortlist(small_shortlist());
+  auto damaged = [](auto change) {
+    auto s = small_shortlist();
+    change(s);
+    return write_binary_shortlist(s);
+  };
+  SECTION("not one: magic, header") {
+    CHECK_THAT(binary_error(damaged([](auto& s) { s.magic ^= 1; })), Contains("lex.bin: not a binary shortlist"));
+    CHECK_THAT(binary_error({good.begin(), good.begin() + 7}), Contains("not a binary shortlist"));
+    CHECK_THAT(binary_error({good.begin(), good.begin() + 40}), Contains("truncated") && Contains("48-byte header"));
+  }
+  SECTION("the checksum") {
+    auto b = good;
+    b[good.size() - 8] ^= 0x10;
+    CHECK_THAT(binary_error(b), Contains("header.checksum") && Contains("corrupted"));
+    b = good;
+    b[8] ^= 1;
+    CHECK_THAT(binary_error(b), Contains("header.checksum"));
+  }
+  SECTION("sizes: truncated, trailing bytes, huge declarations") {
+    CHECK_THAT(binary_error({good.begin(), good.end() - 4}), Contains("truncated") && Contains("header.shortListsSize = 8"));
+    CHECK_THAT(binary_error({good.begin(), good.begin() + 48 + 30}),
+               Contains("truncated") && Contains("header.wordToOffsetSize = 7"));
+    auto longer = good;
+    longer.insert(longer.end(), {0, 0, 0});
+    CHECK_THAT(binary_error(longer), Contains("3 trailing bytes") && Contains("header.shortListsSize = 8"));
+    CHECK_THAT(binary_error(damaged([](auto& s) { s.ids_size = 6; })), Contains("8 trailing bytes"));
+    CHECK_THAT(binary_error(damaged([](auto& s) { s.ids_size = uint64_t{1} << 60; })),
+               Contains("truncated") && Contains("header.shortListsSize = 1152921504606846976"));
+    CHECK_THAT(binary_error(damaged([](auto& s) { s.offsets_size = uint64_t{1} << 60; })),
+               Contains("truncated") && Contains("header.wordToOffsetSize = 1152921504606846976"));
+    // Sizes whose byte counts wrap to 0 in 64 bits (2^61 * 8, 2^62 * 4): still too big.
+    CHECK_THAT(binary_error(damaged([](auto& s) { s.offsets_size = uint64_t{1} << 61; })), Contains("truncated"));
+    CHECK_THAT(binary_error(damaged([](auto& s) { s.ids_size = uint64_t{1} << 62; })), Contains("truncated"));
+    CHECK_THAT(binary_error(damaged([](auto& s) { s.ids_size = UINT64_MAX - 1; })), Contains("truncated"));
+  }
+  SECTION("the vocabularies") {
+    CHECK_THAT(binary_error(good, 7), Contains("header.wordToOffsetSize = 7, expected the source vocabulary size + 1 = 8"));
+    CHECK_THAT(binary_error(good, 5), Contains("header.wordToOffsetSize = 7"));
+    CHECK_THAT(binary_error(good, 6, 5), Contains("shortLists[1] = 5 is not a target token id (target vocabulary of 5)"));
+    CHECK_THAT(binary_error(damaged([](auto& s) { s.ids[3] = 0xFFFFFFFF; })), Contains("shortLists[3] = 4294967295"));
+    CHECK_THAT(binary_error(damaged([](auto& s) { s.first = 7; })), Contains("header.firstNum = 7 exceeds"));
+    CHECK_THAT(binary_error(damaged([](auto& s) { s.best = uint64_t{1} << 40; })), Contains("header.bestNum = "));
+    CHECK_THAT(binary_error(good, 6, 6, 6), Contains("eos_id 6 is not a target token id"));
+    CHECK_THAT(binary_error(good, 6, 6, -1), Contains("eos_id -1"));
+    CHECK_THAT(binary_error(good, 6, 7, 0, true), Contains("shared vocabulary needs equal"));
+  }
+  SECTION("the offsets") {
+    CHECK_THAT(binary_error(damaged([](auto& s) { s.offsets[0] = 1; })), Contains("wordToOffset[0] = 1, must be 0"));
+    CHECK_THAT(binary_error(damaged([](auto& s) { s.offsets[3] = 1; })),
+               Contains("wordToOffset[3] = 1 decreases (wordToOffset[2] = 2)"));
+    CHECK_THAT(binary_error(damaged([](auto& s) { s.offsets[6] = 7; })),
+               Contains("wordToOffset[6] = 7, must equal header.shortListsSize = 8"));
+    // Past the ids and back: refused before any id beyond the array is read.
+    CHECK_THAT(binary_error(damaged([](auto& s) { s.offsets[2] = uint64_t{1} << 62; })),
+               Contains("wordToOffset[2] = 4611686018427387904 exceeds header.shortListsSize = 8"));
+    CHECK_THAT(binary_error(damaged([](auto& s) { s.best = 2; })),
+               Contains("source id 2 lists 3 targets, more than header.bestNum = 2"));
+  }
+}
+
+TEST_CASE("a binary shortlist of 200,000 source ids reads in one pass", "[shortlist][binary_shortlist]") {
+  // Shaped like Firefox's lex.50.50.*.s2t.bin over a large vocabulary; a reader that is
+  // quadratic anywhere (per list, per duplicate) would take minutes here.
+  constexpr uint32_t kVocab = 200000, kPerSource = 8;
+  BinaryShortlist s;
+  s.first = s.best = 50;
+  s.offsets.reserve(kVocab + 1);
+  s.ids.reserve(size_t{kVocab} * kPerSource);
+  for (uint32_t source = 0; source < kVocab; ++source) {
+    s.offsets.push_back(s.ids.size());
+    for (uint32_t k = 0; k < kPerSource; ++k) s.ids.push_back((source * 7919u + k * 4001u) % kVocab);
+  }
+  s.offsets.push_back(s.ids.size());
+  const auto bytes = write_binary_shortlist(s);
+  auto t = convert::read_binary_shortlist(bytes.data(), bytes.size(), "lex.bin", kVocab, kVocab, 0, true);
+  CHECK(t.offsets.size() == kVocab + 1);
+  CHECK(t.offsets.back() == t.candidates.size());
+  CHECK(t.candidates.size() >= size_t{kVocab} * kPerSource);
+  CHECK(t.always.size() == 50);
 }

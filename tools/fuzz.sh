@@ -33,7 +33,7 @@ if [[ -z "$seconds" || ! "$seconds" =~ ^[0-9]+$ || "$seconds" -eq 0 ]]; then
   exit 2
 fi
 all=(fuzz_model_file fuzz_convert fuzz_safetensors fuzz_checkpoint_json fuzz_shortlist fuzz_pytorch_checkpoint
-     fuzz_spm_model fuzz_text)
+     fuzz_spm_model fuzz_text fuzz_binary_shortlist fuzz_marian_model)
 [[ ${#targets[@]} -eq 0 ]] && targets=("${all[@]}")
 for t in "${targets[@]}"; do
   [[ " ${all[*]} " == *" $t "* ]] || { echo "tools/fuzz.sh: unknown target $t (${all[*]})" >&2; exit 2; }

@@ -94,7 +94,7 @@ petrel::Result<petrel::TranslateOptions> to_cpp(const petrel_options* o) {
   t.max_new_tokens = o->max_new_tokens;
   t.min_new_tokens = o->min_new_tokens;
   if (!std::isnan(o->length_penalty)) t.length_penalty = o->length_penalty;
-  t.use_shortlist = o->use_shortlist != 0;
+  if (o->use_shortlist != 0) t.use_shortlist = o->use_shortlist > 0;  // 0: the model's choice
   t.kv_cache_f16 = o->kv_cache_f16 != 0;
   auto has = [&](size_t end_of_field) { return o->struct_size >= end_of_field; };
   if (has(offsetof(petrel_options, stream_text) + sizeof(int)) && o->on_token != nullptr) {
@@ -158,7 +158,7 @@ void petrel_options_init(petrel_options* o) {
   if (o == nullptr) return;
   petrel::TranslateOptions d;
   *o = {sizeof(petrel_options), d.beam_size, d.n_best, d.max_new_tokens, d.min_new_tokens, NAN,
-        d.use_shortlist ? 1 : 0,  d.kv_cache_f16 ? 1 : 0, PETREL_BEAM_STOP_DEFAULT, nullptr, nullptr, 0,
+        0,                        d.kv_cache_f16 ? 1 : 0, PETREL_BEAM_STOP_DEFAULT, nullptr, nullptr, 0,
         nullptr,                  nullptr,                 nullptr,                  0};
 }
 

@@ -16,6 +16,7 @@
 #include "model_access.h"
 #include "text/fairseq_tokenizer.h"
 #include "text/marian_tokenizer.h"
+#include "text/spm_ids_tokenizer.h"
 #include "text/word_tokenizer.h"
 
 namespace petrel {
@@ -190,6 +191,10 @@ static Result<std::shared_ptr<const Model>> finish_load(std::unique_ptr<Storage>
   }
   if (bound.value().marian_tokenizer) {
     auto tokenizer = text::MarianTokenizer::create(std::move(*bound.value().marian_tokenizer), name);
+    if (!tokenizer) return tokenizer.error();
+    impl->tokenizer = std::move(tokenizer.value());
+  } else if (bound.value().spm_ids_tokenizer) {
+    auto tokenizer = text::SentencePieceIdsTokenizer::create(std::move(*bound.value().spm_ids_tokenizer), name);
     if (!tokenizer) return tokenizer.error();
     impl->tokenizer = std::move(tokenizer.value());
   } else if (bound.value().fairseq_tokenizer) {

@@ -1,6 +1,8 @@
 #include "petrel/translator.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <new>
 
@@ -211,6 +213,9 @@ Result<TranslateOptions> resolve_options(const Model& petrel_model, const Transl
   if (o.n_best < 1 || o.n_best > o.beam_size)
     return invalid("n-best must be in 1..beam size (" + std::to_string(o.beam_size) + "), got " +
                    std::to_string(o.n_best));
+  if (o.max_length_factor == 0 && o.max_new_tokens == 0) o.max_length_factor = model.max_length_factor;
+  if (!(o.max_length_factor >= 0 && o.max_length_factor <= 1000))
+    return invalid("max length factor must be in 0..1000");
   if (o.max_new_tokens == 0)
     o.max_new_tokens = std::min<size_t>(model.max_length > 1 ? model.max_length - 1 : kDefaultMaxNewTokens,
                                         info.max_positions);
@@ -247,7 +252,8 @@ Result<TranslateOptions> resolve_options(const Model& petrel_model, const Transl
       return invalid("target prefix, position " + std::to_string(i + 1) + ": token id " +
                      std::to_string(o.target_prefix[i]) + " is out of range (target vocabulary of " +
                      std::to_string(info.target_vocab_size) + ")");
-  if (o.use_shortlist && !info.shortlist.present)
+  if (!o.use_shortlist) o.use_shortlist = info.shortlist.present && info.shortlist.by_default;
+  if (*o.use_shortlist && !info.shortlist.present)
     return invalid("this model file has no shortlist (petrel-convert --shortlist adds one)");
   return o;
 }
@@ -294,7 +300,19 @@ Result<std::vector<Translation>> Translator::Impl::translate(const std::vector<s
   auto resolved = resolve_options(*model, requested);
   if (!resolved) return resolved.error();
   const TranslateOptions& options = resolved.value();
-  const size_t max_new = options.max_new_tokens;
+  size_t max_new = options.max_new_tokens;
+  // Marian's max-length-factor: a limit per sentence from its length, within max_new.
+  std::vector<size_t> sentence_limits;
+  if (requested.max_new_tokens == 0 && options.max_length_factor > 0) {
+    size_t longest = 0;
+    for (const auto& ids : batch) {
+      const double limit = std::ceil(options.max_length_factor * static_cast<double>(ids.size()));
+      sentence_limits.push_back(std::clamp<size_t>(static_cast<size_t>(limit), 1, max_new));
+      longest = std::max(longest, sentence_limits.back());
+    }
+    max_new = std::max(longest, options.target_prefix.size());
+    for (size_t& limit : sentence_limits) limit = std::max(limit, options.target_prefix.size());
+  }
 
   const DType cache_type = options.kv_cache_f16 ? DType::kF16 : DType::kF32;
   const detail::CheckedSize needed = request_bytes(info, batch.size(), source_tokens, options.beam_size, max_new,
@@ -311,6 +329,7 @@ Result<std::vector<Translation>> Translator::Impl::translate(const std::vector<s
   so.beam = options.beam_size;
   so.n_best = options.n_best;
   so.max_new_tokens = max_new;
+  if (!sentence_limits.empty()) so.sentence_max_new_tokens = &sentence_limits;
   so.min_new_tokens = std::min(options.min_new_tokens, max_new);
   so.length_penalty = *options.length_penalty;
   so.stop = options.beam_stop == BeamStop::kFirstK ? decode::BeamStop::kFirstK : decode::BeamStop::kHeuristic;
@@ -325,7 +344,7 @@ Result<std::vector<Translation>> Translator::Impl::translate(const std::vector<s
   }
 
   auto start = std::chrono::steady_clock::now();
-  if (options.use_shortlist) output.use_shortlist(weights, batch);
+  if (*options.use_shortlist) output.use_shortlist(weights, batch);
   else output.use_all(weights);
   graph.encode(batch, encoded, workspace);
   timings.encode_ms = ms_since(start);

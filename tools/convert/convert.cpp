@@ -1,8 +1,11 @@
 #include "convert/convert.h"
 
+#include <dirent.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -13,6 +16,7 @@
 #include "convert/checkpoint_file.h"
 #include "convert/config_reader.h"
 #include "convert/family_tokenizer.h"
+#include "convert/marian_native.h"
 #include "convert/model_writer.h"
 #include "convert/shortlist.h"
 #include "convert/spm_model.h"
@@ -32,6 +36,13 @@ constexpr double kPositionTolerance = 2e-4;
 // The Hugging Face model_type: it decides the layer structure, never leftover config
 // keys (tools/reference/FAMILIES.md). NLLB-200 checkpoints are m2m_100 ones.
 enum class Family { kMarian, kM2M100, kMBart };
+
+// The files of a Marian C++ model directory, as Mozilla names them: model*.bin or
+// model*.npz; vocab*.spm (shared) or srcvocab*.spm + trgvocab*.spm; optionally lex*.bin
+// (binary shortlist) or lex*.s2t (text).
+struct MarianNativeFiles {
+  std::string model, source_vocab, target_vocab, shortlist;
+};
 
 struct CheckpointConfig {
   Family family = Family::kMarian;
@@ -55,6 +66,12 @@ struct CheckpointConfig {
   std::string generation_source;        // which file they came from
   std::vector<std::string> generation_notes;  // keys Petrel does not apply
   std::vector<std::string> legacy_keys;       // ignored by transformers, consistent with Marian
+  // Marian C++ models (Firefox's; marian_native.h): their conventions, recorded in the file.
+  bool marian_native = false;
+  bool ssru_decoder = false;     // decoder layers are SSRUs (transformer-decoder-autoreg: rnn)
+  float layer_norm_eps = 1e-5f;  // transformers' LayerNorm; Marian's is 1e-6
+  double max_length_factor = 0;  // generation: Marian's max-length-factor
+  MarianNativeFiles native;      // the directory's files
 };
 
 void read_generation(const ConfigReader& r, CheckpointConfig& c, bool from_generation_config);
@@ -210,6 +227,148 @@ void read_generation(const ConfigReader& r, CheckpointConfig& c, bool from_gener
   note_if("num_beam_groups", given("num_beam_groups") && j["num_beam_groups"] != 1);
 }
 
+std::vector<std::string> directory_files(const std::string& dir) {
+  std::vector<std::string> names;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return names;
+  while (const dirent* e = ::readdir(d)) names.emplace_back(e->d_name);
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// nullopt: no model*.bin / model*.npz (not a Marian C++ directory).
+std::optional<MarianNativeFiles> find_marian_native_files(const std::string& dir) {
+  auto starts = [](const std::string& s, const char* p) { return s.rfind(p, 0) == 0; };
+  auto ends = [](const std::string& s, const std::string& e) {
+    return s.size() >= e.size() && s.compare(s.size() - e.size(), e.size(), e) == 0;
+  };
+  std::vector<std::string> models, shared, source, target, binary_lex, text_lex;
+  for (const std::string& f : directory_files(dir)) {
+    if (starts(f, "model") && (ends(f, ".bin") || ends(f, ".npz"))) models.push_back(f);
+    else if (starts(f, "vocab") && ends(f, ".spm")) shared.push_back(f);
+    else if (starts(f, "srcvocab") && ends(f, ".spm")) source.push_back(f);
+    else if (starts(f, "trgvocab") && ends(f, ".spm")) target.push_back(f);
+    else if (starts(f, "lex") && ends(f, ".bin")) binary_lex.push_back(f);
+    else if (starts(f, "lex") && ends(f, ".s2t")) text_lex.push_back(f);
+  }
+  if (models.empty()) return std::nullopt;
+  auto one = [&](const std::vector<std::string>& found, const char* what) {
+    if (found.size() > 1) {
+      std::string list;
+      for (const auto& f : found) list += (list.empty() ? "" : ", ") + f;
+      throw ConvertError(dir + ": more than one " + what + " (" + list + "); keep one");
+    }
+    return found.empty() ? std::string() : dir + "/" + found[0];
+  };
+  MarianNativeFiles m;
+  m.model = one(models, "Marian model file (model*.bin, model*.npz)");
+  const std::string shared_vocab = one(shared, "shared vocabulary (vocab*.spm)");
+  m.source_vocab = one(source, "source vocabulary (srcvocab*.spm)");
+  m.target_vocab = one(target, "target vocabulary (trgvocab*.spm)");
+  if (!shared_vocab.empty() && (!m.source_vocab.empty() || !m.target_vocab.empty()))
+    throw ConvertError(dir + ": both a shared vocabulary (vocab*.spm) and srcvocab/trgvocab files; keep one kind");
+  if (!shared_vocab.empty()) m.source_vocab = m.target_vocab = shared_vocab;
+  if (m.source_vocab.empty() || m.target_vocab.empty())
+    throw ConvertError(dir + ": a Marian model needs its SentencePiece vocabularies: vocab*.spm, or srcvocab*.spm "
+                       "and trgvocab*.spm (Marian's YAML vocabularies are not supported)");
+  if (!binary_lex.empty() && !text_lex.empty())
+    throw ConvertError(dir + ": both a binary (lex*.bin) and a text (lex*.s2t) shortlist; keep one");
+  m.shortlist = one(binary_lex, "binary shortlist (lex*.bin)");
+  if (m.shortlist.empty()) m.shortlist = one(text_lex, "text shortlist (lex*.s2t)");
+  return m;
+}
+
+// A Marian model's options (special:model.yml) as the converter's config. What Petrel
+// does not run is refused by name (tools/reference/MARIAN_NATIVE.md lists the keys).
+CheckpointConfig read_marian_native_config(const MarianOptions& o, uint32_t source_pieces, uint32_t target_pieces) {
+  const std::string& where = o.name;
+  auto refuse = [&](const std::string& key, const std::string& value, const std::string& supported) {
+    throw ConvertError(where + ": " + key + " '" + value + "' is not supported (" + supported + ")");
+  };
+  auto expect = [&](const std::string& key, const std::string& fallback, std::initializer_list<const char*> allowed) {
+    const std::string value = o.text(key, fallback);
+    std::string list;
+    for (const char* a : allowed) {
+      if (value == a) return value;
+      list += (list.empty() ? "" : ", ") + (std::string(a).empty() ? std::string("\"\"") : std::string(a));
+    }
+    refuse(key, value, list);
+    return value;
+  };
+  CheckpointConfig c;
+  c.marian_native = true;
+  c.model_type = "marian (C++)";
+  expect("type", "transformer", {"transformer"});
+  c.d_model = static_cast<uint32_t>(o.integer("dim-emb", 512, 2, 1 << 16));
+  c.encoder_layers = static_cast<uint32_t>(o.integer("enc-depth", 6, 1, 1024));
+  c.decoder_layers = static_cast<uint32_t>(o.integer("dec-depth", 6, 1, 1024));
+  c.heads = static_cast<uint32_t>(o.integer("transformer-heads", 8, 1, 1024));
+  c.ffn = static_cast<uint32_t>(o.integer("transformer-dim-ffn", 2048, 1, 1 << 20));
+  const int64_t decoder_ffn = o.integer("transformer-decoder-dim-ffn", 0, 0, 1 << 20);
+  if (decoder_ffn != 0 && decoder_ffn != c.ffn)
+    throw ConvertError(where + ": transformer-decoder-dim-ffn " + std::to_string(decoder_ffn) +
+                       " differs from transformer-dim-ffn " + std::to_string(c.ffn) + " (unsupported)");
+  for (const char* key : {"transformer-ffn-depth", "transformer-decoder-ffn-depth"}) {
+    const int64_t depth = o.integer(key, 2, 0, 1024);
+    if (depth != 2 && !(depth == 0 && std::string(key) == "transformer-decoder-ffn-depth"))
+      throw ConvertError(where + ": " + key + " " + std::to_string(depth) + " is not supported (2 is)");
+  }
+  const std::string act = expect("transformer-ffn-activation", "swish", {"relu", "swish"});
+  c.activation = act == "relu" ? Activation::kRelu : Activation::kSwish;
+  expect("transformer-postprocess", "dan", {"dan"});
+  expect("transformer-preprocess", "", {""});
+  expect("transformer-postprocess-emb", "d", {"d", ""});
+  expect("transformer-postprocess-top", "", {""});
+  // average-attention decoders are refused here, by name.
+  const std::string autoreg = expect("transformer-decoder-autoreg", "self-attention", {"self-attention", "rnn"});
+  if (autoreg == "rnn") {
+    expect("dec-cell", "ssru", {"ssru"});
+    c.ssru_decoder = true;
+  }
+  // Marian writes every option, defaults included (transformer-aan-* without an
+  // average-attention decoder, factors-combine without factors): only those in effect count.
+  for (const char* key : {"right-left", "layer-normalization", "transformer-no-projection", "transformer-pool", "skip",
+                          "ulr"})
+    if (o.flag(key, false)) throw ConvertError(where + ": " + key + ": true is not supported");
+  if (!o.list("transformer-tied-layers").empty())
+    throw ConvertError(where + ": transformer-tied-layers is not supported");
+  if (o.integer("factors-dim-emb", 0, 0, 1 << 20) != 0)
+    throw ConvertError(where + ": factored vocabularies (factors-dim-emb) are not supported");
+  if (c.d_model % c.heads != 0)
+    throw ConvertError(where + ": dim-emb " + std::to_string(c.d_model) + " is not divisible by transformer-heads " +
+                       std::to_string(c.heads));
+  if (c.d_model % 2 != 0) throw ConvertError(where + ": dim-emb must be even (sinusoidal positions)");
+  const std::vector<std::string> vocabs = o.list("dim-vocabs");
+  if (vocabs.size() != 2) throw ConvertError(where + ": dim-vocabs must list two sizes (source, target)");
+  auto size_of = [&](const std::string& text, const char* which) {
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0' || v == 0 || v > (1u << 24))
+      throw ConvertError(where + ": dim-vocabs: " + which + " size '" + text + "' is not a positive integer");
+    return static_cast<uint32_t>(v);
+  };
+  c.vocab = size_of(vocabs[0], "source");
+  c.target_vocab = size_of(vocabs[1], "target");
+  if (c.vocab != source_pieces || c.target_vocab != target_pieces)
+    throw ConvertError(where + ": dim-vocabs [" + vocabs[0] + ", " + vocabs[1] + "] differ from the vocabularies' " +
+                       std::to_string(source_pieces) + " and " + std::to_string(target_pieces) + " pieces");
+  // tied-embeddings-all: one table for source, target and output; tied-embeddings: the
+  // target table is the output's; tied-embeddings-src: source and target share one.
+  const bool all = o.flag("tied-embeddings-all", false);
+  c.share_embeddings = all || o.flag("tied-embeddings-src", false);
+  c.tie_word_embeddings = all || o.flag("tied-embeddings", false);
+  if (c.share_embeddings && c.vocab != c.target_vocab)
+    throw ConvertError(where + ": tied source and target embeddings need one vocabulary size (dim-vocabs)");
+  c.scale_embedding = true;  // Marian always multiplies embeddings by sqrt(dim-emb)
+  c.normalize_before = false;
+  c.layer_norm_eps = 1e-6f;
+  c.max_positions = 1024;  // Marian computes sinusoids for any position; bergamot cuts inputs at 128 tokens
+  c.max_length_factor = 2.0;  // Firefox's (and bergamot's) max-length-factor
+  c.generation_source = where;
+  return c;
+}
+
 // The checkpoint's tensors: each is read at most once, shape-checked, NaN-checked;
 // whatever is left unread at the end is an unexpected tensor.
 class Source {
@@ -227,6 +386,18 @@ class Source {
     if (options_.progress) options_.progress(name, consumed_.size(), total_);
     return st_.read_f32(name);
   }
+
+  // The tensor's int8 values if the checkpoint stores it so (Marian's intgemm8), shape-
+  // checked and consumed; nullopt (not consumed) otherwise.
+  std::optional<CheckpointFile::Int8Values> read_int8(const std::string& name, const std::vector<uint64_t>& shape) {
+    if (!st_.has(name)) return std::nullopt;
+    auto q = st_.read_int8(name);
+    if (!q) return std::nullopt;
+    read(name, shape);  // the shape check and the progress report; the values stay unused
+    return q;
+  }
+  std::optional<float> activation_scale(const std::string& name) const { return st_.activation_scale(name); }
+  bool stored_int8(const std::string& name) const { return st_.has(name) && st_.info(name).dtype == kInt8DType; }
 
   void check_all_consumed(const std::string& model_type) const {
     for (const std::string& name : st_.names())
@@ -460,6 +631,10 @@ class Converter {
     const DType output_dtype = tied ? tied_dtype : options_.output_dtype.value_or(options_.linear_dtype);
     std::string enc_name, dec_name;
     int32_t enc_embed = -1, dec_embed = -1;
+    // The tied table is also the output projection: its input (the output norm's) is
+    // scaled by 1/embed_scale (below), and so is an activation scale of the checkpoint's.
+    const std::string tied_output = tied ? "lm_head.weight" : "";
+    const float tied_input_scale = tied ? 1.0f / embed_scale : 1.0f;
     std::vector<std::string> embed_targets;
     if (c_.share_embeddings) {
       std::vector<std::string> names = {"model.shared.weight", "model.encoder.embed_tokens.weight",
@@ -467,18 +642,21 @@ class Converter {
       if (tied) names.push_back("lm_head.weight");
       auto table = read_tied(src_, names, c_.vocab, c_, &enc_name);
       enc_embed = dec_embed = matrix("embed_tokens", table, c_.vocab, c_.d_model,
-                                     tied ? tied_dtype : options_.embedding_dtype, embed_scale, tied_layout);
+                                     tied ? tied_dtype : options_.embedding_dtype, embed_scale, tied_layout, enc_name,
+                                     tied_output, tied_input_scale);
       embed_targets = {"embed_tokens"};
     } else {
       auto enc = read_tied(src_, {"model.encoder.embed_tokens.weight"}, c_.vocab, c_, &enc_name);
-      enc_embed = matrix("encoder.embed_tokens", enc, c_.vocab, c_.d_model, options_.embedding_dtype, embed_scale);
+      enc_embed = matrix("encoder.embed_tokens", enc, c_.vocab, c_.d_model, options_.embedding_dtype, embed_scale,
+                         detail::Layout::kRowMajor, enc_name);
       // An older export's leftover model.shared only has the decoder's shape with one vocabulary.
       std::vector<std::string> names = {"model.decoder.embed_tokens.weight"};
       if (c_.target_vocab == c_.vocab) names.push_back("model.shared.weight");
       if (tied) names.push_back("lm_head.weight");
       auto dec = read_tied(src_, names, c_.target_vocab, c_, &dec_name);
       dec_embed = matrix("decoder.embed_tokens", dec, c_.target_vocab, c_.d_model,
-                         tied ? tied_dtype : options_.embedding_dtype, embed_scale, tied_layout);
+                         tied ? tied_dtype : options_.embedding_dtype, embed_scale, tied_layout, dec_name,
+                         tied_output, tied_input_scale);
       embed_targets = {"encoder.embed_tokens", "decoder.embed_tokens"};
     }
     if (embed_scale != 1.0f)
@@ -493,20 +671,30 @@ class Converter {
       output_unscale_ = 1.0f / embed_scale;
     }
 
-    const bool marian = c_.family == Family::kMarian;
-    auto enc_pos = marian ? decide_positions(src_, "model.encoder.embed_positions.weight", c_, options_.positions,
-                                             "encoder", &report_.notes)
-                          : family_positions(src_, "encoder", c_, &report_.notes);
-    auto dec_pos = marian ? decide_positions(src_, "model.decoder.embed_positions.weight", c_, options_.positions,
-                                             "decoder", &report_.notes)
-                          : family_positions(src_, "decoder", c_, &report_.notes);
+    const bool marian = c_.family == Family::kMarian && !c_.marian_native;
+    auto positions_of = [&](const std::string& role) {
+      if (c_.marian_native) {  // Marian C++ computes them (layers/embedding.cpp): never stored
+        PositionDecision d;
+        d.info = {PositionKind::kSinusoidalConcatenated, FrequencyConvention::kMarianCpp, 0};
+        report_.notes.push_back(role + " positions: " + to_string(d.info.kind) + " (" + to_string(d.info.frequency) +
+                                " frequencies, first index 0), as Marian C++ computes them");
+        return d;
+      }
+      if (marian)
+        return decide_positions(src_, "model." + role + ".embed_positions.weight", c_, options_.positions, role,
+                                &report_.notes);
+      return family_positions(src_, role, c_, &report_.notes);
+    };
+    auto enc_pos = positions_of("encoder");
+    auto dec_pos = positions_of("decoder");
     auto encoder = stack("encoder", enc_embed, enc_pos, false);
     auto decoder = stack("decoder", dec_embed, dec_pos, true);
 
     int32_t output_proj = -1;
     if (!tied) {
       auto w = src_.read("lm_head.weight", {c_.target_vocab, c_.d_model});
-      output_proj = matrix("output_proj", w, c_.target_vocab, c_.d_model, output_dtype, 1.0f, detail::Layout::kPanel16);
+      output_proj = matrix("output_proj", w, c_.target_vocab, c_.d_model, output_dtype, 1.0f, detail::Layout::kPanel16,
+                           "lm_head.weight");
     }
     report_.notes.push_back(std::string("weights: linear layers ") + to_string(options_.linear_dtype) +
                             ", output projection " + to_string(output_dtype) +
@@ -516,6 +704,10 @@ class Converter {
                             (!tied || !c_.share_embeddings
                                  ? std::string(", embeddings ") + to_string(options_.embedding_dtype)
                                  : std::string()));
+    if (activation_scales_ > 0)
+      report_.notes.push_back(std::to_string(activation_scales_) +
+                              " int8 matrices carry the checkpoint's activation scales (used with petrel-run "
+                              "--activation-scales file; by default activations are quantized per row at run time)");
     if (int4_used_)
       report_.notes.push_back(
           "int4: symmetric 4-bit values in [-7, 7] with an f32 scale per row times a u8 scale per block of 32 "
@@ -561,7 +753,8 @@ class Converter {
     auto tensors = writer_.tensor_table();
     auto generation = fb::CreateGenerationDefaults(
         fbb_, c_.num_beams, c_.max_length, static_cast<float>(c_.length_penalty),
-        c_.early_stopping ? fb::BeamStop::FirstK : fb::BeamStop::Heuristic, c_.forced_eos, c_.forced_bos);
+        c_.early_stopping ? fb::BeamStop::FirstK : fb::BeamStop::Heuristic, c_.forced_eos, c_.forced_bos,
+        static_cast<float>(c_.max_length_factor));
     report_.notes.push_back("decoding defaults from " + c_.generation_source.substr(c_.generation_source.rfind('/') + 1) +
                             ": beam " + std::to_string(c_.num_beams) + ", " +
                             (c_.early_stopping ? "first-k" : "heuristic") + " beam stop, length penalty " +
@@ -587,7 +780,7 @@ class Converter {
     mb.add_max_positions(c_.max_positions);
     mb.add_norm(c_.normalize_before ? fb::NormPlacement::Pre : fb::NormPlacement::Post);
     mb.add_activation(static_cast<fb::Activation>(c_.activation));
-    mb.add_layer_norm_eps(1e-5f);
+    mb.add_layer_norm_eps(c_.layer_norm_eps);
     mb.add_pad_id(c_.pad);
     mb.add_eos_id(c_.eos);
     mb.add_decoder_start_id(c_.decoder_start);
@@ -600,6 +793,7 @@ class Converter {
     if (!tokenizer.IsNull()) mb.add_tokenizer(tokenizer);
     if (!shortlist.IsNull()) mb.add_shortlist(shortlist);
     mb.add_generation(generation);
+    if (c_.marian_native) mb.add_decoder_start(fb::DecoderStart::Zeros);
     mb.add_tensors(tensors);
     mb.add_data_size(writer_.data_size());
     mb.add_data_crc32(writer_.data_crc32());
@@ -609,9 +803,22 @@ class Converter {
   }
 
  private:
+  // `values` encoded as `dtype`, unless the checkpoint's tensor `source` is int8 already
+  // and dtype is int8: then its values are stored as they are (no requantization).
+  // An int8 matrix takes the checkpoint's activation scale for `source`, if it has one,
+  // times `input_scale` (a fold that scales the layer's input).
   int32_t matrix(const std::string& name, const std::vector<float>& values, uint64_t rows, uint64_t cols,
-                 DType dtype, float row_scale = 1.0f, detail::Layout layout = detail::Layout::kRowMajor) {
-    EncodedMatrix m = encode_matrix(values, rows, cols, dtype, row_scale, layout);
+                 DType dtype, float row_scale = 1.0f, detail::Layout layout = detail::Layout::kRowMajor,
+                 const std::string& source = "", const std::string& activation_of = "", float input_scale = 1.0f) {
+    std::optional<CheckpointFile::Int8Values> q;
+    if (dtype == DType::kInt8 && !source.empty()) q = src_.read_int8(source, {rows, cols});
+    EncodedMatrix m = q ? encode_quantized_int8(q->values, rows, cols, q->scale, row_scale, layout)
+                        : encode_matrix(values, rows, cols, dtype, row_scale, layout);
+    if (dtype == DType::kInt8 && !source.empty())
+      if (auto s = src_.activation_scale(activation_of.empty() ? source : activation_of)) {
+        m.activation_scale = *s * input_scale;
+        activation_scales_++;
+      }
     int4_used_ |= dtype == DType::kInt4;
     report_.parameters += rows * cols;
     report_.tensors.push_back({name, dtype, {rows, cols}, m.bytes(), m.max_abs_error, m.snr_db});
@@ -625,15 +832,17 @@ class Converter {
   }
 
   flatbuffers::Offset<fb::Linear> linear(const std::string& hf, const std::string& name, uint64_t out, uint64_t in,
-                                         float scale = 1.0f) {
-    auto w = src_.read(hf + ".weight", {out, in});
-    auto b = src_.read(hf + ".bias", {out});
-    if (scale != 1.0f) {
-      for (float& v : w) v *= scale;
-      for (float& v : b) v *= scale;
-    }
-    int32_t wi = matrix(name + ".weight", w, out, in, options_.linear_dtype, 1.0f, detail::Layout::kPanel16);
-    int32_t bi = vector_tensor(name + ".bias", b);
+                                         float scale = 1.0f, bool bias = true) {
+    // An int8 checkpoint's values are taken as they are; then `w` is not needed.
+    const bool stored_int8 = options_.linear_dtype == DType::kInt8 && src_.stored_int8(hf + ".weight");
+    std::vector<float> w = stored_int8 ? std::vector<float>() : src_.read(hf + ".weight", {out, in});
+    std::vector<float> b = bias ? src_.read(hf + ".bias", {out}) : std::vector<float>();
+    for (float& v : w) v *= scale;
+    for (float& v : b) v *= scale;
+    const float row_scale = stored_int8 ? scale : 1.0f;
+    int32_t wi = matrix(name + ".weight", w, out, in, options_.linear_dtype, row_scale, detail::Layout::kPanel16,
+                        hf + ".weight");
+    int32_t bi = bias ? vector_tensor(name + ".bias", b) : -1;
     return fb::CreateLinear(fbb_, wi, bi);
   }
 
@@ -674,8 +883,19 @@ class Converter {
     for (uint32_t i = 0; i < layers; ++i) {
       std::string hf = "model." + role + ".layers." + std::to_string(i);
       std::string name = role + ".layers." + std::to_string(i);
-      auto self_attn = attention(hf + ".self_attn", name + ".self_attn");
-      auto self_norm = norm(hf + ".self_attn_layer_norm", name + ".self_attn_norm");
+      const uint64_t d = c_.d_model;
+      flatbuffers::Offset<fb::Attention> self_attn;
+      flatbuffers::Offset<fb::Norm> self_norm, ssru_norm;
+      flatbuffers::Offset<fb::Ssru> ssru;
+      if (decoder && c_.ssru_decoder) {  // Marian's DecoderLayerRNN with an SSRU cell
+        auto w = linear(hf + ".ssru", name + ".ssru.w", d, d, 1.0f, /*bias=*/false);
+        auto forget = linear(hf + ".ssru_forget", name + ".ssru.forget", d, d);
+        ssru = fb::CreateSsru(fbb_, w, forget);
+        ssru_norm = norm(hf + ".ssru_layer_norm", name + ".ssru_norm");
+      } else {
+        self_attn = attention(hf + ".self_attn", name + ".self_attn");
+        self_norm = norm(hf + ".self_attn_layer_norm", name + ".self_attn_norm");
+      }
       flatbuffers::Offset<fb::Attention> cross_attn;
       flatbuffers::Offset<fb::Norm> cross_norm;
       if (decoder) {
@@ -685,7 +905,7 @@ class Converter {
       auto fc1 = linear(hf + ".fc1", name + ".fc1", c_.ffn, c_.d_model);
       auto fc2 = linear(hf + ".fc2", name + ".fc2", c_.d_model, c_.ffn);
       auto ffn_norm = norm(hf + ".final_layer_norm", name + ".ffn_norm");
-      out.push_back(fb::CreateLayer(fbb_, self_attn, self_norm, cross_attn, cross_norm, fc1, fc2, ffn_norm));
+      out.push_back(fb::CreateLayer(fbb_, self_attn, self_norm, cross_attn, cross_norm, fc1, fc2, ffn_norm, ssru, ssru_norm));
     }
     flatbuffers::Offset<fb::Norm> final_norm, embed_norm;
     if (c_.normalize_before) final_norm = norm("model." + role + ".layer_norm", role + ".final_norm");
@@ -725,6 +945,7 @@ class Converter {
   flatbuffers::Offset<fb::Tokenizer> read_vocab() {
     const std::string& dir = options_.checkpoint_dir;
     const std::string path = dir + "/vocab.json";
+    if (c_.marian_native) return marian_native_tokenizer();
     if (c_.family != Family::kMarian) {  // NLLB, M2M100, mBART-50: nullopt, with a note, without the files
       const auto family = read_family_tokenizer(dir, c_.model_type, c_.tokenizer_class, c_.vocab, &report_.notes);
       return family ? write_family_tokenizer(fbb_, *family) : 0;
@@ -782,27 +1003,69 @@ class Converter {
                                vocab_vec);
   }
 
+  // Marian C++ models: the SentencePiece ids are the model's (text::SentencePieceIdsTokenizer).
+  flatbuffers::Offset<fb::Tokenizer> marian_native_tokenizer() {
+    const SpmModel source = read_spm_model(c_.native.source_vocab);
+    const bool shared = c_.native.target_vocab == c_.native.source_vocab;
+    const SpmModel target = shared ? source : read_spm_model(c_.native.target_vocab);
+    // The pieces serve as the vocabulary of a text shortlist (lex.s2t names tokens).
+    vocab_.assign(source.pieces.begin(), source.pieces.end());
+    auto source_table = write_sentencepiece_model(fbb_, source, nullptr);
+    auto target_table = shared ? source_table : write_sentencepiece_model(fbb_, target, nullptr);
+    auto name = [](const std::string& p) { return p.substr(p.find_last_of('/') + 1); };
+    report_.notes.push_back("text tokenizer: Marian C++'s (SentencePiece ids are the model's, EOS appended, spm "
+                            "decoding): " + name(c_.native.source_vocab) +
+                            (shared ? " (shared)" : " + " + name(c_.native.target_vocab)) + ", " +
+                            std::to_string(source.pieces.size()) + " pieces; </s> " + std::to_string(c_.eos) +
+                            ", <unk> " + std::to_string(bad_unk()) + " (never generated)");
+    fb::TokenizerBuilder b(fbb_);
+    b.add_kind(fb::TokenizerKind::SentencePieceIds);
+    b.add_source(source_table);
+    b.add_target(target_table);
+    b.add_eos_id(c_.eos);
+    b.add_unk_id(bad_unk());
+    b.add_clean_up_spaces(false);
+    return b.Finish();
+  }
+  int32_t bad_unk() const { return c_.bad_words.empty() ? -1 : c_.bad_words[0]; }
+
   flatbuffers::Offset<fb::Shortlist> read_shortlist() {
+    if (c_.marian_native && options_.shortlist_path.empty() && !c_.native.shortlist.empty()) {
+      return write_shortlist(c_.native.shortlist, is_binary_shortlist(c_.native.shortlist));  // as Firefox does
+    }
     const std::string& path = options_.shortlist_path;
     if (path.empty()) return 0;
-    if (vocab_.empty())
+    return write_shortlist(path, is_binary_shortlist(path));
+  }
+
+  flatbuffers::Offset<fb::Shortlist> write_shortlist(const std::string& path, bool binary) {
+    if (vocab_.empty() && !binary)
       throw ConvertError(path + ": a shortlist names tokens, so the checkpoint needs a vocab.json");
-    if (c_.target_vocab != c_.vocab)
-      throw ConvertError(path + ": shortlists of models with separate source and target vocabularies are not "
+    if (c_.target_vocab != c_.vocab && !binary)
+      throw ConvertError(path + ": text shortlists of models with separate source and target vocabularies are not "
                          "supported yet");
     if (options_.shortlist_best == 0) throw ConvertError("--shortlist-best must be at least 1");
-    ShortlistTable t = read_lexical_shortlist(path, vocab_, options_.shortlist_first, options_.shortlist_best, c_.eos);
-    if (t.candidates.empty()) throw ConvertError(path + ": no line names two tokens of the vocabulary");
+    // Marian adds each source token itself when source and target share a vocabulary.
+    const bool shared_vocab = c_.marian_native ? c_.native.source_vocab == c_.native.target_vocab : c_.share_embeddings;
+    ShortlistTable t =
+        binary ? read_binary_shortlist(path, c_.vocab, c_.target_vocab, c_.eos, shared_vocab)
+               : read_lexical_shortlist(path, vocab_, options_.shortlist_first, options_.shortlist_best, c_.eos);
+    if (t.candidates.empty()) throw ConvertError(path + ": no source token has a candidate");
     report_.notes.push_back("shortlist: " + std::to_string(t.always.size()) + " tokens always, up to " +
                             std::to_string(t.best) + " per source token (" + std::to_string(t.candidates.size()) +
-                            " in all) from " + std::to_string(t.lines) + " lines of " + path + " (" +
-                            std::to_string(t.skipped) + " skipped: NULL or not in the vocabulary)");
+                            " in all) from " +
+                            (binary ? "the binary shortlist " + path
+                                    : std::to_string(t.lines) + " lines of " + path + " (" + std::to_string(t.skipped) +
+                                          " skipped: NULL or not in the vocabulary)"));
     // Separate statements: the bytes must not depend on argument evaluation order.
     auto always = fbb_.CreateVector(t.always);
     auto offsets = fbb_.CreateVector(t.offsets);
     auto candidates = fbb_.CreateVector(t.candidates);
     auto source = fbb_.CreateString(detail::to_valid_utf8(path.substr(path.find_last_of('/') + 1)));
-    return fb::CreateShortlist(fbb_, always, offsets, candidates, t.first, t.best, source);
+    // A Marian model's shortlist is part of how Firefox runs it: on by default.
+    // and its selection padded to a multiple of 8 ids, as Marian's (src/data/shortlist.cpp).
+    return fb::CreateShortlist(fbb_, always, offsets, candidates, t.first, t.best, source, c_.marian_native,
+                               c_.marian_native ? 8 : 0);
   }
 
   const ConvertOptions& options_;
@@ -818,6 +1081,7 @@ class Converter {
   std::string output_norm_, output_norm_target_;
   float output_unscale_ = 1.0f;
   bool int4_used_ = false;
+  size_t activation_scales_ = 0;  // int8 matrices given the checkpoint's activation scales
 };
 
 }  // namespace
@@ -846,6 +1110,42 @@ PositionChoice parse_position_choice(const std::string& text) {
                      "' (auto, sinusoidal-concatenated, sinusoidal-interleaved, learned, none)");
 }
 
+namespace {
+
+// A Marian C++ model directory (Firefox's models) -> a Petrel file.
+ConvertReport convert_marian_native(const ConvertOptions& options, const MarianNativeFiles& files) {
+  if (options.norm || options.positions != PositionChoice::kAuto || options.embed_scale)
+    throw ConvertError("--norm, --positions and --embed-scale apply to Hugging Face checkpoints only (a Marian model's "
+                       "model.yml states its structure)");
+  auto weights = std::make_unique<MarianNativeCheckpoint>(open_marian_model(files.model));
+  const SpmModel source = read_spm_model(files.source_vocab);
+  const SpmModel target = files.target_vocab == files.source_vocab ? source : read_spm_model(files.target_vocab);
+  CheckpointConfig config = read_marian_native_config(weights->options(), static_cast<uint32_t>(source.pieces.size()),
+                                                      static_cast<uint32_t>(target.pieces.size()));
+  config.native = files;
+  // Marian takes EOS and UNK from the SentencePiece models' pieces (SentencePieceVocab).
+  auto piece_id = [](const SpmModel& m, std::string_view piece) -> int32_t {
+    for (size_t i = 0; i < m.pieces.size(); ++i)
+      if (m.pieces[i] == piece) return static_cast<int32_t>(i);
+    throw ConvertError(m.path + ": no piece '" + std::string(piece) + "' (Marian needs it)");
+  };
+  config.eos = piece_id(source, "</s>");
+  const int32_t unk = piece_id(source, "<unk>");
+  if (piece_id(target, "</s>") != config.eos || piece_id(target, "<unk>") != unk)
+    throw ConvertError(files.target_vocab + ": '</s>' and '<unk>' have other ids than in " + files.source_vocab);
+  config.pad = config.decoder_start = config.eos;  // no pad; the start is a zero embedding
+  config.bad_words = {unk};                        // Marian's allow-unk: false
+  Source src(*weights, options);
+  ConvertReport report = Converter(options, config, src).run();
+  report.notes.insert(report.notes.begin(),
+                      "weights: read " + files.model.substr(files.model.find_last_of('/') + 1) + " (" +
+                          weights->format() + (weights->has_intgemm8() ? ", intgemm8 weights taken as stored" : "") +
+                          (weights->has_activation_scales() ? ", with activation scales (alphas)" : "") + ")");
+  return report;
+}
+
+}  // namespace
+
 ConvertReport convert_checkpoint(const ConvertOptions& options) {
   const std::string& dir = options.checkpoint_dir;
   struct stat dir_stat {};
@@ -853,6 +1153,8 @@ ConvertReport convert_checkpoint(const ConvertOptions& options) {
     throw ConvertError(dir + ": not a checkpoint directory");
   if (options.embed_scale && !(std::isfinite(*options.embed_scale) && *options.embed_scale > 0))
     throw ConvertError("--embed-scale must be a positive number");
+  if (!file_exists(dir + "/config.json"))
+    if (auto native = find_marian_native_files(dir)) return convert_marian_native(options, *native);
   const std::string config_path = dir + "/config.json", generation_path = dir + "/generation_config.json";
   CheckpointConfig config = read_config(
       ConfigReader(config_path, read_text(config_path, " (a checkpoint directory needs config.json)")), options);

@@ -1,4 +1,5 @@
-// petrel-convert: a Hugging Face translation checkpoint (Marian, M2M100/NLLB, mBART) -> one .petrel model file.
+// petrel-convert: a Hugging Face translation checkpoint (Marian, M2M100/NLLB, mBART) or a Marian C++
+// model directory (Firefox Translations') -> one .petrel model file.
 #include <unistd.h>
 
 #include <cmath>
@@ -34,7 +35,12 @@ int main(int argc, char** argv) {
                 "target.spm, vocab.json [+ target_vocab.json]; M2M100's sentencepiece.bpe.model and vocab.json;\n"
                 "NLLB's and mBART-50's sentencepiece.bpe.model; each [+ tokenizer_config.json]. Constant scales\n"
                 "(sqrt(d_model) embedding scale, 1/sqrt(head_dim) attention scale, the tied output's\n"
-                "1/sqrt(d_model)) are folded into the stored tables.");
+                "1/sqrt(d_model)) are folded into the stored tables.\n"
+                "A directory without config.json holding a Marian C++ model as Firefox Translations ships them\n"
+                "(model*.bin or model*.npz with its model.yml; vocab*.spm, or srcvocab*.spm + trgvocab*.spm;\n"
+                "optionally lex*.bin or lex*.s2t) converts too: transformer or SSRU decoders, float32 or\n"
+                "intgemm8 weights (int8 values taken as stored, their alphas as static activation scales),\n"
+                "the shortlist stored and used as Firefox does.");
   p.flag("output", "FILE", "output model file (also -o)");
   p.flag("quantize", "DTYPE", "linear weights of the layers: f32, f16, int8 or int4 (default int8)");
   p.flag("embeddings", "DTYPE", "embedding tables: f32, f16, int8 or int4 (default int8)");
@@ -45,7 +51,8 @@ int main(int argc, char** argv) {
   p.flag("positions", "KIND", "auto, sinusoidal-concatenated, sinusoidal-interleaved, learned, none (default auto)");
   p.flag("norm", "PLACEMENT", "pre or post: layer-norm placement, when it differs from what the model type implies");
   p.flag("shortlist", "LEX", "store a lexical shortlist: Marian's lex.s2t text format, \"TARGET SOURCE PROB\"\n"
-                             "                              per line (needs vocab.json); petrel-run --shortlist uses it");
+                             "                              per line (needs vocab.json), or its binary lex.*.s2t.bin;\n"
+                             "                              petrel-run --shortlist uses it");
   p.flag("shortlist-first", "N", "shortlist: the first N target ids (the most frequent) always (default 100)");
   p.flag("shortlist-best", "N", "shortlist: the N most likely targets per source token (default 100)");
   p.toggle("json", "print the summary as JSON on stdout");

@@ -24,7 +24,7 @@ int32_t ModelWriter::add(const std::string& name, const std::vector<uint64_t>& s
                          const EncodedMatrix& m) {
   const auto layout = m.layout == detail::Layout::kPanel16 ? fb::Layout::Panel16 : fb::Layout::RowMajor;
   PendingTensor t{name, static_cast<fb::DType>(m.dtype), shape, layout, append(m.data.data(), m.data.size()),
-                  {}, {}, {}, static_cast<float>(m.max_abs_error), static_cast<float>(m.snr_db)};
+                  {}, {}, {}, static_cast<float>(m.max_abs_error), static_cast<float>(m.snr_db), m.activation_scale};
   if (!m.scales.empty()) t.scales = append(m.scales.data(), m.scales.size() * sizeof(float));
   if (!m.row_sums.empty()) t.row_sums = append(m.row_sums.data(), m.row_sums.size() * sizeof(int32_t));
   if (!m.block_scales.empty()) t.block_scales = append(m.block_scales.data(), m.block_scales.size());
@@ -35,7 +35,7 @@ int32_t ModelWriter::add(const std::string& name, const std::vector<uint64_t>& s
 int32_t ModelWriter::add_f32(const std::string& name, const std::vector<uint64_t>& shape,
                              const std::vector<float>& values) {
   tensors_.push_back({name, fb::DType::F32, shape, fb::Layout::RowMajor, append(values.data(), values.size() * 4), {},
-                      {}, {}, NAN, NAN});
+                      {}, {}, NAN, NAN, 0.0f});
   return static_cast<int32_t>(tensors_.size() - 1);
 }
 
@@ -48,7 +48,7 @@ flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::Tensor>>> ModelW
     const fb::DataRef* row_sums = t.row_sums.size() ? &t.row_sums : nullptr;
     const fb::DataRef* block_scales = t.block_scales.size() ? &t.block_scales : nullptr;
     offsets.push_back(fb::CreateTensor(builder_, name, t.dtype, shape, t.layout, &t.data, scales, row_sums,
-                                       block_scales, t.max_abs_error, t.snr_db));
+                                       block_scales, t.max_abs_error, t.snr_db, t.activation_scale));
   }
   return builder_.CreateVector(offsets);
 }

@@ -42,6 +42,7 @@ class ModelWriter {
     fb::Layout layout;
     fb::DataRef data, scales, row_sums, block_scales;
     float max_abs_error, snr_db;  // NaN: not recorded (f32 vectors)
+    float activation_scale;       // int8: static activation scale; 0: none
   };
   flatbuffers::FlatBufferBuilder builder_{1 << 16};
   std::vector<PendingTensor> tensors_;

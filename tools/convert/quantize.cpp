@@ -75,17 +75,60 @@ float quantize_int4_row(const float* row, size_t cols, uint8_t* block_scales, in
 
 }  // namespace
 
-EncodedMatrix encode_matrix(const std::vector<float>& values, size_t rows, size_t cols, DType dtype,
-                            float row_scale, detail::Layout layout) {
+// An all-zero matrix of `dtype` in `layout` (padding included: nibble 8 is int4's 0).
+EncodedMatrix allocate_matrix(size_t rows, size_t cols, DType dtype, detail::Layout layout) {
   EncodedMatrix m;
   m.dtype = dtype;
   m.layout = layout;
   detail::StoredSize size;
   if (!detail::stored_size(dtype, layout, rows, cols, &size)) throw std::length_error("matrix too large");
-  // Padding is zero: nibble 8 for int4 (q = 0), zero bytes otherwise.
   m.data.assign(size.data, dtype == DType::kInt4 ? 0x88 : 0);
   m.block_scales.assign(size.block_scales, 0);
   if (detail::traits(dtype).row_scales) m.scales.resize(rows);
+  return m;
+}
+
+// The side arrays computed from the stored values (int8 Panel16's row sums), and the
+// error against `values` x row_scale.
+void finish_matrix(EncodedMatrix& m, const float* values, size_t rows, size_t cols, float row_scale) {
+  const detail::Matrix view = as_matrix(m, rows, cols);
+  if (m.dtype == DType::kInt8 && m.layout == detail::Layout::kPanel16) {
+    m.row_sums.assign(rows, 0);
+    for (size_t r = 0; r < rows; ++r)
+      for (size_t c = 0; c < cols; ++c) m.row_sums[r] += view.quantized(r, c);
+  }
+  std::vector<float> decoded = decode_matrix(m, rows, cols);
+  double signal = 0, noise = 0;
+  for (size_t i = 0; i < rows * cols; ++i) {
+    double target = static_cast<double>(values[i]) * row_scale;
+    double err = decoded[i] - target;
+    m.max_abs_error = std::max(m.max_abs_error, std::fabs(err));
+    signal += target * target;
+    noise += err * err;
+  }
+  m.snr_db = noise == 0 ? std::numeric_limits<double>::infinity() : 10.0 * std::log10(signal / noise);
+}
+
+EncodedMatrix encode_quantized_int8(const std::vector<int8_t>& q, size_t rows, size_t cols, float scale,
+                                    float row_scale, detail::Layout layout) {
+  if (q.size() != rows * cols) throw std::length_error("int8 values do not fill the matrix");
+  EncodedMatrix m = allocate_matrix(rows, cols, DType::kInt8, layout);
+  const detail::Matrix view = as_matrix(m, rows, cols);
+  std::vector<float> values(rows * cols);  // what the values stand for, for the error report (none)
+  for (size_t r = 0; r < rows; ++r) {
+    m.scales[r] = scale * row_scale;
+    for (size_t c = 0; c < cols; ++c) {
+      m.data[view.index(r, c)] = static_cast<uint8_t>(q[r * cols + c]);
+      values[r * cols + c] = static_cast<float>(q[r * cols + c]) * scale;
+    }
+  }
+  finish_matrix(m, values.data(), rows, cols, row_scale);
+  return m;
+}
+
+EncodedMatrix encode_matrix(const std::vector<float>& values, size_t rows, size_t cols, DType dtype,
+                            float row_scale, detail::Layout layout) {
+  EncodedMatrix m = allocate_matrix(rows, cols, dtype, layout);
   const detail::Matrix view = as_matrix(m, rows, cols);
   std::vector<int32_t> q(cols);
   std::vector<uint8_t> row_blocks(view.blocks());
@@ -126,22 +169,7 @@ EncodedMatrix encode_matrix(const std::vector<float>& values, size_t rows, size_
         break;
     }
   }
-  if (dtype == DType::kInt8 && layout == detail::Layout::kPanel16) {
-    m.row_sums.assign(rows, 0);
-    for (size_t r = 0; r < rows; ++r)
-      for (size_t c = 0; c < cols; ++c) m.row_sums[r] += view.quantized(r, c);
-  }
-
-  std::vector<float> decoded = decode_matrix(m, rows, cols);
-  double signal = 0, noise = 0;
-  for (size_t i = 0; i < rows * cols; ++i) {
-    double target = static_cast<double>(values[i]) * row_scale;
-    double err = decoded[i] - target;
-    m.max_abs_error = std::max(m.max_abs_error, std::fabs(err));
-    signal += target * target;
-    noise += err * err;
-  }
-  m.snr_db = noise == 0 ? std::numeric_limits<double>::infinity() : 10.0 * std::log10(signal / noise);
+  finish_matrix(m, values.data(), rows, cols, row_scale);
   return m;
 }
 

@@ -18,6 +18,7 @@ struct EncodedMatrix {
   std::vector<uint8_t> block_scales;  // int4: one per stored row and block (Matrix::block_scale_index)
   double max_abs_error = 0;   // against `values` x row_scale
   double snr_db = 0;          // +inf when exact
+  float activation_scale = 0;  // int8: a static scale for the layer's input (Tensor.activation_scale); 0: none
   // Bytes of the data and every side array.
   uint64_t bytes() const { return data.size() + (scales.size() + row_sums.size()) * 4 + block_scales.size(); }
 };
@@ -32,6 +33,11 @@ struct EncodedMatrix {
 // With `layout` Panel16 the bytes are ordered for the matmul kernels (detail::traits).
 EncodedMatrix encode_matrix(const std::vector<float>& values, size_t rows, size_t cols, DType dtype,
                             float row_scale = 1.0f, detail::Layout layout = detail::Layout::kRowMajor);
+
+// int8 values already quantized (q[rows][cols], e.g. a Marian intgemm8 item), stored as
+// they are: every row's scale is scale x row_scale. No requantization, so no error.
+EncodedMatrix encode_quantized_int8(const std::vector<int8_t>& q, size_t rows, size_t cols, float scale,
+                                    float row_scale = 1.0f, detail::Layout layout = detail::Layout::kRowMajor);
 
 // The engine's view of an encoded matrix (pointing into `m`, which must outlive it).
 detail::Matrix as_matrix(const EncodedMatrix& m, size_t rows, size_t cols);

@@ -235,9 +235,15 @@ int main(int argc, char** argv) {
                                         "                              part of the output ids; without --target-lang it\n"
                                         "                              replaces the model's forced target language");
   p.flag("threads", "T", "intra-op threads per session (default 1)");
-  p.toggle("shortlist", "decode over the model file's lexical shortlist (petrel-convert --shortlist)");
+  p.toggle("shortlist", "decode over the model file's lexical shortlist (petrel-convert --shortlist; a Marian\n"
+                        "                              model's is used by default, as Firefox does)");
+  p.toggle("no-shortlist", "decode over the whole vocabulary even when the model uses its shortlist by default");
   p.flag("kv-cache", "TYPE", "f32 (default) or f16: attention keys/values in half precision, half the memory");
   p.flag("isa", "PATH", "kernel path: scalar, avx2, avx512, neon, dotprod (default: $PETREL_ISA or the best)");
+  p.flag("activation-scales", "HOW", "int8 layers' input scales: dynamic (default: per row, at run time) or file\n"
+                                     "                              (the model's static scales: a Marian model's alphas)");
+  p.flag("max-length-factor", "X", "each sentence generates at most X times its source tokens (default: the\n"
+                                   "                              model's; Marian models 2); --max-new-tokens wins");
   p.toggle("json", "print one JSON object (results + timing) at the end (it holds every result: for long\n"
                    "                              inputs use --json-lines)");
   p.toggle("json-lines", "print one JSON object per input as it is ready, then one with the totals");
@@ -245,6 +251,7 @@ int main(int argc, char** argv) {
   TranslateOptions options;
   BatchOptions batching;
   size_t threads = 1, workers = 1;
+  std::string activation_scales = "dynamic";
   std::vector<Input> given;  // --text / --ids
   try {
     if (!p.parse(argc, argv)) {
@@ -271,7 +278,7 @@ int main(int argc, char** argv) {
     if (p.has("json") && p.has("json-lines")) throw cli::UsageError("--json or --json-lines, not both");
     if (p.has("tokenize") || p.has("detokenize"))
       refuse({"beam", "n-best", "max-new-tokens", "min-new-tokens", "length-penalty", "beam-stop", "target-lang",
-              "target-prefix", "threads", "shortlist", "kv-cache", "isa"},
+              "target-prefix", "threads", "shortlist", "no-shortlist", "kv-cache", "isa", "activation-scales", "max-length-factor"},
              other_mode, " (it shows tokens, it does not translate)");
     if (p.has("detokenize") || p.has("ids")) refuse({"source-lang"}, p.has("ids") ? "--ids" : "--detokenize", " (no text is read)");
     const char* batch_flags[] = {"no-split", "max-batch-tokens", "max-batch", "window", "workers"};
@@ -313,8 +320,18 @@ int main(int argc, char** argv) {
     batching.max_batch_size = static_cast<size_t>(p.get_int("max-batch", 8, 1, 65536));
     batching.window = static_cast<size_t>(p.get_int("window", 8 * static_cast<long long>(batching.max_batch_size), 1, 1 << 20));
     batching.split_sentences = !p.has("no-split");
-    options.use_shortlist = p.has("shortlist");
+    if (p.has("shortlist") && p.has("no-shortlist")) throw cli::UsageError("--shortlist or --no-shortlist, not both");
+    if (p.has("shortlist")) options.use_shortlist = true;
+    if (p.has("no-shortlist")) options.use_shortlist = false;
     options.kv_cache_f16 = p.get_choice("kv-cache", "f32", {"f32", "f16"}) == "f16";
+    activation_scales = p.get_choice("activation-scales", "dynamic", {"dynamic", "file"});
+    if (p.has("max-length-factor")) {
+      const std::string text = p.get("max-length-factor");
+      char* end = nullptr;
+      options.max_length_factor = std::strtod(text.c_str(), &end);
+      if (text.empty() || *end != '\0' || !(options.max_length_factor > 0 && options.max_length_factor <= 1000))
+        throw cli::UsageError("--max-length-factor: '" + text + "' is not a number in (0, 1000]");
+    }
     for (const auto& ids : p.all("ids")) {
       cli::parse_id_list(ids, "--ids");  // a typo is a usage error, before the model loads
       given.push_back({ids, std::nullopt});
@@ -444,6 +461,7 @@ int main(int argc, char** argv) {
   TranslatorOptions translator_options;
   translator_options.isa = p.get("isa");
   translator_options.threads = threads;
+  parse_activation_scales(activation_scales, &translator_options.activation_scales);
   auto effective = resolve_options(model, options);  // the model's defaults filled in
   if (!effective) {
     fail(effective.error().message);
@@ -599,10 +617,13 @@ int main(int argc, char** argv) {
   summary["threads"] = threads;
   summary["workers"] = sessions;
   summary["kv_cache"] = options.kv_cache_f16 ? "f16" : "f32";
+  summary["activation_scales"] = activation_scales;
   summary["decoding"] = {{"beam", used.beam_size},
                          {"beam_stop", to_string(used.beam_stop)},
                          {"length_penalty", *used.length_penalty},
                          {"max_new_tokens", used.max_new_tokens},
+                         {"max_length_factor", used.max_length_factor},
+                         {"shortlist", used.use_shortlist.value_or(false)},
                          {"min_new_tokens", used.min_new_tokens},
                          {"forced_eos_id", model.info().generation.forced_eos_id},
                          {"target_prefix", used.target_prefix}};

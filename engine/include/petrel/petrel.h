@@ -78,7 +78,8 @@ typedef struct petrel_options {
   size_t max_new_tokens; /* 0: the model's max_length - 1, else 256 (within its max positions) */
   size_t min_new_tokens; /* EOS is not allowed before this many tokens */
   double length_penalty; /* score = log-probability / length^length_penalty; NaN: the model's */
-  int use_shortlist;     /* nonzero: decode over the model file's lexical shortlist */
+  int use_shortlist;     /* > 0: decode over the model file's lexical shortlist; < 0: not; 0: the
+                            model's choice (a Marian model's shortlist is on, others off) */
   int kv_cache_f16;      /* nonzero: keep attention keys/values in half precision */
   int beam_stop;         /* PETREL_BEAM_STOP_*: when beam search stops for a sentence */
   petrel_token_fn on_token; /* streaming: called after every step (NULL: none) */

@@ -54,6 +54,10 @@ struct TranslateOptions {
   // Generated tokens at most (EOS included); 0: the model's max_length - 1, else 256;
   // never more than the model's max positions.
   size_t max_new_tokens = 0;
+  // With max_new_tokens 0: each sentence generates at most ceil(factor x its source
+  // tokens, EOS included), within the limit above (Marian's max-length-factor).
+  // 0: the model's (GenerationDefaults::max_length_factor; none if 0).
+  double max_length_factor = 0;
   size_t min_new_tokens = 0;  // EOS is not allowed before this many tokens
   // score = log-probability / length^length_penalty; unset: the model's (1.0 if none)
   std::optional<double> length_penalty;
@@ -61,7 +65,9 @@ struct TranslateOptions {
   // Decode over the model file's lexical shortlist (ModelInfo::shortlist): each
   // sentence may only produce its shortlist's tokens, normalised over them; the output
   // projection runs over those rows only. An error if the file has no shortlist.
-  bool use_shortlist = false;
+  // Unset: the model's choice (ModelInfo::shortlist.by_default: a Marian model's, as
+  // Firefox uses it; otherwise off).
+  std::optional<bool> use_shortlist;
   // Store the decoder's attention keys and values (the KV cache) as IEEE half
   // precision: half the cache memory and half the bytes attention reads. Outputs then
   // differ from the f32 cache's by f16 rounding of K and V (relative 2^-11).

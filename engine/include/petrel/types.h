@@ -70,6 +70,7 @@ struct ShortlistInfo {
   uint32_t first = 0, best = 0;  // as recorded by the converter
   uint64_t always = 0, candidates = 0;
   std::string source;
+  bool by_default = false;  // used unless TranslateOptions::use_shortlist says otherwise
 };
 
 // When beam search stops for a sentence.
@@ -95,6 +96,9 @@ struct GenerationDefaults {
   // Forced as the first generated token unless the caller gives a target prefix or
   // language (the target language of M2M100 / mBART-50 checkpoints); -1: none.
   int32_t forced_bos_id = -1;
+  // > 0: at most ceil(factor x source tokens, EOS included) new tokens per sentence
+  // (Marian's max-length-factor; Firefox's models use 2); 0: none.
+  double max_length_factor = 0;
 };
 
 struct SentencePieceInfo {

@@ -84,9 +84,10 @@ Result<SearchResult> search(StepModel& model, size_t sentences, const models::Ou
     f[slot] = {length, score};
   };
   const int32_t* const no_token = nullptr;
+  auto steps_of = [&](size_t b) { return o.sentence_max_new_tokens ? (*o.sentence_max_new_tokens)[b] : max_steps; };
   auto forced_token = [&](size_t b, size_t step) -> const int32_t* {
     // EOS wins at the last step, as Hugging Face applies ForcedEOS after ForcedBOS.
-    if (o.forced_eos_id >= 0 && step + 1 == max_steps) return &o.forced_eos_id;
+    if (o.forced_eos_id >= 0 && step + 1 == steps_of(b)) return &o.forced_eos_id;
     if (o.forced != nullptr && step < (*o.forced)[b].size()) return &(*o.forced)[b][step];
     return no_token;
   };
@@ -124,7 +125,7 @@ Result<SearchResult> search(StepModel& model, size_t sentences, const models::Ou
       }
       std::sort(s.candidates.begin(), s.candidates.end(), ranks_before);
       const size_t to_block = s.next_active.size() * K;
-      const bool last_step = step + 1 == max_steps;
+      const bool last_step = step + 1 == steps_of(b);
       size_t filled = 0;
       for (size_t rank = 0; rank < s.candidates.size() && rank < 2 * K && (filled < K || last_step); ++rank) {
         const Candidate& c = s.candidates[rank];

@@ -51,6 +51,9 @@ struct SearchOptions {
   size_t beam = 1;
   size_t n_best = 1;
   size_t max_new_tokens = 1;  // >= 1
+  // When given: sentence s generates at most (*sentence_max_new_tokens)[s] tokens (each
+  // in 1..max_new_tokens), Marian's max-length-factor.
+  const std::vector<size_t>* sentence_max_new_tokens = nullptr;
   size_t min_new_tokens = 0;  // EOS is not allowed before this many tokens
   double length_penalty = 1.0;
   BeamStop stop = BeamStop::kHeuristic;

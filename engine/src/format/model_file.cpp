@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <tuple>
@@ -104,9 +105,11 @@ Status bind_shortlist(const fb::Shortlist& list, ModelInfo& info, Shortlist* out
   bool has_eos = false;
   for (int32_t id : *list.always()) has_eos |= id == info.eos_id;
   if (!has_eos) return fail("shortlist.always must contain eos_id " + std::to_string(info.eos_id));
-  *out = {list.always()->data(), list.always()->size(), offsets.data(), list.candidates()->data()};
+  if (list.pad_to_multiple() > 64) return fail("shortlist.pad_to_multiple must be at most 64");
+  *out = {list.always()->data(), list.always()->size(), offsets.data(), list.candidates()->data(), list.first(),
+          list.pad_to_multiple()};
   info.shortlist = {true, list.first(), list.best(), list.always()->size(), list.candidates()->size(),
-                    list.source() ? list.source()->str() : ""};
+                    list.source() ? list.source()->str() : "", list.by_default()};
   return Status::ok();
 }
 
@@ -200,6 +203,36 @@ Result<MarianTokenizerTables> bind_marian_tokenizer(const fb::Tokenizer& tok, co
     *dst = id;
   }
   parts.clean_up_spaces = tok.clean_up_spaces();
+  return parts;
+}
+
+// Marian C++ models: each SentencePiece model's ids are the model's ids, so the source
+// model has vocab_size pieces and the target model target_vocab_size.
+template <class Fail>
+Result<SentencePieceIdsTables> bind_spm_ids_tokenizer(const fb::Tokenizer& tok, const ModelInfo& info, Fail fail) {
+  SentencePieceIdsTables parts;
+  auto source = bind_sentencepiece(tok.source(), "source", 0, fail);
+  if (!source) return source.error();
+  auto target = bind_sentencepiece(tok.target(), "target", 0, fail);
+  if (!target) return target.error();
+  if (source.value().pieces.size() != info.vocab_size)
+    return fail("tokenizer.source holds " + std::to_string(source.value().pieces.size()) +
+                " pieces, expected vocab_size " + std::to_string(info.vocab_size) + " (its ids are the model's)");
+  if (target.value().pieces.size() != info.target_vocab_size)
+    return fail("tokenizer.target holds " + std::to_string(target.value().pieces.size()) +
+                " pieces, expected target_vocab_size " + std::to_string(info.target_vocab_size));
+  if (tok.vocab() != nullptr || tok.target_vocab() != nullptr)
+    return fail("tokenizer.vocab: a SentencePieceIds tokenizer has none (the pieces are the vocabulary)");
+  parts.source = std::move(source.value());
+  parts.target = std::move(target.value());
+  const uint32_t smaller = std::min(info.vocab_size, info.target_vocab_size);
+  for (auto [id, field, dst] : {std::tuple{tok.eos_id(), "eos_id", &parts.eos_id},
+                                std::tuple{tok.unk_id(), "unk_id", &parts.unk_id}}) {
+    if (id < 0 || static_cast<uint32_t>(id) >= smaller)
+      return fail(std::string("tokenizer.") + field + " = " + std::to_string(id) +
+                  " is not a source and target token id");
+    *dst = id;
+  }
   return parts;
 }
 
@@ -703,6 +736,9 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
       s = token(g->forced_bos_id(), "generation.forced_bos_id", &gen.forced_bos_id);
       if (!s) return s.error();
     }
+    if (!(g->max_length_factor() >= 0.0f && g->max_length_factor() <= 1000.0f))
+      return fail("generation.max_length_factor must be in 0..1000");
+    gen.max_length_factor = g->max_length_factor();
   }
   if (const fb::Tokenizer* tok = m->tokenizer()) {
     if (!enum_in_range(tok->kind())) return fail("tokenizer.kind: unknown value");
@@ -718,6 +754,17 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
         if (token.size() > 4 && token.compare(0, 2, ">>") == 0 && token.compare(token.size() - 2, 2, "<<") == 0)
           t.language_codes.emplace_back(token);
       out.marian_tokenizer = std::move(parts.value());
+      info.has_text_tokenizer = true;
+    }
+    if (tok->kind() == fb::TokenizerKind::SentencePieceIds) {
+      auto parts = bind_spm_ids_tokenizer(*tok, info, fail);
+      if (!parts) return parts.error();
+      TokenizerInfo& t = info.tokenizer;
+      t.kind = "sentencepiece";
+      describe_sentencepiece(*tok->source(), t.source);
+      describe_sentencepiece(*tok->target(), t.target);
+      t.separate_target_vocab = tok->target() != tok->source();
+      out.spm_ids_tokenizer = std::move(parts.value());
       info.has_text_tokenizer = true;
     }
     if (tok->kind() == fb::TokenizerKind::Fairseq) {

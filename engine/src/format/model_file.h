@@ -26,6 +26,7 @@ struct BoundModel {
   // the owner builds the tokenizer from it.
   std::optional<MarianTokenizerTables> marian_tokenizer;
   std::optional<FairseqTokenizerTables> fairseq_tokenizer;  // the same for NLLB, M2M100, mBART-50
+  std::optional<SentencePieceIdsTables> spm_ids_tokenizer;  // and for Marian C++ models (bergamot's)
 };
 
 // `bytes` must stay alive and unchanged while the result is used, and be 64-byte

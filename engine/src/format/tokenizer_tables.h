@@ -64,6 +64,13 @@ struct MarianTokenizerTables {
   bool clean_up_spaces = true;
 };
 
+// Marian C++ models' tokenizer (text::SentencePieceIdsTokenizer): the SentencePiece ids
+// are the model's ids. Source pieces = vocab_size, target pieces = target_vocab_size.
+struct SentencePieceIdsTables {
+  SentencePieceSpec source, target;
+  int32_t eos_id = -1, unk_id = -1;  // the pieces "</s>" and "<unk>" (of both models)
+};
+
 enum class LanguagePlacement : uint8_t { kFirst, kLast };      // of the source language token
 enum class PieceDecoding : uint8_t { kSentencePiece, kJoinPieces };  // output pieces -> text
 

@@ -57,6 +57,7 @@ struct Shortlist {
   size_t always_size = 0;
   const uint32_t* offsets = nullptr;  // [vocab + 1], non-decreasing
   const int32_t* candidates = nullptr;
+  uint32_t first = 0, pad_to_multiple = 0;  // Marian's padding: smallest unselected ids >= first
   bool present() const { return offsets != nullptr; }
 };
 

@@ -36,6 +36,13 @@ void OutputVocabulary::use_shortlist(const detail::ModelWeights& w, const std::v
       out.insert(out.end(), list.candidates + list.offsets[s], list.candidates + list.offsets[s + 1]);
     std::sort(out.begin(), out.end());
     out.erase(std::unique(out.begin(), out.end()), out.end());
+    if (list.pad_to_multiple > 1) {  // Marian's: the smallest unselected ids >= first
+      const size_t target = w.output_proj.rows, before = out.size();
+      for (size_t id = list.first; out.size() % list.pad_to_multiple != 0 && id < target; ++id)
+        if (!std::binary_search(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(before), static_cast<int32_t>(id)))
+          out.push_back(static_cast<int32_t>(id));
+      std::sort(out.begin(), out.end());
+    }
   };
 
   std::vector<std::vector<int32_t>> per_sentence(batch.size());

@@ -1,0 +1,260 @@
+// Marian C++ models (Firefox Translations'): petrel-convert reads a Mozilla-shaped
+// directory, and the engine decodes it as Firefox's own engine does. The fixtures
+// (tests/fixtures/marian-native, made by tools/reference/make_marian_native_fixtures.py)
+// hold the texts of bergamot-translator 0.4.9 (npm, Firefox's WASM build) and the ids of
+// an independent PyTorch reference (tools/reference/marian_native_reference.py).
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "convert/convert.h"
+#include "convert/convert_error.h"
+#include "petrel/translator.h"
+#include "petrel_generated.h"
+#include "support/test_support.h"
+
+using namespace petrel;
+using namespace petrel::test;
+using Catch::Matchers::Contains;
+using json = nlohmann::json;
+
+namespace {
+
+const std::vector<std::string> kModels = {"transformer", "ssru"};
+
+std::string native_dir() { return fixture_dir() + "/marian-native"; }
+
+json expected_native(const std::string& model) {
+  std::ifstream in(native_dir() + "/" + model + "/expected.json");
+  REQUIRE(in);
+  return json::parse(in);
+}
+
+void copy_file(const std::string& from, const std::string& to) { write_bytes(to, read_bytes(from)); }
+
+// A directory laid out as Mozilla ships a model: the model file, vocab.spm, [lex.bin].
+std::string model_dir(const TempDir& tmp, const std::string& model, const std::string& file, bool shortlist) {
+  const std::string dir = tmp.file(model + "-" + file + (shortlist ? "-lex" : ""));
+  std::filesystem::create_directories(dir);
+  copy_file(native_dir() + "/" + model + "/" + file, dir + "/" + file);
+  copy_file(native_dir() + "/vocab.spm", dir + "/vocab.spm");
+  if (shortlist) copy_file(native_dir() + "/" + model + "/lex.bin", dir + "/lex.50.50.s2t.bin");
+  return dir;
+}
+
+std::string convert_native(const TempDir& tmp, const std::string& dir, DType dtype) {
+  convert::ConvertOptions o;
+  o.checkpoint_dir = dir;
+  o.output_path = dir + "-" + to_string(dtype) + ".petrel";
+  o.linear_dtype = o.embedding_dtype = dtype;
+  convert::convert_checkpoint(o);
+  (void)tmp;
+  return o.output_path;
+}
+
+std::vector<std::string> strings(const json& j) { return j.get<std::vector<std::string>>(); }
+
+// Greedy translations of every sentence, in batches of 16 (each sentence's length limit
+// is its own, so batching changes nothing).
+std::vector<TextTranslation> translate_all(Translator& t, const std::vector<std::string>& sentences,
+                                           const TranslateOptions& o = {}) {
+  std::vector<TextTranslation> out;
+  for (size_t i = 0; i < sentences.size(); i += 16) {
+    std::vector<std::string> batch(sentences.begin() + i, sentences.begin() + std::min(sentences.size(), i + 16));
+    auto r = t.translate_text(batch, o);
+    if (!r) FAIL(r.error().message);
+    for (auto& x : r.value()) out.push_back(std::move(x));
+  }
+  return out;
+}
+
+size_t equal_texts(const std::vector<TextTranslation>& got, const std::vector<std::string>& want) {
+  REQUIRE(got.size() == want.size());
+  size_t equal = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    REQUIRE(got[i].hypotheses.size() == 1);
+    equal += got[i].hypotheses[0].text == want[i];
+  }
+  return equal;
+}
+
+}  // namespace
+
+TEST_CASE("Marian C++ models decode as bergamot's float32 and the PyTorch reference on every kernel path",
+          "[marian-native][oracle]") {
+  const std::string model = GENERATE(from_range(kModels));
+  const std::string isa = GENERATE(from_range(runnable_isas()));
+  CAPTURE(model, isa);
+  TempDir tmp;
+  const json e = expected_native(model);
+  const auto sentences = strings(e["sentences"]);
+  REQUIRE(sentences.size() >= 300);
+  auto loaded = load_model(convert_native(tmp, model_dir(tmp, model, "model.bin", false), DType::kF32));
+  const ModelInfo& info = loaded->info();
+  CHECK(info.tokenizer.kind == "sentencepiece");
+  CHECK(info.decoder_start_zeros);
+  CHECK(info.ssru_layers == (model == "ssru" ? 2u : 0u));
+  auto t = Translator::create(loaded, {isa, 1});
+  REQUIRE(t);
+  const auto got = translate_all(t.value(), sentences);
+
+  size_t same_ids = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    same_ids += got[i].hypotheses[0].ids == e["reference"]["ids"][i].get<std::vector<int32_t>>();
+  const size_t same_text = equal_texts(got, strings(e["bergamot"]["float32"]));
+  WARN(model << " on " << isa << ": ids equal to the PyTorch reference " << same_ids << "/" << got.size()
+             << ", text equal to bergamot float32 " << same_text << "/" << got.size());
+  CHECK(same_ids * 100 >= got.size() * 99);
+  CHECK(same_text * 100 >= got.size() * 99);
+}
+
+TEST_CASE("a Marian model's binary shortlist is stored and decodes as bergamot's", "[marian-native][shortlist]") {
+  const std::string model = GENERATE(from_range(kModels));
+  CAPTURE(model);
+  TempDir tmp;
+  const json e = expected_native(model);
+  REQUIRE(e["bergamot"].contains("float32_shortlist"));
+  auto loaded = load_model(convert_native(tmp, model_dir(tmp, model, "model.bin", true), DType::kF32));
+  REQUIRE(loaded->info().shortlist.present);
+  auto t = Translator::create(loaded);
+  REQUIRE(t);
+  TranslateOptions o;
+  o.use_shortlist = true;
+  const auto got = translate_all(t.value(), strings(e["sentences"]), o);
+  const size_t same = equal_texts(got, strings(e["bergamot"]["float32_shortlist"]));
+  WARN(model << ": with the shortlist, text equal to bergamot float32 " << same << "/" << got.size());
+  CHECK(same * 100 >= got.size() * 99);
+}
+
+TEST_CASE("intgemm8 weights are taken as stored, with their alphas as static activation scales",
+          "[marian-native][int8]") {
+  const std::string model = GENERATE(from_range(kModels));
+  CAPTURE(model);
+  TempDir tmp;
+  const json e = expected_native(model);
+  auto loaded =
+      load_model(convert_native(tmp, model_dir(tmp, model, "model.intgemm.alphas.bin", false), DType::kInt8));
+  CHECK(loaded->info().static_activation_scales);
+  const auto sentences = strings(e["sentences"]);
+  const auto bergamot = strings(e["bergamot"]["int8shiftAlphaAll"]);
+  for (ActivationScales scales : {ActivationScales::kDynamic, ActivationScales::kFile}) {
+    TranslatorOptions to;
+    to.activation_scales = scales;
+    auto t = Translator::create(loaded, to);
+    REQUIRE(t);
+    const size_t same = equal_texts(translate_all(t.value(), sentences), bergamot);
+    WARN(model << ", int8 with " << to_string(scales) << " activation scales: text equal to bergamot "
+               << "int8shiftAlphaAll " << same << "/" << sentences.size());
+    // Random weights make every rounding difference visible; a broken mapping (a
+    // transposed matrix, a wrong scale) gives next to nothing equal.
+    CHECK(same * 100 >= sentences.size() * 50);
+  }
+  // f32 from the same file: the dequantized weights, requantized by nothing.
+  auto f32 = load_model(convert_native(tmp, model_dir(tmp, model, "model.intgemm.alphas.bin", false), DType::kF32));
+  CHECK_FALSE(f32->info().static_activation_scales);
+  TranslatorOptions file_scales;
+  file_scales.activation_scales = ActivationScales::kFile;
+  auto refused = Translator::create(f32, file_scales);
+  REQUIRE_FALSE(refused);
+  CHECK_THAT(refused.error().message, Contains("activation scales"));
+}
+
+TEST_CASE("SSRU cells follow their hypotheses through beam search", "[marian-native][ssru]") {
+  // Each sentence alone and in a batch give the same beams: the batch reorders and drops
+  // rows at other steps, and the cells must move with them.
+  TempDir tmp;
+  const json e = expected_native("ssru");
+  auto loaded = load_model(convert_native(tmp, model_dir(tmp, "ssru", "model.bin", false), DType::kF32));
+  auto t = Translator::create(loaded);
+  REQUIRE(t);
+  std::vector<std::string> sentences;
+  for (size_t i = 0; i < 12; ++i) sentences.push_back(e["sentences"][i * 7]);
+  TranslateOptions beam;
+  beam.beam_size = 4;
+  beam.n_best = 2;
+  auto batch = t.value().translate_text(sentences, beam);
+  REQUIRE(batch);
+  for (size_t i = 0; i < sentences.size(); ++i) {
+    auto alone = t.value().translate_text({sentences[i]}, beam);
+    REQUIRE(alone);
+    REQUIRE(alone.value()[0].hypotheses.size() == batch.value()[i].hypotheses.size());
+    for (size_t h = 0; h < alone.value()[0].hypotheses.size(); ++h) {
+      CHECK(alone.value()[0].hypotheses[h].ids == batch.value()[i].hypotheses[h].ids);
+      CHECK(std::fabs(alone.value()[0].hypotheses[h].score - batch.value()[i].hypotheses[h].score) < 1e-4);
+    }
+  }
+}
+
+TEST_CASE("petrel-convert refuses Marian directories it cannot convert, naming the file", "[marian-native][convert]") {
+  TempDir tmp;
+  auto fails_with = [&](const std::string& dir, const std::string& message) {
+    convert::ConvertOptions o;
+    o.checkpoint_dir = dir;
+    o.output_path = tmp.file("out.petrel");
+    CHECK_THROWS_WITH(convert::convert_checkpoint(o), Contains(message));
+    CHECK_FALSE(exists(o.output_path));
+  };
+  const std::string dir = model_dir(tmp, "ssru", "model.bin", false);
+  // No vocabulary.
+  std::filesystem::rename(dir + "/vocab.spm", tmp.file("vocab.spm"));
+  fails_with(dir, "needs its SentencePiece vocabularies");
+  // Two model files.
+  copy_file(tmp.file("vocab.spm"), dir + "/vocab.spm");
+  copy_file(dir + "/model.bin", dir + "/model.other.bin");
+  fails_with(dir, "more than one Marian model file");
+  std::filesystem::remove(dir + "/model.other.bin");
+  // A vocabulary of another size than dim-vocabs says.
+  copy_file(fixture_dir() + "/sentencepiece/models/unigram_nfkc.spm", dir + "/vocab.spm");
+  fails_with(dir, "dim-vocabs");
+  // A flag that applies to Hugging Face checkpoints only.
+  copy_file(tmp.file("vocab.spm"), dir + "/vocab.spm");
+  convert::ConvertOptions o;
+  o.checkpoint_dir = dir;
+  o.output_path = tmp.file("out.petrel");
+  o.norm = NormPlacement::kPre;
+  CHECK_THROWS_WITH(convert::convert_checkpoint(o), Contains("--norm"));
+}
+
+TEST_CASE("a Marian model file's new fields are checked as untrusted input", "[marian-native][format]") {
+  TempDir tmp;
+  const std::vector<uint8_t> valid =
+      read_bytes(convert_native(tmp, model_dir(tmp, "ssru", "model.intgemm.alphas.bin", true), DType::kInt8));
+  auto rejected = [](std::vector<uint8_t> bytes, const std::string& what) {
+    auto r = Model::load_from_memory(bytes.data(), bytes.size(), "hostile.petrel");
+    REQUIRE_FALSE(r.has_value());
+    INFO(r.error().message);
+    CHECK_THAT(r.error().message, Contains("hostile.petrel") && Contains(what));
+  };
+  REQUIRE(Model::load_from_memory(valid.data(), valid.size(), "valid.petrel").has_value());
+  std::vector<uint8_t> bytes = valid;
+  fb::Model* m = fb::GetMutableModel(bytes.data() + 4);
+  SECTION("a NaN or negative activation scale") {
+    for (uint32_t i = 0; i < m->tensors()->size(); ++i) {
+      auto* t = m->mutable_tensors()->GetMutableObject(i);
+      if (t->activation_scale() > 0) {
+        REQUIRE(t->mutate_activation_scale(-1.0f));
+        break;
+      }
+    }
+    rejected(bytes, "activation_scale");
+  }
+  SECTION("a max length factor out of range") {
+    REQUIRE(m->mutable_generation()->mutate_max_length_factor(NAN));
+    rejected(bytes, "generation.max_length_factor");
+  }
+  SECTION("an unknown decoder start") {
+    REQUIRE(m->mutate_decoder_start(static_cast<fb::DecoderStart>(9)));
+    rejected(bytes, "decoder_start");
+  }
+  SECTION("a tokenizer's EOS outside the pieces") {
+    REQUIRE(m->mutable_tokenizer()->mutate_eos_id(1 << 20));
+    rejected(bytes, "tokenizer.eos_id");
+  }
+  SECTION("an SSRU layer without its forget gate's bias") {
+    auto* layer = m->mutable_decoder()->mutable_layers()->GetMutableObject(0);
+    REQUIRE(layer->mutable_ssru()->mutable_forget()->mutate_bias(-1));
+    rejected(bytes, "ssru");
+  }
+}
