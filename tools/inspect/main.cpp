@@ -112,6 +112,9 @@ int main(int argc, char** argv) {
         {"pad_id", m.pad_id},
         {"eos_id", m.eos_id},
         {"decoder_start_id", m.decoder_start_id},
+        {"decoder_start", m.decoder_start_zeros ? "zeros" : "token row"},
+        {"ssru_layers", m.ssru_layers},
+        {"static_activation_scales", m.static_activation_scales},
         {"bad_word_ids", m.bad_word_ids},
         {"encoder_positions", position_json(m.encoder_positions)},
         {"decoder_positions", position_json(m.decoder_positions)},
@@ -126,7 +129,8 @@ int main(int argc, char** argv) {
                                                            {"candidates", m.shortlist.candidates},
                                                            {"first", m.shortlist.first},
                                                            {"best", m.shortlist.best},
-                                                           {"source", m.shortlist.source}}
+                                                           {"source", m.shortlist.source},
+                                                           {"by_default", m.shortlist.by_default}}
                                           : nlohmann::json(nullptr)},
         {"generation", {{"from_checkpoint", m.generation.from_checkpoint},
                         {"num_beams", m.generation.num_beams},
@@ -134,7 +138,8 @@ int main(int argc, char** argv) {
                         {"length_penalty", m.generation.length_penalty},
                         {"beam_stop", to_string(m.generation.beam_stop)},
                         {"forced_eos_id", m.generation.forced_eos_id},
-                        {"forced_bos_id", m.generation.forced_bos_id}}},
+                        {"forced_bos_id", m.generation.forced_bos_id},
+                        {"max_length_factor", m.generation.max_length_factor}}},
         {"data_crc32", m.data_crc32 ? nlohmann::json(checksum) : nlohmann::json(nullptr)},
         {"data_verified", verify},
         {"parameters", m.parameter_count},
@@ -160,8 +165,9 @@ int main(int argc, char** argv) {
 
   std::printf("%s: Petrel model, format %u.%u, %llu bytes (from %s)\n", p.positionals()[0].c_str(), m.format_major,
               m.format_minor, static_cast<unsigned long long>(m.file_size), m.producer.c_str());
-  std::printf("  architecture      %s, %u encoder + %u decoder layers\n", m.architecture.c_str(), m.encoder_layers,
-              m.decoder_layers);
+  std::printf("  architecture      %s, %u encoder + %u decoder layers%s\n", m.architecture.c_str(), m.encoder_layers,
+              m.decoder_layers,
+              m.ssru_layers ? (" (" + std::to_string(m.ssru_layers) + " of them SSRU)").c_str() : "");
   const std::string vocab = m.target_vocab_size == m.vocab_size
                                 ? std::to_string(m.vocab_size)
                                 : std::to_string(m.vocab_size) + " source / " + std::to_string(m.target_vocab_size) + " target";
@@ -178,8 +184,11 @@ int main(int argc, char** argv) {
               m.final_logits_bias ? ", final logits bias" : "");
   std::string bad;
   for (int32_t id : m.bad_word_ids) bad += " " + std::to_string(id);
-  std::printf("  tokens            pad %d, eos %d, decoder start %d, never generated:%s\n", m.pad_id, m.eos_id,
-              m.decoder_start_id, bad.empty() ? " none" : bad.c_str());
+  std::printf("  tokens            pad %d, eos %d, decoder start %s, never generated:%s\n", m.pad_id, m.eos_id,
+              m.decoder_start_zeros ? "an all-zero embedding" : std::to_string(m.decoder_start_id).c_str(),
+              bad.empty() ? " none" : bad.c_str());
+  if (m.static_activation_scales)
+    std::printf("  int8 activations  static scales in the file (petrel-run --activation-scales file)\n");
   auto spm_text = [](const SentencePieceInfo& s) {
     return s.algorithm + ", " + std::to_string(s.pieces) + " pieces, normalizer " +
            (s.normalizer.empty() ? std::string("?") : s.normalizer) + (s.byte_fallback ? ", byte fallback" : "");
@@ -189,6 +198,9 @@ int main(int argc, char** argv) {
                 spm_text(m.tokenizer.target).c_str(),
                 m.tokenizer.separate_target_vocab ? "; separate target vocabulary" : "");
   }
+  if (m.tokenizer.kind == "sentencepiece")
+    std::printf("  tokenizer         Marian C++ (SentencePiece ids are the model's): source %s; target %s\n",
+                spm_text(m.tokenizer.source).c_str(), spm_text(m.tokenizer.target).c_str());
   if (m.tokenizer.kind == "fairseq")
     std::printf("  tokenizer         %s (SentencePiece %s), source language by default: %s\n", m.tokenizer.family.c_str(),
                 spm_text(m.tokenizer.source).c_str(),
@@ -206,16 +218,19 @@ int main(int argc, char** argv) {
                                         : (std::to_string(m.vocab.size()) + " tokens" +
                                            (m.has_text_tokenizer ? ", text tokenizer" : ", ids only")).c_str());
   if (m.shortlist.present)
-    std::printf("  shortlist         %llu tokens always + up to %u per source token (%llu in all), from %s\n",
+    std::printf("  shortlist         %llu tokens always + up to %u per source token (%llu in all), from %s%s\n",
                 static_cast<unsigned long long>(m.shortlist.always), m.shortlist.best,
-                static_cast<unsigned long long>(m.shortlist.candidates), m.shortlist.source.c_str());
+                static_cast<unsigned long long>(m.shortlist.candidates), m.shortlist.source.c_str(),
+                m.shortlist.by_default ? "; used by default" : "");
   else
     std::printf("  shortlist         none\n");
   const GenerationDefaults& g = m.generation;
+  const std::string max_length = g.max_length_factor > 0 ? std::to_string(g.max_length_factor).substr(0, 4) + " x source"
+                                 : g.max_length      ? std::to_string(g.max_length)
+                                                     : "none";
   std::printf("  decoding          beam %u, %s stop, length penalty %g, max length %s, forced EOS %s, "
               "forced first token (target language) %s%s\n",
-              g.num_beams, to_string(g.beam_stop), g.length_penalty,
-              g.max_length ? std::to_string(g.max_length).c_str() : "none",
+              g.num_beams, to_string(g.beam_stop), g.length_penalty, max_length.c_str(),
               g.forced_eos_id >= 0 ? std::to_string(g.forced_eos_id).c_str() : "none",
               g.forced_bos_id >= 0 ? std::to_string(g.forced_bos_id).c_str() : "none",
               g.from_checkpoint ? " (the checkpoint's generation config)" : " (defaults: the file records none)");

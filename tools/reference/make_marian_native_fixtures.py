@@ -12,6 +12,7 @@ Writes OUT=tests/fixtures/marian-native/:
                                     </s> 0, <unk> 1, no <s>/<pad>, as Mozilla's), trained
                                     on the German catalogs' English msgids and German msgstrs
   <model>/model.bin                 float32 weights, marian::io::binary (marian_native.py)
+  ssru/model.npz                    the same weights as a Marian .npz
   <model>/model.intgemm.alphas.bin  intgemm8 weights + <W>_QuantMultA activation multipliers
   <model>/lex.bin                   binary lexical shortlist (firstNum 10, bestNum 20)
   <model>/expected.json             the sentences and both oracles' outputs
@@ -375,6 +376,8 @@ def main():
 
         f32_path = os.path.join(model_dir, "model.bin")
         seen = marian_native.write_model_bin(f32_path, weights, options)
+        if name == "ssru":  # the same weights as .npz: the converter must read both alike
+            marian_native.write_model_npz(os.path.join(model_dir, "model.npz"), weights, options)
         model = MarianNativeModel(seen, options)
         model.gemm_maxabs = {}
         ids = run_reference(model, src)

@@ -111,8 +111,9 @@ struct SentencePieceInfo {
 // The model file's text tokenizer (has_text_tokenizer).
 struct TokenizerInfo {
   std::string kind = "none";  // "none", "words" (the demo's), "marian" (opus-mt: SentencePiece),
-                              // "fairseq" (NLLB, M2M100, mBART-50: SentencePiece + language codes)
-  SentencePieceInfo source, target;         // marian
+                              // "fairseq" (NLLB, M2M100, mBART-50: SentencePiece + language codes),
+                              // "sentencepiece" (Marian C++ models: the SentencePiece ids are the model's)
+  SentencePieceInfo source, target;         // marian, sentencepiece
   bool separate_target_vocab = false;       // marian: target_vocab.json
   std::vector<std::string> language_codes;  // ">>xx<<" tokens of the vocabulary; fairseq: its languages
   std::string family;                       // fairseq: "nllb", "m2m100", "mbart50"
