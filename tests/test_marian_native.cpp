@@ -279,3 +279,43 @@ TEST_CASE("a Marian model file's new fields are checked as untrusted input", "[m
     rejected(bytes, "ssru");
   }
 }
+
+TEST_CASE("petrel-run on a Marian model: shortlist on by default, length factor, activation scales", "[marian-native][cli]") {
+  TempDir tmp;
+  const std::string model = convert_native(tmp, model_dir(tmp, "ssru", "model.intgemm.alphas.bin", true), DType::kInt8);
+  const json e = expected_native("ssru");
+  // The sentence whose output (PyTorch reference, shortlist) runs longest past half its source.
+  size_t pick = 0;
+  auto margin = [&](size_t i) {
+    return static_cast<long>(e["reference_shortlist"]["ids"][i].size()) - static_cast<long>(e["source_ids"][i].size() + 2) / 2;
+  };
+  for (size_t i = 1; i < e["sentences"].size(); ++i)
+    if (margin(i) > margin(pick)) pick = i;
+  const std::string text = e["sentences"][pick];
+  auto run = [&](const std::string& flags, int* status) {
+    return run_command(PETREL_RUN + " " + model + " --text '" + text + "' --json " + flags, status, true);
+  };
+  int status = 0;
+  json by_default = json::parse(run("", &status));
+  REQUIRE(status == 0);
+  CHECK(by_default["decoding"]["shortlist"] == true);
+  CHECK(by_default["decoding"]["max_length_factor"] == 2.0);
+  CHECK(by_default["activation_scales"] == "dynamic");
+  json off = json::parse(run("--no-shortlist --activation-scales file --max-length-factor 0.5", &status));
+  REQUIRE(status == 0);
+  CHECK(off["decoding"]["shortlist"] == false);
+  CHECK(off["activation_scales"] == "file");
+  // At most ceil(0.5 x source tokens) new tokens, EOS counted on both sides.
+  const size_t source_tokens = e["source_ids"][pick].size() + 1;
+  CHECK(off["results"][0]["hypotheses"][0]["ids"].size() <= (source_tokens + 1) / 2);
+  CHECK(by_default["results"][0]["hypotheses"][0]["ids"].size() > (source_tokens + 1) / 2);  // else the check above checks nothing
+  std::string out = run_command(PETREL_RUN + " " + model + " --text x --max-length-factor 0", &status);
+  CHECK(status != 0);
+  CHECK_THAT(out, Contains("--max-length-factor"));
+  out = run_command(PETREL_RUN + " " + model + " --text x --activation-scales static", &status);
+  CHECK(status != 0);
+  CHECK_THAT(out, Contains("--activation-scales"));
+  out = run_command(PETREL_RUN + " " + model + " --text x --shortlist --no-shortlist", &status);
+  CHECK(status != 0);
+  CHECK_THAT(out, Contains("--no-shortlist"));
+}
