@@ -121,7 +121,10 @@ inline void exercise(const std::shared_ptr<const Model>& loaded,
   beam.min_new_tokens = 1;
   beam.kv_cache_f16 = true;
   for (const std::string& isa : isas) {
-    auto created = Translator::create(loaded, {isa, 1});
+    // A file with static int8 activation scales (a Marian model's alphas) runs with them.
+    TranslatorOptions to{isa, 1};
+    if (info.static_activation_scales) to.activation_scales = ActivationScales::kFile;
+    auto created = Translator::create(loaded, to);
     require(created.has_value(), "a translator on every runnable kernel path");
     for (bool shortlist : {false, true}) {
       if (shortlist && !info.shortlist.present) continue;
