@@ -20,7 +20,6 @@ Writes (deterministic on one machine; 99.7 MB in all, not committed):
 """
 import argparse
 import json
-import math
 import os
 import shutil
 import sys

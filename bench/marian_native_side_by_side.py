@@ -168,7 +168,7 @@ def main():
     def count_steps(texts):
         return sum(decoder_steps(len(processor.encode(t)), n) for t, n in zip(texts, source_lens))
 
-    rows, record = [], {}
+    rows = []
     for engine, marian_file, petrel_file in engines:
         engine.first(tools, sentences[0])  # untimed: the model file into the page cache
         loads = [engine.first(tools, sentences[0]) for _ in range(args.runs)]

@@ -119,6 +119,24 @@ TEST_CASE("Marian C++ models decode as bergamot's float32 and the PyTorch refere
   CHECK(same_text * 100 >= got.size() * 99);
 }
 
+TEST_CASE("a Marian model's text: SentencePiece ids in, SentencePiece decoding out", "[marian-native][text]") {
+  TempDir tmp;
+  const json e = expected_native("ssru");
+  auto model = load_model(convert_native(tmp, model_dir(tmp, "ssru", "model.bin", false), DType::kF32));
+  const int32_t eos = model->info().eos_id;
+  for (size_t i = 0; i < e["sentences"].size(); ++i) {
+    const std::string sentence = e["sentences"][i];
+    auto ids = encode_text(*model, sentence);  // Python sentencepiece's ids, EOS appended
+    REQUIRE(ids);
+    std::vector<int32_t> want = e["source_ids"][i];
+    want.push_back(eos);
+    CHECK(ids.value() == want);
+    auto text = decode_text(*model, e["reference"]["ids"][i].get<std::vector<int32_t>>());
+    REQUIRE(text);
+    CHECK(text.value() == e["reference"]["text"][i].get<std::string>());  // spm decode of the same ids
+  }
+}
+
 TEST_CASE("a Marian model's binary shortlist is stored and decodes as bergamot's", "[marian-native][shortlist]") {
   const std::string model = GENERATE(from_range(kModels));
   CAPTURE(model);

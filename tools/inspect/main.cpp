@@ -214,7 +214,9 @@ int main(int argc, char** argv) {
       codes += " ... (" + std::to_string(m.tokenizer.language_codes.size()) + ")";
     std::printf("  language codes    %s\n", codes.empty() ? "none" : codes.c_str());
   }
-  std::printf("  vocabulary        %s\n", m.vocab.empty() ? "none (token ids only)"
+  std::printf("  vocabulary        %s\n", m.tokenizer.kind == "sentencepiece"
+                                            ? (std::to_string(m.vocab_size) + " SentencePiece pieces, text tokenizer").c_str()
+                                        : m.vocab.empty() ? "none (token ids only)"
                                         : (std::to_string(m.vocab.size()) + " tokens" +
                                            (m.has_text_tokenizer ? ", text tokenizer" : ", ids only")).c_str());
   if (m.shortlist.present)

@@ -171,14 +171,16 @@ class Translator {
 };
 
 // Text I/O through the model file's tokenizer (ModelInfo::has_text_tokenizer): opus-mt's
-// SentencePiece models with their vocabulary (as Hugging Face's MarianTokenizer), or the
+// SentencePiece models with their vocabulary (as Hugging Face's MarianTokenizer), the
+// multilingual families', a Marian C++ model's SentencePiece ids (as bergamot), or the
 // demo's word tokenizer. The ids the encoder reads for `text`, EOS appended.
 PETREL_API Result<std::vector<int32_t>> encode_text(const Model& model, const std::string& text);
 // The same with the tokens (what `petrel-run --tokenize` shows). `source_language`:
 // the text's language code for multilingual models (empty: the model's default).
 PETREL_API Result<TokenizedText> tokenize(const Model& model, const std::string& text,
                                           const std::string& source_language = "");
-// Output ids as text; special tokens (EOS, pad, unknown) are skipped.
+// Output ids as text; special tokens (EOS, pad, unknown) are skipped (a Marian C++
+// model's are decoded as SentencePiece decodes ids: control pieces print nothing).
 PETREL_API Result<std::string> decode_text(const Model& model, const std::vector<int32_t>& ids);
 // The token of each output id (target vocabulary).
 PETREL_API Result<std::vector<std::string>> output_tokens(const Model& model, const std::vector<int32_t>& ids);

@@ -148,7 +148,7 @@ struct ModelInfo {
   bool static_activation_scales = false;
   bool has_text_tokenizer = false;  // vocab + a tokenizer Petrel implements
   TokenizerInfo tokenizer;
-  std::vector<std::string> vocab;   // id -> token; may be empty
+  std::vector<std::string> vocab;   // id -> token; may be empty (a Marian C++ model's: see output_tokens())
   std::vector<TensorInfo> tensors;
   std::vector<FoldInfo> folds;
   ShortlistInfo shortlist;          // TranslateOptions::use_shortlist

@@ -764,7 +764,6 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
       describe_sentencepiece(*tok->source(), t.source);
       describe_sentencepiece(*tok->target(), t.target);
       t.separate_target_vocab = tok->target() != tok->source();
-      for (std::string_view piece : parts.value().source.pieces) info.vocab.emplace_back(piece);  // id -> token
       out.spm_ids_tokenizer = std::move(parts.value());
       info.has_text_tokenizer = true;
     }
