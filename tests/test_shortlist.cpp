@@ -233,8 +233,8 @@ TEST_CASE("shortlist problems are named: the converter's input, the file, the re
   auto shortlist_of = [](std::vector<uint8_t>& b) { return fb::GetMutableModel(b.data() + 4)->mutable_shortlist(); };
   {
     auto damaged = bytes;
-    shortlist_of(damaged)->mutable_candidates()->Mutate(0, 4000);
-    expect_rejected(damaged, "shortlist.candidates[0] = 4000");
+    shortlist_of(damaged)->mutable_candidates16()->Mutate(0, 4000);  // a small vocabulary: 16-bit ids
+    expect_rejected(damaged, "shortlist.candidates16[0] = 4000");
   }
   {
     auto damaged = bytes;

@@ -1060,12 +1060,19 @@ class Converter {
     // Separate statements: the bytes must not depend on argument evaluation order.
     auto always = fbb_.CreateVector(t.always);
     auto offsets = fbb_.CreateVector(t.offsets);
-    auto candidates = fbb_.CreateVector(t.candidates);
+    // 16-bit ids when every target id fits: half the bytes the loader checks and maps.
+    const bool narrow = c_.target_vocab <= 65536;
+    std::vector<uint16_t> narrow_ids;
+    if (narrow) narrow_ids.assign(t.candidates.begin(), t.candidates.end());
+    flatbuffers::Offset<flatbuffers::Vector<int32_t>> candidates;
+    flatbuffers::Offset<flatbuffers::Vector<uint16_t>> candidates16;
+    if (narrow) candidates16 = fbb_.CreateVector(narrow_ids);
+    else candidates = fbb_.CreateVector(t.candidates);
     auto source = fbb_.CreateString(detail::to_valid_utf8(path.substr(path.find_last_of('/') + 1)));
     // A Marian model's shortlist is part of how Firefox runs it: on by default.
     // and its selection padded to a multiple of 8 ids, as Marian's (src/data/shortlist.cpp).
     return fb::CreateShortlist(fbb_, always, offsets, candidates, t.first, t.best, source, c_.marian_native,
-                               c_.marian_native ? 8 : 0);
+                               c_.marian_native ? 8 : 0, candidates16);
   }
 
   const ConvertOptions& options_;

@@ -79,12 +79,12 @@ bool enum_in_range(Enum value) {
 template <class Fail>
 Status bind_shortlist(const fb::Shortlist& list, ModelInfo& info, Shortlist* out, Fail fail) {
   const uint32_t vocab = info.vocab_size, targets = info.target_vocab_size;  // source ids index offsets
-  if (!list.always() || !list.offsets() || !list.candidates())
-    return fail("shortlist: 'always', 'offsets' and 'candidates' are all required");
+  if (!list.always() || !list.offsets() || (list.candidates() == nullptr) == (list.candidates16() == nullptr))
+    return fail("shortlist: 'always', 'offsets' and one of 'candidates' and 'candidates16' are required");
   if (list.offsets()->size() != uint64_t{vocab} + 1)
     return fail("shortlist.offsets holds " + std::to_string(list.offsets()->size()) + " entries, expected vocab_size + 1 = " +
                 std::to_string(uint64_t{vocab} + 1));
-  auto ids_in_range = [&](const flatbuffers::Vector<int32_t>& ids, const char* field) -> Status {
+  auto ids_in_range = [&](const auto& ids, const char* field) -> Status {
     for (uint32_t i = 0; i < ids.size(); ++i)
       if (ids[i] < 0 || static_cast<uint32_t>(ids[i]) >= targets)
         return fail(std::string("shortlist.") + field + "[" + std::to_string(i) + "] = " + std::to_string(ids[i]) +
@@ -92,23 +92,26 @@ Status bind_shortlist(const fb::Shortlist& list, ModelInfo& info, Shortlist* out
     return Status::ok();
   };
   Status s = ids_in_range(*list.always(), "always");
-  if (s) s = ids_in_range(*list.candidates(), "candidates");
+  if (s) s = list.candidates() ? ids_in_range(*list.candidates(), "candidates")
+                                : ids_in_range(*list.candidates16(), "candidates16");
   if (!s) return s;
+  const size_t candidates = list.candidates() ? list.candidates()->size() : list.candidates16()->size();
   const auto& offsets = *list.offsets();
   if (offsets[0] != 0) return fail("shortlist.offsets[0] must be 0");
   for (uint32_t i = 1; i <= vocab; ++i)
     if (offsets[i] < offsets[i - 1])
       return fail("shortlist.offsets[" + std::to_string(i) + "] decreases");
-  if (offsets[vocab] != list.candidates()->size())
+  if (offsets[vocab] != candidates)
     return fail("shortlist.offsets[vocab_size] = " + std::to_string(offsets[vocab]) + " does not match the " +
-                std::to_string(list.candidates()->size()) + " candidates");
+                std::to_string(candidates) + " candidates");
   bool has_eos = false;
   for (int32_t id : *list.always()) has_eos |= id == info.eos_id;
   if (!has_eos) return fail("shortlist.always must contain eos_id " + std::to_string(info.eos_id));
   if (list.pad_to_multiple() > 64) return fail("shortlist.pad_to_multiple must be at most 64");
-  *out = {list.always()->data(), list.always()->size(), offsets.data(), list.candidates()->data(), list.first(),
-          list.pad_to_multiple()};
-  info.shortlist = {true, list.first(), list.best(), list.always()->size(), list.candidates()->size(),
+  *out = {list.always()->data(), list.always()->size(), offsets.data(),
+          list.candidates() ? list.candidates()->data() : nullptr,
+          list.candidates16() ? list.candidates16()->data() : nullptr, list.first(), list.pad_to_multiple()};
+  info.shortlist = {true, list.first(), list.best(), list.always()->size(), candidates,
                     list.source() ? list.source()->str() : "", list.by_default()};
   return Status::ok();
 }

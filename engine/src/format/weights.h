@@ -56,7 +56,8 @@ struct Shortlist {
   const int32_t* always = nullptr;
   size_t always_size = 0;
   const uint32_t* offsets = nullptr;  // [vocab + 1], non-decreasing
-  const int32_t* candidates = nullptr;
+  const int32_t* candidates = nullptr;    // one of these two is set
+  const uint16_t* candidates16 = nullptr;
   uint32_t first = 0, pad_to_multiple = 0;  // Marian's padding: smallest unselected ids >= first
   bool present() const { return offsets != nullptr; }
 };

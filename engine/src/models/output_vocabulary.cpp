@@ -32,8 +32,12 @@ void OutputVocabulary::use_shortlist(const detail::ModelWeights& w, const std::v
   auto allowed_tokens = [&](const std::vector<int32_t>& source, std::vector<int32_t>& out) {
     out.assign(list.always, list.always + list.always_size);
     out.insert(out.end(), bad.begin(), bad.end());
-    for (int32_t s : source)
-      out.insert(out.end(), list.candidates + list.offsets[s], list.candidates + list.offsets[s + 1]);
+    for (int32_t s : source) {
+      if (list.candidates16 != nullptr)
+        out.insert(out.end(), list.candidates16 + list.offsets[s], list.candidates16 + list.offsets[s + 1]);
+      else
+        out.insert(out.end(), list.candidates + list.offsets[s], list.candidates + list.offsets[s + 1]);
+    }
     std::sort(out.begin(), out.end());
     out.erase(std::unique(out.begin(), out.end()), out.end());
     if (list.pad_to_multiple > 1) {  // Marian's: the smallest unselected ids >= first
