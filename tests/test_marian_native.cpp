@@ -11,6 +11,7 @@
 
 #include "convert/convert.h"
 #include "convert/convert_error.h"
+#include "petrel/petrel.h"
 #include "petrel/translator.h"
 #include "petrel_generated.h"
 #include "support/test_support.h"
@@ -336,4 +337,47 @@ TEST_CASE("petrel-run on a Marian model: shortlist on by default, length factor,
   out = run_command(PETREL_RUN + " " + model + " --text x --shortlist --no-shortlist", &status);
   CHECK(status != 0);
   CHECK_THAT(out, Contains("--no-shortlist"));
+}
+
+TEST_CASE("the C API runs a Marian model with its static activation scales and length factor", "[marian-native][c-api]") {
+  TempDir tmp;
+  const std::string path = convert_native(tmp, model_dir(tmp, "ssru", "model.intgemm.alphas.bin", false), DType::kInt8);
+  petrel_model* model = nullptr;
+  REQUIRE(petrel_model_load(path.c_str(), &model) == PETREL_OK);
+  petrel_session* file_scales = nullptr;
+  REQUIRE(petrel_session_create_with(model, nullptr, 1, PETREL_ACTIVATION_SCALES_FILE, &file_scales) == PETREL_OK);
+  petrel_session* bad = nullptr;
+  CHECK(petrel_session_create_with(model, nullptr, 1, 7, &bad) == PETREL_INVALID_ARGUMENT);
+  CHECK_THAT(std::string(petrel_last_error()), Contains("activation_scales 7"));
+  // As the C++ API gives it, input by input.
+  auto cpp_model = load_model(path);
+  TranslatorOptions to;
+  to.activation_scales = ActivationScales::kFile;
+  auto cpp = Translator::create(cpp_model, to);
+  REQUIRE(cpp);
+  const json e = expected_native("ssru");
+  for (size_t i = 0; i < 20; ++i) {
+    std::vector<int32_t> ids = e["source_ids"][i];
+    ids.push_back(cpp_model->info().eos_id);
+    const int32_t* inputs[] = {ids.data()};
+    const size_t lengths[] = {ids.size()};
+    for (double factor : {0.0, 0.5}) {
+      petrel_options o;
+      petrel_options_init(&o);
+      o.max_length_factor = factor;
+      petrel_result* result = nullptr;
+      REQUIRE(petrel_translate_ids(file_scales, inputs, lengths, 1, &o, &result) == PETREL_OK);
+      size_t length = 0;
+      const int32_t* out = petrel_result_ids(result, 0, 0, &length);
+      TranslateOptions co;
+      co.max_length_factor = factor;
+      auto want = cpp.value().translate({ids}, co);
+      REQUIRE(want);
+      CHECK(std::vector<int32_t>(out, out + length) == want.value()[0].hypotheses[0].ids);
+      if (factor > 0) CHECK(length <= static_cast<size_t>(std::ceil(factor * ids.size())));
+      petrel_result_free(result);
+    }
+  }
+  petrel_session_free(file_scales);
+  petrel_model_free(model);
 }

@@ -125,6 +125,7 @@ petrel::Result<petrel::TranslateOptions> to_cpp(const petrel_options* o) {
       return petrel::Error{petrel::ErrorCode::kInvalidArgument, "petrel_options.target_prefix_length is too large"};
     t.target_prefix.assign(o->target_prefix, o->target_prefix + o->target_prefix_length);
   }
+  if (has(offsetof(petrel_options, max_length_factor) + sizeof(double))) t.max_length_factor = o->max_length_factor;
   if (has(offsetof(petrel_options, beam_stop) + sizeof(int))) {
     switch (o->beam_stop) {
       case PETREL_BEAM_STOP_DEFAULT: t.beam_stop = petrel::BeamStop::kDefault; break;
@@ -159,7 +160,8 @@ void petrel_options_init(petrel_options* o) {
   petrel::TranslateOptions d;
   *o = {sizeof(petrel_options), d.beam_size, d.n_best, d.max_new_tokens, d.min_new_tokens, NAN,
         0,                        d.kv_cache_f16 ? 1 : 0, PETREL_BEAM_STOP_DEFAULT, nullptr, nullptr, 0,
-        nullptr,                  nullptr,                 nullptr,                  0};
+        nullptr,                  nullptr,                 nullptr,                  0,
+        0.0};
 }
 
 petrel_status petrel_model_load(const char* path, petrel_model** model) {
@@ -190,10 +192,21 @@ petrel_status petrel_model_verify(const petrel_model* model) {
 
 petrel_status petrel_session_create(const petrel_model* model, const char* isa, size_t threads,
                                     petrel_session** session) {
+  return petrel_session_create_with(model, isa, threads, PETREL_ACTIVATION_SCALES_DYNAMIC, session);
+}
+
+petrel_status petrel_session_create_with(const petrel_model* model, const char* isa, size_t threads,
+                                         int activation_scales, petrel_session** session) {
   return guarded([&] {
     if (model == nullptr || session == nullptr) return invalid("petrel_session_create: NULL argument");
     *session = nullptr;
-    auto created = petrel::Translator::create(model->model, {isa ? isa : "", threads});
+    if (activation_scales != PETREL_ACTIVATION_SCALES_DYNAMIC && activation_scales != PETREL_ACTIVATION_SCALES_FILE)
+      return fail({petrel::ErrorCode::kInvalidArgument, "petrel_session_create_with: activation_scales " +
+                                                            std::to_string(activation_scales) +
+                                                            " is not PETREL_ACTIVATION_SCALES_DYNAMIC or _FILE"});
+    petrel::TranslatorOptions to{isa ? isa : "", threads};
+    if (activation_scales == PETREL_ACTIVATION_SCALES_FILE) to.activation_scales = petrel::ActivationScales::kFile;
+    auto created = petrel::Translator::create(model->model, to);
     if (!created) return fail(created.error());
     *session = new petrel_session{std::move(created.value())};
     return PETREL_OK;

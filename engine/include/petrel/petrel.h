@@ -96,7 +96,17 @@ typedef struct petrel_options {
    * part of the output ids. NULL / 0: none. */
   const int32_t* target_prefix;
   size_t target_prefix_length;
+  /* With max_new_tokens 0: each input generates at most ceil(factor x its tokens) (Marian's
+   * max-length-factor). 0: the model's (Marian models 2; others none). */
+  double max_length_factor;
 } petrel_options;
+
+/* How a session's int8 layers quantize their input (petrel_session_create_with). */
+enum {
+  PETREL_ACTIVATION_SCALES_DYNAMIC = 0, /* each row by its own max |x|, at run time (any int8 model) */
+  PETREL_ACTIVATION_SCALES_FILE = 1     /* the model file's static scales (a Marian model's alphas,
+                                           as bergamot's int8shiftAlphaAll); an error if it has none */
+};
 
 /* Library version ("0.1.0") and the newest model-file format it reads. */
 PETREL_API const char* petrel_version(void);
@@ -121,6 +131,9 @@ PETREL_API petrel_status petrel_model_verify(const petrel_model* model);
 /* isa: NULL or "" for $PETREL_ISA or the best path; threads >= 1. */
 PETREL_API petrel_status petrel_session_create(const petrel_model* model, const char* isa, size_t threads,
                                     petrel_session** session);
+/* The same with the int8 activation scales to use (PETREL_ACTIVATION_SCALES_*). */
+PETREL_API petrel_status petrel_session_create_with(const petrel_model* model, const char* isa, size_t threads,
+                                                    int activation_scales, petrel_session** session);
 PETREL_API void petrel_session_free(petrel_session* session);
 PETREL_API const char* petrel_session_isa(const petrel_session* session);
 
