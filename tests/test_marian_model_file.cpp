@@ -151,7 +151,9 @@ std::vector<uint8_t> npy(const std::string& descr, const std::vector<uint64_t>& 
 std::vector<uint8_t> zip(const std::vector<std::pair<std::string, std::vector<uint8_t>>>& records,
                          uint16_t method = 0) {
   std::vector<uint8_t> out, directory;
-  for (const auto& [name, data] : records) {
+  for (const auto& record : records) {
+    const std::string& name = record.first;  // not structured bindings: clang 14's lambdas cannot capture them
+    const std::vector<uint8_t>& data = record.second;
     const uint32_t offset = static_cast<uint32_t>(out.size());
     const uint32_t crc = detail::crc32(data.data(), data.size());
     auto header = [&](std::vector<uint8_t>& h, bool central) {

@@ -239,7 +239,7 @@ TEST_CASE("petrel-convert refuses Marian directories it cannot convert, naming t
   const std::string dir = model_dir(tmp, "ssru", "model.bin", false);
   // No vocabulary.
   std::filesystem::rename(dir + "/vocab.spm", tmp.file("vocab.spm"));
-  fails_with(dir, "needs its SentencePiece vocabularies");
+  fails_with(dir, "a Marian model needs its vocabularies");
   // Two model files.
   copy_file(tmp.file("vocab.spm"), dir + "/vocab.spm");
   copy_file(dir + "/model.bin", dir + "/model.other.bin");
@@ -380,4 +380,116 @@ TEST_CASE("the C API runs a Marian model with its static activation scales and l
   }
   petrel_session_free(file_scales);
   petrel_model_free(model);
+}
+
+TEST_CASE("petrel_options_init writes only the caller's struct", "[marian-native][c-api]") {
+  // An app built before max_length_factor existed has a shorter struct: neither the old
+  // entry point nor the sized one may write past it.
+  const size_t old_size = offsetof(petrel_options, max_length_factor);
+  std::vector<unsigned char> bytes(sizeof(petrel_options) + 16, 0xAB);
+  auto* o = reinterpret_cast<petrel_options*>(bytes.data());
+  (petrel_options_init)(o);  // the exported function, not the macro
+  CHECK(o->struct_size == old_size);
+  for (size_t i = old_size; i < bytes.size(); ++i) CHECK(bytes[i] == 0xAB);
+  std::fill(bytes.begin(), bytes.end(), 0xAB);
+  petrel_options_init_sized(o, old_size);
+  CHECK(o->struct_size == old_size);
+  CHECK(o->beam_size == 0);
+  for (size_t i = old_size; i < bytes.size(); ++i) CHECK(bytes[i] == 0xAB);
+  petrel_options current;
+  petrel_options_init(&current);  // the macro: this header's size
+  CHECK(current.struct_size == sizeof(petrel_options));
+  CHECK(current.max_length_factor == 0.0);
+}
+
+TEST_CASE("Marian's word vocabularies (YAML, JSON, text) convert and tokenize as DefaultVocab", "[marian-native][text]") {
+  TempDir tmp;
+  // The SSRU fixture's SentencePiece pieces, written as each kind of word vocabulary.
+  auto spm_model = load_model(convert_native(tmp, model_dir(tmp, "ssru", "model.bin", false), DType::kF32));
+  std::vector<int32_t> all(spm_model->info().vocab_size);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int32_t>(i);
+  auto pieces = output_tokens(*spm_model, all);
+  REQUIRE(pieces);
+  const std::vector<std::string>& tokens = pieces.value();
+  auto yaml_quoted = [](const std::string& s) {  // yaml-cpp's double-quoted style
+    std::string out = "\"";
+    for (unsigned char c : s) {
+      if (c == '"' || c == '\\') out += '\\', out += static_cast<char>(c);
+      else if (c < 0x20) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\x%02x", c);
+        out += buf;
+      } else out += static_cast<char>(c);
+    }
+    return out + "\"";
+  };
+  std::string yaml, text;
+  json map = json::object();
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    // Plain keys where YAML allows them, as yaml-cpp writes them; quoted otherwise.
+    const bool plain = tokens[i].find_first_of(":#'\"-?[]{},&*!|>%@` ") == std::string::npos;
+    yaml += (plain ? tokens[i] : yaml_quoted(tokens[i])) + ": " + std::to_string(i) + "\n";
+    text += tokens[i] + "\n";
+    map[tokens[i]] = i;
+  }
+  const std::vector<std::pair<std::string, std::string>> kinds = {
+      {"vocab.yml", yaml}, {"vocab.json", map.dump()}, {"vocab.txt", text}};
+  const json e = expected_native("ssru");
+  auto spm_translator = Translator::create(spm_model);
+  REQUIRE(spm_translator);
+  for (const auto& [file, content] : kinds) {
+    CAPTURE(file);
+    const std::string dir = tmp.file("words-" + file);
+    std::filesystem::create_directories(dir);
+    copy_file(native_dir() + "/ssru/model.bin", dir + "/model.bin");
+    write_bytes(dir + "/" + file, std::vector<uint8_t>(content.begin(), content.end()));
+    auto model = load_model(convert_native(tmp, dir, DType::kF32));
+    CHECK(model->info().tokenizer.kind == "marian-words");
+    CHECK(model->info().eos_id == spm_model->info().eos_id);
+    auto t = Translator::create(model);
+    REQUIRE(t);
+    for (size_t i = 0; i < 40; ++i) {
+      // Text segmented into the vocabulary's tokens, as Marian expects it.
+      std::vector<int32_t> ids = e["source_ids"][i];
+      std::string segmented;
+      for (int32_t id : ids) segmented += (segmented.empty() ? "" : " ") + tokens[static_cast<size_t>(id)];
+      ids.push_back(model->info().eos_id);
+      auto encoded = encode_text(*model, "  " + segmented + " ");  // runs of spaces are dropped
+      REQUIRE(encoded);
+      CHECK(encoded.value() == ids);
+      auto got = t.value().translate({ids});
+      auto want = spm_translator.value().translate({ids});
+      REQUIRE(got);
+      REQUIRE(want);
+      const auto& out = got.value()[0].hypotheses[0].ids;
+      CHECK(out == want.value()[0].hypotheses[0].ids);
+      std::string joined;
+      for (int32_t id : out) joined += (joined.empty() ? "" : " ") + tokens[static_cast<size_t>(id)];
+      auto decoded = decode_text(*model, out);
+      REQUIRE(decoded);
+      CHECK(decoded.value() == joined);
+    }
+    auto unknown = encode_text(*model, "no-such-token-here");
+    REQUIRE(unknown);
+    CHECK(unknown.value()[0] == model->info().bad_word_ids[0]);  // <unk>
+  }
+  // Broken vocabularies are refused by name.
+  auto fails_with = [&](const std::string& file, const std::string& content, const std::string& message) {
+    const std::string dir = tmp.file("bad-" + file);
+    std::filesystem::create_directories(dir);
+    copy_file(native_dir() + "/ssru/model.bin", dir + "/model.bin");
+    write_bytes(dir + "/" + file, std::vector<uint8_t>(content.begin(), content.end()));
+    convert::ConvertOptions o;
+    o.checkpoint_dir = dir;
+    o.output_path = tmp.file("bad.petrel");
+    CHECK_THROWS_WITH(convert::convert_checkpoint(o), Contains(file) && Contains(message));
+  };
+  fails_with("vocab.yml", "\"a\": 0\n\"a\": 1\n", "appears twice");
+  fails_with("vocab.yml", "a: 0\nb: 0\n", "two tokens");
+  fails_with("vocab.yml", "a: 99999999\n", "not below");
+  fails_with("vocab.yml", "a: [1]\n", "list or map");
+  fails_with("vocab.json", "[1, 2]", "JSON object");
+  fails_with("vocab.txt", "a\n\nb\n", "line 2 is empty");
+  fails_with("vocab.txt", "a\nb\na\n", "appears twice");
+  fails_with("vocab.txt", "</s>\n<unk>\na\n", "dim-vocabs");  // 3 tokens, the model has more
 }

@@ -155,14 +155,23 @@ uint32_t petrel_format_major(void) { return petrel::kFormatMajor; }
 uint32_t petrel_format_minor(void) { return petrel::kFormatMinor; }
 const char* petrel_last_error(void) { return last_error.c_str(); }
 
-void petrel_options_init(petrel_options* o) {
+void petrel_options_init_sized(petrel_options* o, size_t size) {
   if (o == nullptr) return;
   petrel::TranslateOptions d;
-  *o = {sizeof(petrel_options), d.beam_size, d.n_best, d.max_new_tokens, d.min_new_tokens, NAN,
-        0,                        d.kv_cache_f16 ? 1 : 0, PETREL_BEAM_STOP_DEFAULT, nullptr, nullptr, 0,
-        nullptr,                  nullptr,                 nullptr,                  0,
-        0.0};
+  const petrel_options defaults = {
+      sizeof(petrel_options), d.beam_size, d.n_best, d.max_new_tokens, d.min_new_tokens, NAN,
+      0,                      d.kv_cache_f16 ? 1 : 0, PETREL_BEAM_STOP_DEFAULT, nullptr, nullptr, 0,
+      nullptr,                nullptr,                 nullptr,                  0,
+      0.0};
+  size = std::min(size, sizeof(petrel_options));
+  std::memcpy(static_cast<void*>(o), &defaults, size);
+  if (size >= sizeof(size_t)) o->struct_size = size;  // to_cpp reads the fields this covers
 }
+
+#undef petrel_options_init
+// Apps built before petrel_options_init became a macro: their struct ended at
+// target_prefix_length (max_length_factor came later).
+void petrel_options_init(petrel_options* o) { petrel_options_init_sized(o, offsetof(petrel_options, max_length_factor)); }
 
 petrel_status petrel_model_load(const char* path, petrel_model** model) {
   return guarded([&] {
@@ -371,7 +380,7 @@ petrel_status petrel_translate_stream(petrel_session* session, const char* text,
                                       petrel_token_fn on_token, void* user_data, char** translation) {
   return guarded([&] {
     petrel_options o;
-    petrel_options_init(&o);
+    petrel_options_init_sized(&o, sizeof o);
     if (options != nullptr) {
       auto checked = to_cpp(options);  // the caller's struct_size must make sense
       if (!checked) return fail(checked.error());

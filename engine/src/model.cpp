@@ -17,6 +17,7 @@
 #include "text/fairseq_tokenizer.h"
 #include "text/marian_tokenizer.h"
 #include "text/spm_ids_tokenizer.h"
+#include "text/marian_words_tokenizer.h"
 #include "text/word_tokenizer.h"
 
 namespace petrel {
@@ -193,6 +194,8 @@ static Result<std::shared_ptr<const Model>> finish_load(std::unique_ptr<Storage>
     auto tokenizer = text::MarianTokenizer::create(std::move(*bound.value().marian_tokenizer), name);
     if (!tokenizer) return tokenizer.error();
     impl->tokenizer = std::move(tokenizer.value());
+  } else if (bound.value().marian_words_tokenizer) {
+    impl->tokenizer = std::make_unique<text::MarianWordsTokenizer>(std::move(*bound.value().marian_words_tokenizer));
   } else if (bound.value().spm_ids_tokenizer) {
     auto tokenizer = text::SentencePieceIdsTokenizer::create(std::move(*bound.value().spm_ids_tokenizer), name);
     if (!tokenizer) return tokenizer.error();

@@ -62,5 +62,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (o.list(key) != items) broken("list() differs", key);
   } catch (const ConvertError&) {
   }
+  // The same bytes as a word vocabulary (vocab.yml: the YAML parser's other mode).
+  try {
+    const std::string_view text(reinterpret_cast<const char*>(data), size);
+    const std::vector<std::string> vocab = petrel::convert::parse_marian_yaml_vocabulary(text, "fuzz.yml");
+    if (vocab.empty()) broken("an empty vocabulary was accepted", "fuzz.yml");
+    if (vocab.size() > 2 * size + 1024) broken("a vocabulary larger than its text allows", "fuzz.yml");
+  } catch (const ConvertError&) {
+  }
   return 0;
 }

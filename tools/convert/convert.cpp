@@ -243,12 +243,16 @@ std::optional<MarianNativeFiles> find_marian_native_files(const std::string& dir
   auto ends = [](const std::string& s, const std::string& e) {
     return s.size() >= e.size() && s.compare(s.size() - e.size(), e.size(), e) == 0;
   };
+  // SentencePiece models, or Marian's word vocabularies (DefaultVocab: YAML, JSON, text).
+  auto vocabulary = [&](const std::string& f) {
+    return ends(f, ".spm") || ends(f, ".yml") || ends(f, ".yaml") || ends(f, ".json") || ends(f, ".txt");
+  };
   std::vector<std::string> models, shared, source, target, binary_lex, text_lex;
   for (const std::string& f : directory_files(dir)) {
     if (starts(f, "model") && (ends(f, ".bin") || ends(f, ".npz"))) models.push_back(f);
-    else if (starts(f, "vocab") && ends(f, ".spm")) shared.push_back(f);
-    else if (starts(f, "srcvocab") && ends(f, ".spm")) source.push_back(f);
-    else if (starts(f, "trgvocab") && ends(f, ".spm")) target.push_back(f);
+    else if (starts(f, "vocab") && vocabulary(f)) shared.push_back(f);
+    else if (starts(f, "srcvocab") && vocabulary(f)) source.push_back(f);
+    else if (starts(f, "trgvocab") && vocabulary(f)) target.push_back(f);
     else if (starts(f, "lex") && ends(f, ".bin")) binary_lex.push_back(f);
     else if (starts(f, "lex") && ends(f, ".s2t")) text_lex.push_back(f);
   }
@@ -263,20 +267,55 @@ std::optional<MarianNativeFiles> find_marian_native_files(const std::string& dir
   };
   MarianNativeFiles m;
   m.model = one(models, "Marian model file (model*.bin, model*.npz)");
-  const std::string shared_vocab = one(shared, "shared vocabulary (vocab*.spm)");
-  m.source_vocab = one(source, "source vocabulary (srcvocab*.spm)");
-  m.target_vocab = one(target, "target vocabulary (trgvocab*.spm)");
+  const std::string shared_vocab = one(shared, "shared vocabulary (vocab*.spm, .yml, .json, .txt)");
+  m.source_vocab = one(source, "source vocabulary (srcvocab*.spm, .yml, .json, .txt)");
+  m.target_vocab = one(target, "target vocabulary (trgvocab*.spm, .yml, .json, .txt)");
   if (!shared_vocab.empty() && (!m.source_vocab.empty() || !m.target_vocab.empty()))
     throw ConvertError(dir + ": both a shared vocabulary (vocab*.spm) and srcvocab/trgvocab files; keep one kind");
   if (!shared_vocab.empty()) m.source_vocab = m.target_vocab = shared_vocab;
   if (m.source_vocab.empty() || m.target_vocab.empty())
-    throw ConvertError(dir + ": a Marian model needs its SentencePiece vocabularies: vocab*.spm, or srcvocab*.spm "
-                       "and trgvocab*.spm (Marian's YAML vocabularies are not supported)");
+    throw ConvertError(dir + ": a Marian model needs its vocabularies: vocab*.spm (or .yml, .json, .txt), or "
+                       "srcvocab* and trgvocab*");
+  const bool source_spm = ends(m.source_vocab, ".spm"), target_spm = ends(m.target_vocab, ".spm");
+  if (source_spm != target_spm)
+    throw ConvertError(dir + ": one SentencePiece and one word vocabulary (" + m.source_vocab + ", " + m.target_vocab +
+                       "); Petrel needs both of one kind");
   if (!binary_lex.empty() && !text_lex.empty())
     throw ConvertError(dir + ": both a binary (lex*.bin) and a text (lex*.s2t) shortlist; keep one");
   m.shortlist = one(binary_lex, "binary shortlist (lex*.bin)");
   if (m.shortlist.empty()) m.shortlist = one(text_lex, "text shortlist (lex*.s2t)");
   return m;
+}
+
+// A Marian model's vocabulary: a SentencePiece model's pieces, or a word vocabulary.
+struct NativeVocabulary {
+  std::string path;
+  bool words = false;                // DefaultVocab (YAML, JSON, text), not SentencePiece
+  bool map = false;                  // YAML or JSON: Nematus' reserved ids apply
+  std::vector<std::string> tokens;   // id -> token
+
+  // `token`'s id; a map's id `nematus_id` also counts when that entry is empty or `nematus`.
+  int32_t id_of(const std::string& token, const std::string& nematus, size_t nematus_id) const {
+    if (map && nematus_id < tokens.size() && (tokens[nematus_id].empty() || tokens[nematus_id] == nematus))
+      return static_cast<int32_t>(nematus_id);
+    for (size_t i = 0; i < tokens.size(); ++i)
+      if (tokens[i] == token) return static_cast<int32_t>(i);
+    throw ConvertError(path + ": no '" + token + "' (Marian needs it)");
+  }
+};
+
+NativeVocabulary read_native_vocabulary(const std::string& path) {
+  NativeVocabulary v;
+  v.path = path;
+  v.words = path.size() < 4 || path.compare(path.size() - 4, 4, ".spm") != 0;
+  if (!v.words) {
+    const SpmModel m = read_spm_model(path);
+    v.tokens.assign(m.pieces.begin(), m.pieces.end());
+    return v;
+  }
+  v.map = path.size() >= 4 && path.compare(path.size() - 4, 4, ".txt") != 0;
+  v.tokens = read_marian_word_vocabulary(path);
+  return v;
 }
 
 // A Marian model's options (special:model.yml) as the converter's config. What Petrel
@@ -323,7 +362,7 @@ CheckpointConfig read_marian_native_config(const MarianOptions& o, uint32_t sour
   // average-attention decoders are refused here, by name.
   const std::string autoreg = expect("transformer-decoder-autoreg", "self-attention", {"self-attention", "rnn"});
   if (autoreg == "rnn") {
-    expect("dec-cell", "ssru", {"ssru"});
+    expect("dec-cell", "gru", {"ssru"});  // Marian's default cell is a GRU
     c.ssru_decoder = true;
   }
   // Marian writes every option, defaults included (transformer-aan-* without an
@@ -1005,14 +1044,31 @@ class Converter {
 
   // Marian C++ models: the SentencePiece ids are the model's (text::SentencePieceIdsTokenizer).
   flatbuffers::Offset<fb::Tokenizer> marian_native_tokenizer() {
-    const SpmModel source = read_spm_model(c_.native.source_vocab);
     const bool shared = c_.native.target_vocab == c_.native.source_vocab;
+    auto name = [](const std::string& p) { return p.substr(p.find_last_of('/') + 1); };
+    if (read_native_vocabulary(c_.native.source_vocab).words) {  // Marian's DefaultVocab
+      vocab_ = read_marian_word_vocabulary(c_.native.source_vocab);
+      auto vocab = strings_of(vocab_);
+      auto target = shared ? 0 : strings_of(read_marian_word_vocabulary(c_.native.target_vocab));
+      report_.notes.push_back("text tokenizer: Marian C++'s word vocabulary (DefaultVocab: words split at spaces, "
+                              "EOS appended; text must be segmented as for training): " + name(c_.native.source_vocab) +
+                              (shared ? " (shared)" : " + " + name(c_.native.target_vocab)) + ", " +
+                              std::to_string(vocab_.size()) + " tokens");
+      fb::TokenizerBuilder b(fbb_);
+      b.add_kind(fb::TokenizerKind::MarianWords);
+      b.add_vocab(vocab);
+      if (!shared) b.add_target_vocab(target);
+      b.add_eos_id(c_.eos);
+      b.add_unk_id(bad_unk());
+      b.add_clean_up_spaces(false);
+      return b.Finish();
+    }
+    const SpmModel source = read_spm_model(c_.native.source_vocab);
     const SpmModel target = shared ? source : read_spm_model(c_.native.target_vocab);
     // The pieces serve as the vocabulary of a text shortlist (lex.s2t names tokens).
     vocab_.assign(source.pieces.begin(), source.pieces.end());
     auto source_table = write_sentencepiece_model(fbb_, source, nullptr);
     auto target_table = shared ? source_table : write_sentencepiece_model(fbb_, target, nullptr);
-    auto name = [](const std::string& p) { return p.substr(p.find_last_of('/') + 1); };
     report_.notes.push_back("text tokenizer: Marian C++'s (SentencePiece ids are the model's, EOS appended, spm "
                             "decoding): " + name(c_.native.source_vocab) +
                             (shared ? " (shared)" : " + " + name(c_.native.target_vocab)) + ", " +
@@ -1041,7 +1097,8 @@ class Converter {
   flatbuffers::Offset<fb::Shortlist> write_shortlist(const std::string& path, bool binary) {
     if (vocab_.empty() && !binary)
       throw ConvertError(path + ": a shortlist names tokens, so the checkpoint needs a vocab.json");
-    if (c_.target_vocab != c_.vocab && !binary)
+    const bool separate = c_.marian_native ? c_.native.source_vocab != c_.native.target_vocab : c_.target_vocab != c_.vocab;
+    if (separate && !binary)
       throw ConvertError(path + ": text shortlists of models with separate source and target vocabularies are not "
                          "supported yet");
     if (options_.shortlist_best == 0) throw ConvertError("--shortlist-best must be at least 1");
@@ -1069,8 +1126,8 @@ class Converter {
     if (narrow) candidates16 = fbb_.CreateVector(narrow_ids);
     else candidates = fbb_.CreateVector(t.candidates);
     auto source = fbb_.CreateString(detail::to_valid_utf8(path.substr(path.find_last_of('/') + 1)));
-    // A Marian model's shortlist is part of how Firefox runs it: on by default.
-    // and its selection padded to a multiple of 8 ids, as Marian's (src/data/shortlist.cpp).
+    // A Marian model's shortlist is part of how Firefox runs it: on by default, its
+    // selection padded to a multiple of 8 ids as Marian's (src/data/shortlist.cpp).
     return fb::CreateShortlist(fbb_, always, offsets, candidates, t.first, t.best, source, c_.marian_native,
                                c_.marian_native ? 8 : 0, candidates16);
   }
@@ -1125,20 +1182,18 @@ ConvertReport convert_marian_native(const ConvertOptions& options, const MarianN
     throw ConvertError("--norm, --positions and --embed-scale apply to Hugging Face checkpoints only (a Marian model's "
                        "model.yml states its structure)");
   auto weights = std::make_unique<MarianNativeCheckpoint>(open_marian_model(files.model));
-  const SpmModel source = read_spm_model(files.source_vocab);
-  const SpmModel target = files.target_vocab == files.source_vocab ? source : read_spm_model(files.target_vocab);
-  CheckpointConfig config = read_marian_native_config(weights->options(), static_cast<uint32_t>(source.pieces.size()),
-                                                      static_cast<uint32_t>(target.pieces.size()));
+  const NativeVocabulary source = read_native_vocabulary(files.source_vocab);
+  const NativeVocabulary target =
+      files.target_vocab == files.source_vocab ? source : read_native_vocabulary(files.target_vocab);
+  CheckpointConfig config = read_marian_native_config(weights->options(), static_cast<uint32_t>(source.tokens.size()),
+                                                      static_cast<uint32_t>(target.tokens.size()));
   config.native = files;
-  // Marian takes EOS and UNK from the SentencePiece models' pieces (SentencePieceVocab).
-  auto piece_id = [](const SpmModel& m, std::string_view piece) -> int32_t {
-    for (size_t i = 0; i < m.pieces.size(); ++i)
-      if (m.pieces[i] == piece) return static_cast<int32_t>(i);
-    throw ConvertError(m.path + ": no piece '" + std::string(piece) + "' (Marian needs it)");
-  };
-  config.eos = piece_id(source, "</s>");
-  const int32_t unk = piece_id(source, "<unk>");
-  if (piece_id(target, "</s>") != config.eos || piece_id(target, "<unk>") != unk)
+  // Marian takes EOS and UNK from the vocabulary: the pieces "</s>" and "<unk>"
+  // (SentencePieceVocab), or DefaultVocab's entries, which in YAML/JSON files may also
+  // be ids 0 and 1 when those are empty or Nematus' "eos" / "UNK" (addRequiredVocabulary).
+  config.eos = source.id_of("</s>", "eos", 0);
+  const int32_t unk = source.id_of("<unk>", "UNK", 1);
+  if (target.id_of("</s>", "eos", 0) != config.eos || target.id_of("<unk>", "UNK", 1) != unk)
     throw ConvertError(files.target_vocab + ": '</s>' and '<unk>' have other ids than in " + files.source_vocab);
   config.pad = config.decoder_start = config.eos;  // no pad; the start is a zero embedding
   config.bad_words = {unk};                        // Marian's allow-unk: false

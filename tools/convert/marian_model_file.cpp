@@ -42,6 +42,9 @@ constexpr size_t kMaxYamlBytes = 1u << 20;
 constexpr size_t kMaxYamlLine = 64u << 10;
 constexpr size_t kMaxYamlKeys = 10000;
 constexpr size_t kMaxYamlListItems = 100000;  // all lists together
+// A vocabulary (vocab.yml: `token: id` per line) is a bigger map of quoted keys.
+constexpr size_t kMaxVocabularyYamlBytes = 256u << 20;
+constexpr size_t kMaxVocabularyKeys = 1u << 24;
 constexpr uint64_t kMaxNpyHeader = 64u << 10;
 
 std::string type_name(uint64_t type) {
@@ -115,12 +118,16 @@ void append_utf8(std::string& out, uint32_t cp) {
 
 class YamlParser {
  public:
-  YamlParser(std::string_view text, MarianOptions& out) : text_(text), out_(out) {}
+  // `vocabulary`: a map of tokens to ids (Marian's vocab.yml), whose keys yaml-cpp
+  // quotes when they need it; no lists.
+  YamlParser(std::string_view text, MarianOptions& out, bool vocabulary = false)
+      : text_(text), out_(out), vocabulary_(vocabulary) {}
 
   void parse() {
-    if (text_.size() > kMaxYamlBytes)
+    const size_t max_bytes = vocabulary_ ? kMaxVocabularyYamlBytes : kMaxYamlBytes;
+    if (text_.size() > max_bytes)
       throw ConvertError(out_.name + ": " + std::to_string(text_.size()) + " bytes, more than the limit of " +
-                         std::to_string(kMaxYamlBytes));
+                         std::to_string(max_bytes));
     size_t pos = 0;
     while (pos < text_.size()) {
       size_t end = text_.find('\n', pos);
@@ -208,6 +215,7 @@ class YamlParser {
 
   void key_line(std::string_view line) {
     const char first = line[0];
+    if (vocabulary_ && (first == '"' || first == '\'')) return quoted_key_line(line);
     if (first == '"' || first == '\'' || first == '?' || first == '{' || first == '[' || first == '&' ||
         first == '*' || first == '!' || first == '%' || first == '@' || first == '`' || first == '|' ||
         first == '>')
@@ -217,11 +225,26 @@ class YamlParser {
     if (colon == std::string_view::npos || colon == 0) fail("expected 'key: value'");
     std::string key(line.substr(0, colon));
     while (!key.empty() && is_space(key.back())) key.pop_back();
+    value_of(std::move(key), line, colon + 1);
+  }
+
+  // A vocabulary's `"key": value` or `'key': value`.
+  void quoted_key_line(std::string_view line) {
+    std::string key;
+    size_t i = scalar(line, 0, false, "(a quoted key)", key);
+    i = skip_spaces(line, i);
+    if (i == line.size() || line[i] != ':') fail("expected ':' after the quoted key " + quoted(key));
+    value_of(std::move(key), line, i + 1);
+  }
+
+  // The value after `key:` at line[i].
+  void value_of(std::string key, std::string_view line, size_t i) {
     if (!seen_.insert(key).second) fail_key(key, "appears twice");
-    if (seen_.size() > kMaxYamlKeys)
-      fail("more than " + std::to_string(kMaxYamlKeys) + " keys");
+    const size_t max_keys = vocabulary_ ? kMaxVocabularyKeys : kMaxYamlKeys;
+    if (seen_.size() > max_keys) fail("more than " + std::to_string(max_keys) + " keys");
     seen_key_ = true;
-    size_t i = skip_spaces(line, colon + 1);
+    i = skip_spaces(line, i);
+    if (vocabulary_ && only_comment(line, i)) fail_key(key, "has no id");
     if (only_comment(line, i)) {  // `key:` alone: a list may follow, else its value is null
       open_key_ = key;
       open_items_ = 0;
@@ -229,6 +252,7 @@ class YamlParser {
       return;
     }
     const char c = line[i];
+    if (vocabulary_ && (c == '[' || c == '{')) fail_key(key, "holds a list or map; a vocabulary maps tokens to ids");
     if (c == '[') {
       flow_list(line, i, key);
       return;
@@ -403,6 +427,7 @@ class YamlParser {
 
   std::string_view text_;
   MarianOptions& out_;
+  bool vocabulary_ = false;
   size_t line_no_ = 0;
   std::set<std::string> seen_;
   bool seen_key_ = false, ended_ = false;
@@ -833,6 +858,35 @@ MarianOptions parse_marian_yaml(std::string_view text, const std::string& name) 
   out.name = name;
   YamlParser(text, out).parse();
   return out;
+}
+
+std::vector<std::string> parse_marian_yaml_vocabulary(std::string_view text, const std::string& name) {
+  MarianOptions map;
+  map.name = name;
+  YamlParser(text, map, /*vocabulary=*/true).parse();
+  std::vector<std::string> id_to_token;
+  std::vector<bool> given;
+  for (const auto& [token, id_text] : map.scalars) {
+    if (id_text.empty() || id_text.size() > 8 || id_text.find_first_not_of("0123456789") != std::string::npos)
+      throw ConvertError(name + ": token " + quoted(token) + " has id " + quoted(id_text) +
+                         ", not an integer below 2^24");
+    const size_t id = std::stoul(id_text);
+    // Gaps are allowed, a few: a tiny file must not declare a 2^24-entry table.
+    const size_t limit = std::min(kMaxVocabularyKeys, 2 * map.scalars.size() + 1024);
+    if (id >= limit)
+      throw ConvertError(name + ": token " + quoted(token) + " has id " + id_text + ", not below " +
+                         std::to_string(limit) + " (twice the vocabulary's " + std::to_string(map.scalars.size()) +
+                         " tokens + 1024)");
+    if (id >= id_to_token.size()) {  // ids a map leaves out are empty tokens, as in Marian
+      id_to_token.resize(id + 1);
+      given.resize(id + 1);
+    }
+    if (given[id]) throw ConvertError(name + ": id " + id_text + " is given to two tokens (" + quoted(token) + ")");
+    given[id] = true;
+    id_to_token[id] = token;
+  }
+  if (id_to_token.empty()) throw ConvertError(name + ": an empty vocabulary");
+  return id_to_token;
 }
 
 bool MarianOptions::has(const std::string& key) const { return scalars.count(key) || lists.count(key); }

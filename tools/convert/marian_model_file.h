@@ -40,6 +40,11 @@ struct MarianOptions {
 // scalars, anchors, aliases and tags are refused by key; errors give the line number.
 MarianOptions parse_marian_yaml(std::string_view text, const std::string& name);
 
+// A Marian vocabulary in YAML (DefaultVocab's vocab.yml: `token: id` per line, keys quoted
+// when they need it) as id -> token; ids the map leaves out are empty tokens (as Marian's
+// id2str_). Throws ConvertError naming the line, token or id.
+std::vector<std::string> parse_marian_yaml_vocabulary(std::string_view text, const std::string& name);
+
 struct Intgemm8Matrix {
   uint64_t rows = 0, cols = 0;  // as stored: rows = out, cols = in for W matrices (x·W's W transposed);
                                 // rows = V, cols = d for embedding tables (*Wemb), which intgemm keeps untransposed

@@ -1,7 +1,13 @@
 #include "convert/marian_native.h"
 
 #include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <unordered_set>
 #include <utility>
+
+#include "convert/config_reader.h"
+#include "core/quoted.h"
 
 namespace petrel::convert {
 namespace {
@@ -54,6 +60,48 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 }  // namespace
 
+std::vector<std::string> read_marian_word_vocabulary(const std::string& path) {
+  const std::string text = read_text(path, "");
+  if (ends_with(path, ".yml") || ends_with(path, ".yaml")) return parse_marian_yaml_vocabulary(text, path);
+  std::vector<std::string> id_to_token;
+  if (ends_with(path, ".json")) {
+    const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || j.empty()) throw ConvertError(path + ": expected a JSON object of token -> id");
+    std::vector<bool> given;
+    const size_t limit = 2 * j.size() + 1024;  // gaps allowed, a few (see parse_marian_yaml_vocabulary)
+    for (const auto& [token, id] : j.items()) {
+      if (!id.is_number_unsigned() || id.get<uint64_t>() >= limit)
+        throw ConvertError(path + ": token " + detail::quoted(token) + " has id " + id.dump() +
+                           ", not an integer below " + std::to_string(limit));
+      const size_t i = id.get<size_t>();
+      if (i >= id_to_token.size()) {
+        id_to_token.resize(i + 1);
+        given.resize(i + 1);
+      }
+      if (given[i]) throw ConvertError(path + ": id " + std::to_string(i) + " is given to two tokens");
+      given[i] = true;
+      id_to_token[i] = token;
+    }
+    return id_to_token;
+  }
+  std::unordered_set<std::string_view> seen;
+  size_t line = 0;
+  for (size_t pos = 0; pos < text.size();) {  // text: one token per line (Marian's text vocabulary)
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    ++line;
+    if (end == pos) throw ConvertError(path + ": line " + std::to_string(line) + " is empty (Marian refuses it)");
+    id_to_token.emplace_back(text, pos, end - pos);
+    pos = end + 1;
+  }
+  for (size_t i = 0; i < id_to_token.size(); ++i)
+    if (!seen.insert(id_to_token[i]).second)
+      throw ConvertError(path + ": line " + std::to_string(i + 1) + ": " + detail::quoted(id_to_token[i]) +
+                         " appears twice");
+  if (id_to_token.empty()) throw ConvertError(path + ": an empty vocabulary");
+  return id_to_token;
+}
+
 std::string hugging_face_name(const std::string& marian, bool* transposed) {
   *transposed = false;
   for (const Suffix& s : kModelItems)
@@ -105,7 +153,9 @@ MarianNativeCheckpoint::MarianNativeCheckpoint(std::unique_ptr<MarianModelFile> 
     if (weight == "Wemb" || weight == "decoder_Wemb" || weight == "decoder_ff_logit_out_Wt") hf = "lm_head.weight";
     if (hf == weight)
       throw ConvertError(file_->path() + ": item '" + alpha + "' is the activation scale of no known weight");
-    alphas_[hf] = alpha;
+    if (!alphas_.emplace(hf, alpha).second)
+      throw ConvertError(file_->path() + ": items '" + alphas_.at(hf) + "' and '" + alpha +
+                         "' are both the output layer's activation scale");
   }
 }
 
@@ -123,7 +173,7 @@ const TensorInfo* MarianNativeCheckpoint::find(const std::string& name) const {
 std::vector<float> MarianNativeCheckpoint::read_f32(const std::string& name) const {
   const Entry& e = entries_.at(name);
   std::vector<float> values = file_->read_f32(e.marian);
-  if (!e.transposed) return values;
+  if (!e.transposed || e.info.shape.size() != 2) return values;
   const size_t rows = e.info.shape[0], cols = e.info.shape[1];  // Hugging Face's [out, in]
   std::vector<float> out(values.size());
   for (size_t r = 0; r < rows; ++r)
@@ -149,6 +199,12 @@ std::optional<CheckpointFile::Int8Values> MarianNativeCheckpoint::read_int8(cons
     throw ConvertError(path() + ": intgemm8 item '" + e.marian + "' holds " + std::to_string(m.rows) + " x " +
                        std::to_string(m.cols) + " values, expected [out, in] = " + std::to_string(e.info.shape[0]) +
                        " x " + std::to_string(e.info.shape[1]));
+  // intgemm never writes -128 (its quantizer clamps to +-127), and Petrel's int8 kernels
+  // assume that range (AVX2's sign trick cannot negate -128).
+  for (size_t i = 0; i < m.values.size(); ++i)
+    if (m.values[i] == -128)
+      throw ConvertError(path() + ": intgemm8 item '" + e.marian + "' holds -128 at element " + std::to_string(i) +
+                         " (intgemm quantizes to -127..127)");
   if (!(std::isfinite(m.multiplier) && m.multiplier > 0))
     throw ConvertError(path() + ": intgemm8 item '" + e.marian + "' has quantization multiplier " +
                        std::to_string(m.multiplier) + " (a positive number is needed)");
@@ -159,9 +215,10 @@ std::optional<float> MarianNativeCheckpoint::activation_scale(const std::string&
   auto it = alphas_.find(name);
   if (it == alphas_.end()) return std::nullopt;
   const std::vector<float> v = file_->read_f32(it->second);
-  if (v.size() != 1 || !(std::isfinite(v[0]) && v[0] > 0))
-    throw ConvertError(path() + ": item '" + it->second + "' must hold one positive activation multiplier");
-  return 1.0f / v[0];
+  const float scale = v.size() == 1 ? 1.0f / v[0] : 0.0f;
+  if (v.size() != 1 || !(std::isfinite(v[0]) && v[0] > 0) || !(scale >= std::numeric_limits<float>::min()))
+    throw ConvertError(path() + ": item '" + it->second + "' must hold one positive activation multiplier (below 1e37)");
+  return scale;
 }
 
 }  // namespace petrel::convert

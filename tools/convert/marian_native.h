@@ -49,6 +49,11 @@ class MarianNativeCheckpoint final : public CheckpointFile {
   bool intgemm8_ = false;
 };
 
+// A Marian word vocabulary (DefaultVocab) as id -> token: `.yml`/`.yaml` (`token: id`),
+// `.json` (an object of token -> id) or text (one token per line, ids in line order; no
+// empty lines or duplicates). Ids a map leaves out are empty tokens. Throws ConvertError.
+std::vector<std::string> read_marian_word_vocabulary(const std::string& path);
+
 // The Hugging Face name of a Marian item ("" for items that are not tensors of the
 // model: special:model.yml, *_QuantMultA), and whether it reads transposed.
 std::string hugging_face_name(const std::string& marian, bool* transposed);

@@ -102,9 +102,10 @@ ShortlistTable read_lexical_shortlist(std::istream& in, const std::string& path,
 //    shared when the source and target Vocab are one object (src/translator/
 //    translation_model.cpp, TranslationModel::TranslationModel; vocabs.h loads one file
 //    or buffer once). We store that as each source id being a candidate of itself.
-// What Marian additionally does that this table (and Petrel's decoder) does not:
+// What Marian additionally does that this table does not hold:
 //  * generate() pads the selection to a multiple of 8 with the lowest unselected ids
-//    >= firstNum (for intgemm's shapes), so Marian may also emit those tokens;
+//    >= firstNum (for intgemm's shapes), so Marian may also emit those tokens (Petrel's
+//    decoder does it too when the file says so: Shortlist.pad_to_multiple);
 //  * the selection is the union over the whole batch, so Firefox's output can depend
 //    on batching; Petrel restricts each sentence to its own tokens' lists;
 //  * it never adds EOS itself (id 0 is inside [0, firstNum) for SentencePiece vocabs);

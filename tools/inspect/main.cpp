@@ -198,6 +198,9 @@ int main(int argc, char** argv) {
                 spm_text(m.tokenizer.target).c_str(),
                 m.tokenizer.separate_target_vocab ? "; separate target vocabulary" : "");
   }
+  if (m.tokenizer.kind == "marian-words")
+    std::printf("  tokenizer         Marian C++ word vocabulary (words split at spaces)%s\n",
+                m.tokenizer.separate_target_vocab ? "; separate target vocabulary" : "");
   if (m.tokenizer.kind == "sentencepiece")
     std::printf("  tokenizer         Marian C++ (SentencePiece ids are the model's): source %s; target %s\n",
                 spm_text(m.tokenizer.source).c_str(), spm_text(m.tokenizer.target).c_str());

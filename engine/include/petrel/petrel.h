@@ -118,6 +118,12 @@ PETREL_API const char* petrel_last_error(void);
 
 /* struct_size, and every option unset: the model's generation defaults apply */
 PETREL_API void petrel_options_init(petrel_options* options);
+/* The same for a struct of `size` bytes: only those are written and struct_size is set to
+ * them. petrel_options_init is a macro that passes the caller's sizeof, so a library newer
+ * than the header an app was built with never writes past the app's struct (the function
+ * of that name serves apps built before the macro: it writes the fields they had). */
+PETREL_API void petrel_options_init_sized(petrel_options* options, size_t size);
+#define petrel_options_init(options) petrel_options_init_sized((options), sizeof *(options))
 
 PETREL_API petrel_status petrel_model_load(const char* path, petrel_model** model);
 /* Copies `size` bytes (a model shipped inside app assets). */

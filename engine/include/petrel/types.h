@@ -112,7 +112,8 @@ struct SentencePieceInfo {
 struct TokenizerInfo {
   std::string kind = "none";  // "none", "words" (the demo's), "marian" (opus-mt: SentencePiece),
                               // "fairseq" (NLLB, M2M100, mBART-50: SentencePiece + language codes),
-                              // "sentencepiece" (Marian C++ models: the SentencePiece ids are the model's)
+                              // "sentencepiece" (Marian C++ models: the SentencePiece ids are the model's),
+                              // "marian-words" (Marian C++ models with word vocabularies)
   SentencePieceInfo source, target;         // marian, sentencepiece
   bool separate_target_vocab = false;       // marian: target_vocab.json
   std::vector<std::string> language_codes;  // ">>xx<<" tokens of the vocabulary; fairseq: its languages

@@ -384,8 +384,11 @@ class Binder {
       const float activation_scale = t->activation_scale();
       if (activation_scale != 0.0f) {
         if (dtype != DType::kInt8) return fail(label + ": activation_scale given for a " + to_string(dtype) + " tensor");
-        if (!(activation_scale > 0.0f && std::isfinite(activation_scale)))
-          return fail(label + ": activation_scale " + std::to_string(activation_scale) + " is not a positive number");
+        // A normal float, so 1 / scale is finite too (a subnormal one would make it
+        // infinite, and 0 x inf a NaN that kernels clamp differently).
+        if (!(activation_scale >= std::numeric_limits<float>::min() && std::isfinite(activation_scale)))
+          return fail(label + ": activation_scale " + std::to_string(activation_scale) +
+                      " is not a positive normal number");
         info->static_activation_scales = true;
       }
       TensorInfo ti{t->name()->str(), dtype, {shape->begin(), shape->end()}, packed,
@@ -769,6 +772,32 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
       t.separate_target_vocab = tok->target() != tok->source();
       out.spm_ids_tokenizer = std::move(parts.value());
       info.has_text_tokenizer = true;
+    }
+    if (tok->kind() == fb::TokenizerKind::MarianWords) {
+      MarianWordsTables parts;
+      if (tok->vocab() == nullptr) return fail("tokenizer.vocab: a MarianWords tokenizer needs the vocabulary");
+      parts.vocab = string_views(*tok->vocab());  // its size and UTF-8 are checked below
+      if (tok->target_vocab() != nullptr) {
+        if (tok->target_vocab()->size() != info.target_vocab_size)
+          return fail("tokenizer.target_vocab holds " + std::to_string(tok->target_vocab()->size()) +
+                      " tokens, expected target_vocab_size " + std::to_string(info.target_vocab_size));
+        const std::string problem = utf8_problem(*tok->target_vocab(), "tokenizer.target_vocab");
+        if (!problem.empty()) return fail(problem);
+        parts.target_vocab = string_views(*tok->target_vocab());
+      } else if (info.target_vocab_size != info.vocab_size) {
+        return fail("tokenizer.target_vocab: missing, and the target vocabulary differs from the source's");
+      }
+      const uint32_t smaller = std::min(info.vocab_size, info.target_vocab_size);
+      for (auto [id, field, dst] : {std::tuple{tok->eos_id(), "eos_id", &parts.eos_id},
+                                    std::tuple{tok->unk_id(), "unk_id", &parts.unk_id}}) {
+        if (id < 0 || static_cast<uint32_t>(id) >= smaller)
+          return fail(std::string("tokenizer.") + field + " = " + std::to_string(id) +
+                      " is not a source and target token id");
+        *dst = id;
+      }
+      info.tokenizer.kind = "marian-words";
+      info.tokenizer.separate_target_vocab = tok->target_vocab() != nullptr;
+      out.marian_words_tokenizer = std::move(parts);
     }
     if (tok->kind() == fb::TokenizerKind::Fairseq) {
       if (info.target_vocab_size != info.vocab_size)

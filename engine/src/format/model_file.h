@@ -27,6 +27,7 @@ struct BoundModel {
   std::optional<MarianTokenizerTables> marian_tokenizer;
   std::optional<FairseqTokenizerTables> fairseq_tokenizer;  // the same for NLLB, M2M100, mBART-50
   std::optional<SentencePieceIdsTables> spm_ids_tokenizer;  // and for Marian C++ models (bergamot's)
+  std::optional<MarianWordsTables> marian_words_tokenizer;  // Marian C++ models with word vocabularies
 };
 
 // `bytes` must stay alive and unchanged while the result is used, and be 64-byte

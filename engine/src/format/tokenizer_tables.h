@@ -71,6 +71,12 @@ struct SentencePieceIdsTables {
   int32_t eos_id = -1, unk_id = -1;  // the pieces "</s>" and "<unk>" (of both models)
 };
 
+// Marian C++ models with word vocabularies (text::MarianWordsTokenizer).
+struct MarianWordsTables {
+  std::vector<std::string_view> vocab, target_vocab;  // target_vocab empty: vocab
+  int32_t eos_id = -1, unk_id = -1;
+};
+
 enum class LanguagePlacement : uint8_t { kFirst, kLast };      // of the source language token
 enum class PieceDecoding : uint8_t { kSentencePiece, kJoinPieces };  // output pieces -> text
 
