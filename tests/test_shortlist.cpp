@@ -55,13 +55,15 @@ struct BinaryShortlist {
 };
 
 // Marian's checksum written out independently: util::hashMem<uint64_t, uint64_t>, i.e.
-// boost's hash_combine with std::hash over the whole u64 words after magic and checksum.
+// boost's hash_combine with std::hash over the whole u64 words after magic and checksum,
+// as a 64-bit build computes it (std::hash<uint64_t> is the identity there; a 32-bit
+// std::hash truncates, so it is not called here: the files are the native tools').
 uint64_t marian_checksum(const std::vector<uint8_t>& file) {
   uint64_t seed = 0;
   for (size_t at = 16; at + 8 <= file.size(); at += 8) {
     uint64_t word;
     std::memcpy(&word, file.data() + at, 8);  // the tests run on little-endian machines, as Marian does
-    seed ^= static_cast<uint64_t>(std::hash<uint64_t>{}(word)) + 0x9e3779b9 + (seed << 6) + (seed >> 2);
+    seed ^= word + 0x9e3779b9 + (seed << 6) + (seed >> 2);
   }
   return seed;
 }
