@@ -42,6 +42,7 @@ enum class Family { kMarian, kM2M100, kMBart };
 // (binary shortlist) or lex*.s2t (text).
 struct MarianNativeFiles {
   std::string model, source_vocab, target_vocab, shortlist;
+  bool word_vocabularies = false;  // Marian's DefaultVocab files, not SentencePiece models
 };
 
 struct CheckpointConfig {
@@ -277,6 +278,7 @@ std::optional<MarianNativeFiles> find_marian_native_files(const std::string& dir
     throw ConvertError(dir + ": a Marian model needs its vocabularies: vocab*.spm (or .yml, .json, .txt), or "
                        "srcvocab* and trgvocab*");
   const bool source_spm = ends(m.source_vocab, ".spm"), target_spm = ends(m.target_vocab, ".spm");
+  m.word_vocabularies = !source_spm;
   if (source_spm != target_spm)
     throw ConvertError(dir + ": one SentencePiece and one word vocabulary (" + m.source_vocab + ", " + m.target_vocab +
                        "); Petrel needs both of one kind");
@@ -290,7 +292,6 @@ std::optional<MarianNativeFiles> find_marian_native_files(const std::string& dir
 // A Marian model's vocabulary: a SentencePiece model's pieces, or a word vocabulary.
 struct NativeVocabulary {
   std::string path;
-  bool words = false;                // DefaultVocab (YAML, JSON, text), not SentencePiece
   bool map = false;                  // YAML or JSON: Nematus' reserved ids apply
   std::vector<std::string> tokens;   // id -> token
 
@@ -307,8 +308,8 @@ struct NativeVocabulary {
 NativeVocabulary read_native_vocabulary(const std::string& path) {
   NativeVocabulary v;
   v.path = path;
-  v.words = path.size() < 4 || path.compare(path.size() - 4, 4, ".spm") != 0;
-  if (!v.words) {
+  const bool words = path.size() < 4 || path.compare(path.size() - 4, 4, ".spm") != 0;  // DefaultVocab
+  if (!words) {
     const SpmModel m = read_spm_model(path);
     v.tokens.assign(m.pieces.begin(), m.pieces.end());
     return v;
@@ -1046,7 +1047,7 @@ class Converter {
   flatbuffers::Offset<fb::Tokenizer> marian_native_tokenizer() {
     const bool shared = c_.native.target_vocab == c_.native.source_vocab;
     auto name = [](const std::string& p) { return p.substr(p.find_last_of('/') + 1); };
-    if (read_native_vocabulary(c_.native.source_vocab).words) {  // Marian's DefaultVocab
+    if (c_.native.word_vocabularies) {  // Marian's DefaultVocab
       vocab_ = read_marian_word_vocabulary(c_.native.source_vocab);
       auto vocab = strings_of(vocab_);
       auto target = shared ? 0 : strings_of(read_marian_word_vocabulary(c_.native.target_vocab));
