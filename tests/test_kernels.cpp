@@ -429,6 +429,8 @@ static std::string best_isa_by_the_os() {
   return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) ? "dotprod" : "neon";
 #elif defined(__arm__)
   return "neon";
+#elif defined(__wasm_simd128__)  // the module was compiled for SIMD128, so it runs it
+  return "simd128";
 #else
   return "scalar";
 #endif

@@ -181,7 +181,7 @@ TEST_CASE("f32 models match the PyTorch oracle on every kernel path", "[oracle]"
   CHECK(first_step_error(graph, *model, enc, e, DType::kF32, ws) < 1e-4);
 
   // Outputs must not depend on the thread count (the pool splits output panels or rows).
-  const size_t threads = GENERATE(1, 3);
+  const size_t threads = GENERATE(from_range(thread_counts({1, 3})));
   Translator translator = make_translator(model, isa, threads);
   REQUIRE(std::string(translator.isa()) == isa);
   const TranslateOptions greedy = with_fixture_language(e, greedy_options(max_new));
@@ -298,16 +298,18 @@ TEST_CASE("multilingual families decode with their checkpoint's defaults and per
   }
   // petrel-run: the same through --target-prefix.
   const json& lang = e["target_languages"][0];
-  std::string ids;
-  for (int32_t id : inputs[0]) ids += (ids.empty() ? "" : " ") + std::to_string(id);
-  int status = 0;
-  const std::string out = run_command(PETREL_RUN + " " + convert_fixture(name, DType::kF32, tmp) + " --ids \"" + ids +
-                                          "\" --beam 1 --length-penalty 1 --max-new-tokens " +
-                                          std::to_string(e["max_new_tokens"].get<int>()) + " --target-prefix " +
-                                          std::to_string(lang["forced_bos_id"].get<int>()) + " --json",
-                                      &status);
-  REQUIRE(status == 0);
-  CHECK(json::parse(out)["results"][0]["hypotheses"][0]["ids"] == lang["greedy"][0]["ids"]);
+  if (can_run_programs()) {
+    std::string ids;
+    for (int32_t id : inputs[0]) ids += (ids.empty() ? "" : " ") + std::to_string(id);
+    int status = 0;
+    const std::string out = run_command(PETREL_RUN + " " + convert_fixture(name, DType::kF32, tmp) + " --ids \"" + ids +
+                                            "\" --beam 1 --length-penalty 1 --max-new-tokens " +
+                                            std::to_string(e["max_new_tokens"].get<int>()) + " --target-prefix " +
+                                            std::to_string(lang["forced_bos_id"].get<int>()) + " --json",
+                                        &status);
+    REQUIRE(status == 0);
+    CHECK(json::parse(out)["results"][0]["hypotheses"][0]["ids"] == lang["greedy"][0]["ids"]);
+  }
 
   // A prefix longer than the allowed length, or with an id outside the target vocabulary, is refused.
   TranslateOptions bad = greedy_options(2);
@@ -367,6 +369,7 @@ TEST_CASE("multilingual families translate text with source and target languages
     CHECK(std::string(translation) == want["output_text"].get<std::string>());
     petrel_string_free(translation);
 
+    if (!can_run_programs()) continue;
     int status = 0;
     const std::string out = run_command(PETREL_RUN + " " + path + " --text \"" + text + "\" --source-lang " + src +
                                             " --target-lang " + tgt + " --beam 1 --length-penalty 1 --max-new-tokens " +
@@ -386,11 +389,13 @@ TEST_CASE("multilingual families translate text with source and target languages
   CHECK(translator.translate(ids, resolved.value()).value()[0].hypotheses[0].ids ==
         translator.translate(ids, o).value()[0].hypotheses[0].ids);
   // petrel-run --tokenize honours --source-lang (here the target's code, to tell them apart).
-  int status = 0;
-  const std::string tokens = run_command(PETREL_RUN + " " + path + " --tokenize --text file --source-lang " +
-                                             t["tgt_lang"].get<std::string>(), &status);
-  CHECK(status == 0);
-  CHECK_THAT(tokens, Contains(std::to_string(t["tgt_lang_id"].get<int32_t>())));
+  if (can_run_programs()) {
+    int status = 0;
+    const std::string tokens = run_command(PETREL_RUN + " " + path + " --tokenize --text file --source-lang " +
+                                               t["tgt_lang"].get<std::string>(), &status);
+    CHECK(status == 0);
+    CHECK_THAT(tokens, Contains(std::to_string(t["tgt_lang_id"].get<int32_t>())));
+  }
 
   // Unknown codes are refused by name.
   TranslateOptions bad = o;

@@ -2,7 +2,8 @@
 # Installs the Debian 12 packages Petrel builds with, when run as root; otherwise
 # says which are missing and how to install them. Nothing else is downloaded.
 #   tools/install-deps.sh            build + test dependencies
-#   tools/install-deps.sh --cross    also the ARM cross compilers and qemu-user
+#   tools/install-deps.sh --cross    also the ARM cross compilers and qemu-user, and for
+#                                    WebAssembly emscripten, Node.js and Chromium
 set -euo pipefail
 
 # sentencepiece (spm_encode/spm_decode) and xz-utils: the tokenizer oracle tests compare
@@ -10,7 +11,9 @@ set -euo pipefail
 packages=(cmake g++ make libxsimd-dev libflatbuffers-dev flatbuffers-compiler catch2
           libbenchmark-dev nlohmann-json3-dev pkgconf sentencepiece xz-utils)
 if [[ "${1:-}" == "--cross" ]]; then
-  packages+=(g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user)
+  packages+=(g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user emscripten chromium)
+  # Any Node.js >= 18 runs the WebAssembly tests; Debian's when there is none.
+  command -v node >/dev/null || packages+=(nodejs)
 fi
 # clang and its runtimes (libFuzzer, sanitizers): the clang and fuzz presets, tools/fuzz.sh
 packages+=(clang libclang-rt-14-dev)

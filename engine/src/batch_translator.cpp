@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "batch_testing.h"
+#include "threads/thread_pool.h"
 #include "model_access.h"
 #include "text/sentence_splitter.h"
 
@@ -164,8 +165,10 @@ Status BatchTranslator::Impl::run(std::vector<Unit>& units, const std::vector<si
 Result<BatchTranslator> BatchTranslator::create(std::shared_ptr<const Model> model, const TranslatorOptions& options,
                                                 size_t workers) {
   if (!model) return Error{ErrorCode::kInvalidArgument, "no model"};
-  if (workers < 1 || workers > 64)
-    return Error{ErrorCode::kInvalidArgument, "workers must be in 1..64, got " + std::to_string(workers)};
+  if (workers < 1 || workers > std::min<size_t>(64, threads::kMaxThreads))
+    return Error{ErrorCode::kInvalidArgument,
+                 (threads::kMaxThreads == 1 ? threads::thread_count_rule("workers") : std::string("workers must be in 1..64")) +
+                     ", got " + std::to_string(workers)};
   auto impl = std::make_unique<Impl>();
   impl->model = model;
   for (size_t w = 0; w < workers; ++w) {

@@ -189,6 +189,21 @@ petrel_status petrel_model_load_memory(const void* data, size_t size, petrel_mod
   });
 }
 
+void* petrel_buffer_alloc(size_t size) { return petrel::Model::allocate_buffer(size); }
+
+void petrel_buffer_free(void* buffer) { petrel::Model::free_buffer(buffer); }
+
+petrel_status petrel_model_load_buffer(void* buffer, size_t size, petrel_model** model) {
+  return guarded([&] {
+    if (model == nullptr) {
+      petrel::Model::free_buffer(buffer);
+      return invalid("petrel_model_load_buffer: NULL model pointer");
+    }
+    *model = nullptr;
+    return load(petrel::Model::load_from_buffer(buffer, size), model);
+  });
+}
+
 void petrel_model_free(petrel_model* model) { delete model; }
 
 petrel_status petrel_model_verify(const petrel_model* model) {

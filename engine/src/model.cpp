@@ -94,6 +94,7 @@ class MappedFile final : public Storage {
   size_t size_;
 };
 
+// Bytes in a buffer from Model::allocate_buffer, owned.
 class AlignedCopy final : public Storage {
  public:
   AlignedCopy(uint8_t* data, size_t size) : data_(data), size_(size) {}
@@ -231,15 +232,36 @@ Result<std::shared_ptr<const Model>> Model::load(const std::string& path) {
   return finish_load(std::make_unique<MappedFile>(addr, size), path);
 }
 
+void* Model::allocate_buffer(size_t size) {
+  if (size == 0 || size > SIZE_MAX - 63) return nullptr;
+  return std::aligned_alloc(64, (size + 63) / 64 * 64);
+}
+
+void Model::free_buffer(void* buffer) { std::free(buffer); }
+
+Result<std::shared_ptr<const Model>> Model::load_from_buffer(void* buffer, size_t size, const std::string& name) {
+  if (buffer == nullptr || size == 0) {
+    std::free(buffer);
+    return Error{ErrorCode::kInvalidArgument, name + ": empty model buffer"};
+  }
+  std::unique_ptr<Storage> storage;
+  try {
+    storage = std::make_unique<AlignedCopy>(static_cast<uint8_t*>(buffer), size);
+  } catch (...) {
+    std::free(buffer);
+    throw;
+  }
+  return finish_load(std::move(storage), name);
+}
+
 Result<std::shared_ptr<const Model>> Model::load_from_memory(const void* data, size_t size,
                                                              const std::string& name) {
   if (data == nullptr || size == 0)
     return Error{ErrorCode::kInvalidArgument, name + ": empty model buffer"};
-  size_t padded = (size + 63) / 64 * 64;
-  auto* copy = static_cast<uint8_t*>(std::aligned_alloc(64, padded));
+  void* copy = allocate_buffer(size);
   if (copy == nullptr) return Error{ErrorCode::kIo, name + ": out of memory copying the model"};
   std::memcpy(copy, data, size);
-  return finish_load(std::make_unique<AlignedCopy>(copy, size), name);
+  return load_from_buffer(copy, size, name);
 }
 
 }  // namespace petrel

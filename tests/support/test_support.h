@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -29,6 +30,8 @@ void use_fixture_options(convert::ConvertOptions& o);
 // sets PETREL_TEST_SUBSET (emulated CPUs and sanitizer builds, where the whole set
 // takes minutes per test; tools/test.sh and the cross test presets set it).
 size_t subset_stride();
+// The thread counts of `wanted` this build can start (a WebAssembly build runs one).
+std::vector<size_t> thread_counts(std::initializer_list<size_t> wanted);
 // The bundled en-de model (tools/en-de-model) converted with dtype weights and
 // embeddings: once per dtype and process, into a process-wide temporary directory.
 std::string en_de_model_path(DType dtype = DType::kInt8);
@@ -49,6 +52,8 @@ class TempDir {
 // Runs a shell command; returns its standard output (and standard error, merged, unless
 // stdout_only) and sets *status to the wait status.
 std::string run_command(const std::string& command, int* status, bool stdout_only = false);
+// Whether this build can start programs (petrel-run, xz): not a WebAssembly build.
+bool can_run_programs();
 
 // Whether the environment variable PETREL_TEST_SKIP (comma-separated names, e.g.
 // "xz") allows skipping what needs `what`. Unset (as in CI): nothing may be skipped, so

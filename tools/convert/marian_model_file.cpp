@@ -4,8 +4,11 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cctype>
 #include <cstring>
+#include <locale>
 #include <set>
+#include <sstream>
 
 #include "convert/mapped_file.h"
 #include "convert/zip_reader.h"
@@ -919,9 +922,14 @@ double MarianOptions::number(const std::string& key, double fallback) const {
   const char* begin = v.data();
   const char* end = v.data() + v.size();
   if (begin != end && *begin == '+') ++begin;
+  // A stream in the classic locale, not std::from_chars: libc++ (emscripten's) has no
+  // floating-point from_chars, and strtod follows the app's locale.
   double value = 0;
-  const auto [ptr, ec] = std::from_chars(begin, end, value);
-  if (begin == end || ec != std::errc() || ptr != end || !std::isfinite(value))
+  std::istringstream in(std::string(begin, end));
+  in.imbue(std::locale::classic());
+  in >> value;
+  const bool whole = !in.fail() && in.peek() == std::char_traits<char>::eof();
+  if (begin == end || std::isspace(static_cast<unsigned char>(*begin)) || !whole || !std::isfinite(value))
     throw ConvertError(name + ": key " + quoted(key) + " must be a finite number, got " + quoted(v));
   return value;
 }

@@ -28,6 +28,17 @@ class Model {
   PETREL_API static Result<std::shared_ptr<const Model>> load_from_memory(const void* data, size_t size,
                                                                           const std::string& name = "<memory>");
 
+  // Storage for a model's bytes that load_from_buffer adopts without a copy (64-byte
+  // aligned; for an app, or a web page, that receives a model in pieces): fill `size`
+  // bytes, then hand it over. nullptr when out of memory. free_buffer releases one that
+  // was never handed over.
+  PETREL_API static void* allocate_buffer(size_t size);
+  PETREL_API static void free_buffer(void* buffer);
+  // Takes ownership of a buffer from allocate_buffer holding `size` bytes (freed with
+  // the model, or at once when loading fails).
+  PETREL_API static Result<std::shared_ptr<const Model>> load_from_buffer(void* buffer, size_t size,
+                                                                          const std::string& name = "<memory>");
+
   PETREL_API const ModelInfo& info() const;
 
   // Reads the whole data section and compares its CRC-32 with the converter's

@@ -128,6 +128,13 @@ PETREL_API void petrel_options_init_sized(petrel_options* options, size_t size);
 PETREL_API petrel_status petrel_model_load(const char* path, petrel_model** model);
 /* Copies `size` bytes (a model shipped inside app assets). */
 PETREL_API petrel_status petrel_model_load_memory(const void* data, size_t size, petrel_model** model);
+/* Without a copy: a buffer from petrel_buffer_alloc (64-byte aligned) filled with `size`
+ * bytes of a model file, which petrel_model_load_buffer takes over, whether it succeeds or
+ * fails (a web page writes a download straight into one). petrel_buffer_free releases a
+ * buffer never handed over. petrel_buffer_alloc returns NULL when out of memory. */
+PETREL_API void* petrel_buffer_alloc(size_t size);
+PETREL_API void petrel_buffer_free(void* buffer);
+PETREL_API petrel_status petrel_model_load_buffer(void* buffer, size_t size, petrel_model** model);
 PETREL_API void petrel_model_free(petrel_model* model); /* NULL is allowed */
 /* Reads the whole data section and compares its CRC-32 with the one the converter
  * recorded (loading checks structure only and cannot see a flipped weight):

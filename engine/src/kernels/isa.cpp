@@ -28,12 +28,13 @@ const char* isa_name(Isa isa) {
     case Isa::kAvx512: return "avx512";
     case Isa::kNeon: return "neon";
     case Isa::kDotprod: return "dotprod";
+    case Isa::kSimd128: return "simd128";
   }
   return "?";
 }
 
 bool parse_isa(const std::string& text, Isa* isa) {
-  for (Isa candidate : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon, Isa::kDotprod}) {
+  for (Isa candidate : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon, Isa::kDotprod, Isa::kSimd128}) {
     if (text == isa_name(candidate)) {
       *isa = candidate;
       return true;
@@ -59,6 +60,10 @@ std::vector<Isa> runnable_isas() {
   if (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) out.push_back(Isa::kDotprod);
 #endif
 #endif
+#if defined(PETREL_WASM_KERNELS)
+  // A runtime without SIMD128 refuses the whole module when it compiles it.
+  out.push_back(Isa::kSimd128);
+#endif
   return out;
 }
 
@@ -78,6 +83,9 @@ const KernelTable* table_for(Isa isa) {
 #if defined(__aarch64__)
       case Isa::kDotprod: return &dotprod_table();
 #endif
+#endif
+#if defined(PETREL_WASM_KERNELS)
+      case Isa::kSimd128: return &simd128_table();
 #endif
       default: return nullptr;
     }

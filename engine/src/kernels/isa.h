@@ -9,7 +9,7 @@
 
 namespace petrel::kernels {
 
-enum class Isa { kScalar, kAvx2, kAvx512, kNeon, kDotprod };
+enum class Isa { kScalar, kAvx2, kAvx512, kNeon, kDotprod, kSimd128 };
 
 const char* isa_name(Isa isa);
 bool parse_isa(const std::string& text, Isa* isa);
@@ -20,10 +20,11 @@ Isa best_isa();
 // The table of a runnable path (reference_table() for kScalar); nullptr otherwise.
 const KernelTable* table_for(Isa isa);
 
-// Per-ISA tables, defined in kernels/x86 and kernels/arm when built.
+// Per-ISA tables, defined in kernels/x86, kernels/arm and kernels/wasm when built.
 const KernelTable& avx2_table();
 const KernelTable& avx512_table();
 const KernelTable& neon_table();
 const KernelTable& dotprod_table();
+const KernelTable& simd128_table();
 
 }  // namespace petrel::kernels

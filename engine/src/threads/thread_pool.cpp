@@ -5,6 +5,11 @@
 #endif
 
 namespace petrel::threads {
+
+std::string thread_count_rule(const char* what) {
+  if (kMaxThreads == 1) return std::string(what) + " must be 1 in this single-threaded build (WebAssembly without threads)";
+  return std::string(what) + " must be in 1.." + std::to_string(kMaxThreads);
+}
 namespace {
 
 inline void cpu_relax() {

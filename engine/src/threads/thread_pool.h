@@ -7,10 +7,22 @@
 #include <condition_variable>
 #include <cstddef>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
 namespace petrel::threads {
+
+// Threads a process may run Petrel on. A WebAssembly build without emscripten's
+// pthreads (the default: pthreads need SharedArrayBuffer, so a page served with
+// cross-origin isolation) runs everything on the caller's thread.
+#if defined(__EMSCRIPTEN__) && !defined(__EMSCRIPTEN_PTHREADS__)
+inline constexpr size_t kMaxThreads = 1;
+#else
+inline constexpr size_t kMaxThreads = 256;
+#endif
+// "must be in 1..N" for a count of threads, or why only 1 is possible.
+std::string thread_count_rule(const char* what);
 
 class ThreadPool {
  public:

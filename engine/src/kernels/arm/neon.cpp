@@ -12,6 +12,8 @@
 namespace petrel::kernels::neon {
 namespace {
 
+namespace vec = xsimd;
+
 #if defined(__aarch64__)
 using Arch = xsimd::neon64;
 #else

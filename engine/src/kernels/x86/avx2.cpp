@@ -12,6 +12,8 @@
 namespace petrel::kernels::avx2 {
 namespace {
 
+namespace vec = xsimd;
+
 using Arch = xsimd::fma3<xsimd::avx2>;
 constexpr size_t kGemmRows = 4, kGemmPanels = 1, kGemvPanels = 2;
 constexpr size_t kInt4GemmRows = 4, kInt4GemmPanels = 1, kInt4GemvPanels = 2;

@@ -12,6 +12,8 @@
 namespace petrel::kernels::avx512 {
 namespace {
 
+namespace vec = xsimd;
+
 using Arch = xsimd::avx512bw;
 constexpr size_t kGemmRows = 8, kGemmPanels = 2, kGemvPanels = 4;
 constexpr size_t kInt4GemmRows = 4, kInt4GemmPanels = 2, kInt4GemvPanels = 4;

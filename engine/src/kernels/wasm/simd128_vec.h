@@ -1,0 +1,177 @@
+// The part of xsimd's API that kernels/simd/simd_kernels.inc uses, written on
+// wasm_simd128.h: xsimd 8.1 has no WebAssembly backend. Float and int32 batches of 4
+// lanes, their arithmetic and comparisons, and the float functions the kernels call
+// (exp, erf, nearbyint, hadd, ...). Semantics follow xsimd's x86 backend where the two
+// could differ: max/min return the second operand when either is NaN (as maxps/minps,
+// so a ReLU of NaN is 0 as in the scalar reference), casts to int32 truncate.
+// Included only by kernels/wasm/simd128.cpp (compiled with -msimd128).
+#pragma once
+
+#include <wasm_simd128.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace petrel::kernels::simd128::vec {
+
+struct wasm_simd128 {};  // the architecture tag
+
+template <class T, class A>
+struct batch;
+
+template <class T, class A>
+struct batch_bool {
+  v128_t data;
+};
+
+template <class A>
+struct batch<float, A> {
+  static constexpr size_t size = 4;
+  v128_t data;
+
+  batch() = default;
+  batch(v128_t v) : data(v) {}  // NOLINT: a register converts, as xsimd's batches do
+  batch(float x) : data(wasm_f32x4_splat(x)) {}  // NOLINT: a broadcast, as in xsimd
+  operator v128_t() const { return data; }
+
+  static batch load_unaligned(const float* p) { return wasm_v128_load(p); }
+  static batch load_aligned(const float* p) { return wasm_v128_load(p); }
+  void store_unaligned(float* p) const { wasm_v128_store(p, data); }
+  void store_aligned(float* p) const { wasm_v128_store(p, data); }
+
+  friend batch operator+(batch a, batch b) { return wasm_f32x4_add(a.data, b.data); }
+  friend batch operator-(batch a, batch b) { return wasm_f32x4_sub(a.data, b.data); }
+  friend batch operator*(batch a, batch b) { return wasm_f32x4_mul(a.data, b.data); }
+  friend batch operator/(batch a, batch b) { return wasm_f32x4_div(a.data, b.data); }
+  friend batch operator-(batch a) { return wasm_f32x4_neg(a.data); }
+  friend batch_bool<float, A> operator>(batch a, batch b) { return {wasm_f32x4_gt(a.data, b.data)}; }
+  friend batch_bool<float, A> operator<(batch a, batch b) { return {wasm_f32x4_lt(a.data, b.data)}; }
+  batch& operator+=(batch b) { return *this = *this + b; }
+  batch& operator-=(batch b) { return *this = *this - b; }
+  batch& operator*=(batch b) { return *this = *this * b; }
+};
+
+template <class A>
+struct batch<int32_t, A> {
+  static constexpr size_t size = 4;
+  v128_t data;
+
+  batch() = default;
+  batch(v128_t v) : data(v) {}  // NOLINT
+  batch(int32_t x) : data(wasm_i32x4_splat(x)) {}  // NOLINT
+  operator v128_t() const { return data; }
+
+  static batch load_unaligned(const int32_t* p) { return wasm_v128_load(p); }
+  static batch load_aligned(const int32_t* p) { return wasm_v128_load(p); }
+  void store_unaligned(int32_t* p) const { wasm_v128_store(p, data); }
+  void store_aligned(int32_t* p) const { wasm_v128_store(p, data); }
+
+  // Wrapping, as the integer lanes of every SIMD instruction set.
+  friend batch operator+(batch a, batch b) { return wasm_i32x4_add(a.data, b.data); }
+  friend batch operator-(batch a, batch b) { return wasm_i32x4_sub(a.data, b.data); }
+  friend batch operator*(batch a, batch b) { return wasm_i32x4_mul(a.data, b.data); }
+  batch& operator+=(batch b) { return *this = *this + b; }
+  batch& operator-=(batch b) { return *this = *this - b; }
+};
+
+template <class A>
+bool any(batch_bool<float, A> b) {
+  return wasm_v128_any_true(b.data);
+}
+
+template <class A>
+batch<float, A> select(batch_bool<float, A> c, batch<float, A> yes, batch<float, A> no) {
+  return wasm_v128_bitselect(yes.data, no.data, c.data);
+}
+
+// maxps(a, b) = a > b ? a : b; wasm's pmax(b, a) = b < a ? a : b: the same, NaN included.
+template <class A>
+batch<float, A> max(batch<float, A> a, batch<float, A> b) {
+  return wasm_f32x4_pmax(b.data, a.data);
+}
+template <class A>
+batch<float, A> min(batch<float, A> a, batch<float, A> b) {
+  return wasm_f32x4_pmin(b.data, a.data);
+}
+template <class A>
+batch<float, A> abs(batch<float, A> a) {
+  return wasm_f32x4_abs(a.data);
+}
+// SIMD128 has no fused multiply-add (relaxed SIMD's is not in this toolchain's headers):
+// two roundings, as the scalar reference.
+template <class A>
+batch<float, A> fma(batch<float, A> a, batch<float, A> b, batch<float, A> c) {
+  return a * b + c;
+}
+template <class A>
+batch<float, A> nearbyint(batch<float, A> a) {  // to nearest, ties to even
+  return wasm_f32x4_nearest(a.data);
+}
+template <class A>
+float hadd(batch<float, A> a) {
+  const v128_t pairs = wasm_f32x4_add(a.data, wasm_i32x4_shuffle(a.data, a.data, 2, 3, 0, 1));
+  return wasm_f32x4_extract_lane(wasm_f32x4_add(pairs, wasm_i32x4_shuffle(pairs, pairs, 1, 0, 3, 2)), 0);
+}
+
+template <class To, class A>
+batch<To, A> batch_cast(batch<float, A> a) {
+  static_assert(sizeof(To) == 4, "float to int32");
+  return wasm_i32x4_trunc_sat_f32x4(a.data);
+}
+template <class To, class A>
+batch<To, A> batch_cast(batch<int32_t, A> a) {
+  static_assert(sizeof(To) == 4, "int32 to float");
+  return wasm_f32x4_convert_i32x4(a.data);
+}
+
+// e^x: Cody-Waite reduction x = k ln 2 + r (|r| <= ln2 / 2), a degree-6 polynomial for
+// e^r (Cephes' expf coefficients), and 2^k assembled in the exponent bits. Within 2 ulp
+// of expf; 0 below ln(FLT_MIN) (including -inf), NaN kept, inf above 88.37 (about
+// 127.5 ln 2: 2^k must fit the exponent bits; e^x there is within 2^0.5 of FLT_MAX).
+template <class A>
+batch<float, A> exp(batch<float, A> x) {
+  using F = batch<float, A>;
+  const F lo(-87.33654f), hi(88.37f);
+  const F clamped = min(max(x, lo), hi);
+  const F k = nearbyint(clamped * F(1.44269504088896341f));
+  F r = clamped - k * F(0.693359375f);
+  r = r - k * F(-2.12194440e-4f);
+  F p(1.9875691500e-4f);
+  p = p * r + F(1.3981999507e-3f);
+  p = p * r + F(8.3334519073e-3f);
+  p = p * r + F(4.1665795894e-2f);
+  p = p * r + F(1.6666665459e-1f);
+  p = p * r + F(5.0000001201e-1f);
+  p = p * (r * r) + r + F(1.0f);
+  // k lies in [-126, 127]: k + 127 is a normal exponent.
+  const v128_t power = wasm_i32x4_shl(wasm_i32x4_add(wasm_i32x4_trunc_sat_f32x4(k.data), wasm_i32x4_splat(127)), 23);
+  F y = p * F(power);
+  y = select(x < lo, F(0.0f), y);
+  y = select(x > hi, F(__builtin_inff()), y);
+  return select(batch_bool<float, A>{wasm_f32x4_ne(x.data, x.data)}, x, y);
+}
+
+// erf(x) = sign(x) (1 - erfc(|x|)), erfc by the Chebyshev fit of Numerical Recipes
+// (erfcc: fractional error below 1.2e-7 everywhere).
+template <class A>
+batch<float, A> erf(batch<float, A> x) {
+  using F = batch<float, A>;
+  const F z = abs(x);
+  const F t = F(1.0f) / (F(1.0f) + F(0.5f) * z);
+  F p(0.17087277f);
+  p = p * t + F(-0.82215223f);
+  p = p * t + F(1.48851587f);
+  p = p * t + F(-1.13520398f);
+  p = p * t + F(0.27886807f);
+  p = p * t + F(-0.18628806f);
+  p = p * t + F(0.09678418f);
+  p = p * t + F(0.37409196f);
+  p = p * t + F(1.00002368f);
+  p = p * t + F(-1.26551223f);
+  const F erfc = t * exp(p - z * z);
+  const F magnitude = F(1.0f) - erfc;
+  // The sign bit of x on |erf|.
+  return wasm_v128_or(magnitude.data, wasm_v128_and(x.data, wasm_i32x4_splat(INT32_MIN)));
+}
+
+}  // namespace petrel::kernels::simd128::vec
