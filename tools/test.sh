@@ -2,8 +2,9 @@
 # The README's test command (also what CI runs): every test in a release build
 # (including an app built against the installed package), every test again built by
 # clang under AddressSanitizer + UndefinedBehaviorSanitizer followed by 30 s of fuzzing
-# per fuzz target, the concurrency tests under ThreadSanitizer, and cross-compiled for
-# aarch64 (run under qemu on a CPU with and one without the dot-product
+# per fuzz target, the concurrency tests under ThreadSanitizer, compiled to WebAssembly
+# (tests and the JavaScript package under Node, the web page in headless Chromium), and
+# cross-compiled for aarch64 (run under qemu on a CPU with and one without the dot-product
 # extension) and armv7 (run under qemu). Each stage prints its wall time.
 #   tools/test.sh            everything
 #   tools/test.sh --native   x86-64 builds only
@@ -42,6 +43,17 @@ cmake --build --preset tsan -j"$jobs" --target petrel_tests
 build/tsan/tests/petrel_tests "[threads],[capi],[batch]"
 
 $native_only && { stage "done"; exit 0; }
+
+stage "WebAssembly (emscripten, SIMD128): kernel/oracle tests and the JavaScript package's tests under Node; the web page in headless Chromium"
+cmake --preset wasm >/dev/null
+cmake --build --preset wasm -j"$jobs"
+# The package's tests compare its translations with the native build's petrel-run.
+PETREL_NATIVE_TOOLS="$PWD/build/release/tools" ctest --preset wasm -j"$jobs"
+build/release/tools/petrel-convert tools/en-de-model -o build/wasm/en-de.petrel --quiet
+# The page translates token by token in a real browser; its text must equal petrel-run's.
+# Its screenshot is an artifact: $PETREL_ARTIFACTS (default build/artifacts)/petrel-web.png.
+node examples/web/test-in-chromium.mjs --model build/wasm/en-de.petrel --pkg build/wasm/js \
+  --native-run build/release/tools/petrel-run --screenshot "${PETREL_ARTIFACTS:-build/artifacts}/petrel-web.png"
 
 stage "the same x86-64 test binary on emulated CPUs: Haswell (AVX2, no AVX-512) and Nehalem (no AVX)"
 # Proves run-time dispatch: no AVX-512 or AVX instruction leaks into the paths these

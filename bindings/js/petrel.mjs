@@ -1,0 +1,559 @@
+// Petrel for JavaScript: the translation engine compiled to WebAssembly (SIMD128), as an
+// ES module for Node 20+, web pages and module Web Workers.
+//
+//   import { loadPetrel } from "./petrel.mjs";
+//   const petrel = await loadPetrel();
+//   const model = await petrel.loadModel(new URL("./en-de.petrel", import.meta.url));
+//   console.log(await model.translate("Open the file"));
+//   model.free();
+//
+// Translation runs synchronously on the calling thread (a page should use
+// petrel-worker-client.mjs); translate() and translateDetailed() return Promises for one
+// API with the worker client, translateSync() / translateDetailedSync() return values.
+import createPetrelCore from "./petrel-core.mjs";
+
+const STATUS_NAMES = [
+  "PETREL_OK",
+  "PETREL_INVALID_ARGUMENT",
+  "PETREL_IO",
+  "PETREL_FORMAT",
+  "PETREL_UNSUPPORTED",
+  "PETREL_INTERNAL",
+  "PETREL_OUT_OF_MEMORY",
+];
+
+const IS_NODE =
+  typeof process === "object" && process !== null && typeof process.versions === "object" &&
+  typeof process.versions.node === "string";
+
+/** An engine error (message: the engine's) or a bad argument; `code` names the status. */
+export class PetrelError extends Error {
+  constructor(message, code = "PETREL_INVALID_ARGUMENT") {
+    super(message);
+    this.name = "PetrelError";
+    this.code = code;
+  }
+}
+
+function invalid(message) {
+  return new PetrelError(message, "PETREL_INVALID_ARGUMENT");
+}
+
+const now = () => (typeof performance !== "undefined" ? performance.now() : Date.now());
+
+// --- Instantiation ----------------------------------------------------------------------
+
+const DEFAULT_WASM_URL = new URL("./petrel.wasm", import.meta.url);
+let defaultInstance = null;  // loadPetrel() without options: one instance per realm
+
+async function readLocalFile(url) {
+  const fs = await import("node:fs/promises");
+  return new Uint8Array(await fs.readFile(url));
+}
+
+function toUrl(value) {
+  if (value instanceof URL) return value;
+  if (typeof value === "string") {
+    if (/^[a-zA-Z][a-zA-Z0-9+.-]*:/.test(value) && !/^[a-zA-Z]:[\\/]/.test(value)) return new URL(value);
+    if (IS_NODE) return null;  // a file path
+    const base = typeof location !== "undefined" ? location.href : undefined;
+    return new URL(value, base);
+  }
+  return null;
+}
+
+async function compileWasm(options) {
+  if (options.wasmModule instanceof WebAssembly.Module) return options.wasmModule;
+  if (options.wasmBinary !== undefined) {
+    const bytes = asBytes(options.wasmBinary);
+    if (!bytes) throw invalid("wasmBinary must be an ArrayBuffer or a typed array");
+    return WebAssembly.compile(bytes);
+  }
+  const where = options.wasmUrl !== undefined ? options.wasmUrl : DEFAULT_WASM_URL;
+  const url = toUrl(where);
+  if (IS_NODE && (url === null || url.protocol === "file:")) {
+    return WebAssembly.compile(await readLocalFile(url === null ? where : url));
+  }
+  if (url === null) throw invalid("wasmUrl must be a URL or a URL string");
+  const response = await fetch(url);
+  if (!response.ok) throw new PetrelError(`cannot fetch ${url}: HTTP ${response.status}`, "PETREL_IO");
+  if (typeof WebAssembly.compileStreaming === "function" &&
+      (response.headers.get("Content-Type") || "").split(";")[0].trim() === "application/wasm") {
+    return WebAssembly.compileStreaming(response);
+  }
+  return WebAssembly.compile(await response.arrayBuffer());
+}
+
+/**
+ * Compiles and instantiates the engine. Without options the instance is made once and
+ * shared; with {wasmUrl | wasmBinary | wasmModule} a new instance is made.
+ */
+export function loadPetrel(options) {
+  if (options !== undefined && (options === null || typeof options !== "object"))
+    return Promise.reject(invalid("loadPetrel's options must be an object"));
+  const shared = options === undefined || Object.keys(options).length === 0;
+  if (shared && defaultInstance) return defaultInstance;
+  const created = createInstance(options || {});
+  if (shared) {
+    defaultInstance = created;
+    created.catch(() => { if (defaultInstance === created) defaultInstance = null; });
+  }
+  return created;
+}
+
+async function createInstance(options) {
+  for (const key of Object.keys(options))
+    if (!["wasmUrl", "wasmBinary", "wasmModule"].includes(key)) throw invalid(`unknown loadPetrel option "${key}"`);
+  const start = now();
+  const wasmModule = await compileWasm(options);
+  const compiled = now();
+  let instantiationFailed;
+  const failure = new Promise((resolve, reject) => { instantiationFailed = reject; });
+  const core = await Promise.race([
+    createPetrelCore({
+      instantiateWasm(imports, receive) {
+        WebAssembly.instantiate(wasmModule, imports).then((instance) => receive(instance, wasmModule),
+                                                          instantiationFailed);
+        return {};
+      },
+      print: (text) => console.log(text),
+      printErr: (text) => console.warn(text),
+    }),
+    failure,
+  ]);
+  const ready = now();
+  return new Petrel(core, wasmModule, {
+    compileMs: compiled - start,
+    instantiateMs: ready - compiled,
+    moduleMs: ready - start,
+  });
+}
+
+// --- Helpers ------------------------------------------------------------------------------
+
+function asBytes(value) {
+  if (value instanceof Uint8Array) return value;
+  if (value instanceof ArrayBuffer) return new Uint8Array(value);
+  if (typeof SharedArrayBuffer !== "undefined" && value instanceof SharedArrayBuffer) return new Uint8Array(value);
+  if (ArrayBuffer.isView(value)) return new Uint8Array(value.buffer, value.byteOffset, value.byteLength);
+  return null;
+}
+
+function nameOf(where) {
+  const text = where instanceof URL ? where.pathname : String(where);
+  const base = text.split(/[\\/]/).pop();
+  return base ? decodeURIComponent(base) : "<memory>";
+}
+
+const OPTION_KEYS = new Set([
+  "beam", "maxNewTokens", "minNewTokens", "lengthPenalty", "sourceLanguage", "targetLanguage",
+  "shortlist", "kvCacheF16", "onToken", "splitSentences",
+]);
+
+function positiveInt(value, name, min) {
+  if (typeof value !== "number" || !Number.isInteger(value) || value < min || value > 0x7fffffff)
+    throw invalid(`${name} must be an integer >= ${min} (got ${typeof value === "number" ? value : typeof value})`);
+  return value;
+}
+
+function checkOptions(options) {
+  if (options === undefined || options === null) options = {};
+  if (typeof options !== "object" || Array.isArray(options)) throw invalid("translate options must be an object");
+  for (const key of Object.keys(options))
+    if (!OPTION_KEYS.has(key) && options[key] !== undefined) throw invalid(`unknown translate option "${key}"`);
+  const o = {};
+  o.beam = options.beam === undefined ? 1 : positiveInt(options.beam, "beam", 1);
+  o.maxNewTokens = options.maxNewTokens === undefined ? 0 : positiveInt(options.maxNewTokens, "maxNewTokens", 1);
+  o.minNewTokens = options.minNewTokens === undefined ? 0 : positiveInt(options.minNewTokens, "minNewTokens", 0);
+  if (options.lengthPenalty !== undefined &&
+      (typeof options.lengthPenalty !== "number" || !Number.isFinite(options.lengthPenalty)))
+    throw invalid("lengthPenalty must be a finite number");
+  o.lengthPenalty = options.lengthPenalty === undefined ? NaN : options.lengthPenalty;
+  for (const key of ["sourceLanguage", "targetLanguage"]) {
+    if (options[key] !== undefined && options[key] !== null && typeof options[key] !== "string")
+      throw invalid(`${key} must be a string`);
+    o[key] = options[key] || null;
+  }
+  for (const key of ["shortlist", "kvCacheF16", "splitSentences"]) {
+    if (options[key] !== undefined && typeof options[key] !== "boolean") throw invalid(`${key} must be a boolean`);
+  }
+  o.shortlist = options.shortlist === undefined ? 0 : options.shortlist ? 1 : -1;
+  o.kvCacheF16 = options.kvCacheF16 ? 1 : 0;
+  o.splitSentences = options.splitSentences ? 1 : 0;
+  if (options.onToken !== undefined && options.onToken !== null && typeof options.onToken !== "function")
+    throw invalid("onToken must be a function");
+  o.onToken = options.onToken || null;
+  if (o.onToken && o.splitSentences) throw invalid("onToken cannot be combined with splitSentences");
+  return o;
+}
+
+function checkTexts(texts) {
+  const single = typeof texts === "string";
+  const list = single ? [texts] : texts;
+  if (!Array.isArray(list)) throw invalid("the text to translate must be a string or an array of strings");
+  list.forEach((t, i) => {
+    if (typeof t !== "string") throw invalid(`text ${i + 1} is not a string (${t === null ? "null" : typeof t})`);
+  });
+  return { single, list };
+}
+
+// --- The engine -----------------------------------------------------------------------------
+
+/** The instantiated engine: loads models. */
+export class Petrel {
+  constructor(core, wasmModule, timings) {
+    this._core = core;
+    this._wasmModule = wasmModule;
+    this._models = new Set();
+    this._busy = false;
+    this._broken = null;
+    this._disposed = false;
+    /** {compileMs, instantiateMs, moduleMs}: how long loadPetrel took. */
+    this.timings = Object.freeze(timings);
+    /** The engine's version ("0.1.0"). */
+    this.version = core.UTF8ToString(core._pjs_version());
+  }
+
+  /** The compiled WebAssembly.Module (to instantiate again elsewhere: loadPetrel({wasmModule})). */
+  get wasmModule() { return this._wasmModule; }
+
+  _check() {
+    if (this._disposed) throw invalid("this Petrel instance has been disposed");
+    if (this._broken) throw new PetrelError(`the WebAssembly instance is unusable after an earlier failure: ${this._broken}`, "PETREL_INTERNAL");
+    if (this._busy) throw invalid("Petrel is busy: a translation is running (called from onToken?)");
+  }
+
+  // Runs `body` with the instance marked busy; a WebAssembly trap makes the instance unusable.
+  _run(body) {
+    this._check();
+    this._busy = true;
+    try {
+      return body(this._core);
+    } catch (e) {
+      if (e instanceof WebAssembly.RuntimeError || (e && e.name === "RuntimeError")) {
+        this._broken = e.message;
+        throw new PetrelError(`WebAssembly failure: ${e.message}`, "PETREL_INTERNAL");
+      }
+      throw e;
+    } finally {
+      this._busy = false;
+    }
+  }
+
+  _engineError() {
+    const core = this._core;
+    const code = core._pjs_last_code();
+    const message = core.UTF8ToString(core._pjs_last_error()) || "unknown error";
+    return new PetrelError(message, STATUS_NAMES[code] || "PETREL_INTERNAL");
+  }
+
+  _allocModel(size) {
+    return this._run((core) => {
+      const buffer = core._pjs_buffer_alloc(size);
+      if (!buffer) throw this._engineError();
+      return buffer;
+    });
+  }
+
+  _freeBuffer(buffer) {
+    this._core._pjs_buffer_free(buffer);
+  }
+
+  _adopt(buffer, size, name, { isa, activationScales }) {
+    return this._run((core) => {
+      const nameBytes = core.lengthBytesUTF8(name) + 1;
+      const isaBytes = core.lengthBytesUTF8(isa || "") + 1;
+      const namePtr = core._malloc(nameBytes + isaBytes);
+      if (!namePtr) {
+        core._pjs_buffer_free(buffer);
+        throw new PetrelError("out of memory", "PETREL_OUT_OF_MEMORY");
+      }
+      core.stringToUTF8(name, namePtr, nameBytes);
+      core.stringToUTF8(isa || "", namePtr + nameBytes, isaBytes);
+      const start = now();
+      const handle = core._pjs_model_load(buffer, size, namePtr, namePtr + nameBytes,
+                                          activationScales === "file" ? 1 : 0);
+      const loadMs = now() - start;
+      core._free(namePtr);
+      if (!handle) throw this._engineError();
+      const model = new PetrelModel(this, handle, name, loadMs);
+      this._models.add(model);
+      return model;
+    });
+  }
+
+  // Copies `bytes` into a fresh model buffer (the one copy).
+  _loadBytes(bytes, name, session) {
+    if (bytes.byteLength === 0) throw new PetrelError(`${name}: the model file is empty`, "PETREL_FORMAT");
+    const buffer = this._allocModel(bytes.byteLength);
+    this._core.HEAPU8.set(bytes, buffer);
+    return this._adopt(buffer, bytes.byteLength, name, session);
+  }
+
+  // A Node file: read straight into the model buffer.
+  async _loadFile(path, name, session) {
+    const fs = await import("node:fs/promises");
+    let file;
+    try {
+      file = await fs.open(path, "r");
+    } catch (e) {
+      throw new PetrelError(`cannot open ${path instanceof URL ? path.pathname : path}: ${e.message}`, "PETREL_IO");
+    }
+    try {
+      const size = (await file.stat()).size;
+      if (size === 0) throw new PetrelError(`${name}: the model file is empty`, "PETREL_FORMAT");
+      const buffer = this._allocModel(size);
+      let done = 0;
+      try {
+        while (done < size) {
+          // A fresh view each time: nothing allocates meanwhile, but stay safe.
+          const view = new Uint8Array(this._core.HEAPU8.buffer, buffer + done, size - done);
+          const { bytesRead } = await file.read(view, 0, view.length, done);
+          if (bytesRead === 0) break;
+          done += bytesRead;
+        }
+      } catch (e) {
+        this._freeBuffer(buffer);
+        throw new PetrelError(`cannot read ${name}: ${e.message}`, "PETREL_IO");
+      }
+      return this._adopt(buffer, done, name, session);
+    } finally {
+      await file.close();
+    }
+  }
+
+  // A Response: streamed into the model buffer when its length is known.
+  async _loadResponse(response, name, session) {
+    if (!response.ok) throw new PetrelError(`cannot fetch ${name}: HTTP ${response.status}`, "PETREL_IO");
+    const encoding = (response.headers.get("Content-Encoding") || "identity").trim().toLowerCase();
+    const length = Number(response.headers.get("Content-Length"));
+    if (!response.body || encoding !== "identity" || !Number.isSafeInteger(length) || length <= 0) {
+      return this._loadBytes(new Uint8Array(await response.arrayBuffer()), name, session);
+    }
+    let capacity = length;
+    let buffer = this._allocModel(capacity);
+    let done = 0;
+    const reader = response.body.getReader();
+    try {
+      for (;;) {
+        const { value, done: finished } = await reader.read();
+        if (finished) break;
+        if (done + value.byteLength > capacity) {  // longer than announced: grow (one more copy)
+          const bigger = this._allocModel(Math.max(done + value.byteLength, capacity * 2));
+          this._core.HEAPU8.copyWithin(bigger, buffer, buffer + done);
+          this._freeBuffer(buffer);
+          buffer = bigger;
+          capacity = Math.max(done + value.byteLength, capacity * 2);
+        }
+        this._core.HEAPU8.set(value, buffer + done);
+        done += value.byteLength;
+      }
+    } catch (e) {
+      this._freeBuffer(buffer);
+      throw e instanceof PetrelError ? e : new PetrelError(`cannot read ${name}: ${e.message}`, "PETREL_IO");
+    }
+    if (done === 0) {
+      this._freeBuffer(buffer);
+      throw new PetrelError(`${name}: the model file is empty`, "PETREL_FORMAT");
+    }
+    return this._adopt(buffer, done, name, session);
+  }
+
+  /**
+   * Loads a model file: an ArrayBuffer, a typed array, a URL (string or URL object), a
+   * Node file path, or a fetch() Response. options.name names it in error messages;
+   * options.isa picks the kernel path ("simd128", the default, or "scalar");
+   * options.activationScales how int8 layers quantize their input: "dynamic" (the
+   * default: each row by its own range) or "file" (the model file's static scales, a
+   * Marian int8 model's alphas, as Firefox's bergamot int8shiftAlphaAll).
+   */
+  async loadModel(source, options = {}) {
+    this._check();
+    if (options === null || typeof options !== "object") throw invalid("loadModel's options must be an object");
+    for (const key of Object.keys(options))
+      if (!["name", "isa", "activationScales"].includes(key)) throw invalid(`unknown loadModel option "${key}"`);
+    if (options.name !== undefined && typeof options.name !== "string") throw invalid("name must be a string");
+    if (options.isa !== undefined && typeof options.isa !== "string") throw invalid("isa must be a string");
+    if (options.activationScales !== undefined && !["dynamic", "file"].includes(options.activationScales))
+      throw invalid(`activationScales must be "dynamic" or "file", got ${JSON.stringify(options.activationScales)}`);
+    const session = { isa: options.isa || "", activationScales: options.activationScales || "dynamic" };
+    const bytes = asBytes(source);
+    if (bytes) return this._loadBytes(bytes, options.name || "<memory>", session);
+    if (typeof Response !== "undefined" && source instanceof Response)
+      return this._loadResponse(source, options.name || nameOf(source.url || "<response>"), session);
+    if (typeof source !== "string" && !(source instanceof URL))
+      throw invalid("a model source must be an ArrayBuffer, a typed array, a URL, a URL string, a file path or a Response");
+    const url = toUrl(source);
+    const name = options.name || nameOf(url || source);
+    if (IS_NODE && (url === null || url.protocol === "file:")) return this._loadFile(url || source, name, session);
+    let response;
+    try {
+      response = await fetch(url);
+    } catch (e) {
+      throw new PetrelError(`cannot fetch ${url}: ${e.message}`, "PETREL_IO");
+    }
+    return this._loadResponse(response, name, session);
+  }
+
+  /** Frees every model this instance still holds; the instance cannot be used afterwards. */
+  dispose() {
+    for (const model of [...this._models]) model.free();
+    this._disposed = true;
+  }
+}
+
+/** A loaded model. Free it with free() when done (the WebAssembly heap is not collected). */
+export class PetrelModel {
+  constructor(petrel, handle, name, loadMs) {
+    this._petrel = petrel;
+    this._handle = handle;
+    this.name = name;
+    /** ms the engine took to load the model from bytes in memory. */
+    this.loadMs = loadMs;
+    const core = petrel._core;
+    this.info = Object.freeze(JSON.parse(core.UTF8ToString(core._pjs_model_info(handle))));
+    /** The kernel path in use ("simd128", "scalar"). */
+    this.isa = core.UTF8ToString(core._pjs_model_isa(handle));
+  }
+
+  get freed() { return this._handle === 0; }
+
+  _live() {
+    if (!this._handle) throw invalid(`model ${this.name} has been freed`);
+    return this._handle;
+  }
+
+  /**
+   * Translates a string (-> string) or an array of strings (-> string[], one batch).
+   * Synchronous; see translate().
+   */
+  translateSync(texts, options) {
+    const detailed = this.translateDetailedSync(texts, options);
+    return Array.isArray(detailed) ? detailed.map((d) => d.text) : detailed.text;
+  }
+
+  /** Like translateSync with {text, ids, score, eos} per input (ids: output token ids, no EOS). */
+  translateDetailedSync(texts, options) {
+    const handle = this._live();
+    const { single, list } = checkTexts(texts);
+    const o = checkOptions(options);
+    const petrel = this._petrel;
+    let callbackError = null;
+    const results = petrel._run((core) => {
+      // The inputs and language codes as NUL-terminated UTF-8, with the pointer array.
+      const strings = [...list, o.sourceLanguage || "", o.targetLanguage || ""];
+      const sizes = strings.map((s) => core.lengthBytesUTF8(s) + 1);
+      const pointerBytes = 4 * list.length;
+      const total = pointerBytes + sizes.reduce((a, b) => a + b, 0);
+      const block = core._malloc(total);
+      if (!block) throw new PetrelError("out of memory", "PETREL_OUT_OF_MEMORY");
+      let result = 0;
+      try {
+        const pointers = [];
+        let at = block + pointerBytes;
+        strings.forEach((s, i) => {
+          core.stringToUTF8(s, at, sizes[i]);
+          pointers.push(at);
+          at += sizes[i];
+        });
+        for (let i = 0; i < list.length; ++i) core.HEAP32[(block >> 2) + i] = pointers[i];
+        if (o.onToken) {
+          core.__petrelToken = (event) => {
+            if (callbackError) return false;
+            try {
+              return o.onToken(event) !== false;
+            } catch (e) {
+              callbackError = e;
+              return false;
+            }
+          };
+        }
+        try {
+          result = core._pjs_translate(handle, block, list.length, o.beam, o.maxNewTokens, o.minNewTokens,
+                                       o.lengthPenalty, o.shortlist, o.kvCacheF16,
+                                       o.sourceLanguage ? pointers[list.length] : 0,
+                                       o.targetLanguage ? pointers[list.length + 1] : 0,
+                                       o.onToken ? 1 : 0, o.splitSentences);
+        } finally {
+          core.__petrelToken = null;
+        }
+        if (!result) throw petrel._engineError();
+        if (callbackError) throw callbackError;
+        const out = [];
+        for (let i = 0; i < list.length; ++i) {
+          const status = core._pjs_result_status(result, i);
+          if (status) throw new PetrelError(core.UTF8ToString(core._pjs_result_error(result, i)), STATUS_NAMES[status] || "PETREL_INTERNAL");
+          const length = core._pjs_result_length(result, i);
+          const idsPtr = core._pjs_result_ids(result, i) >> 2;
+          out.push({
+            text: core.UTF8ToString(core._pjs_result_text(result, i)),
+            ids: Array.from(core.HEAP32.subarray(idsPtr, idsPtr + length)),
+            score: core._pjs_result_score(result, i),
+            eos: core._pjs_result_eos(result, i) !== 0,
+          });
+        }
+        return out;
+      } finally {
+        if (result) core._pjs_result_free(result);
+        core._free(block);
+      }
+    });
+    return single ? results[0] : results;
+  }
+
+  /** Checks translate options against this model (beam, lengths, languages): throws if bad. */
+  checkOptions(options) {
+    this.translateDetailedSync([], options);
+  }
+
+  /**
+   * Translates a string (-> Promise<string>) or an array of strings (-> Promise<string[]>,
+   * one batch). Options: beam (default 1: greedy), maxNewTokens, minNewTokens,
+   * lengthPenalty, sourceLanguage, targetLanguage (multilingual models), shortlist,
+   * kvCacheF16, splitSentences, onToken(event) with {input, text, delta, restarted, final,
+   * provisional, ids, piece} per decoder step (return false to stop that input).
+   * The work runs synchronously inside the call; the Promise only unifies the API.
+   */
+  async translate(texts, options) {
+    return this.translateSync(texts, options);
+  }
+
+  /** translate() with {text, ids, score, eos} per input. */
+  async translateDetailed(texts, options) {
+    return this.translateDetailedSync(texts, options);
+  }
+
+  /** How `text` tokenizes: {pieces, ids} (EOS included); sourceLanguage for multilingual models. */
+  tokenize(text, sourceLanguage) {
+    const handle = this._live();
+    if (typeof text !== "string") throw invalid("the text to tokenize must be a string");
+    if (sourceLanguage !== undefined && sourceLanguage !== null && typeof sourceLanguage !== "string")
+      throw invalid("sourceLanguage must be a string");
+    return this._petrel._run((core) => {
+      const strings = [text, sourceLanguage || ""];
+      const sizes = strings.map((s) => core.lengthBytesUTF8(s) + 1);
+      const block = core._malloc(sizes[0] + sizes[1]);
+      if (!block) throw new PetrelError("out of memory", "PETREL_OUT_OF_MEMORY");
+      try {
+        core.stringToUTF8(strings[0], block, sizes[0]);
+        core.stringToUTF8(strings[1], block + sizes[0], sizes[1]);
+        const json = core._pjs_tokenize(handle, block, sourceLanguage ? block + sizes[0] : 0);
+        if (!json) throw this._petrel._engineError();
+        return JSON.parse(core.UTF8ToString(json));
+      } finally {
+        core._free(block);
+      }
+    });
+  }
+
+  /** Releases the model's memory; using it afterwards throws. Freeing twice is allowed. */
+  free() {
+    if (!this._handle) return;
+    if (this._petrel._busy) throw invalid("cannot free a model while a translation is running");
+    this._petrel._core._pjs_model_free(this._handle);
+    this._handle = 0;
+    this._petrel._models.delete(this);
+  }
+}
+
+export default loadPetrel;

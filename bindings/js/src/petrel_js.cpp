@@ -1,0 +1,375 @@
+// The WebAssembly side of Petrel's JavaScript package (bindings/js): flat functions over
+// the C++ API that petrel.mjs calls, so JavaScript never guesses a struct's layout.
+// Every function reports failure by its return value (0 / NULL) and leaves the status
+// name's number and the engine's message for pjs_last_code / pjs_last_error; nothing
+// here throws, prints or aborts.
+#include <emscripten/emscripten.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "petrel/batch_translator.h"
+#include "petrel/model.h"
+#include "petrel/translator.h"
+#include "petrel/types.h"
+
+using namespace petrel;
+
+// Streaming: hands one step of a translation to the JavaScript callback of the running
+// call (petrel.mjs sets Module.__petrelToken). Returns 0 to stop that input.
+// ES5 only: emscripten 3.1.6's minifier mangles newer syntax.
+EM_JS(int, pjs_emit_token,
+      (int input, const int32_t* ids, int length, const char* piece, int piece_length, const char* text,
+       int text_length, const char* delta, int delta_length, int restarted, int final_, int provisional),
+      {
+        var hook = Module["__petrelToken"];
+        if (!hook) return 1;
+        var idList = [];
+        for (var i = 0; i < length; i++) idList.push(HEAP32[(ids >> 2) + i]);
+        function str(ptr, len) { return len > 0 ? UTF8ArrayToString(HEAPU8, ptr, len) : ""; }
+        return hook({
+          input: input,
+          ids: idList,
+          piece: str(piece, piece_length),
+          text: str(text, text_length),
+          delta: str(delta, delta_length),
+          restarted: !!restarted,
+          final: !!final_,
+          provisional: !!provisional
+        }) ? 1 : 0;
+      });
+
+namespace {
+
+int last_code = 0;
+std::string last_message;
+
+void clear_error() {
+  last_code = 0;
+  last_message.clear();
+}
+
+void fail(const Error& e) {
+  last_code = static_cast<int>(e.code);
+  last_message = e.message;
+}
+
+void fail(ErrorCode code, const std::string& message) { fail(Error{code, message}); }
+
+// Runs `body`, turning an escaping exception (std::bad_alloc) into an error.
+template <class T, class Body>
+T guarded(T on_error, Body body) {
+  try {
+    clear_error();
+    return body();
+  } catch (const std::bad_alloc&) {
+    fail(ErrorCode::kOutOfMemory, "out of memory");
+  } catch (const std::exception& e) {
+    fail(ErrorCode::kInternal, std::string("unexpected error: ") + e.what());
+  } catch (...) {
+    fail(ErrorCode::kInternal, "unexpected error");
+  }
+  return on_error;
+}
+
+// --- JSON (ModelInfo) -----------------------------------------------------------------
+
+void json_string(std::string& out, const std::string& s) {
+  out += '"';
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  out += '"';
+}
+
+struct JsonObject {
+  std::string& out;
+  bool first = true;
+  explicit JsonObject(std::string& o) : out(o) { out += '{'; }
+  ~JsonObject() { out += '}'; }
+  void key(const char* k) {
+    if (!first) out += ',';
+    first = false;
+    json_string(out, k);
+    out += ':';
+  }
+  void str(const char* k, const std::string& v) { key(k); json_string(out, v); }
+  void num(const char* k, double v) {
+    key(k);
+    if (!std::isfinite(v)) { out += "null"; return; }
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    out += buf;
+  }
+  void integer(const char* k, long long v) { key(k); out += std::to_string(v); }
+  void boolean(const char* k, bool v) { key(k); out += v ? "true" : "false"; }
+  void strings(const char* k, const std::vector<std::string>& v) {
+    key(k);
+    out += '[';
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (i) out += ',';
+      json_string(out, v[i]);
+    }
+    out += ']';
+  }
+};
+
+std::string info_json(const ModelInfo& info) {
+  std::string out;
+  { JsonObject o(out);
+  o.str("format", std::to_string(info.format_major) + "." + std::to_string(info.format_minor));
+  o.str("producer", info.producer);
+  o.str("source", info.source);
+  o.str("architecture", info.architecture);
+  o.str("family", info.tokenizer.family.empty() ? info.tokenizer.kind : info.tokenizer.family);
+  o.integer("d_model", info.d_model);
+  o.integer("num_heads", info.num_heads);
+  o.integer("ffn_dim", info.ffn_dim);
+  o.integer("encoder_layers", info.encoder_layers);
+  o.integer("decoder_layers", info.decoder_layers);
+  o.integer("ssru_layers", info.ssru_layers);
+  o.integer("max_positions", info.max_positions);
+  o.integer("vocab_size", info.vocab_size);
+  o.integer("target_vocab_size", info.target_vocab_size);
+  o.str("activation", to_string(info.activation));
+  o.str("norm", to_string(info.norm));
+  o.integer("eos_id", info.eos_id);
+  o.integer("pad_id", info.pad_id);
+  o.integer("decoder_start_id", info.decoder_start_id);
+  // The dtypes of the weights: every distinct one, the most common first ("dtype").
+  std::vector<std::pair<std::string, uint64_t>> dtypes;
+  for (const TensorInfo& t : info.tensors) {
+    const std::string name = to_string(t.dtype);
+    bool found = false;
+    for (auto& d : dtypes)
+      if (d.first == name) { d.second += t.bytes; found = true; }
+    if (!found) dtypes.push_back({name, t.bytes});
+  }
+  std::vector<std::string> dtype_names;
+  while (!dtypes.empty()) {
+    size_t best = 0;
+    for (size_t i = 1; i < dtypes.size(); ++i)
+      if (dtypes[i].second > dtypes[best].second) best = i;
+    dtype_names.push_back(dtypes[best].first);
+    dtypes.erase(dtypes.begin() + static_cast<std::ptrdiff_t>(best));
+  }
+  o.str("dtype", dtype_names.empty() ? std::string() : dtype_names.front());
+  o.strings("dtypes", dtype_names);
+  o.boolean("has_tokenizer", info.has_text_tokenizer);
+  o.str("tokenizer", info.tokenizer.kind);
+  const bool multilingual = !info.tokenizer.family.empty();
+  o.boolean("multilingual", multilingual);
+  o.strings("languages", multilingual ? info.tokenizer.language_codes : std::vector<std::string>{});
+  o.str("default_source_language", info.tokenizer.default_source_language);
+  o.boolean("shortlist", info.shortlist.present);
+  o.boolean("shortlist_by_default", info.shortlist.by_default);
+  o.integer("num_beams", info.generation.num_beams);
+  o.integer("max_length", info.generation.max_length);
+  o.num("length_penalty", info.generation.length_penalty);
+  o.num("max_length_factor", info.generation.max_length_factor);
+  o.integer("file_size", static_cast<long long>(info.file_size));
+  o.integer("parameter_count", static_cast<long long>(info.parameter_count));
+  o.boolean("checksum", info.data_crc32.has_value());
+  }  // closes the object
+  return out;
+}
+
+}  // namespace
+
+struct PjsModel {
+  std::shared_ptr<const Model> model;
+  std::optional<Translator> translator;
+  std::optional<BatchTranslator> batch;  // sentence splitting; made on first use
+  std::string info;
+  TranslatorOptions options;  // as requested (isa "": the best), for the batch translator too
+};
+
+struct PjsResult {
+  std::vector<std::string> texts;
+  std::vector<std::vector<int32_t>> ids;
+  std::vector<double> scores;
+  std::vector<int> eos;     // the translation ended on EOS (not on the length limit)
+  std::vector<int> status;  // 0, or the ErrorCode of this input's own error (split mode)
+  std::vector<std::string> errors;
+};
+
+extern "C" {
+
+EMSCRIPTEN_KEEPALIVE const char* pjs_version() { return library_version(); }
+EMSCRIPTEN_KEEPALIVE int pjs_last_code() { return last_code; }
+EMSCRIPTEN_KEEPALIVE const char* pjs_last_error() { return last_message.c_str(); }
+
+EMSCRIPTEN_KEEPALIVE void* pjs_buffer_alloc(size_t size) {
+  return guarded<void*>(nullptr, [&]() -> void* {
+    void* p = Model::allocate_buffer(size);
+    if (!p) fail(ErrorCode::kOutOfMemory, "out of memory: cannot allocate " + std::to_string(size) + " bytes for the model");
+    return p;
+  });
+}
+EMSCRIPTEN_KEEPALIVE void pjs_buffer_free(void* buffer) { Model::free_buffer(buffer); }
+
+// Takes over `buffer` (freed at once when loading fails).
+// isa: NULL or "" for the best kernel path ("simd128"), or "scalar"; activation_scales:
+// 0 dynamic, 1 the file's (a Marian int8 model's alphas).
+EMSCRIPTEN_KEEPALIVE PjsModel* pjs_model_load(void* buffer, size_t size, const char* name, const char* isa,
+                                              int activation_scales) {
+  return guarded<PjsModel*>(nullptr, [&]() -> PjsModel* {
+    auto loaded = Model::load_from_buffer(buffer, size, name && *name ? name : "<memory>");
+    if (!loaded) { fail(loaded.error()); return nullptr; }
+    TranslatorOptions t;
+    if (isa) t.isa = isa;
+    t.activation_scales = activation_scales == 1 ? ActivationScales::kFile : ActivationScales::kDynamic;
+    auto created = Translator::create(loaded.value(), t);
+    if (!created) { fail(created.error()); return nullptr; }
+    auto handle = std::make_unique<PjsModel>();
+    handle->options = t;
+    handle->model = std::move(loaded.value());
+    handle->translator.emplace(std::move(created.value()));
+    handle->info = info_json(handle->model->info());
+    return handle.release();
+  });
+}
+
+EMSCRIPTEN_KEEPALIVE const char* pjs_model_info(PjsModel* m) { return m->info.c_str(); }
+EMSCRIPTEN_KEEPALIVE void pjs_model_free(PjsModel* m) { delete m; }
+EMSCRIPTEN_KEEPALIVE const char* pjs_model_isa(PjsModel* m) { return m->translator->isa(); }
+
+// Translates `count` texts as one batch (split = 0), or sentence by sentence through
+// the batch translator (split != 0; each input may fail alone). Unset options:
+// max_new 0, min_new 0, length_penalty NaN, shortlist 0 (the model's), languages NULL.
+EMSCRIPTEN_KEEPALIVE PjsResult* pjs_translate(PjsModel* m, const char* const* texts, int count, int beam,
+                                              int max_new, int min_new, double length_penalty, int shortlist,
+                                              int kv_f16, const char* source_language, const char* target_language,
+                                              int stream, int split) {
+  return guarded<PjsResult*>(nullptr, [&]() -> PjsResult* {
+    TranslateOptions o;
+    o.beam_size = static_cast<size_t>(beam);
+    o.max_new_tokens = static_cast<size_t>(max_new);
+    o.min_new_tokens = static_cast<size_t>(min_new);
+    if (!std::isnan(length_penalty)) o.length_penalty = length_penalty;
+    if (shortlist) o.use_shortlist = shortlist > 0;
+    o.kv_cache_f16 = kv_f16 != 0;
+    if (source_language) o.source_language = source_language;
+    if (target_language) o.target_language = target_language;
+    if (stream) {
+      o.stream_text = true;
+      o.on_token = [](const TokenEvent& e) {
+        return pjs_emit_token(static_cast<int>(e.input), e.ids, static_cast<int>(e.length), e.piece.data(),
+                              static_cast<int>(e.piece.size()), e.text.data(), static_cast<int>(e.text.size()),
+                              e.text_delta.data(), static_cast<int>(e.text_delta.size()), e.text_restarted,
+                              e.final, e.provisional) != 0;
+      };
+    }
+    auto resolved = resolve_options(*m->model, o);
+    if (!resolved) { fail(resolved.error()); return nullptr; }
+    if (count == 0) return new PjsResult();  // the options are valid
+    std::vector<std::string> inputs(texts, texts + count);
+    auto result = std::make_unique<PjsResult>();
+    const size_t n = inputs.size();
+    result->texts.resize(n);
+    result->ids.resize(n);
+    result->scores.assign(n, 0.0);
+    result->eos.assign(n, 0);
+    result->status.assign(n, 0);
+    result->errors.resize(n);
+    // Whether a hypothesis of `ids` stopped on EOS: it is shorter than the input's limit.
+    auto ended_on_eos = [&](size_t hyp_length, size_t source_tokens) {
+      size_t limit = resolved.value().max_new_tokens;
+      if (max_new == 0 && resolved.value().max_length_factor > 0 && source_tokens > 0)
+        limit = std::min<size_t>(limit, static_cast<size_t>(std::ceil(resolved.value().max_length_factor *
+                                                                      static_cast<double>(source_tokens))));
+      return hyp_length < limit;
+    };
+    auto take = [&](size_t i, TextTranslation& t) {
+      if (t.hypotheses.empty()) return;
+      TextHypothesis& h = t.hypotheses[0];
+      result->eos[i] = ended_on_eos(h.ids.size(), t.input.ids.size());
+      result->texts[i] = std::move(h.text);
+      result->ids[i] = std::move(h.ids);
+      result->scores[i] = h.score;
+    };
+    if (split) {
+      if (stream) {
+        fail(ErrorCode::kInvalidArgument, "streaming (onToken) cannot be combined with sentence splitting");
+        return nullptr;
+      }
+      if (!m->batch) {
+        auto created = BatchTranslator::create(m->model, m->options, 1);
+        if (!created) { fail(created.error()); return nullptr; }
+        m->batch.emplace(std::move(created.value()));
+      }
+      BatchOptions b;
+      b.split_sentences = true;
+      b.max_batch_size = std::max<size_t>(8, n);
+      b.window = std::max<size_t>(1, n);
+      Status s = m->batch->translate_text(inputs, o, b, [&](size_t i, Result<TextTranslation>&& r) {
+        if (!r) {
+          result->status[i] = static_cast<int>(r.error().code);
+          result->errors[i] = r.error().message;
+          return;
+        }
+        take(i, r.value());
+      });
+      if (!s) { fail(s.error()); return nullptr; }
+      return result.release();
+    }
+    auto translated = m->translator->translate_text(inputs, o);
+    if (!translated) { fail(translated.error()); return nullptr; }
+    for (size_t i = 0; i < n && i < translated.value().size(); ++i) take(i, translated.value()[i]);
+    return result.release();
+  });
+}
+
+// How `text` tokenizes: {"pieces": [...], "ids": [...]} (EOS included), or NULL.
+EMSCRIPTEN_KEEPALIVE const char* pjs_tokenize(PjsModel* m, const char* text, const char* source_language) {
+  static std::string out;
+  return guarded<const char*>(nullptr, [&]() -> const char* {
+    auto t = tokenize(*m->model, text, source_language ? source_language : "");
+    if (!t) { fail(t.error()); return nullptr; }
+    out.clear();
+    {
+      JsonObject o(out);
+      o.strings("pieces", t.value().pieces);
+      o.key("ids");
+      out += '[';
+      for (size_t i = 0; i < t.value().ids.size(); ++i) {
+        if (i) out += ',';
+        out += std::to_string(t.value().ids[i]);
+      }
+      out += ']';
+    }
+    return out.c_str();
+  });
+}
+
+EMSCRIPTEN_KEEPALIVE const char* pjs_result_text(PjsResult* r, int i) { return r->texts[i].c_str(); }
+EMSCRIPTEN_KEEPALIVE const int32_t* pjs_result_ids(PjsResult* r, int i) { return r->ids[i].data(); }
+EMSCRIPTEN_KEEPALIVE int pjs_result_length(PjsResult* r, int i) { return static_cast<int>(r->ids[i].size()); }
+EMSCRIPTEN_KEEPALIVE double pjs_result_score(PjsResult* r, int i) { return r->scores[i]; }
+EMSCRIPTEN_KEEPALIVE int pjs_result_eos(PjsResult* r, int i) { return r->eos[i]; }
+EMSCRIPTEN_KEEPALIVE int pjs_result_status(PjsResult* r, int i) { return r->status[i]; }
+EMSCRIPTEN_KEEPALIVE const char* pjs_result_error(PjsResult* r, int i) { return r->errors[i].c_str(); }
+EMSCRIPTEN_KEEPALIVE void pjs_result_free(PjsResult* r) { delete r; }
+
+}  // extern "C"

@@ -1,0 +1,27 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import { packageUrl, enDeF32 } from "./helpers.mjs";
+
+const { PetrelWorker } = await import(packageUrl("petrel-worker-client.mjs"));
+
+test("PetrelWorker (Node worker_threads): load, translate, stream, errors, terminate", async () => {
+  const w = await PetrelWorker.create();
+  assert.match(w.version, /^\d+\./);
+  assert.equal(w.info, null);
+  const model = await w.loadModel(new Uint8Array(fs.readFileSync(enDeF32())));
+  assert.equal(w.info.d_model, 256);
+  assert.equal(await w.translate("Open the file"), "die Datei öffnen");
+  assert.deepEqual(await w.translate(["Open the file", "Open the file"]), ["die Datei öffnen", "die Datei öffnen"]);
+  const events = [];
+  assert.equal(await w.translate("Open the file", { onToken: (e) => events.push(e) }), "die Datei öffnen");
+  assert.equal(events.at(-1).final, true);
+  await assert.rejects(w.translate("x", { beam: 0 }), (e) => e.code === "PETREL_INVALID_ARGUMENT" && /beam/.test(e.message));
+  await assert.rejects(w.loadModel(new Uint8Array(10)), (e) => e.code === "PETREL_FORMAT");
+  const byPath = await w.loadModel(enDeF32());
+  assert.equal(await byPath.translate("Open the file"), "die Datei öffnen");
+  await model.free();
+  await assert.rejects(model.translate("x"), /freed/);
+  w.terminate();
+  await assert.rejects(w.translate("x"), /terminated/);
+});
