@@ -102,7 +102,26 @@ TEST_CASE("search: finished sentences' rows are dropped, outputs unchanged", "[s
     CHECK(result.hypotheses[0][0].ids == std::vector<int32_t>{1, 2});
     CHECK(result.hypotheses[1][0].ids == std::vector<int32_t>{2, 3, 1, 2, 3});
     CHECK(result.hypotheses[2][0].ids == std::vector<int32_t>{3});
+    for (size_t s = 0; s < 3; ++s) CHECK(result.hypotheses[s][0].ended_on_eos);
   }
+}
+
+TEST_CASE("search: a hypothesis says whether it ended on EOS or at the length limit", "[search]") {
+  for (size_t beam : {1, 3}) {
+    ScriptedModel model({2, 5}, beam);  // sentence 1 wants 5 tokens, the limit is 4
+    auto result = run_scripted(model, 2, scripted_options(beam, 4));
+    INFO("beam " << beam);
+    CHECK(result.hypotheses[0][0].ended_on_eos);
+    CHECK(result.hypotheses[1][0].ids.size() == 4);
+    CHECK_FALSE(result.hypotheses[1][0].ended_on_eos);
+  }
+  // Stopped by the observer: not on EOS.
+  ScriptedModel model({6}, 1);
+  Recorder stopper;
+  stopper.stop_at = 2;
+  auto o = scripted_options(1, 8);
+  o.observer = &stopper;
+  CHECK_FALSE(run_scripted(model, 1, o).hypotheses[0][0].ended_on_eos);
 }
 
 TEST_CASE("search: forced tokens start the output, score 0 and bypass masks", "[search]") {

@@ -25,12 +25,19 @@ options:
                         token ids without EOS)
   --stats               at the end, one JSON object on standard error: module_ms (compile +
                         instantiate), load_ms (model bytes in memory -> ready), read_ms (reading
-                        the file), first_ms (the first call), translate_ms (all calls), lines,
-                        tokens (output ids + 1 per line that ended on EOS), wasm_bytes, glue_bytes
+                        the file), first_ms (the first call alone, even if it failed),
+                        translate_ms (all calls, including the line-by-line retries after a
+                        batch failed), retry_ms (those retries alone), lines (input lines,
+                        blank ones included), tokens (output ids + 1 per line whose
+                        translation ended on EOS; with sentence splitting approximate: one EOS
+                        per line, not per sentence, so use --no-split to count tokens),
+                        wasm_bytes, glue_bytes
   -h, --help            show this help
 
 Exit status: 0; 1 when the model cannot be loaded or a line fails (its error on standard
-error, a blank line or {"error": ...} in its place, and the run goes on); 2 on bad usage.`;
+error, a blank line or {"error": ...} in its place, and the run goes on); 2 on bad usage;
+141 (as a process killed by SIGPIPE) when standard output is closed early (EPIPE): the run
+ends there, quietly.`;
 
 class UsageError extends Error {}
 
@@ -93,6 +100,13 @@ function writeOut(text) {
 }
 
 async function main() {
+  // A reader that goes away (| head) ends the run quietly, as SIGPIPE ends native tools.
+  process.stdout.on("error", (e) => {
+    if (e && e.code === "EPIPE") process.exit(141);
+    process.stderr.write(`petrel-translate: standard output: ${e && e.message ? e.message : e}\n`);
+    process.exit(1);
+  });
+
   let args;
   try {
     args = parseArgs(process.argv.slice(2));
@@ -137,7 +151,7 @@ async function main() {
   const results = new Array(lines.length).fill(null);  // {text, ids, score, eos} | {error}
   const todo = [];
   lines.forEach((line, i) => { if (line.trim() !== "") todo.push(i); });
-  let failed = 0, firstMs = null, translateMs = 0, tokens = 0;
+  let failed = 0, firstMs = null, translateMs = 0, retryMs = 0, tokens = 0;
   let written = 0;
   const format = (r) => {
     if (!args.json) return (r && r.text !== undefined ? r.text : "") + "\n";
@@ -159,25 +173,30 @@ async function main() {
   for (let k = 0; k < todo.length; k += args.batch) {
     const chunk = todo.slice(k, k + args.batch);
     const start = performance.now();
-    let got = null;
+    let got = null, error = null;
     try {
       got = model.translateDetailedSync(chunk.map((i) => lines[i]), options);
     } catch (e) {
-      if (chunk.length === 1) fail(chunk[0], e);
-      else {  // find the failing line(s): translate the chunk's lines one by one
-        got = chunk.map((i) => {
-          try {
-            return model.translateDetailedSync(lines[i], options);
-          } catch (e1) {
-            fail(i, e1);
-            return null;
-          }
-        });
-      }
+      error = e;
     }
     const ms = performance.now() - start;
     if (firstMs === null) firstMs = ms;
     translateMs += ms;
+    if (error && chunk.length === 1) fail(chunk[0], error);
+    else if (error) {  // find the failing line(s): translate the chunk's lines one by one
+      const retryStart = performance.now();
+      got = chunk.map((i) => {
+        try {
+          return model.translateDetailedSync(lines[i], options);
+        } catch (e1) {
+          fail(i, e1);
+          return null;
+        }
+      });
+      const retry = performance.now() - retryStart;
+      retryMs += retry;
+      translateMs += retry;
+    }
     if (got) {
       chunk.forEach((i, j) => {
         if (!got[j]) return;
@@ -199,9 +218,12 @@ async function main() {
       read_ms: round(readMs),
       first_ms: round(firstMs),
       translate_ms: round(translateMs),
-      lines: todo.length,
+      retry_ms: round(retryMs),
+      lines: lines.length,
       tokens,
-      tokens_counted: "output ids + 1 EOS per line that ended on EOS",
+      tokens_counted: args.split
+        ? "output ids + 1 EOS per line that ended on EOS (approximate with sentence splitting: one EOS per line)"
+        : "output ids + 1 EOS per line that ended on EOS",
       failed,
       beam: args.beam,
       batch: args.batch,

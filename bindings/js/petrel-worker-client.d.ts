@@ -1,5 +1,15 @@
 // Types of petrel-worker-client.mjs: Petrel in a (module) Web Worker.
-import type { LoadPetrelOptions, LoadModelOptions, ModelInfo, TranslateOptions, DetailedTranslation } from "./petrel.js";
+import type { LoadPetrelOptions, LoadModelOptions, ModelInfo, TranslateOptions, TokenEvent, DetailedTranslation } from "./petrel.js";
+
+/**
+ * TranslateOptions in a Worker: onToken is notification only. The worker translates
+ * without waiting for the page, so onToken's return value is ignored (returning false does
+ * not stop the input), and an exception it throws stops further events and rejects the
+ * call once the translation has finished.
+ */
+export interface WorkerTranslateOptions extends Omit<TranslateOptions, "onToken"> {
+  onToken?: (event: TokenEvent) => void;
+}
 
 export interface PetrelWorkerOptions extends LoadPetrelOptions {
   /** petrel-worker.mjs's URL (default: next to petrel-worker-client.mjs). */
@@ -12,10 +22,10 @@ export class PetrelWorkerModel {
   readonly isa: string;
   readonly loadMs: number;
   readonly freed: boolean;
-  translate(text: string, options?: TranslateOptions): Promise<string>;
-  translate(texts: string[], options?: TranslateOptions): Promise<string[]>;
-  translateDetailed(text: string, options?: TranslateOptions): Promise<DetailedTranslation>;
-  translateDetailed(texts: string[], options?: TranslateOptions): Promise<DetailedTranslation[]>;
+  translate(text: string, options?: WorkerTranslateOptions): Promise<string>;
+  translate(texts: string[], options?: WorkerTranslateOptions): Promise<string[]>;
+  translateDetailed(text: string, options?: WorkerTranslateOptions): Promise<DetailedTranslation>;
+  translateDetailed(texts: string[], options?: WorkerTranslateOptions): Promise<DetailedTranslation[]>;
   tokenize(text: string, sourceLanguage?: string): Promise<{ pieces: string[]; ids: number[] }>;
   free(): Promise<void>;
 }
@@ -33,10 +43,10 @@ export class PetrelWorker {
   /** A URL string (resolved against the page), URL, file path (Node) or bytes (copied; moved with transfer: true). */
   loadModel(source: ArrayBuffer | ArrayBufferView | string | URL | Response,
             options?: LoadModelOptions & { transfer?: boolean }): Promise<PetrelWorkerModel>;
-  translate(text: string, options?: TranslateOptions): Promise<string>;
-  translate(texts: string[], options?: TranslateOptions): Promise<string[]>;
-  translateDetailed(text: string, options?: TranslateOptions): Promise<DetailedTranslation>;
-  translateDetailed(texts: string[], options?: TranslateOptions): Promise<DetailedTranslation[]>;
+  translate(text: string, options?: WorkerTranslateOptions): Promise<string>;
+  translate(texts: string[], options?: WorkerTranslateOptions): Promise<string[]>;
+  translateDetailed(text: string, options?: WorkerTranslateOptions): Promise<DetailedTranslation>;
+  translateDetailed(texts: string[], options?: WorkerTranslateOptions): Promise<DetailedTranslation[]>;
   terminate(): void;
 }
 export default PetrelWorker;

@@ -141,13 +141,17 @@ export class PetrelWorker {
     const p = this._pending.get(m.id);
     if (!p) return;
     if (m.token !== undefined) {
-      if (p.onToken) {
-        try { p.onToken(m.token); } catch (e) { /* a UI callback's error must not break the worker */ }
+      // Notification only: the worker translates on without waiting, so the return value
+      // cannot stop it; the first exception is kept, later events are not delivered, and the
+      // call rejects with it once the translation has finished.
+      if (p.onToken && !p.callbackError) {
+        try { p.onToken(m.token); } catch (e) { p.callbackError = { error: e }; }
       }
       return;
     }
     this._pending.delete(m.id);
     if (m.error) p.reject(toError(m.error));
+    else if (p.callbackError) p.reject(p.callbackError.error);
     else p.resolve(m.result);
   }
 

@@ -48,6 +48,7 @@ async function handle(m) {
     case "translate": {
       const model = modelOf(m.model);
       const options = Object.assign({}, m.options || {});
+      // Notification only: the page's answer cannot be awaited here, so nothing stops the input.
       if (m.stream) options.onToken = (event) => { port.post({ id: m.id, token: event }); };
       return model.translateDetailedSync(m.texts, options);
     }

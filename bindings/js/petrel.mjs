@@ -139,11 +139,26 @@ function asBytes(value) {
   return null;
 }
 
+// A model's file name for messages: a URL's last path segment (percent-decoded when it
+// decodes), a path's last component as it is.
 function nameOf(where) {
-  const text = where instanceof URL ? where.pathname : String(where);
-  const base = text.split(/[\\/]/).pop();
-  return base ? decodeURIComponent(base) : "<memory>";
+  let url = where instanceof URL ? where : null;
+  if (!url && typeof where === "string" && /^[a-zA-Z][a-zA-Z0-9+.-]*:\/\//.test(where)) {
+    try { url = new URL(where); } catch { /* not a URL after all: a name */ }
+  }
+  const base = url ? url.pathname.split("/").pop() : String(where).split(/[\\/]/).pop();
+  if (!base) return "<memory>";
+  if (!url) return base;
+  try {
+    return decodeURIComponent(base);
+  } catch {
+    return base;
+  }
 }
+
+// The largest model buffer: the heap's maximum is 2 GB, and a wasm32 size_t would
+// silently truncate anything beyond 32 bits.
+const MAX_MODEL_BYTES = 2 ** 31 - 64;
 
 const OPTION_KEYS = new Set([
   "beam", "maxNewTokens", "minNewTokens", "lengthPenalty", "sourceLanguage", "targetLanguage",
@@ -247,46 +262,71 @@ export class Petrel {
     return new PetrelError(message, STATUS_NAMES[code] || "PETREL_INTERNAL");
   }
 
-  _allocModel(size) {
+  // A model buffer of `size` bytes (a pointer, unsigned); sizes the heap cannot hold are refused.
+  _allocModel(size, name) {
+    if (!Number.isSafeInteger(size) || size < 1 || size > MAX_MODEL_BYTES)
+      throw new PetrelError(`${name}: a model of ${size} bytes does not fit the WebAssembly heap ` +
+                            `(${MAX_MODEL_BYTES} bytes at most)`, "PETREL_OUT_OF_MEMORY");
     return this._run((core) => {
-      const buffer = core._pjs_buffer_alloc(size);
+      const buffer = core._pjs_buffer_alloc(size) >>> 0;
       if (!buffer) throw this._engineError();
       return buffer;
     });
   }
 
   _freeBuffer(buffer) {
-    this._core._pjs_buffer_free(buffer);
+    if (!this._broken) this._core._pjs_buffer_free(buffer);  // a trapped instance is not called again
   }
 
+  // Hands `buffer` to the engine (which owns it from _pjs_model_load on, also on failure);
+  // it is freed here on any failure before that.
   _adopt(buffer, size, name, { isa, activationScales }) {
-    return this._run((core) => {
-      const nameBytes = core.lengthBytesUTF8(name) + 1;
-      const isaBytes = core.lengthBytesUTF8(isa || "") + 1;
-      const namePtr = core._malloc(nameBytes + isaBytes);
-      if (!namePtr) {
-        core._pjs_buffer_free(buffer);
-        throw new PetrelError("out of memory", "PETREL_OUT_OF_MEMORY");
-      }
-      core.stringToUTF8(name, namePtr, nameBytes);
-      core.stringToUTF8(isa || "", namePtr + nameBytes, isaBytes);
-      const start = now();
-      const handle = core._pjs_model_load(buffer, size, namePtr, namePtr + nameBytes,
-                                          activationScales === "file" ? 1 : 0);
-      const loadMs = now() - start;
-      core._free(namePtr);
-      if (!handle) throw this._engineError();
-      const model = new PetrelModel(this, handle, name, loadMs);
-      this._models.add(model);
-      return model;
-    });
+    let owned = true;
+    try {
+      return this._run((core) => {
+        const nameBytes = core.lengthBytesUTF8(name) + 1;
+        const isaBytes = core.lengthBytesUTF8(isa || "") + 1;
+        const namePtr = core._malloc(nameBytes + isaBytes) >>> 0;
+        if (!namePtr) throw new PetrelError("out of memory", "PETREL_OUT_OF_MEMORY");
+        let handle, loadMs;
+        try {
+          core.stringToUTF8(name, namePtr, nameBytes);
+          core.stringToUTF8(isa || "", namePtr + nameBytes, isaBytes);
+          const start = now();
+          owned = false;
+          handle = core._pjs_model_load(buffer, size, namePtr, namePtr + nameBytes,
+                                        activationScales === "file" ? 1 : 0) >>> 0;
+          loadMs = now() - start;
+        } finally {
+          core._free(namePtr);
+        }
+        if (!handle) throw this._engineError();
+        let model;
+        try {
+          model = new PetrelModel(this, handle, name, loadMs);
+        } catch (e) {
+          core._pjs_model_free(handle);
+          throw e;
+        }
+        this._models.add(model);
+        return model;
+      });
+    } catch (e) {
+      if (owned) this._freeBuffer(buffer);
+      throw e;
+    }
   }
 
   // Copies `bytes` into a fresh model buffer (the one copy).
   _loadBytes(bytes, name, session) {
     if (bytes.byteLength === 0) throw new PetrelError(`${name}: the model file is empty`, "PETREL_FORMAT");
-    const buffer = this._allocModel(bytes.byteLength);
-    this._core.HEAPU8.set(bytes, buffer);
+    const buffer = this._allocModel(bytes.byteLength, name);
+    try {
+      this._core.HEAPU8.set(bytes, buffer);
+    } catch (e) {
+      this._freeBuffer(buffer);
+      throw e;
+    }
     return this._adopt(buffer, bytes.byteLength, name, session);
   }
 
@@ -302,7 +342,7 @@ export class Petrel {
     try {
       const size = (await file.stat()).size;
       if (size === 0) throw new PetrelError(`${name}: the model file is empty`, "PETREL_FORMAT");
-      const buffer = this._allocModel(size);
+      const buffer = this._allocModel(size, name);
       let done = 0;
       try {
         while (done < size) {
@@ -327,29 +367,39 @@ export class Petrel {
     if (!response.ok) throw new PetrelError(`cannot fetch ${name}: HTTP ${response.status}`, "PETREL_IO");
     const encoding = (response.headers.get("Content-Encoding") || "identity").trim().toLowerCase();
     const length = Number(response.headers.get("Content-Length"));
-    if (!response.body || encoding !== "identity" || !Number.isSafeInteger(length) || length <= 0) {
+    // Without a usable length, read it whole; a length the heap cannot hold is refused below.
+    if (!response.body || encoding !== "identity" || !Number.isInteger(length) || length <= 0) {
       return this._loadBytes(new Uint8Array(await response.arrayBuffer()), name, session);
     }
     let capacity = length;
-    let buffer = this._allocModel(capacity);
+    let buffer;
+    try {
+      buffer = this._allocModel(capacity, name);
+    } catch (e) {
+      response.body.cancel().catch(() => {});
+      throw e;
+    }
     let done = 0;
     const reader = response.body.getReader();
     try {
       for (;;) {
         const { value, done: finished } = await reader.read();
         if (finished) break;
-        if (done + value.byteLength > capacity) {  // longer than announced: grow (one more copy)
-          const bigger = this._allocModel(Math.max(done + value.byteLength, capacity * 2));
+        const needed = done + value.byteLength;
+        if (needed > capacity) {  // longer than announced: grow (one more copy)
+          const grown = Math.max(needed, Math.min(capacity * 2, MAX_MODEL_BYTES));
+          const bigger = this._allocModel(grown, name);
           this._core.HEAPU8.copyWithin(bigger, buffer, buffer + done);
           this._freeBuffer(buffer);
           buffer = bigger;
-          capacity = Math.max(done + value.byteLength, capacity * 2);
+          capacity = grown;
         }
         this._core.HEAPU8.set(value, buffer + done);
-        done += value.byteLength;
+        done = needed;
       }
     } catch (e) {
       this._freeBuffer(buffer);
+      reader.cancel().catch(() => {});
       throw e instanceof PetrelError ? e : new PetrelError(`cannot read ${name}: ${e.message}`, "PETREL_IO");
     }
     if (done === 0) {
@@ -445,7 +495,7 @@ export class PetrelModel {
       const sizes = strings.map((s) => core.lengthBytesUTF8(s) + 1);
       const pointerBytes = 4 * list.length;
       const total = pointerBytes + sizes.reduce((a, b) => a + b, 0);
-      const block = core._malloc(total);
+      const block = core._malloc(total) >>> 0;
       if (!block) throw new PetrelError("out of memory", "PETREL_OUT_OF_MEMORY");
       let result = 0;
       try {
@@ -456,7 +506,7 @@ export class PetrelModel {
           pointers.push(at);
           at += sizes[i];
         });
-        for (let i = 0; i < list.length; ++i) core.HEAP32[(block >> 2) + i] = pointers[i];
+        for (let i = 0; i < list.length; ++i) core.HEAP32[(block >>> 2) + i] = pointers[i];
         if (o.onToken) {
           core.__petrelToken = (event) => {
             if (callbackError) return false;
@@ -473,7 +523,7 @@ export class PetrelModel {
                                        o.lengthPenalty, o.shortlist, o.kvCacheF16,
                                        o.sourceLanguage ? pointers[list.length] : 0,
                                        o.targetLanguage ? pointers[list.length + 1] : 0,
-                                       o.onToken ? 1 : 0, o.splitSentences);
+                                       o.onToken ? 1 : 0, o.splitSentences) >>> 0;
         } finally {
           core.__petrelToken = null;
         }
@@ -484,7 +534,7 @@ export class PetrelModel {
           const status = core._pjs_result_status(result, i);
           if (status) throw new PetrelError(core.UTF8ToString(core._pjs_result_error(result, i)), STATUS_NAMES[status] || "PETREL_INTERNAL");
           const length = core._pjs_result_length(result, i);
-          const idsPtr = core._pjs_result_ids(result, i) >> 2;
+          const idsPtr = core._pjs_result_ids(result, i) >>> 2;
           out.push({
             text: core.UTF8ToString(core._pjs_result_text(result, i)),
             ids: Array.from(core.HEAP32.subarray(idsPtr, idsPtr + length)),
@@ -532,7 +582,7 @@ export class PetrelModel {
     return this._petrel._run((core) => {
       const strings = [text, sourceLanguage || ""];
       const sizes = strings.map((s) => core.lengthBytesUTF8(s) + 1);
-      const block = core._malloc(sizes[0] + sizes[1]);
+      const block = core._malloc(sizes[0] + sizes[1]) >>> 0;
       if (!block) throw new PetrelError("out of memory", "PETREL_OUT_OF_MEMORY");
       try {
         core.stringToUTF8(strings[0], block, sizes[0]);

@@ -345,13 +345,17 @@ Status BatchTranslator::translate_text(const std::vector<std::string>& texts, co
           }
         } else {  // sentences: their best translations joined with the text that stood between them
           TextHypothesis joined;
+          joined.ended_on_eos = true;
           double score = 0;
           for (size_t u = u0; u < u1; ++u) {
             auto& tokens = unit_tokens[u];
             out.input.pieces.insert(out.input.pieces.end(), tokens.pieces.begin(), tokens.pieces.end());
             out.input.ids.insert(out.input.ids.end(), tokens.ids.begin(), tokens.ids.end());
             auto& hyps = units[u].result->value().hypotheses;
-            if (hyps.empty()) continue;
+            if (hyps.empty()) {
+              joined.ended_on_eos = false;
+              continue;
+            }
             auto t = detail::text_hypothesis(model, std::move(hyps[0]));
             if (!t) return deliver(i, t.error());
             if (u > u0) joined.text += separators[k][u - u0 - 1];
@@ -359,6 +363,7 @@ Status BatchTranslator::translate_text(const std::vector<std::string>& texts, co
             joined.ids.insert(joined.ids.end(), t.value().ids.begin(), t.value().ids.end());
             joined.pieces.insert(joined.pieces.end(), t.value().pieces.begin(), t.value().pieces.end());
             score += t.value().score;
+            joined.ended_on_eos = joined.ended_on_eos && t.value().ended_on_eos;
           }
           joined.score = score / static_cast<double>(u1 - u0);
           out.hypotheses.push_back(std::move(joined));

@@ -307,7 +307,7 @@ petrel_status petrel_translate_texts(petrel_session* session, const char* const*
       petrel::Translation ids;
       std::vector<std::string> strings;
       for (auto& h : t.hypotheses) {
-        ids.hypotheses.push_back({std::move(h.ids), h.score});
+        ids.hypotheses.push_back({std::move(h.ids), h.score, h.ended_on_eos});
         strings.push_back(std::move(h.text));
       }
       out->translations.push_back(std::move(ids));

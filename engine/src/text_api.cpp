@@ -47,6 +47,7 @@ Result<TextHypothesis> text_hypothesis(const Model& model, Hypothesis&& h) {
   t.pieces = std::move(pieces.value());
   t.ids = std::move(h.ids);
   t.score = h.score;
+  t.ended_on_eos = h.ended_on_eos;
   return t;
 }
 }  // namespace detail

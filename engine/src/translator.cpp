@@ -370,7 +370,7 @@ Result<std::vector<Translation>> Translator::Impl::translate(const std::vector<s
   std::vector<Translation> out(batch.size());
   size_t generated = 0;
   for (size_t s = 0; s < batch.size(); ++s) {
-    for (auto& h : found.value().hypotheses[s]) out[s].hypotheses.push_back({std::move(h.ids), h.score});
+    for (auto& h : found.value().hypotheses[s]) out[s].hypotheses.push_back({std::move(h.ids), h.score, h.ended_on_eos});
     if (!out[s].hypotheses.empty()) generated += out[s].hypotheses[0].ids.size();
   }
   timings.generated_tokens = generated;

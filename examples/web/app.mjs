@@ -7,7 +7,7 @@
 //   text=...            the source text (each line is translated on its own)
 //   auto=1              load (model=, else the demo model) and translate without clicks
 //   beam=K  maxNewTokens=N  targetLanguage=CODE   decoding options
-//   pkg=URL             the Petrel JS package directory (default ./pkg/)
+//   pkg=URL             the Petrel JS package directory (default ./pkg/; same origin only)
 // The page reports its progress in document.body.dataset.state: idle, loading, ready,
 // translating, done or error; the final translation is the text of #translation, the
 // load time #load-ms, the speed #tokens-per-s, an error #error.
@@ -15,6 +15,9 @@
 const params = new URLSearchParams(location.search);
 const pkgBase = new URL(ensureSlash(params.get("pkg") ?? "./pkg/"), location.href);
 const demoUrl = params.get("demo") ?? "demo-model.petrel";
+// The package is imported as a script: never from another origin that a link could name.
+const pkgOriginError = pkgBase.origin === location.origin ? null
+  : new Error(`the pkg parameter must be a URL of this page's origin (${location.origin}), not ${pkgBase.href}`);
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -79,6 +82,7 @@ function showError(err, context) {
 }
 
 function importPackage() {
+  if (pkgOriginError) return Promise.reject(pkgOriginError);
   pkgPromise ??= import(new URL("petrel-worker-client.mjs", pkgBase).href).catch((err) => {
     pkgPromise = null;
     throw new Error(`could not load the Petrel package from ${pkgBase.href} (${describeError(err)})`);
@@ -328,6 +332,7 @@ window.petrelDemo = { loadModel, translate, get worker() { return worker; } };
 
 // --- automation by query parameters ----------------------------------------------
 
+if (pkgOriginError) showError(pkgOriginError);
 if (params.has("text")) ui.source.value = params.get("text");
 if (params.has("beam")) {
   const beam = params.get("beam");

@@ -13,6 +13,7 @@ import http from "node:http";
 import fs from "node:fs";
 import fsp from "node:fs/promises";
 import path from "node:path";
+import { pipeline } from "node:stream";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -111,9 +112,10 @@ export async function startServer(options = {}) {
       });
       if (log) console.error(`200 ${req.method} ${req.url}`);
       if (req.method === "HEAD") return res.end();
-      const stream = fs.createReadStream(found.file);
-      stream.on("error", () => res.destroy());
-      stream.pipe(res);
+      // pipeline() closes the file when the client goes away mid-download (pipe() would not).
+      pipeline(fs.createReadStream(found.file), res, (err) => {
+        if (err && log) console.error(`${req.method} ${req.url}: ${err.message}`);
+      });
     } catch (err) {
       if (!res.headersSent) send(500, "internal error\n");
       else res.destroy();

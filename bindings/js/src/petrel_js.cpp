@@ -235,7 +235,15 @@ EMSCRIPTEN_KEEPALIVE void pjs_buffer_free(void* buffer) { Model::free_buffer(buf
 EMSCRIPTEN_KEEPALIVE PjsModel* pjs_model_load(void* buffer, size_t size, const char* name, const char* isa,
                                               int activation_scales) {
   return guarded<PjsModel*>(nullptr, [&]() -> PjsModel* {
-    auto loaded = Model::load_from_buffer(buffer, size, name && *name ? name : "<memory>");
+    // The name is copied before load_from_buffer owns the buffer: free it if that throws.
+    std::string model_name;
+    try {
+      model_name = name && *name ? name : "<memory>";
+    } catch (...) {
+      Model::free_buffer(buffer);
+      throw;
+    }
+    auto loaded = Model::load_from_buffer(buffer, size, model_name);
     if (!loaded) { fail(loaded.error()); return nullptr; }
     TranslatorOptions t;
     if (isa) t.isa = isa;
@@ -293,18 +301,10 @@ EMSCRIPTEN_KEEPALIVE PjsResult* pjs_translate(PjsModel* m, const char* const* te
     result->eos.assign(n, 0);
     result->status.assign(n, 0);
     result->errors.resize(n);
-    // Whether a hypothesis of `ids` stopped on EOS: it is shorter than the input's limit.
-    auto ended_on_eos = [&](size_t hyp_length, size_t source_tokens) {
-      size_t limit = resolved.value().max_new_tokens;
-      if (max_new == 0 && resolved.value().max_length_factor > 0 && source_tokens > 0)
-        limit = std::min<size_t>(limit, static_cast<size_t>(std::ceil(resolved.value().max_length_factor *
-                                                                      static_cast<double>(source_tokens))));
-      return hyp_length < limit;
-    };
     auto take = [&](size_t i, TextTranslation& t) {
       if (t.hypotheses.empty()) return;
       TextHypothesis& h = t.hypotheses[0];
-      result->eos[i] = ended_on_eos(h.ids.size(), t.input.ids.size());
+      result->eos[i] = h.ended_on_eos ? 1 : 0;
       result->texts[i] = std::move(h.text);
       result->ids[i] = std::move(h.ids);
       result->scores[i] = h.score;

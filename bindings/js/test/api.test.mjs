@@ -1,6 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
+import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { petrelModule, convert, enDeInt8, enDeF32, testSentences, nativeRun, nativeLines, TMP } from "./helpers.mjs";
 
@@ -178,3 +179,54 @@ test("sentence splitting as petrel-run does it", async () => {
   model.free();
 });
 
+
+// A Response streaming a real model's bytes under the given Content-Length.
+function streamedResponse(bytes, contentLength, chunk = 65536) {
+  let at = 0;
+  const body = new ReadableStream({
+    pull(controller) {
+      if (at >= bytes.length) return controller.close();
+      controller.enqueue(bytes.slice(at, at + chunk));
+      at += chunk;
+    },
+  });
+  return new Response(body, { headers: { "Content-Length": String(contentLength) } });
+}
+
+test("Response: a Content-Length beyond the heap is refused; a short one grows the buffer", async () => {
+  const bytes = new Uint8Array(fs.readFileSync(enDeInt8()));
+  for (const huge of [4294967360, 2 ** 31, 2 ** 53 + 2]) {
+    await assert.rejects(petrel.loadModel(streamedResponse(bytes, huge), { name: "huge.petrel" }), (e) => {
+      assert.ok(e instanceof PetrelError, String(e));
+      assert.equal(e.code, "PETREL_OUT_OF_MEMORY");
+      assert.match(e.message, /huge\.petrel/);
+      return true;
+    });
+  }
+  // The instance still works, and an understated length only costs a copy.
+  const model = await petrel.loadModel(streamedResponse(bytes, 100), { name: "short.petrel" });
+  assert.equal(model.info.file_size, bytes.byteLength);
+  assert.equal(await model.translate("Open the file"), "die Datei öffnen");
+  model.free();
+});
+
+test("a dispose() while a load awaits: the load fails with a PetrelError", async () => {
+  const own = await loadPetrel({ wasmModule: petrel.wasmModule });
+  const bytes = new Uint8Array(fs.readFileSync(enDeInt8()));
+  const loading = own.loadModel(streamedResponse(bytes, bytes.byteLength));
+  own.dispose();
+  await assert.rejects(loading, (e) => e instanceof PetrelError && /disposed/.test(e.message));
+});
+
+test("file paths and URLs with % in the name", async () => {
+  const file = path.join(TMP, "100%.petrel");
+  fs.copyFileSync(enDeInt8(), file);
+  for (const source of [file, pathToFileURL(file), pathToFileURL(file).href]) {
+    const model = await petrel.loadModel(source);
+    assert.equal(model.name, "100%.petrel");
+    assert.equal(await model.translate("Open the file"), "die Datei öffnen");
+    model.free();
+  }
+  await assert.rejects(petrel.loadModel(path.join(TMP, "50%zz.petrel")), (e) => e instanceof PetrelError && e.code === "PETREL_IO");
+  await assert.rejects(petrel.loadModel(new Uint8Array(1000), { name: "%" }), (e) => e instanceof PetrelError && e.code === "PETREL_FORMAT");
+});

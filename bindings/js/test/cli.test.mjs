@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import path from "node:path";
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { PACKAGE_DIR, enDeInt8, enDeF32, testSentences, nativeLines, nativeRun } from "./helpers.mjs";
 
 const CLI = path.join(PACKAGE_DIR, "petrel-translate.mjs");
@@ -31,9 +31,10 @@ test("CLI: blank lines, --json, --stats, --no-split, --beam", () => {
   assert.equal(out[1].text, "");
   assert.deepEqual(out[2].ids, want[1].ids);
   const stats = JSON.parse(r.stderr.trim().split("\n").at(-1));
-  for (const key of ["module_ms", "load_ms", "first_ms", "translate_ms", "lines", "tokens", "wasm_bytes", "glue_bytes"])
+  for (const key of ["module_ms", "load_ms", "first_ms", "translate_ms", "retry_ms", "lines", "tokens", "wasm_bytes", "glue_bytes"])
     assert.ok(typeof stats[key] === "number", `${key}: ${stats[key]}`);
-  assert.equal(stats.lines, 2);
+  assert.equal(stats.lines, 3);  // input lines, the blank one included
+  assert.equal(stats.retry_ms, 0);
   assert.equal(stats.tokens, want[0].ids.length + want[1].ids.length + 2);  // + EOS each
 
   const beam = run([file, "--beam", "4", "--no-split"], SENTENCES.slice(0, 5).join("\n"));
@@ -56,8 +57,22 @@ test("CLI: --help, bad flags exit 2, engine errors exit 1", () => {
   const badLang = run([enDeF32(), "--target-lang", "xx"], "hello\n");
   assert.equal(badLang.status, 1);
   assert.match(badLang.stderr, /language/);
-  const tooLong = run([enDeF32(), "--no-split", "--batch", "4"], ["Open the file", "word ".repeat(2000), "Open the file"].join("\n") + "\n");
+  const tooLong = run([enDeF32(), "--no-split", "--batch", "4", "--stats"], ["Open the file", "word ".repeat(2000), "Open the file"].join("\n") + "\n");
   assert.equal(tooLong.status, 1);
   assert.deepEqual(tooLong.stdout.split("\n").slice(0, 3), ["die Datei öffnen", "", "die Datei öffnen"]);
   assert.match(tooLong.stderr, /line 2/);
+  const stats = JSON.parse(tooLong.stderr.trim().split("\n").at(-1));
+  assert.equal(stats.failed, 1);
+  assert.ok(stats.retry_ms > 0 && stats.translate_ms >= stats.first_ms + stats.retry_ms, JSON.stringify(stats));
+});
+
+test("CLI: a reader that goes away (EPIPE) ends the run quietly", async () => {
+  const child = spawn(process.execPath, [CLI, enDeInt8(), "--no-split"], { stdio: ["pipe", "pipe", "pipe"] });
+  let stderr = "";
+  child.stderr.setEncoding("utf8").on("data", (d) => { stderr += d; });
+  child.stdout.once("data", () => child.stdout.destroy());  // as "| head -1" does
+  child.stdin.end(Array(200).fill("Open the file").join("\n") + "\n");
+  const status = await new Promise((resolve) => child.on("close", (code, signal) => resolve(code ?? signal)));
+  assert.equal(status, 141, stderr);
+  assert.equal(stderr, "");
 });

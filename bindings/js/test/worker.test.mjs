@@ -16,6 +16,15 @@ test("PetrelWorker (Node worker_threads): load, translate, stream, errors, termi
   const events = [];
   assert.equal(await w.translate("Open the file", { onToken: (e) => events.push(e) }), "die Datei öffnen");
   assert.equal(events.at(-1).final, true);
+  // onToken is notification only in a worker: false does not stop the input, and an
+  // exception rejects the call once the translation has finished (the worker goes on).
+  let calls = 0;
+  assert.equal(await w.translate("Open the file", { onToken: () => { ++calls; return false; } }), "die Datei öffnen");
+  assert.ok(calls >= 2);
+  calls = 0;
+  await assert.rejects(w.translate("Open the file", { onToken: () => { ++calls; throw new Error("boom"); } }), /boom/);
+  assert.equal(calls, 1);
+  assert.equal(await w.translate("Open the file"), "die Datei öffnen");
   await assert.rejects(w.translate("x", { beam: 0 }), (e) => e.code === "PETREL_INVALID_ARGUMENT" && /beam/.test(e.message));
   await assert.rejects(w.loadModel(new Uint8Array(10)), (e) => e.code === "PETREL_FORMAT");
   const byPath = await w.loadModel(enDeF32());

@@ -103,6 +103,7 @@ struct TextHypothesis {
   double score = 0;
   std::vector<int32_t> ids;          // without the start token and the final EOS
   std::vector<std::string> pieces;   // the tokens of `ids`
+  bool ended_on_eos = false;         // as Hypothesis; sentence by sentence: every sentence did
 };
 struct TextTranslation {
   TokenizedText input;

@@ -164,6 +164,7 @@ struct ModelInfo {
 struct Hypothesis {
   std::vector<int32_t> ids;  // without the decoder start token and the final EOS
   double score = 0;
+  bool ended_on_eos = false;  // it stopped on EOS, not at the length limit or by a token callback
 };
 
 // A text as the model reads it: its tokens (SentencePiece pieces, words, language

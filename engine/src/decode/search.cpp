@@ -67,8 +67,8 @@ Result<SearchResult> search(StepModel& model, size_t sentences, const models::Ou
       if (rank_key(f[i].score) < rank_key(f[worst].score)) worst = i;
     return worst;
   };
-  // `tokens` (length - 1 of them) plus `last` when last >= 0.
-  auto finish = [&](size_t b, const int32_t* tokens, size_t length, int32_t last, double score) {
+  // `tokens` (length - 1 of them) plus `last` when last >= 0; `eos`: it stopped on EOS.
+  auto finish = [&](size_t b, const int32_t* tokens, size_t length, int32_t last, double score, bool eos) {
     auto& f = s.finished[b];
     size_t slot = f.size();
     if (slot == K) {
@@ -81,7 +81,7 @@ Result<SearchResult> search(StepModel& model, size_t sentences, const models::Ou
     const size_t copied = last >= 0 ? length - 1 : length;
     std::copy_n(tokens, copied, to);
     if (last >= 0) to[copied] = last;
-    f[slot] = {length, score};
+    f[slot] = {length, score, eos};
   };
   const int32_t* const no_token = nullptr;
   auto steps_of = [&](size_t b) { return o.sentence_max_new_tokens ? (*o.sentence_max_new_tokens)[b] : max_steps; };
@@ -133,11 +133,11 @@ Result<SearchResult> search(StepModel& model, size_t sentences, const models::Ou
         const double score = normalized(c.score, step + 1, o.length_penalty);
         if (c.token == o.eos_id) {
           if (rank < K)  // a lower-ranked EOS is skipped, as in Hugging Face
-            finish(b, &s.history[from * max_steps], step, -1, score);
+            finish(b, &s.history[from * max_steps], step, -1, score, true);
           continue;
         }
         if (last_step) {  // the length limit: the best K candidates finish, EOS or not
-          if (rank < K) finish(b, &s.history[from * max_steps], step + 1, c.token, score);
+          if (rank < K) finish(b, &s.history[from * max_steps], step + 1, c.token, score, false);
           continue;
         }
         const size_t to = to_block + filled++;
@@ -157,7 +157,7 @@ Result<SearchResult> search(StepModel& model, size_t sentences, const models::Ou
       if (go_on && o.observer != nullptr && !o.observer->on_step(b, &s.new_history[to_block * max_steps], step + 1)) {
         for (size_t i = 0; i < filled; ++i)  // stopped by the observer: finish the live ones
           finish(b, &s.new_history[(to_block + i) * max_steps], step + 1, -1,
-                 normalized(s.new_scores[to_block + i], step + 1, o.length_penalty));
+                 normalized(s.new_scores[to_block + i], step + 1, o.length_penalty), false);
         go_on = false;
       }
       if (!go_on) continue;  // its rows are dropped
@@ -181,7 +181,7 @@ Result<SearchResult> search(StepModel& model, size_t sentences, const models::Ou
     auto& hyps = result.hypotheses[b];
     for (size_t f = 0; f < s.finished[b].size(); ++f) {
       const int32_t* tokens = &s.finished_tokens[(b * K + f) * max_steps];
-      hyps.push_back({{tokens, tokens + s.finished[b][f].length}, s.finished[b][f].score});
+      hyps.push_back({{tokens, tokens + s.finished[b][f].length}, s.finished[b][f].score, s.finished[b][f].eos});
     }
     std::stable_sort(hyps.begin(), hyps.end(),
                      [](const Hypothesis& x, const Hypothesis& y) { return rank_key(x.score) > rank_key(y.score); });

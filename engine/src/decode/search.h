@@ -72,6 +72,7 @@ struct SearchOptions {
 struct Hypothesis {
   std::vector<int32_t> ids;  // without the start token and the final EOS
   double score;              // cumulative log-probability / length^alpha
+  bool ended_on_eos;         // not at the length limit or stopped by the observer
 };
 
 struct SearchResult {
@@ -102,6 +103,7 @@ struct SearchState {
   struct Finished {
     size_t length;
     double score;
+    bool eos;  // stopped on EOS (not at the length limit or by the observer)
   };
   std::vector<std::vector<Finished>> finished;  // per sentence, in slot order
   std::vector<int32_t> finished_tokens;         // [sentence][slot][max_steps]
