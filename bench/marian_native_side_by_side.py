@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Petrel native vs Firefox's engine (bergamot-translator 0.4.9, WASM in Node) on one
+"""Petrel (native, and its WebAssembly build in Node) vs Firefox's engine
+(bergamot-translator 0.4.9, WASM in Node) on one
 Marian-native model of Mozilla's "tiny" shape (bench/make_firefox_tiny_standin.py),
 side by side, one thread, greedy, the binary shortlist on (as Firefox), the same 300
 English sentences. Prints a Markdown table (medians of --runs fresh processes).
@@ -49,8 +50,9 @@ MAX_LENGTH_FACTOR = 2.0
 BATCHES = (1, 32)
 
 
-def run(cmd, stdin_path=None):
-    """Runs cmd pinned to CPU 0 under /usr/bin/time -v: (stdout, peak RSS bytes, wall s)."""
+def run(cmd, stdin_path=None, stderr_json=False):
+    """Runs cmd pinned to CPU 0 under /usr/bin/time -v: (stdout, peak RSS bytes, wall s);
+    with stderr_json, stdout is (stdout, the JSON object on stderr's last line)."""
     with tempfile.NamedTemporaryFile("r") as timing, \
             open(stdin_path or os.devnull, "rb") as stdin:
         full = ["/usr/bin/time", "-v", "-o", timing.name, "taskset", "-c", "0"] + cmd
@@ -61,6 +63,8 @@ def run(cmd, stdin_path=None):
             sys.exit(f"failed ({result.returncode}): {' '.join(cmd)}\n{result.stderr.decode()[-2000:]}")
         report = timing.read()
     rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", report).group(1)) * 1024
+    if stderr_json:
+        return (result.stdout.decode(), json.loads(result.stderr.decode().strip().splitlines()[-1])), rss, seconds
     return result.stdout.decode(), rss, seconds
 
 
@@ -94,6 +98,32 @@ class Petrel:
             out, _, wall = run(cmd)
         t = json.loads(out)["timing"]
         return t["load_ms"] + 1000 * t["run_s"], wall * 1000
+
+
+class PetrelWasm:
+    """Petrel's WebAssembly build in Node through the JavaScript package's CLI."""
+
+    def __init__(self, name, package, model, extra):
+        self.name, self.model = name, model
+        self.base = ["node", os.path.join(package, "petrel-translate.mjs"), model, "--no-split", "--json",
+                     "--stats"] + extra
+
+    def _run(self, sentences_path, batch):
+        out, rss, wall = run(self.base + ["--batch", str(batch)], sentences_path, stderr_json=True)
+        lines, stats = out
+        return [json.loads(l) for l in lines.splitlines() if l], stats, rss, wall
+
+    def full(self, tools, sentences_path, batch):
+        results, stats, rss, _ = self._run(sentences_path, batch)
+        return {"texts": [r["text"] for r in results], "ids": [r["ids"] for r in results],
+                "seconds": stats["translate_ms"] / 1000, "rss": rss, "own_steps": "ids"}
+
+    def first(self, tools, first_line):
+        with tempfile.NamedTemporaryFile("w", suffix=".txt") as f:
+            f.write(first_line + "\n")
+            f.flush()
+            _, stats, _, wall = self._run(f.name, 1)
+        return stats["load_ms"] + stats["first_ms"], wall * 1000
 
 
 class Bergamot:
@@ -138,6 +168,9 @@ def main():
     parser.add_argument("--data", default=os.path.join(ROOT, "build", "bench", "firefox-tiny"))
     parser.add_argument("--build", default=os.path.join(ROOT, "build", "release", "tools"))
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--wasm", default=os.path.join(ROOT, "build", "wasm", "js"),
+                        help="Petrel's JavaScript package (cmake --preset wasm && cmake --build build/wasm); "
+                             "'' leaves its rows out")
     parser.add_argument("--json-out", help="also write every run's numbers here")
     args = parser.parse_args()
     data, tools = os.path.abspath(args.data), os.path.abspath(args.build)
@@ -160,6 +193,19 @@ def main():
         (Petrel("Petrel int8, dynamic scales", int8_petrel, ["--activation-scales", "dynamic"]), int8_bin, int8_petrel),
         (Petrel("Petrel int8, file alphas", int8_petrel, ["--activation-scales", "file"]), int8_bin, int8_petrel),
         (Petrel("Petrel f32", f32_petrel, []), f32_bin, f32_petrel),
+    ]
+    wasm = os.path.abspath(args.wasm) if args.wasm else None
+    if wasm and not os.path.exists(os.path.join(wasm, "petrel-translate.mjs")):
+        sys.exit(f"no petrel-translate.mjs in {wasm}: build the wasm preset, or pass --wasm ''")
+    if wasm:
+        engines += [
+            (PetrelWasm("Petrel WASM int8, dynamic scales", wasm, int8_petrel, ["--activation-scales", "dynamic"]),
+             int8_bin, int8_petrel),
+            (PetrelWasm("Petrel WASM int8, file alphas", wasm, int8_petrel, ["--activation-scales", "file"]),
+             int8_bin, int8_petrel),
+            (PetrelWasm("Petrel WASM f32", wasm, f32_petrel, []), f32_bin, f32_petrel),
+        ]
+    engines += [
         (Bergamot("bergamot int8shiftAlphaAll", int8_bin, vocab, lex, "int8shiftAlphaAll"), int8_bin, None),
         (Bergamot("bergamot int8shiftAll", int8_bin, vocab, lex, "int8shiftAll"), int8_bin, None),
         (Bergamot("bergamot float32", f32_bin, vocab, lex, "float32"), f32_bin, None),
@@ -177,6 +223,8 @@ def main():
             texts = runs[0]["texts"]
             if any(r["texts"] != texts for r in runs):
                 print(f"note: {engine.name} batch {batch}: outputs differ between runs", file=sys.stderr)
+            if runs[0]["own_steps"] == "ids":  # the CLI's ids, as petrel-run's
+                runs[0]["steps"] = sum(decoder_steps(len(ids), n) for ids, n in zip(runs[0]["ids"], source_lens))
             steps = runs[0]["steps"] if runs[0]["own_steps"] else count_steps(texts)
             tok_s = statistics.median(steps / r["seconds"] for r in runs)
             sent_s = statistics.median(len(sentences) / r["seconds"] for r in runs)
@@ -198,17 +246,33 @@ def main():
     by = {(r["engine"], r["batch"]): r["texts"] for r in rows}
     pairs = {"Petrel int8, dynamic scales": "bergamot int8shiftAlphaAll",
              "Petrel int8, file alphas": "bergamot int8shiftAlphaAll", "Petrel f32": "bergamot float32"}
+    if wasm:
+        pairs.update({"Petrel WASM int8, dynamic scales": "bergamot int8shiftAlphaAll",
+                      "Petrel WASM int8, file alphas": "bergamot int8shiftAlphaAll",
+                      "Petrel WASM f32": "bergamot float32"})
 
     cpu = next((l.split(":", 1)[1].strip() for l in subprocess.run(["lscpu"], capture_output=True, text=True)
                 .stdout.splitlines() if l.startswith("Model name")), platform.processor())
     flags = open("/proc/cpuinfo").read()
-    wasm = os.path.getsize(os.path.join(WORKER, "bergamot-translator-worker.wasm"))
+    wasm_bytes = os.path.getsize(os.path.join(WORKER, "bergamot-translator-worker.wasm"))
     glue = os.path.getsize(os.path.join(WORKER, "bergamot-translator-worker.js"))
     print(f"\nMachine: {cpu}, avx512_vnni {'yes' if 'avx512_vnni' in flags else 'no'}, "
           f"shared (2 cores, other jobs running); CPU 0 only; node {subprocess.run(['node', '--version'], capture_output=True, text=True).stdout.strip()}.")
+    shipped = f"bergamot ships {mib(wasm_bytes)} MiB .wasm + {glue / 1024:.0f} KiB JS glue"
+    if wasm:
+        ours = [os.path.join(wasm, f) for f in os.listdir(wasm) if f.endswith((".wasm", ".js", ".mjs"))]
+        petrel_wasm = sum(os.path.getsize(f) for f in ours if f.endswith(".wasm"))
+        petrel_js = sum(os.path.getsize(f) for f in ours if not f.endswith(".wasm"))
+        shipped += (f"; Petrel's package {mib(petrel_wasm)} MiB .wasm + {petrel_js / 1024:.0f} KiB JavaScript "
+                    f"(glue, API, worker, CLI)")
+    if wasm:  # int8 rounds per kernel path (natively too): near-ties may go either way
+        same = [f"{a['engine'].replace('Petrel WASM ', '')} b{a['batch']} "
+                f"{sum(x == y for x, y in zip(a['texts'], b['texts']))}/{len(b['texts'])}"
+                for a in rows for b in rows
+                if a["batch"] == b["batch"] and a["engine"].replace("WASM ", "") == b["engine"] and a is not b]
+        shipped += ". Petrel WASM text equal to Petrel native (its avx512 path): " + ", ".join(same)
     print(f"{len(sentences)} sentences, {sum(source_lens) / len(sentences):.1f} source pieces on average; "
-          f"medians of {args.runs} fresh processes. bergamot ships {mib(wasm)} MiB .wasm + "
-          f"{glue / 1024:.0f} KiB JS glue.\n")
+          f"medians of {args.runs} fresh processes. {shipped}.\n")
     print("| engine | batch | tok/s | sentences/s | mean output tokens | load + 1st translation, in tool (ms) "
           "| process start to 1st translation (ms) | peak RSS (MiB) | model file (MiB) | same text as bergamot batch 1 |")
     print("|---|---|---|---|---|---|---|---|---|---|")
