@@ -165,10 +165,7 @@ Status BatchTranslator::Impl::run(std::vector<Unit>& units, const std::vector<si
 Result<BatchTranslator> BatchTranslator::create(std::shared_ptr<const Model> model, const TranslatorOptions& options,
                                                 size_t workers) {
   if (!model) return Error{ErrorCode::kInvalidArgument, "no model"};
-  if (workers < 1 || workers > std::min<size_t>(64, threads::kMaxThreads))
-    return Error{ErrorCode::kInvalidArgument,
-                 (threads::kMaxThreads == 1 ? threads::thread_count_rule("workers") : std::string("workers must be in 1..64")) +
-                     ", got " + std::to_string(workers)};
+  if (Status s = threads::check_thread_count("workers", workers, 64); !s) return s.error();
   auto impl = std::make_unique<Impl>();
   impl->model = model;
   for (size_t w = 0; w < workers; ++w) {

@@ -146,8 +146,7 @@ Result<Translator> Translator::create(std::shared_ptr<const Model> model, const 
       return Error{ErrorCode::kUnsupported,
                    source + "=" + requested + ": not available on this CPU or build (it runs: " + runnable + ")"};
   }
-  if (options.threads < 1 || options.threads > threads::kMaxThreads)
-    return Error{ErrorCode::kInvalidArgument, threads::thread_count_rule("threads") + ", got " + std::to_string(options.threads)};
+  if (Status s = threads::check_thread_count("threads", options.threads, 256); !s) return s.error();
   if (options.activation_scales == ActivationScales::kFile && !model->info().static_activation_scales)
     return Error{ErrorCode::kInvalidArgument,
                  "activation scales 'file': " + model->info().source + " carries no static activation scales "

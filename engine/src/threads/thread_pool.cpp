@@ -6,9 +6,12 @@
 
 namespace petrel::threads {
 
-std::string thread_count_rule(const char* what) {
-  if (kMaxThreads == 1) return std::string(what) + " must be 1 in this single-threaded build (WebAssembly without threads)";
-  return std::string(what) + " must be in 1.." + std::to_string(kMaxThreads);
+Status check_thread_count(const char* what, size_t count, size_t cap) {
+  const size_t limit = cap < kMaxThreads ? cap : kMaxThreads;
+  if (count >= 1 && count <= limit) return Status::ok();
+  const std::string rule = limit == 1 && cap > 1 ? " must be 1 in this single-threaded build (WebAssembly without threads)"
+                                                 : " must be in 1.." + std::to_string(limit);
+  return Error{ErrorCode::kInvalidArgument, what + rule + ", got " + std::to_string(count)};
 }
 namespace {
 

@@ -6,10 +6,12 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <mutex>
-#include <string>
 #include <thread>
 #include <vector>
+
+#include "petrel/status.h"
 
 namespace petrel::threads {
 
@@ -19,10 +21,11 @@ namespace petrel::threads {
 #if defined(__EMSCRIPTEN__) && !defined(__EMSCRIPTEN_PTHREADS__)
 inline constexpr size_t kMaxThreads = 1;
 #else
-inline constexpr size_t kMaxThreads = 256;
+inline constexpr size_t kMaxThreads = SIZE_MAX;
 #endif
-// "must be in 1..N" for a count of threads, or why only 1 is possible.
-std::string thread_count_rule(const char* what);
+// A count of threads (`what`: "threads", "workers") in 1..min(cap, kMaxThreads), or an
+// error saying so (and why, where this build runs one thread).
+Status check_thread_count(const char* what, size_t count, size_t cap);
 
 class ThreadPool {
  public:
