@@ -4,6 +4,7 @@
 #   tools/fuzz.sh --minutes N [TARGET...]    a campaign: N minutes per target (default: all targets)
 #   tools/fuzz.sh --seconds S [TARGET...]    the same in seconds (e.g. 60 per target)
 #   --no-build                               use build/fuzz as it is (already built)
+#   --parallel N                             N targets at a time (default 1; CI: the core count)
 # Builds the fuzz preset (clang, libFuzzer, ASan + UBSan), then runs each target on a
 # working corpus (build/fuzz/corpus/TARGET: the committed seeds plus what earlier runs
 # found, so coverage keeps growing between campaigns). A crash, a leak, a sanitizer
@@ -17,19 +18,25 @@ cd "$(dirname "$0")/.."
 
 seconds=""
 build=true
+parallel=1
 targets=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --minutes) seconds=$(( $2 * 60 )); shift 2 ;;
     --seconds) seconds=$2; shift 2 ;;
     --no-build) build=false; shift ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    --parallel) parallel=$2; shift 2 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     -*) echo "tools/fuzz.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
 done
 if [[ -z "$seconds" || ! "$seconds" =~ ^[0-9]+$ || "$seconds" -eq 0 ]]; then
   echo "tools/fuzz.sh: give the time per target: --minutes N or --seconds S (see --help)" >&2
+  exit 2
+fi
+if [[ ! "$parallel" =~ ^[1-9][0-9]*$ ]]; then
+  echo "tools/fuzz.sh: --parallel takes a count of targets (1 or more), not '$parallel'" >&2
   exit 2
 fi
 all=(fuzz_model_file fuzz_convert fuzz_safetensors fuzz_checkpoint_json fuzz_shortlist fuzz_pytorch_checkpoint
@@ -45,34 +52,50 @@ if $build; then
 fi
 
 out=build/fuzz
-failed=()
-for t in "${targets[@]}"; do
-  corpus=$out/corpus/$t findings=$out/findings/$t log=$out/logs/$t.log
+# Fuzzes one target; its one-line result goes to $out/logs/TARGET.result.
+fuzz_one() {
+  local t=$1
+  local corpus=$out/corpus/$t findings=$out/findings/$t log=$out/logs/$t.log result=$out/logs/$t.result
   rm -rf "$findings"
-  mkdir -p "$corpus" "$findings" "$out/logs"
-  dict=()
+  mkdir -p "$corpus" "$findings"
+  local dict=()
   [[ -f tests/fuzz/$t.dict ]] && dict=(-dict="tests/fuzz/$t.dict")
   # Inputs near a megabyte: bugs of time, memory and depth show only there (#24: a pickle
   # copying one memoized value, a piece with a 4 MB prefix, a line of '>'); libFuzzer's
   # default stops at the corpus's longest file.
-  max_len=()
+  local max_len=()
   case $t in fuzz_pytorch_checkpoint | fuzz_text | fuzz_spm_model) max_len=(-max_len=1100000) ;; esac
-  status=0
-  # One process (-jobs=1 is the default): the machines are small and shared.
+  local status=0
+  # One process per target (-jobs=1 is the default); --parallel runs targets side by side.
   "$out/tests/fuzz/$t" "$corpus" "tests/fuzz/corpus/$t" "${dict[@]}" "${max_len[@]}" \
     -max_total_time="$seconds" -timeout=30 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$findings/" >"$log" 2>&1 || status=$?
+  local executions rate coverage found
   executions=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
   coverage=$(grep -E '^#[0-9]+' "$log" | tail -1 | grep -oE 'cov: [0-9]+ ft: [0-9]+' || true)
   found=$(ls "$findings" 2>/dev/null | tr '\n' ' ')
   if [[ $status -ne 0 || -n "$found" ]]; then
-    failed+=("$t")
-    echo "$t: FINDING (exit $status) after ${executions:-?} executions: ${found:-see $log}"
-    grep -E 'ERROR: |runtime error|SUMMARY' "$log" | head -5 | sed 's/^/    /'
-  else
-    echo "$t: ${executions:-?} executions in ${seconds} s (${rate:-?}/s), ${coverage:-cov ?}, corpus $(ls "$corpus" | wc -l) inputs, no findings"
+    { echo "$t: FINDING (exit $status) after ${executions:-?} executions: ${found:-see $log}"
+      grep -E 'ERROR: |runtime error|SUMMARY' "$log" | head -5 | sed 's/^/    /'; } >"$result"
+    return 1
   fi
+  echo "$t: ${executions:-?} executions in ${seconds} s (${rate:-?}/s), ${coverage:-cov ?}, corpus $(ls "$corpus" | wc -l) inputs, no findings" >"$result"
+}
+
+mkdir -p "$out/logs"
+failed=()
+declare -A pid_of
+running=0
+for t in "${targets[@]}"; do
+  if [[ $running -ge $parallel ]]; then wait -n || true; running=$((running - 1)); fi
+  fuzz_one "$t" &
+  pid_of[$t]=$!
+  running=$((running + 1))
+done
+for t in "${targets[@]}"; do  # results in the targets' order
+  wait "${pid_of[$t]}" || failed+=("$t")
+  cat "$out/logs/$t.result"
 done
 if [[ ${#failed[@]} -gt 0 ]]; then
   echo "tools/fuzz.sh: findings in ${failed[*]} (reproducers in $out/findings/; re-run one with $out/tests/fuzz/TARGET FILE)" >&2

@@ -4,14 +4,23 @@
 # clang under AddressSanitizer + UndefinedBehaviorSanitizer followed by 30 s of fuzzing
 # per fuzz target, the concurrency tests under ThreadSanitizer, compiled to WebAssembly
 # (tests and the JavaScript package under Node, the web page in headless Chromium), and
-# cross-compiled for aarch64 (run under qemu on a CPU with and one without the dot-product
-# extension) and armv7 (run under qemu). Each stage prints its wall time.
+# cross-compiled for aarch64 by clang (the whole suite under qemu) and by gcc (the kernels
+# under qemu on CPUs with i8mm, with dotprod only and with neither) and armv7 (run under
+# qemu). Each stage prints its wall time. Each stage runs what only it can show: the
+# release build runs every test on every kernel path this CPU has; the sanitized and
+# emulated runs check a subset of the heavy tests' data (PETREL_TEST_SUBSET).
+# Compiles go through ccache when it is installed (a second run recompiles only what
+# changed; set CCACHE_DISABLE=1 to measure a cold build).
 #   tools/test.sh            everything
 #   tools/test.sh --native   x86-64 builds only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
 started=$SECONDS
+if command -v ccache >/dev/null; then
+  export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
+  export CCACHE_BASEDIR=$PWD  # clones at other paths share the cache
+fi
 stage() { echo "== [$(( (SECONDS - started) / 60 )) min] $*"; }
 native_only=false
 [[ "${1:-}" == "--native" ]] && native_only=true
@@ -35,12 +44,19 @@ stage "clang 14 + ASan/UBSan (+ libFuzzer): every test and fuzz corpus, then 30 
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz -j"$jobs"
 ctest --preset fuzz -j"$jobs"
-tools/fuzz.sh --seconds 30 --no-build
+tools/fuzz.sh --seconds 30 --no-build --parallel "$jobs"
 
 stage "ThreadSanitizer: sessions on several threads sharing one model, intra-op thread pools, batch workers"
 cmake --preset tsan >/dev/null
-cmake --build --preset tsan -j"$jobs" --target petrel_tests
-build/tsan/tests/petrel_tests "[threads],[capi],[batch]"
+cmake --build --preset tsan -j"$jobs" --target petrel_concurrency_tests
+# The concurrency tests' files alone: first check they hold every such test there is.
+concurrency="[threads],[capi],[batch]"
+if ! diff <(build/release/tests/petrel_tests --list-test-names-only "$concurrency") \
+          <(build/tsan/tests/petrel_concurrency_tests --list-test-names-only "$concurrency"); then
+  echo "tests/CMakeLists.txt: petrel_concurrency_test_sources misses a file with $concurrency tests" >&2
+  exit 1
+fi
+build/tsan/tests/petrel_concurrency_tests "$concurrency"
 
 $native_only && { stage "done"; exit 0; }
 
@@ -65,13 +81,20 @@ QEMU_CPU=Haswell PETREL_EXPECT_BEST_ISA=avx2 \
 QEMU_CPU=Nehalem PETREL_EXPECT_BEST_ISA=scalar \
   qemu-x86_64 build/release/tests/petrel_tests "[kernels],[portable]" 2>/dev/null
 
-stage "aarch64 cross build; tests under qemu -cpu max (dotprod) and -cpu cortex-a53 (no dotprod)"
+stage "aarch64 cross build by clang; every test under qemu -cpu max (i8mm, dotprod)"
+cmake --preset aarch64-clang >/dev/null
+cmake --build --preset aarch64-clang -j"$jobs"
+QEMU_CPU=max PETREL_EXPECT_BEST_ISA=i8mm ctest --preset aarch64-clang -j"$jobs"
+
+stage "aarch64 cross build by gcc; kernels and a whole translation under qemu -cpu max, cortex-a76 (dotprod, no i8mm), cortex-a53 (neither)"
+# Every kernel path runs against the scalar reference on -cpu max; the other CPUs prove
+# run-time dispatch (no i8mm/dotprod instruction leaks into the paths they are given).
 cmake --preset aarch64 >/dev/null
-cmake --build --preset aarch64 -j"$jobs"
-QEMU_CPU=max PETREL_EXPECT_BEST_ISA=dotprod ctest --preset aarch64 -j"$jobs"
-# Without dotprod only the kernel paths change: the kernel and oracle tests.
-QEMU_CPU=cortex-a53 PETREL_EXPECT_BEST_ISA=neon \
-  qemu-aarch64 -L /usr/aarch64-linux-gnu build/aarch64/tests/petrel_tests "[oracle],[kernels]"
+cmake --build --preset aarch64 -j"$jobs" --target petrel_tests
+for cpu in max:i8mm cortex-a76:dotprod cortex-a53:neon; do
+  QEMU_CPU=${cpu%%:*} PETREL_EXPECT_BEST_ISA=${cpu#*:} \
+    qemu-aarch64 -L /usr/aarch64-linux-gnu build/aarch64/tests/petrel_tests "[kernels],[portable]"
+done
 
 stage "armv7 hard-float cross build; tests under qemu -cpu cortex-a15"
 cmake --preset armv7 >/dev/null
