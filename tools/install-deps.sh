@@ -8,8 +8,9 @@ set -euo pipefail
 
 # sentencepiece (spm_encode/spm_decode) and xz-utils: the tokenizer oracle tests compare
 # Petrel's SentencePiece with Debian's on a compressed corpus of real text.
+# ccache: tools/test.sh compiles through it (a second run rebuilds only what changed).
 packages=(cmake g++ make libxsimd-dev libflatbuffers-dev flatbuffers-compiler catch2
-          libbenchmark-dev nlohmann-json3-dev pkgconf sentencepiece xz-utils)
+          libbenchmark-dev nlohmann-json3-dev pkgconf sentencepiece xz-utils ccache)
 if [[ "${1:-}" == "--cross" ]]; then
   packages+=(g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user emscripten chromium)
   # Any Node.js >= 18 runs the WebAssembly tests; Debian's when there is none.
