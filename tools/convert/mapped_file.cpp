@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -30,6 +31,15 @@ MappedFile::MappedFile(const std::string& path) {
   ::close(fd);
   if (addr == MAP_FAILED) throw ConvertError(path + ": cannot map: " + std::strerror(map_errno));
   data_ = static_cast<const uint8_t*>(addr);
+}
+
+void MappedFile::release(const uint8_t* begin, size_t size) const {
+  if (data_ == nullptr || size == 0 || begin < data_ || begin > data_ + size_) return;
+  static const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t first = static_cast<size_t>(begin - data_) / page * page;
+  const size_t end = std::min(size_, static_cast<size_t>(begin - data_) + size);
+  // Advice only: on failure the pages simply stay mapped.
+  ::madvise(const_cast<uint8_t*>(data_) + first, end - first, MADV_DONTNEED);
 }
 
 MappedFile::~MappedFile() {

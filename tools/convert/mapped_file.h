@@ -17,6 +17,10 @@ class MappedFile {
 
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
+  // Drops the pages of [begin, begin + size) from this process's memory once read:
+  // the converter reads each tensor once, so a checkpoint's touched pages need not
+  // add up (they stay in the page cache; a later read maps them again).
+  void release(const uint8_t* begin, size_t size) const;
 
  private:
   const uint8_t* data_ = nullptr;
