@@ -84,7 +84,8 @@ ShardedCheckpoint::ShardedCheckpoint(const std::string& index_path, const std::s
 }
 
 std::string ShardedCheckpoint::format() const {
-  return std::to_string(shards_.size()) + " shards, " + (shards_.empty() ? "" : shards_.front()->format());
+  return std::to_string(shards_.size()) + (shards_.size() == 1 ? " shard, " : " shards, ") +
+         (shards_.empty() ? "" : shards_.front()->format());
 }
 
 std::vector<std::string> ShardedCheckpoint::names() const {

@@ -17,7 +17,7 @@
 namespace petrel::convert {
 namespace {
 
-constexpr size_t kWriteBuffer = size_t{4} << 20;
+constexpr size_t kWriteBuffer = size_t{1} << 20;
 
 bool write_all(int fd, const uint8_t* p, size_t n) {
   while (n > 0) {

@@ -191,10 +191,11 @@ EncodedMatrix encode_matrix(const std::vector<float>& values, size_t rows, size_
   return m;
 }
 
-MatrixEncoder::MatrixEncoder(size_t rows, size_t cols, DType dtype, float row_scale, detail::Layout layout)
+MatrixEncoder::MatrixEncoder(size_t rows, size_t cols, DType dtype, float row_scale, detail::Layout layout,
+                             size_t block_values)
     : rows_(rows), cols_(cols), row_scale_(row_scale) {
   const size_t panel = layout == detail::Layout::kPanel16 ? detail::kPanelRows : 1;
-  block_rows_ = std::max<size_t>(1, kBlockValues / std::max<size_t>(1, cols) / panel) * panel;
+  block_rows_ = std::max<size_t>(1, block_values / std::max<size_t>(1, cols) / panel) * panel;
   out_.dtype = dtype;
   out_.layout = layout;
   detail::StoredSize size;  // the whole matrix must be storable (and its rows x cols not overflow)

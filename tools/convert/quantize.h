@@ -45,11 +45,13 @@ EncodedMatrix encode_matrix(const std::vector<float>& values, size_t rows, size_
 // in row order, so the result is bit for bit encode_matrix's.
 class MatrixEncoder {
  public:
-  // Floats per block (a few MB): small against any table worth streaming.
-  static constexpr size_t kBlockValues = size_t{1} << 20;
+  // Values per block (1 MB of f32): small against any table worth streaming, large
+  // enough that a block's overhead does not count.
+  static constexpr size_t kBlockValues = size_t{1} << 18;
 
-  MatrixEncoder(size_t rows, size_t cols, DType dtype, float row_scale, detail::Layout layout);
-  // Rows per block: a whole number of panels near kBlockValues values (at least one panel).
+  MatrixEncoder(size_t rows, size_t cols, DType dtype, float row_scale, detail::Layout layout,
+                size_t block_values = kBlockValues);
+  // Rows per block: a whole number of panels near block_values values (at least one panel).
   size_t block_rows() const { return block_rows_; }
   // Encodes the next `count` rows (values[count][cols]): block_rows() of them, fewer only
   // for the last block. Returns their stored bytes, valid until the next call.
