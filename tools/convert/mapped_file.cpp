@@ -5,7 +5,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -33,13 +32,9 @@ MappedFile::MappedFile(const std::string& path) {
   data_ = static_cast<const uint8_t*>(addr);
 }
 
-void MappedFile::release(const uint8_t* begin, size_t size) const {
-  if (data_ == nullptr || size == 0 || begin < data_ || begin > data_ + size_) return;
-  static const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  const size_t first = static_cast<size_t>(begin - data_) / page * page;
-  const size_t end = std::min(size_, static_cast<size_t>(begin - data_) + size);
+void MappedFile::release() const {
   // Advice only: on failure the pages simply stay mapped.
-  ::madvise(const_cast<uint8_t*>(data_) + first, end - first, MADV_DONTNEED);
+  if (data_ != nullptr) ::madvise(const_cast<uint8_t*>(data_), size_, MADV_DONTNEED);
 }
 
 MappedFile::~MappedFile() {

@@ -330,25 +330,16 @@ void PytorchCheckpoint::read_f32_rows(const std::string& name, uint64_t first_ro
 
 void PytorchCheckpoint::read(const std::string& name, const Tensor& t, uint64_t index_offset, float* out) const {
   if (t.record) {
-    const uint8_t* record = zip_->verified_data(*t.record);
-    if (file_ && !verified_.count(t.record)) {  // the CRC check read the whole record: let its pages go
-      file_->release(record, t.record->size);
-      verified_.insert(t.record);
-    }
+    zip_->verified_data(*t.record);  // the CRC check reads the whole record once: released below
   }
   uint64_t elements = 1;
   for (uint64_t s : t.shape) elements *= s;
   if (elements == 0) return;
   const uint8_t* base = data_ + t.storage_offset;
-  const size_t esize = element_size(t.dtype);
   if (t.dtype == "F32") gather<load_f32, 4>(base, t, out, elements);
   else if (t.dtype == "F16") gather<load_f16, 2>(base, t, out, elements);
   else gather<load_bf16, 2>(base, t, out, elements);
-  if (file_) {  // the elements read lie between the first and the last (strides are not negative)
-    uint64_t last = t.first;
-    for (size_t d = 0; d < t.shape.size(); ++d) last += (t.shape[d] - 1) * t.strides[d];
-    file_->release(base + t.first * esize, (last - t.first + 1) * esize);
-  }
+  if (file_) file_->release();
   for (size_t i = 0; i < elements; ++i)
     if (!std::isfinite(out[i]))
       throw ConvertError(path_ + ": tensor " + quoted(name) + " holds a non-finite value (NaN or Inf) at element " +

@@ -14,7 +14,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -70,7 +69,6 @@ class PytorchCheckpoint : public CheckpointFile {
   std::string path_;
   std::unique_ptr<ZipArchive> zip_;
   std::map<std::string, Tensor> tensors_;
-  mutable std::set<const ZipRecord*> verified_;  // records whose pages were released after their CRC check
 };
 
 // Parses an in-memory pytorch_model.bin and reads every tensor; throws

@@ -155,7 +155,7 @@ void SafetensorsFile::read_elements(const std::string& name, uint64_t first, uin
       out[i] = static_cast<float>(d);
     }
   }
-  if (file_) file_->release(p, count * esize);
+  if (file_) file_->release();
   for (size_t i = 0; i < count; ++i)
     if (!std::isfinite(out[i]))
       throw ConvertError(path_ + ": tensor '" + name + "' holds a non-finite value (NaN or Inf) at element " +
