@@ -25,8 +25,12 @@ uint64_t row_elements(const CheckpointFile& file, const std::string& name, uint6
 
 void CheckpointFile::read_f32_rows(const std::string& name, uint64_t first_row, uint64_t rows, float* out) const {
   const uint64_t n = row_elements(*this, name, first_row, rows);
-  const std::vector<float> all = read_f32(name);
-  std::copy(all.begin() + first_row * n, all.begin() + (first_row + rows) * n, out);
+  if (name != rows_name_) {
+    rows_name_.clear();  // (consistent if read_f32 throws)
+    rows_values_ = read_f32(name);
+    rows_name_ = name;
+  }
+  std::copy(rows_values_.begin() + first_row * n, rows_values_.begin() + (first_row + rows) * n, out);
 }
 
 std::map<std::string, std::string> parse_shard_index(const std::string& path, const std::string& text) {

@@ -44,7 +44,9 @@ class CheckpointFile {
   // to f32 into out[rows][elements per row], so that a table need not be read whole.
   // Throws on NaN/Inf (naming the element's index in the whole tensor) and on a range
   // past the tensor. The readers of mapped files override it to read just those rows
-  // and release their pages; this default reads the whole tensor.
+  // and release their pages; this default (Marian's files, whose items may be stored
+  // transposed: models of a few hundred MB at most) reads the whole tensor once and
+  // serves its blocks from that copy.
   virtual void read_f32_rows(const std::string& name, uint64_t first_row, uint64_t rows, float* out) const;
 
   // Int8 values as the checkpoint stores them (Marian's intgemm8 items), in read_f32's
@@ -63,6 +65,10 @@ class CheckpointFile {
     if (const TensorInfo* t = find(name)) return *t;
     throw ConvertError(path() + ": missing tensor '" + name + "'");
   }
+
+ private:
+  mutable std::string rows_name_;        // the tensor the default read_f32_rows holds
+  mutable std::vector<float> rows_values_;
 };
 
 // The elements per row of tensor `name` of `file` along its first dimension; throws
