@@ -7,8 +7,14 @@
 #include <cstddef>
 #include <cstdlib>
 #include <new>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+#include <filesystem>
+#include <fstream>
 
 #include "convert/convert.h"
+#include "convert/quantize.h"
 #include "petrel/translator.h"
 #include "support/test_support.h"
 
@@ -20,20 +26,43 @@ std::atomic<size_t> fail_at{SIZE_MAX};
 // Of them, requests that may fail quietly (nothrow new: std::stable_sort's buffer,
 // which falls back to sorting in place).
 std::atomic<size_t> nothrow_allocations{0};
+// While measuring (glibc: malloc_usable_size): the bytes allocated and not yet
+// released since measuring began, and their peak.
+std::atomic<bool> measuring{false};
+std::atomic<int64_t> live_bytes{0}, peak_bytes{0};
 }  // namespace
 
 // Counting replacements of every global allocation function (this test binary
 // only). All of them, plain, nothrow and aligned, so that every allocation and
 // release goes through malloc/free — as sanitizers require of a replacement.
 namespace {
+void* measured(void* p) {
+#ifdef __GLIBC__
+  if (p != nullptr && measuring.load(std::memory_order_relaxed)) {
+    const int64_t live = live_bytes.fetch_add(static_cast<int64_t>(malloc_usable_size(p))) +
+                         static_cast<int64_t>(malloc_usable_size(p));
+    int64_t peak = peak_bytes.load();
+    while (live > peak && !peak_bytes.compare_exchange_weak(peak, live)) {
+    }
+  }
+#endif
+  return p;
+}
+void release(void* p) {
+#ifdef __GLIBC__
+  if (p != nullptr && measuring.load(std::memory_order_relaxed))
+    live_bytes.fetch_sub(static_cast<int64_t>(malloc_usable_size(p)));
+#endif
+  std::free(p);
+}
 void* counted_alloc(size_t size, size_t alignment, bool nothrow = false) {
   if (nothrow && counting.load(std::memory_order_relaxed)) nothrow_allocations.fetch_add(1);
   if (counting.load(std::memory_order_relaxed) &&
       allocations.fetch_add(1, std::memory_order_relaxed) == fail_at.load(std::memory_order_relaxed))
     return nullptr;
   if (size == 0) size = 1;
-  if (alignment <= alignof(std::max_align_t)) return std::malloc(size);
-  return std::aligned_alloc(alignment, (size + alignment - 1) / alignment * alignment);
+  if (alignment <= alignof(std::max_align_t)) return measured(std::malloc(size));
+  return measured(std::aligned_alloc(alignment, (size + alignment - 1) / alignment * alignment));
 }
 void* checked(void* p) {
   if (p == nullptr) throw std::bad_alloc();
@@ -53,18 +82,18 @@ void* operator new(size_t n, std::align_val_t a, const std::nothrow_t&) noexcept
 void* operator new[](size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
   return counted_alloc(n, static_cast<size_t>(a), true);
 }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, size_t) noexcept { std::free(p); }
-void operator delete[](void* p, size_t) noexcept { std::free(p); }
-void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete(void* p) noexcept { release(p); }
+void operator delete[](void* p) noexcept { release(p); }
+void operator delete(void* p, size_t) noexcept { release(p); }
+void operator delete[](void* p, size_t) noexcept { release(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { release(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { release(p); }
+void operator delete(void* p, std::align_val_t) noexcept { release(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { release(p); }
+void operator delete(void* p, size_t, std::align_val_t) noexcept { release(p); }
+void operator delete[](void* p, size_t, std::align_val_t) noexcept { release(p); }
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { release(p); }
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { release(p); }
 
 using namespace petrel;
 using namespace petrel::test;
@@ -166,3 +195,50 @@ TEST_CASE("a failed allocation anywhere in a translation is kOutOfMemory, and th
   // Every throwing allocation of a translation is inside the guard.
   CHECK(failed + may_fail_quietly == fresh_allocations);
 }
+
+#ifdef __GLIBC__
+TEST_CASE("the converter streams: its heap stays far below its largest tensor's f32 size", "[convert][memory]") {
+  // The oracle checkpoint with a 131072-token vocabulary: its tied table (4 M values,
+  // 16 MB as f32) dwarfs everything else. Converted a block of rows at a time, the
+  // heap holds a few blocks of MatrixEncoder::kBlockValues, the table's row scales
+  // and the writer's buffer; a converter holding the table (as f32 or encoded) fails.
+  TempDir tmp;
+  const std::string dir = tmp.file("big_vocabulary");
+  std::filesystem::create_directory(dir);
+  constexpr uint64_t kOracleVocab = 48, kVocab = 131072;
+  auto tensors = read_checkpoint(oracle_dir("post_swish_concat_tied") + "/model.safetensors");
+  uint64_t largest = 0;
+  for (auto& [name, t] : tensors) {
+    if (t.shape.size() != 2 || (t.shape[0] != kOracleVocab && t.shape[1] != kOracleVocab)) continue;
+    const size_t vocab_dim = t.shape[0] == kOracleVocab ? 0 : 1;
+    t.shape[vocab_dim] = kVocab;
+    const size_t old_size = t.values.size();
+    t.values.resize(t.shape[0] * t.shape[1]);
+    for (size_t i = old_size; i < t.values.size(); ++i) t.values[i] = t.values[i % old_size];
+    largest = std::max<uint64_t>(largest, t.values.size());
+  }
+  REQUIRE(largest == kVocab * 32);
+  write_checkpoint(dir + "/model.safetensors", tensors);
+  nlohmann::json config = nlohmann::json::parse(std::ifstream(oracle_dir("post_swish_concat_tied") + "/config.json"));
+  config["vocab_size"] = config["decoder_vocab_size"] = kVocab;
+  std::ofstream(dir + "/config.json") << config.dump();
+  tensors.clear();
+
+  convert::ConvertOptions o;
+  o.checkpoint_dir = dir;
+  o.output_path = tmp.file("m.petrel");
+  for (DType dtype : {DType::kInt8, DType::kInt4, DType::kF32}) {
+    INFO(to_string(dtype));
+    o.linear_dtype = o.embedding_dtype = dtype;
+    live_bytes = peak_bytes = 0;
+    measuring = true;
+    convert::convert_checkpoint(o);
+    measuring = false;
+    const int64_t table_f32 = static_cast<int64_t>(largest * 4);
+    INFO("peak heap " << peak_bytes.load() << " bytes; the table is " << table_f32 << " as f32");
+    CHECK(peak_bytes.load() < table_f32 / 2);
+    CHECK(peak_bytes.load() > static_cast<int64_t>(convert::MatrixEncoder::kBlockValues * 4));  // measured at all
+    load_model(o.output_path);
+  }
+}
+#endif

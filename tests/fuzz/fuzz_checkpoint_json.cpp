@@ -1,6 +1,7 @@
 // Fuzz target: a checkpoint's JSON inputs — config.json, generation_config.json,
 // vocab.json, target_vocab.json and tokenizer_config.json — through the converter's
-// own parsing and checks (convert::check_checkpoint_json). The input is the files'
+// own parsing and checks (convert::check_checkpoint_json), and a sharded checkpoint's
+// index (model.safetensors.index.json) through convert::parse_shard_index. The input is the files'
 // texts in that order separated by NUL bytes (which JSON text never holds); a missing
 // part is a missing file. Each is read with the converter's default options and with
 // the options that state a structure (--norm pre, --positions learned), which change
@@ -15,6 +16,7 @@
 #include <optional>
 #include <string>
 
+#include "convert/checkpoint_file.h"
 #include "convert/convert.h"
 #include "exercise_model.h"
 #include "marian_checkpoint.h"
@@ -36,13 +38,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace petrel::convert;
   using petrel::fuzz::require;
   const std::string input(reinterpret_cast<const char*>(data), size);
-  std::optional<std::string> parts[5];
+  std::optional<std::string> parts[6];
   size_t at = 0;
   for (auto& part : parts) {
     if (at > input.size()) break;
     const size_t end = std::min(input.find('\0', at), input.size());
     part = input.substr(at, end - at);
     at = end + 1;
+  }
+  if (parts[5]) {
+    try {
+      const auto weight_map = parse_shard_index("fuzz/model.safetensors.index.json", *parts[5]);
+      require(!weight_map.empty(), "an index maps some tensor");
+      for (const auto& [tensor, shard] : weight_map)
+        require(!shard.empty() && shard.find('/') == std::string::npos && shard != "..",
+                "a shard is a file name in the checkpoint's directory");
+    } catch (const ConvertError&) {
+    }
   }
   CheckpointJson files{*parts[0], parts[1], parts[2], parts[3], parts[4], false, std::nullopt};
   ConvertOptions stated;

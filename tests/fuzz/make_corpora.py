@@ -161,6 +161,8 @@ def lex_s2t(rng):
     return "\n".join(lines) + "\n"
 
 
+# (fuzz_checkpoint_json reads a sixth part, a sharded checkpoint's index: its seeds
+# are the hand-shard-index* files.)
 JSON_PARTS = ("config.json", "generation_config.json", "vocab.json", "target_vocab.json", "tokenizer_config.json")
 
 

@@ -409,6 +409,16 @@ CheckpointConfig read_marian_native_config(const MarianOptions& o, uint32_t sour
   return c;
 }
 
+// A matrix's values a block of rows at a time: fills out[count][cols] with rows
+// [first, first + count). Big tables pass through the converter this way, never whole.
+using RowReader = std::function<void(uint64_t first, uint64_t count, float* out)>;
+
+RowReader rows_of(const std::vector<float>& values, uint64_t cols) {
+  return [&values, cols](uint64_t first, uint64_t count, float* out) {
+    std::copy(values.begin() + first * cols, values.begin() + (first + count) * cols, out);
+  };
+}
+
 // The checkpoint's tensors: each is read at most once, shape-checked, NaN-checked;
 // whatever is left unread at the end is an unexpected tensor.
 class Source {
@@ -417,14 +427,42 @@ class Source {
 
   bool has(const std::string& name) const { return st_.has(name); }
 
-  std::vector<float> read(const std::string& name, const std::vector<uint64_t>& shape) {
+  // Checks the tensor's shape and counts it as read (its values come from rows()).
+  void open(const std::string& name, const std::vector<uint64_t>& shape) {
     const TensorInfo& e = st_.info(name);
     if (e.shape != shape)
       throw ConvertError(st_.path() + ": tensor '" + name + "' has shape " + shape_text(e.shape) +
                          ", the config needs " + shape_text(shape));
     consumed_.insert(name);
     if (options_.progress) options_.progress(name, consumed_.size(), total_);
+  }
+
+  std::vector<float> read(const std::string& name, const std::vector<uint64_t>& shape) {
+    open(name, shape);
     return st_.read_f32(name);
+  }
+
+  // An opened tensor's rows, times `scale`.
+  RowReader rows(const std::string& name, float scale = 1.0f) const {
+    const uint64_t cols = row_elements(st_, name, 0, 0);
+    return [this, name, scale, cols](uint64_t first, uint64_t count, float* out) {
+      st_.read_f32_rows(name, first, count, out);
+      if (scale != 1.0f)  // (x 1 would change nothing)
+        for (uint64_t i = 0; i < count * cols; ++i) out[i] *= scale;
+    };
+  }
+
+  // Whether two opened tensors hold the same values, compared by blocks of rows.
+  bool same_values(const std::string& a, const std::string& b, uint64_t rows, uint64_t cols) const {
+    const uint64_t block = std::max<uint64_t>(1, MatrixEncoder::kBlockValues / cols);
+    std::vector<float> x(std::min(rows, block) * cols), y(x.size());
+    for (uint64_t first = 0, n = 0; first < rows; first += n) {
+      n = std::min(block, rows - first);
+      st_.read_f32_rows(a, first, n, x.data());
+      st_.read_f32_rows(b, first, n, y.data());
+      if (!std::equal(x.begin(), x.begin() + n * cols, y.begin())) return false;
+    }
+    return true;
   }
 
   // The tensor's int8 values if the checkpoint stores it so (Marian's intgemm8), shape-
@@ -433,7 +471,7 @@ class Source {
     if (!st_.has(name)) return std::nullopt;
     auto q = st_.read_int8(name);
     if (!q) return std::nullopt;
-    read(name, shape);  // the shape check and the progress report; the values stay unused
+    open(name, shape);  // the shape check and the progress report
     return q;
   }
   std::optional<float> activation_scale(const std::string& name) const { return st_.activation_scale(name); }
@@ -587,28 +625,25 @@ PositionDecision family_positions(Source& src, const std::string& role, const Ch
   return d;
 }
 
-// Reads one embedding table from the first present of `names`; the others, if
-// present, must be identical (they are tied copies).
-std::vector<float> read_tied(Source& src, const std::vector<std::string>& names, uint64_t rows, const CheckpointConfig& c,
-                             std::string* used) {
-  std::vector<float> table;
+// Opens one embedding table, the first present of `names`, and returns its name; the
+// others, if present, must be identical (they are tied copies).
+std::string open_tied(Source& src, const std::vector<std::string>& names, uint64_t rows, const CheckpointConfig& c) {
+  std::vector<std::string> present;
   for (const std::string& name : names) {
     if (!src.has(name)) continue;
-    std::vector<float> t = src.read(name, {rows, c.d_model});
-    if (table.empty()) {
-      table = std::move(t);
-      *used = name;
-    } else if (t != table) {
-      throw ConvertError(src.path() + ": tensors '" + *used + "' and '" + name +
-                         "' should be tied (identical) but differ");
-    }
+    src.open(name, {rows, c.d_model});
+    present.push_back(name);
   }
-  if (table.empty()) {
+  if (present.empty()) {
     std::string list;
     for (const auto& n : names) list += (list.empty() ? "'" : ", '") + n + "'";
     throw ConvertError(src.path() + ": missing embedding table (one of " + list + ")");
   }
-  return table;
+  for (size_t i = 1; i < present.size(); ++i)
+    if (!src.same_values(present[0], present[i], rows, c.d_model))
+      throw ConvertError(src.path() + ": tensors '" + present[0] + "' and '" + present[i] +
+                         "' should be tied (identical) but differ");
+  return present[0];
 }
 
 // The checkpoint's vocabulary files, read and checked (read_vocab and
@@ -651,7 +686,7 @@ VocabularyFiles read_vocabulary_files(const std::string& dir, const CheckpointCo
 class Converter {
  public:
   Converter(const ConvertOptions& o, const CheckpointConfig& c, Source& src)
-      : options_(o), c_(c), src_(src), fbb_(writer_.builder()) {}
+      : options_(o), c_(c), src_(src), writer_(o.output_path), fbb_(writer_.builder()) {}
 
   ConvertReport run() {
     // A table that is also the tied output projection is stored in panels: the
@@ -680,21 +715,21 @@ class Converter {
       std::vector<std::string> names = {"model.shared.weight", "model.encoder.embed_tokens.weight",
                                         "model.decoder.embed_tokens.weight"};
       if (tied) names.push_back("lm_head.weight");
-      auto table = read_tied(src_, names, c_.vocab, c_, &enc_name);
-      enc_embed = dec_embed = matrix("embed_tokens", table, c_.vocab, c_.d_model,
+      enc_name = open_tied(src_, names, c_.vocab, c_);
+      enc_embed = dec_embed = matrix("embed_tokens", src_.rows(enc_name), c_.vocab, c_.d_model,
                                      tied ? tied_dtype : options_.embedding_dtype, embed_scale, tied_layout, enc_name,
                                      tied_output, tied_input_scale);
       embed_targets = {"embed_tokens"};
     } else {
-      auto enc = read_tied(src_, {"model.encoder.embed_tokens.weight"}, c_.vocab, c_, &enc_name);
-      enc_embed = matrix("encoder.embed_tokens", enc, c_.vocab, c_.d_model, options_.embedding_dtype, embed_scale,
+      enc_name = open_tied(src_, {"model.encoder.embed_tokens.weight"}, c_.vocab, c_);
+      enc_embed = matrix("encoder.embed_tokens", src_.rows(enc_name), c_.vocab, c_.d_model, options_.embedding_dtype, embed_scale,
                          detail::Layout::kRowMajor, enc_name);
       // An older export's leftover model.shared only has the decoder's shape with one vocabulary.
       std::vector<std::string> names = {"model.decoder.embed_tokens.weight"};
       if (c_.target_vocab == c_.vocab) names.push_back("model.shared.weight");
       if (tied) names.push_back("lm_head.weight");
-      auto dec = read_tied(src_, names, c_.target_vocab, c_, &dec_name);
-      dec_embed = matrix("decoder.embed_tokens", dec, c_.target_vocab, c_.d_model,
+      dec_name = open_tied(src_, names, c_.target_vocab, c_);
+      dec_embed = matrix("decoder.embed_tokens", src_.rows(dec_name), c_.target_vocab, c_.d_model,
                          tied ? tied_dtype : options_.embedding_dtype, embed_scale, tied_layout, dec_name,
                          tied_output, tied_input_scale);
       embed_targets = {"encoder.embed_tokens", "decoder.embed_tokens"};
@@ -732,8 +767,8 @@ class Converter {
 
     int32_t output_proj = -1;
     if (!tied) {
-      auto w = src_.read("lm_head.weight", {c_.target_vocab, c_.d_model});
-      output_proj = matrix("output_proj", w, c_.target_vocab, c_.d_model, output_dtype, 1.0f, detail::Layout::kPanel16,
+      src_.open("lm_head.weight", {c_.target_vocab, c_.d_model});
+      output_proj = matrix("output_proj", src_.rows("lm_head.weight"), c_.target_vocab, c_.d_model, output_dtype, 1.0f, detail::Layout::kPanel16,
                            "lm_head.weight");
     }
     report_.notes.push_back(std::string("weights: linear layers ") + to_string(options_.linear_dtype) +
@@ -837,7 +872,7 @@ class Converter {
     mb.add_tensors(tensors);
     mb.add_data_size(writer_.data_size());
     mb.add_data_crc32(writer_.data_crc32());
-    report_.file_size = writer_.write(mb.Finish(), options_.output_path);
+    report_.file_size = writer_.write(mb.Finish());
     report_.folds = folds_;
     return report_;
   }
@@ -847,13 +882,27 @@ class Converter {
   // and dtype is int8: then its values are stored as they are (no requantization).
   // An int8 matrix takes the checkpoint's activation scale for `source`, if it has one,
   // times `input_scale` (a fold that scales the layer's input).
-  int32_t matrix(const std::string& name, const std::vector<float>& values, uint64_t rows, uint64_t cols,
+  // The values are read, encoded and written a block of rows at a time (MatrixEncoder):
+  // a table is never held whole, as f32 or encoded.
+  int32_t matrix(const std::string& name, const RowReader& values, uint64_t rows, uint64_t cols,
                  DType dtype, float row_scale = 1.0f, detail::Layout layout = detail::Layout::kRowMajor,
                  const std::string& source = "", const std::string& activation_of = "", float input_scale = 1.0f) {
     std::optional<CheckpointFile::Int8Values> q;
     if (dtype == DType::kInt8 && !source.empty()) q = src_.read_int8(source, {rows, cols});
-    EncodedMatrix m = q ? encode_quantized_int8(q->values, rows, cols, q->scale, row_scale, layout)
-                        : encode_matrix(values, rows, cols, dtype, row_scale, layout);
+    EncodedMatrix m;
+    if (q) {
+      m = encode_quantized_int8(q->values, rows, cols, q->scale, row_scale, layout);
+    } else {
+      MatrixEncoder encoder(rows, cols, dtype, row_scale, layout);
+      std::vector<float> block(std::min<uint64_t>(rows, encoder.block_rows()) * cols);
+      writer_.begin_data();
+      for (uint64_t first = 0, n = 0; first < rows; first += n) {
+        n = std::min<uint64_t>(encoder.block_rows(), rows - first);
+        values(first, n, block.data());
+        writer_.write_data(encoder.encode_rows(block.data(), n));
+      }
+      m = encoder.finish();
+    }
     if (dtype == DType::kInt8 && !source.empty())
       if (auto s = src_.activation_scale(activation_of.empty() ? source : activation_of)) {
         m.activation_scale = *s * input_scale;
@@ -862,7 +911,7 @@ class Converter {
     int4_used_ |= dtype == DType::kInt4;
     report_.parameters += rows * cols;
     report_.tensors.push_back({name, dtype, {rows, cols}, m.bytes(), m.max_abs_error, m.snr_db});
-    return writer_.add(name, {rows, cols}, m);
+    return q ? writer_.add(name, {rows, cols}, m) : writer_.add_streamed(name, {rows, cols}, m);
   }
 
   int32_t vector_tensor(const std::string& name, const std::vector<float>& values) {
@@ -875,11 +924,12 @@ class Converter {
                                          float scale = 1.0f, bool bias = true) {
     // An int8 checkpoint's values are taken as they are; then `w` is not needed.
     const bool stored_int8 = options_.linear_dtype == DType::kInt8 && src_.stored_int8(hf + ".weight");
-    std::vector<float> w = stored_int8 ? std::vector<float>() : src_.read(hf + ".weight", {out, in});
+    if (!stored_int8) src_.open(hf + ".weight", {out, in});
     std::vector<float> b = bias ? src_.read(hf + ".bias", {out}) : std::vector<float>();
-    for (float& v : w) v *= scale;
     for (float& v : b) v *= scale;
     const float row_scale = stored_int8 ? scale : 1.0f;
+    // (stored int8: matrix() takes the stored values and never calls the reader)
+    RowReader w = stored_int8 ? RowReader() : src_.rows(hf + ".weight", scale);
     int32_t wi = matrix(name + ".weight", w, out, in, options_.linear_dtype, row_scale, detail::Layout::kPanel16,
                         hf + ".weight");
     int32_t bi = bias ? vector_tensor(name + ".bias", b) : -1;
@@ -915,7 +965,8 @@ class Converter {
     const uint32_t layers = decoder ? c_.decoder_layers : c_.encoder_layers;
     int32_t table = -1;
     if (pos.info.kind == PositionKind::kLearned)  // first_index + max_positions rows
-      table = matrix(role + ".positions", pos.learned, pos.learned.size() / c_.d_model, c_.d_model, DType::kF32);
+      table = matrix(role + ".positions", rows_of(pos.learned, c_.d_model), pos.learned.size() / c_.d_model, c_.d_model,
+                     DType::kF32);
     auto positions = fb::CreatePositions(fbb_, static_cast<fb::PositionKind>(pos.info.kind),
                                          static_cast<fb::FrequencyConvention>(pos.info.frequency),
                                          pos.info.first_index, table);

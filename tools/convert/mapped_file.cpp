@@ -32,6 +32,11 @@ MappedFile::MappedFile(const std::string& path) {
   data_ = static_cast<const uint8_t*>(addr);
 }
 
+void MappedFile::release() const {
+  // Advice only: on failure the pages simply stay mapped.
+  if (data_ != nullptr) ::madvise(const_cast<uint8_t*>(data_), size_, MADV_DONTNEED);
+}
+
 MappedFile::~MappedFile() {
   if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }

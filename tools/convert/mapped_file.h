@@ -17,6 +17,12 @@ class MappedFile {
 
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
+  // Drops the mapping's pages from this process's memory (they stay in the page cache;
+  // a later read maps them again). The readers call it after each read: the converter
+  // reads each tensor once, so a checkpoint's touched pages need not add up. All of
+  // them, not the range just read: a page fault maps the cached pages around it too
+  // (the kernel's fault-around), pages of tensors read before or after.
+  void release() const;
 
  private:
   const uint8_t* data_ = nullptr;

@@ -1,7 +1,10 @@
 #include "convert/model_writer.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -12,18 +15,110 @@
 #include "petrel/model.h"
 
 namespace petrel::convert {
+namespace {
+
+constexpr size_t kWriteBuffer = size_t{1} << 20;
+
+bool write_all(int fd, const uint8_t* p, size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+// Copies `size` bytes of `from` (from its start) to the end of `to`: in the kernel
+// where it can (copy_file_range), else through a buffer.
+bool copy_file(int from, int to, uint64_t size) {
+  if (::lseek(from, 0, SEEK_SET) != 0) return false;
+#ifdef __linux__
+  uint64_t left = size;
+  while (left > 0) {
+    const ssize_t n = ::copy_file_range(from, nullptr, to, nullptr, left, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // not supported here (or an error the fallback will meet too)
+    left -= static_cast<uint64_t>(n);
+  }
+  if (left == 0) return true;
+  if (::lseek(from, static_cast<off_t>(size - left), SEEK_SET) < 0) return false;
+  size = left;
+#endif
+  std::vector<uint8_t> buffer(kWriteBuffer);
+  while (size > 0) {
+    const ssize_t n = ::read(from, buffer.data(), std::min<uint64_t>(buffer.size(), size));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0 || !write_all(to, buffer.data(), static_cast<size_t>(n))) return false;
+    size -= static_cast<uint64_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+ModelWriter::ModelWriter(const std::string& path) : path_(path) {
+  builder_.ForceDefaults(true);
+  const std::string data_path = path + ".data.partial";
+  data_fd_ = ::open(data_path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (data_fd_ < 0) throw ConvertError(path + ": cannot create output: " + std::strerror(errno));
+  ::unlink(data_path.c_str());  // the open descriptor keeps it; no file is left behind, whatever happens
+}
+
+ModelWriter::~ModelWriter() {
+  if (data_fd_ >= 0) ::close(data_fd_);
+}
+
+void ModelWriter::put(const void* bytes, size_t size) {
+  if (size == 0) return;
+  crc_ = detail::crc32(static_cast<const uint8_t*>(bytes), size, crc_);
+  data_size_ += size;
+  if (buffer_.size() + size > kWriteBuffer) flush();
+  if (size >= kWriteBuffer) {
+    if (!write_all(data_fd_, static_cast<const uint8_t*>(bytes), size))
+      throw ConvertError(path_ + ": writing failed: " + std::strerror(errno));
+    return;
+  }
+  const auto* p = static_cast<const uint8_t*>(bytes);
+  buffer_.insert(buffer_.end(), p, p + size);
+}
+
+void ModelWriter::flush() {
+  if (!write_all(data_fd_, buffer_.data(), buffer_.size()))
+    throw ConvertError(path_ + ": writing failed: " + std::strerror(errno));
+  buffer_.clear();
+}
+
+void ModelWriter::pad_to_alignment() {
+  static const uint8_t zeros[detail::kDataAlignment] = {};
+  put(zeros, (detail::kDataAlignment - data_size_ % detail::kDataAlignment) % detail::kDataAlignment);
+}
 
 fb::DataRef ModelWriter::append(const void* bytes, size_t size) {
-  size_t offset = (data_.size() + detail::kDataAlignment - 1) / detail::kDataAlignment * detail::kDataAlignment;
-  data_.resize(offset + size);
-  if (size) std::memcpy(data_.data() + offset, bytes, size);
+  pad_to_alignment();
+  const uint64_t offset = data_size_;
+  put(bytes, size);
   return fb::DataRef(offset, size);
 }
 
-int32_t ModelWriter::add(const std::string& name, const std::vector<uint64_t>& shape,
-                         const EncodedMatrix& m) {
+void ModelWriter::begin_data() {
+  pad_to_alignment();
+  data_begin_ = data_size_;
+}
+
+void ModelWriter::write_data(const std::vector<uint8_t>& bytes) { put(bytes.data(), bytes.size()); }
+
+int32_t ModelWriter::add(const std::string& name, const std::vector<uint64_t>& shape, const EncodedMatrix& m) {
+  begin_data();
+  write_data(m.data);
+  return add_streamed(name, shape, m);
+}
+
+int32_t ModelWriter::add_streamed(const std::string& name, const std::vector<uint64_t>& shape,
+                                  const EncodedMatrix& m) {
   const auto layout = m.layout == detail::Layout::kPanel16 ? fb::Layout::Panel16 : fb::Layout::RowMajor;
-  PendingTensor t{name, static_cast<fb::DType>(m.dtype), shape, layout, append(m.data.data(), m.data.size()),
+  PendingTensor t{name, static_cast<fb::DType>(m.dtype), shape, layout, fb::DataRef(data_begin_, data_size_ - data_begin_),
                   {}, {}, {}, static_cast<float>(m.max_abs_error), static_cast<float>(m.snr_db), m.activation_scale};
   if (!m.scales.empty()) t.scales = append(m.scales.data(), m.scales.size() * sizeof(float));
   if (!m.row_sums.empty()) t.row_sums = append(m.row_sums.data(), m.row_sums.size() * sizeof(int32_t));
@@ -53,24 +148,24 @@ flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::Tensor>>> ModelW
   return builder_.CreateVector(offsets);
 }
 
-uint32_t ModelWriter::data_crc32() const { return detail::crc32(data_.data(), data_.size()); }
-
-uint64_t ModelWriter::write(flatbuffers::Offset<fb::Model> root, const std::string& path) {
+uint64_t ModelWriter::write(flatbuffers::Offset<fb::Model> root) {
+  flush();
   builder_.FinishSizePrefixed(root, fb::ModelIdentifier());
   const uint8_t* meta = builder_.GetBufferPointer();
   size_t meta_size = builder_.GetSize();  // includes the 4-byte prefix
   uint64_t data_start = detail::data_section_start(meta_size - 4);
 
+  const std::string& path = path_;
   std::string tmp = path + ".partial";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw ConvertError(path + ": cannot create output: " + std::strerror(errno));
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw ConvertError(path + ": cannot create output: " + std::strerror(errno));
   static const uint8_t zeros[detail::kDataAlignment] = {};
   const size_t padding = data_start - meta_size;  // < kDataAlignment
-  bool ok = std::fwrite(meta, 1, meta_size, f) == meta_size && std::fwrite(zeros, 1, padding, f) == padding &&
-            std::fwrite(data_.data(), 1, data_.size(), f) == data_.size();
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok) {
-    const int error = errno;
+  const bool wrote =
+      write_all(fd, meta, meta_size) && write_all(fd, zeros, padding) && copy_file(data_fd_, fd, data_size_);
+  int error = wrote ? 0 : errno;
+  if (::close(fd) != 0 && error == 0) error = errno;
+  if (!wrote || error != 0) {
     std::remove(tmp.c_str());
     throw ConvertError(path + ": writing failed: " + std::strerror(error));
   }
@@ -86,7 +181,7 @@ uint64_t ModelWriter::write(flatbuffers::Offset<fb::Model> root, const std::stri
     std::remove(tmp.c_str());
     throw ConvertError(path + ": writing failed: " + std::strerror(error));
   }
-  return data_start + data_.size();
+  return data_start + data_size_;
 }
 
 }  // namespace petrel::convert

@@ -312,22 +312,38 @@ const TensorInfo* PytorchCheckpoint::find(const std::string& name) const {
 std::vector<float> PytorchCheckpoint::read_f32(const std::string& name) const {
   auto it = tensors_.find(name);
   if (it == tensors_.end()) throw ConvertError(path_ + ": missing tensor " + quoted(name));
-  const Tensor& t = it->second;
-  if (t.record) zip_->verified_data(*t.record);
   uint64_t elements = 1;
-  for (uint64_t s : t.shape) elements *= s;  // checked when parsed
+  for (uint64_t s : it->second.shape) elements *= s;  // checked when parsed
   std::vector<float> out(elements);
-  if (elements == 0) return out;
+  read(name, it->second, 0, out.data());
+  return out;
+}
 
+void PytorchCheckpoint::read_f32_rows(const std::string& name, uint64_t first_row, uint64_t rows, float* out) const {
+  const uint64_t n = row_elements(*this, name, first_row, rows);
+  // Rows of the first dimension are a tensor of their own: the same strides, from a later first element.
+  Tensor part = tensors_.at(name);
+  part.shape[0] = rows;
+  part.first += first_row * part.strides[0];  // within the storage: the whole tensor's range was checked
+  read(name, part, first_row * n, out);
+}
+
+void PytorchCheckpoint::read(const std::string& name, const Tensor& t, uint64_t index_offset, float* out) const {
+  if (t.record) {
+    zip_->verified_data(*t.record);  // the CRC check reads the whole record once: released below
+  }
+  uint64_t elements = 1;
+  for (uint64_t s : t.shape) elements *= s;
+  if (elements == 0) return;
   const uint8_t* base = data_ + t.storage_offset;
-  if (t.dtype == "F32") gather<load_f32, 4>(base, t, out.data(), elements);
-  else if (t.dtype == "F16") gather<load_f16, 2>(base, t, out.data(), elements);
-  else gather<load_bf16, 2>(base, t, out.data(), elements);
+  if (t.dtype == "F32") gather<load_f32, 4>(base, t, out, elements);
+  else if (t.dtype == "F16") gather<load_f16, 2>(base, t, out, elements);
+  else gather<load_bf16, 2>(base, t, out, elements);
+  if (file_) file_->release();
   for (size_t i = 0; i < elements; ++i)
     if (!std::isfinite(out[i]))
       throw ConvertError(path_ + ": tensor " + quoted(name) + " holds a non-finite value (NaN or Inf) at element " +
-                         std::to_string(i));
-  return out;
+                         std::to_string(index_offset + i));
 }
 
 void parse_pytorch_checkpoint(const uint8_t* data, size_t size, const std::string& name) {

@@ -40,6 +40,7 @@ class PytorchCheckpoint : public CheckpointFile {
   std::vector<std::string> names() const override;
   const TensorInfo* find(const std::string& name) const override;
   std::vector<float> read_f32(const std::string& name) const override;
+  void read_f32_rows(const std::string& name, uint64_t first_row, uint64_t rows, float* out) const override;
 
   bool is_zip() const { return zip_ != nullptr; }
 
@@ -51,6 +52,9 @@ class PytorchCheckpoint : public CheckpointFile {
     const ZipRecord* record = nullptr;  // zip: checked against its CRC before first use
   };
 
+  // Tensor t's elements (all of them) into out; index_offset: the first one's index in
+  // the tensor `name`, for messages.
+  void read(const std::string& name, const Tensor& t, uint64_t index_offset, float* out) const;
   void parse();
   void parse_zip();
   void parse_legacy();

@@ -73,8 +73,6 @@ float quantize_int4_row(const float* row, size_t cols, uint8_t* block_scales, in
   return s;
 }
 
-}  // namespace
-
 // An all-zero matrix of `dtype` in `layout` (padding included: nibble 8 is int4's 0).
 EncodedMatrix allocate_matrix(size_t rows, size_t cols, DType dtype, detail::Layout layout) {
   EncodedMatrix m;
@@ -89,8 +87,10 @@ EncodedMatrix allocate_matrix(size_t rows, size_t cols, DType dtype, detail::Lay
 }
 
 // The side arrays computed from the stored values (int8 Panel16's row sums), and the
-// error against `values` x row_scale.
-void finish_matrix(EncodedMatrix& m, const float* values, size_t rows, size_t cols, float row_scale) {
+// error against `values` x row_scale, accumulated into max_abs_error, signal and noise
+// (in element order: blocks give the same sums as one pass).
+void measure_matrix(EncodedMatrix& m, const float* values, size_t rows, size_t cols, float row_scale, double* signal,
+                    double* noise) {
   const detail::Matrix view = as_matrix(m, rows, cols);
   if (m.dtype == DType::kInt8 && m.layout == detail::Layout::kPanel16) {
     m.row_sums.assign(rows, 0);
@@ -98,43 +98,33 @@ void finish_matrix(EncodedMatrix& m, const float* values, size_t rows, size_t co
       for (size_t c = 0; c < cols; ++c) m.row_sums[r] += view.quantized(r, c);
   }
   std::vector<float> decoded = decode_matrix(m, rows, cols);
-  double signal = 0, noise = 0;
   for (size_t i = 0; i < rows * cols; ++i) {
     double target = static_cast<double>(values[i]) * row_scale;
     double err = decoded[i] - target;
     m.max_abs_error = std::max(m.max_abs_error, std::fabs(err));
-    signal += target * target;
-    noise += err * err;
+    *signal += target * target;
+    *noise += err * err;
   }
-  m.snr_db = noise == 0 ? std::numeric_limits<double>::infinity() : 10.0 * std::log10(signal / noise);
 }
 
-EncodedMatrix encode_quantized_int8(const std::vector<int8_t>& q, size_t rows, size_t cols, float scale,
-                                    float row_scale, detail::Layout layout) {
-  if (q.size() != rows * cols) throw std::length_error("int8 values do not fill the matrix");
-  EncodedMatrix m = allocate_matrix(rows, cols, DType::kInt8, layout);
-  const detail::Matrix view = as_matrix(m, rows, cols);
-  std::vector<float> values(rows * cols);  // what the values stand for, for the error report (none)
-  for (size_t r = 0; r < rows; ++r) {
-    m.scales[r] = scale * row_scale;
-    for (size_t c = 0; c < cols; ++c) {
-      m.data[view.index(r, c)] = static_cast<uint8_t>(q[r * cols + c]);
-      values[r * cols + c] = static_cast<float>(q[r * cols + c]) * scale;
-    }
-  }
-  finish_matrix(m, values.data(), rows, cols, row_scale);
-  return m;
+double snr_db(double signal, double noise) {
+  return noise == 0 ? std::numeric_limits<double>::infinity() : 10.0 * std::log10(signal / noise);
 }
 
-EncodedMatrix encode_matrix(const std::vector<float>& values, size_t rows, size_t cols, DType dtype,
-                            float row_scale, detail::Layout layout) {
-  EncodedMatrix m = allocate_matrix(rows, cols, dtype, layout);
+void finish_matrix(EncodedMatrix& m, const float* values, size_t rows, size_t cols, float row_scale) {
+  double signal = 0, noise = 0;
+  measure_matrix(m, values, rows, cols, row_scale, &signal, &noise);
+  m.snr_db = snr_db(signal, noise);
+}
+
+// Encodes values[rows][cols] into m (allocate_matrix's, of `rows` rows).
+void encode_values(EncodedMatrix& m, const float* values, size_t rows, size_t cols, float row_scale) {
   const detail::Matrix view = as_matrix(m, rows, cols);
   std::vector<int32_t> q(cols);
   std::vector<uint8_t> row_blocks(view.blocks());
   for (size_t r = 0; r < rows; ++r) {
-    const float* row = values.data() + r * cols;
-    switch (dtype) {
+    const float* row = values + r * cols;
+    switch (m.dtype) {
       case DType::kInt8: {
         float max_abs = 0;
         for (size_t c = 0; c < cols; ++c) max_abs = std::max(max_abs, std::fabs(row[c]));
@@ -169,8 +159,71 @@ EncodedMatrix encode_matrix(const std::vector<float>& values, size_t rows, size_
         break;
     }
   }
+}
+
+}  // namespace
+
+EncodedMatrix encode_quantized_int8(const std::vector<int8_t>& q, size_t rows, size_t cols, float scale,
+                                    float row_scale, detail::Layout layout) {
+  if (q.size() != rows * cols) throw std::length_error("int8 values do not fill the matrix");
+  EncodedMatrix m = allocate_matrix(rows, cols, DType::kInt8, layout);
+  const detail::Matrix view = as_matrix(m, rows, cols);
+  std::vector<float> values(rows * cols);  // what the values stand for, for the error report (none)
+  for (size_t r = 0; r < rows; ++r) {
+    m.scales[r] = scale * row_scale;
+    for (size_t c = 0; c < cols; ++c) {
+      m.data[view.index(r, c)] = static_cast<uint8_t>(q[r * cols + c]);
+      values[r * cols + c] = static_cast<float>(q[r * cols + c]) * scale;
+    }
+  }
   finish_matrix(m, values.data(), rows, cols, row_scale);
   return m;
+}
+
+EncodedMatrix encode_matrix(const std::vector<float>& values, size_t rows, size_t cols, DType dtype,
+                            float row_scale, detail::Layout layout) {
+  if (values.size() != rows * cols) throw std::length_error("values do not fill the matrix");
+  MatrixEncoder encoder(rows, cols, dtype, row_scale, layout);
+  std::vector<uint8_t> data = encoder.encode_rows(values.data(), rows);  // one block: all rows
+  EncodedMatrix m = encoder.finish();
+  m.data = std::move(data);
+  m.streamed_bytes = 0;
+  return m;
+}
+
+MatrixEncoder::MatrixEncoder(size_t rows, size_t cols, DType dtype, float row_scale, detail::Layout layout,
+                             size_t block_values)
+    : rows_(rows), cols_(cols), row_scale_(row_scale) {
+  const size_t panel = layout == detail::Layout::kPanel16 ? detail::kPanelRows : 1;
+  block_rows_ = std::max<size_t>(1, block_values / std::max<size_t>(1, cols) / panel) * panel;
+  out_.dtype = dtype;
+  out_.layout = layout;
+  detail::StoredSize size;  // the whole matrix must be storable (and its rows x cols not overflow)
+  if (!detail::stored_size(dtype, layout, rows, cols, &size)) throw std::length_error("matrix too large");
+  out_.scales.reserve(size.row_scales / 4);
+  out_.row_sums.reserve(size.row_sums / 4);
+  out_.block_scales.reserve(size.block_scales);
+}
+
+const std::vector<uint8_t>& MatrixEncoder::encode_rows(const float* values, size_t count) {
+  if (count == 0 || count > rows_ - done_ || (count % block_rows_ != 0 && done_ + count != rows_))
+    throw std::logic_error("MatrixEncoder: blocks must be whole panels, in order, up to the row count");
+  block_ = allocate_matrix(count, cols_, out_.dtype, out_.layout);
+  encode_values(block_, values, count, cols_, row_scale_);
+  measure_matrix(block_, values, count, cols_, row_scale_, &signal_, &noise_);
+  out_.max_abs_error = std::max(out_.max_abs_error, block_.max_abs_error);
+  out_.scales.insert(out_.scales.end(), block_.scales.begin(), block_.scales.end());
+  out_.row_sums.insert(out_.row_sums.end(), block_.row_sums.begin(), block_.row_sums.end());
+  out_.block_scales.insert(out_.block_scales.end(), block_.block_scales.begin(), block_.block_scales.end());
+  done_ += count;
+  out_.streamed_bytes += block_.data.size();
+  return block_.data;
+}
+
+EncodedMatrix MatrixEncoder::finish() {
+  if (done_ != rows_) throw std::logic_error("MatrixEncoder: rows left unencoded");
+  out_.snr_db = snr_db(signal_, noise_);
+  return std::move(out_);
 }
 
 std::vector<float> decode_matrix(const EncodedMatrix& m, size_t rows, size_t cols) {

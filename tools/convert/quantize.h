@@ -19,8 +19,11 @@ struct EncodedMatrix {
   double max_abs_error = 0;   // against `values` x row_scale
   double snr_db = 0;          // +inf when exact
   float activation_scale = 0;  // int8: a static scale for the layer's input (Tensor.activation_scale); 0: none
+  uint64_t streamed_bytes = 0;  // MatrixEncoder: the stored values' bytes, handed out by block (data is empty)
   // Bytes of the data and every side array.
-  uint64_t bytes() const { return data.size() + (scales.size() + row_sums.size()) * 4 + block_scales.size(); }
+  uint64_t bytes() const {
+    return data.size() + streamed_bytes + (scales.size() + row_sums.size()) * 4 + block_scales.size();
+  }
 };
 
 // Encodes values[rows][cols]. The stored matrix represents values x row_scale (the
@@ -33,6 +36,37 @@ struct EncodedMatrix {
 // With `layout` Panel16 the bytes are ordered for the matmul kernels (detail::traits).
 EncodedMatrix encode_matrix(const std::vector<float>& values, size_t rows, size_t cols, DType dtype,
                             float row_scale = 1.0f, detail::Layout layout = detail::Layout::kRowMajor);
+
+// encode_matrix a block of rows at a time, so that a table larger than memory allows
+// is never held as f32 whole: the converter reads a block, encodes it and writes its
+// bytes out before reading the next. Blocks start at panel boundaries, so each block's
+// stored bytes are the next stretch of the whole matrix's (detail::Matrix::row_slice);
+// the side arrays (one scale per row, ...) and the error statistics are accumulated
+// in row order, so the result is bit for bit encode_matrix's.
+class MatrixEncoder {
+ public:
+  // Values per block (1 MB of f32): small against any table worth streaming, large
+  // enough that a block's overhead does not count.
+  static constexpr size_t kBlockValues = size_t{1} << 18;
+
+  MatrixEncoder(size_t rows, size_t cols, DType dtype, float row_scale, detail::Layout layout,
+                size_t block_values = kBlockValues);
+  // Rows per block: a whole number of panels near block_values values (at least one panel).
+  size_t block_rows() const { return block_rows_; }
+  // Encodes the next `count` rows (values[count][cols]): block_rows() of them, fewer only
+  // for the last block. Returns their stored bytes, valid until the next call.
+  const std::vector<uint8_t>& encode_rows(const float* values, size_t count);
+  // The side arrays and the error once every row is encoded; `data` stays empty (the
+  // bytes were handed out by encode_rows).
+  EncodedMatrix finish();
+
+ private:
+  size_t rows_, cols_, block_rows_, done_ = 0;
+  float row_scale_;
+  EncodedMatrix out_;     // side arrays and error so far
+  EncodedMatrix block_;   // the current block
+  double signal_ = 0, noise_ = 0;
+};
 
 // int8 values already quantized (q[rows][cols], e.g. a Marian intgemm8 item), stored as
 // they are: every row's scale is scale x row_scale. No requantization, so no error.

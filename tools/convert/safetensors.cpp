@@ -124,31 +124,42 @@ const SafetensorsEntry& SafetensorsFile::entry(const std::string& name) const {
 
 std::vector<float> SafetensorsFile::read_f32(const std::string& name) const {
   const SafetensorsEntry& e = entry(name);
-  const uint8_t* p = data_ + e.begin;
-  size_t n = (e.end - e.begin) / element_size(e.dtype);
-  std::vector<float> out(n);
-  for (size_t i = 0; i < n; ++i) {
-    if (e.dtype == "F32") {
-      std::memcpy(&out[i], p + 4 * i, 4);
-    } else if (e.dtype == "F16") {
-      uint16_t h;
-      std::memcpy(&h, p + 2 * i, 2);
-      out[i] = kernels::half_to_float(h);
-    } else if (e.dtype == "BF16") {
-      uint16_t h;
-      std::memcpy(&h, p + 2 * i, 2);
-      uint32_t bits = uint32_t{h} << 16;
+  std::vector<float> out((e.end - e.begin) / element_size(e.dtype));
+  read_elements(name, 0, out.size(), out.data());
+  return out;
+}
+
+void SafetensorsFile::read_f32_rows(const std::string& name, uint64_t first_row, uint64_t rows, float* out) const {
+  const uint64_t n = row_elements(*this, name, first_row, rows);
+  read_elements(name, first_row * n, rows * n, out);
+}
+
+void SafetensorsFile::read_elements(const std::string& name, uint64_t first, uint64_t count, float* out) const {
+  const SafetensorsEntry& e = entry(name);
+  const size_t esize = element_size(e.dtype);
+  const uint8_t* p = data_ + e.begin + first * esize;
+  // One loop per dtype: the test stays out of the loop over a table's elements.
+  if (e.dtype == "F32") {
+    std::memcpy(out, p, count * 4);
+  } else if (e.dtype == "F16") {
+    for (size_t i = 0; i < count; ++i) out[i] = kernels::half_to_float(detail::load_le16(p + 2 * i));
+  } else if (e.dtype == "BF16") {
+    for (size_t i = 0; i < count; ++i) {
+      const uint32_t bits = uint32_t{detail::load_le16(p + 2 * i)} << 16;
       std::memcpy(&out[i], &bits, 4);
-    } else {
+    }
+  } else {
+    for (size_t i = 0; i < count; ++i) {
       double d;
       std::memcpy(&d, p + 8 * i, 8);
       out[i] = static_cast<float>(d);
     }
+  }
+  if (file_) file_->release();
+  for (size_t i = 0; i < count; ++i)
     if (!std::isfinite(out[i]))
       throw ConvertError(path_ + ": tensor '" + name + "' holds a non-finite value (NaN or Inf) at element " +
-                         std::to_string(i));
-  }
-  return out;
+                         std::to_string(first + i));
 }
 
 }  // namespace petrel::convert

@@ -37,9 +37,12 @@ class SafetensorsFile : public CheckpointFile {
 
   // The tensor's values widened to f32 (F64 narrowed). Throws on NaN/Inf.
   std::vector<float> read_f32(const std::string& name) const override;
+  void read_f32_rows(const std::string& name, uint64_t first_row, uint64_t rows, float* out) const override;
 
  private:
   void parse();
+  // Elements [first, first + count) of the tensor, widened; throws on NaN/Inf.
+  void read_elements(const std::string& name, uint64_t first, uint64_t count, float* out) const;
 
   std::unique_ptr<MappedFile> file_;
   std::string path_;

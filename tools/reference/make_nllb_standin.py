@@ -6,6 +6,12 @@ engine, scaled embeddings, output tied to model.shared, no final_logits_bias), w
 random weights, in Hugging Face's layout (config.json + model.safetensors).
 
     /usr/bin/python3 tools/reference/make_nllb_standin.py build/bench/nllb-600m-checkpoint
+    /usr/bin/python3 tools/reference/make_nllb_standin.py --shape 3.3b --shards 3 build/bench/nllb-3.3b-checkpoint
+
+--shape 3.3b gives facebook/nllb-200-3.3B's shape instead (d_model 2048, 24+24 layers,
+16 heads, FFN 8192: 3.3 G parameters, ~6.6 GB of F16), to measure the converter on a
+big model. --shards N splits the weights over N files as transformers saves big models
+(model-0000i-of-0000N.safetensors and model.safetensors.index.json's weight_map).
 
 Beside the weights it writes an NLLB-sized tokenizer (sentencepiece.bpe.model of 256,000
 synthetic BPE pieces, the size of NLLB's, and tokenizer_config.json), so the load time
@@ -22,6 +28,7 @@ The tensor names come from make_bench_checkpoint.py's layer_specs. Its safetenso
 is not shared: that one holds every array in memory (F32) and writes them in one go,
 this one must know the header before any data exists. See bench/README.md's "NLLB-200-distilled-600M stand-in" section.
 """
+import argparse
 import importlib.util
 import json
 import os
@@ -33,7 +40,11 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_bench_checkpoint as bench  # noqa: E402  (the layers' tensor names, shared)
 
-D, LAYERS, HEADS, FFN, VOCAB, POSITIONS = 1024, 12, 16, 4096, 256206, 1024
+# (d_model, layers per stack, heads, FFN) of the NLLB-200 models; vocabulary and
+# positions are the same in all of them.
+SHAPES = {"600m": (1024, 12, 16, 4096), "3.3b": (2048, 24, 16, 8192)}
+D, LAYERS, HEADS, FFN = SHAPES["600m"]
+VOCAB, POSITIONS = 256206, 1024
 PAD, BOS, EOS = 1, 0, 2
 CHUNK_ROWS = 16384  # rows of a large matrix generated at a time (64 MB of f32 at d 1024)
 
@@ -42,7 +53,7 @@ def config():
     # facebook/nllb-200-distilled-600M's config.json, key for key; tie_word_embeddings is
     # that model's default (M2M100Config), written out here. torch_dtype says what is stored.
     return {
-        "_name_or_path": "petrel-bench/nllb-200-distilled-600M-standin",
+        "_name_or_path": "petrel-bench/nllb-200-%s-standin" % ("distilled-600M" if D == 1024 else "3.3B"),
         "activation_dropout": 0.0, "activation_function": "relu",
         "architectures": ["M2M100ForConditionalGeneration"], "attention_dropout": 0.1,
         "bos_token_id": BOS, "d_model": D,
@@ -112,11 +123,8 @@ def write_tokenizer(out_dir):
                    "legacy_behaviour": False, "clean_up_tokenization_spaces": True}, f, indent=2)
 
 
-def main():
-    out_dir = sys.argv[1] if len(sys.argv) > 1 else "build/bench/nllb-600m-checkpoint"
-    os.makedirs(out_dir, exist_ok=True)
-    rng = np.random.default_rng(0)
-    items = sorted(specs())
+def write_safetensors(path, rng, items):
+    """items (name, shape, kind) as one F16 safetensors file at path; returns its bytes of data."""
     header, offset = {}, 0
     for name, shape, _ in items:
         size = 2 * int(np.prod(shape))
@@ -124,7 +132,6 @@ def main():
         offset += size
     raw = json.dumps(header, separators=(",", ":")).encode()
     raw += b" " * (-len(raw) % 8)
-    path = os.path.join(out_dir, "model.safetensors")
     with open(path + ".tmp", "wb") as f:
         f.write(struct.pack("<Q", len(raw)))
         f.write(raw)
@@ -135,12 +142,43 @@ def main():
                 written += len(block)
             assert written == header[name]["data_offsets"][1] - header[name]["data_offsets"][0], name
     os.replace(path + ".tmp", path)
+    return offset
+
+
+def main():
+    global D, LAYERS, HEADS, FFN
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out_dir", nargs="?", default="build/bench/nllb-600m-checkpoint")
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="600m")
+    parser.add_argument("--shards", type=int, default=1, help="weight files (1: model.safetensors)")
+    args = parser.parse_args()
+    D, LAYERS, HEADS, FFN = SHAPES[args.shape]
+    out_dir = args.out_dir
+    os.makedirs(out_dir, exist_ok=True)
+    rng = np.random.default_rng(0)
+    items = sorted(specs())
+    if args.shards <= 1:
+        data = write_safetensors(os.path.join(out_dir, "model.safetensors"), rng, items)
+    else:  # consecutive runs of the sorted tensors, of about equal bytes, as transformers' max_shard_size does
+        total = sum(2 * int(np.prod(shape)) for _, shape, _ in items)
+        groups, size = [[]], 0
+        for item in items:
+            if groups[-1] and size >= total * len(groups) / args.shards and len(groups) < args.shards:
+                groups.append([])
+            groups[-1].append(item)
+            size += 2 * int(np.prod(item[1]))
+        weight_map, data = {}, 0
+        for i, group in enumerate(groups):
+            shard = f"model-{i + 1:05d}-of-{len(groups):05d}.safetensors"
+            data += write_safetensors(os.path.join(out_dir, shard), rng, group)
+            weight_map.update({name: shard for name, _, _ in group})
+        with open(os.path.join(out_dir, "model.safetensors.index.json"), "w") as f:
+            json.dump({"metadata": {"total_size": data}, "weight_map": weight_map}, f, indent=2)
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(config(), f, indent=2)
     write_tokenizer(out_dir)
-    params = offset // 2
-    print(f"wrote {out_dir}: {len(items)} tensors, {params / 1e6:.1f}M parameters, "
-          f"{os.path.getsize(path) / 2**20:.0f} MiB (F16)")
+    print(f"wrote {out_dir}: {len(items)} tensors, {data // 2 / 1e6:.1f}M parameters, "
+          f"{data / 2**20:.0f} MiB (F16) in {max(1, args.shards)} file(s)")
 
 
 if __name__ == "__main__":
