@@ -2,6 +2,7 @@
 // f32 models match encoder states and logits to 1e-4 and greedy/beam outputs
 // exactly; int8 and f16 models are judged by teacher-forced top-1 agreement.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -13,6 +14,7 @@
 #include "kernels/kernels.h"
 #include "model_access.h"
 #include "models/encoder_decoder.h"
+#include "petrel/batch_translator.h"
 #include "petrel/petrel.h"
 #include "petrel/translator.h"
 #include "support/test_support.h"
@@ -225,6 +227,153 @@ TEST_CASE("f32 models match the PyTorch oracle on every kernel path", "[oracle]"
   // f32 teacher-forced agreement is total.
   auto [agree, total] = teacher_forced_agreement(*model, e, isa);
   CHECK(agree == total);
+}
+
+// Pad ids inside inputs (make_fixtures.padded_inputs: pads first, in the middle, several
+// in a row, at the end, around EOS alone): transformers' generate() masks them, and the
+// tokens kept read the family's positions (Marian and mBART: their index in the input;
+// M2M100 / NLLB: their count among the tokens kept). The engine leaves the pads out:
+// encoder states of the tokens kept, first-step logits, greedy and beam outputs and
+// scores match the oracle's, through the graph, the Translator and the BatchTranslator.
+TEST_CASE("pad ids inside inputs are masked as transformers' generate() masks them", "[oracle][pads]") {
+  const std::string name = GENERATE(from_range(all_fixtures()));
+  const std::string isa = GENERATE(from_range(runnable_isas()));
+  CAPTURE(name, isa);
+  TempDir tmp;
+  const json e = expected_for(name);
+  const json& p = e["padded"];
+  auto model = load_model(convert_fixture(name, DType::kF32, tmp));
+  const ModelInfo& info = model->info();
+  const auto inputs = p["inputs"].get<std::vector<std::vector<int32_t>>>();
+  const size_t max_new = e["max_new_tokens"];
+  for (const auto& input : inputs) REQUIRE(std::count(input.begin(), input.end(), info.pad_id) > 0);
+
+  threads::ThreadPool pool(1);
+  models::EncoderDecoder graph(detail::ModelAccess::weights(*model), table_named(isa), pool);
+  layers::Workspace ws;
+  models::EncoderOutput enc;
+  graph.encode(inputs, enc, ws);
+  for (size_t b = 0; b < inputs.size(); ++b) {
+    INFO("input " << b);
+    std::vector<float> want;
+    for (const auto& row : p["encoder_states"][b])
+      for (float v : row) want.push_back(v);
+    REQUIRE(want.size() == enc.length[b] * info.d_model);
+    CHECK(relative_error(&enc.states[enc.offset[b] * info.d_model], want) < 1e-4);
+  }
+  CHECK(first_step_error(graph, *model, enc, p, DType::kF32, ws) < 1e-4);
+
+  Translator translator = make_translator(model, isa);
+  const TranslateOptions greedy = with_fixture_language(e, greedy_options(max_new));
+  auto g = translator.translate(inputs, greedy);
+  REQUIRE(g.has_value());
+  for (size_t b = 0; b < inputs.size(); ++b) {
+    INFO("input " << b);
+    CHECK(g.value()[b].hypotheses.at(0).ids == p["greedy"][b]["ids"].get<std::vector<int32_t>>());
+    CHECK(g.value()[b].hypotheses.at(0).score == Approx(p["greedy"][b]["score"].get<double>()).epsilon(1e-4));
+  }
+  TranslateOptions beam = greedy;
+  beam.beam_size = beam.n_best = e["beam"]["width"];
+  beam.length_penalty = e["beam"]["alpha"].get<double>();
+  beam.beam_stop = BeamStop::kFirstK;
+  auto r = translator.translate(inputs, beam);
+  REQUIRE(r.has_value());
+  for (size_t b = 0; b < inputs.size(); ++b) {
+    const auto& want = p["beam"][b];
+    const auto& got = r.value()[b].hypotheses;
+    INFO("input " << b);
+    REQUIRE(got.size() == want.size());
+    for (size_t k = 0; k < got.size(); ++k) {
+      CHECK(got[k].ids == want[k]["ids"].get<std::vector<int32_t>>());
+      CHECK(got[k].score == Approx(want[k]["score"].get<double>()).epsilon(1e-4));
+    }
+  }
+
+  auto batch = BatchTranslator::create(model, {isa, 1});
+  REQUIRE(batch.has_value());
+  size_t delivered = 0;
+  REQUIRE(batch.value()
+              .translate(inputs, greedy, BatchOptions{},
+                         [&](size_t i, Result<Translation>&& t) {
+                           ++delivered;
+                           REQUIRE(t.has_value());
+                           CHECK(t.value().hypotheses.at(0).ids == p["greedy"][i]["ids"].get<std::vector<int32_t>>());
+                         })
+              .has_value());
+  CHECK(delivered == inputs.size());
+}
+
+// What generate() does with an input of nothing but pads (attend to every masked key
+// alike) translates nothing of it: refused by name, by the Translator and for that input
+// alone by the BatchTranslator. The length limit counts the positions an input takes: every
+// token for Marian and mBART (transformers reads their position tables over the whole
+// input), the tokens besides pads for M2M100 / NLLB. A model whose pad is EOS masks nothing.
+TEST_CASE("pads: inputs of only pads are refused, limits count positions, pad == EOS masks nothing",
+          "[runtime][pads]") {
+  TempDir tmp;
+  auto marian = load_model(convert_fixture("post_swish_concat_tied", DType::kF32, tmp));
+  auto m2m100 = load_model(convert_fixture("m2m100_tiny", DType::kF32, tmp));
+  for (const auto& model : {marian, m2m100}) {
+    const ModelInfo& info = model->info();
+    CAPTURE(info.source);
+    REQUIRE(info.pad_id >= 0);
+    REQUIRE(info.pad_id != info.eos_id);
+    REQUIRE(info.max_positions == 64);
+    const int32_t pad = info.pad_id, eos = info.eos_id, word = 4;
+    REQUIRE(word != pad);
+    REQUIRE(word != eos);
+    Translator translator = make_translator(model);
+    const TranslateOptions o = greedy_options(4);
+    auto only_pads = translator.translate({{word, eos}, {pad, pad}}, o);
+    REQUIRE_FALSE(only_pads.has_value());
+    CHECK(only_pads.error().code == ErrorCode::kInvalidArgument);
+    CHECK_THAT(only_pads.error().message,
+               Contains("input 2 holds nothing but pad tokens (id " + std::to_string(pad) + ")"));
+    CHECK(translator.translate({{pad, pad, eos, pad}}, o).has_value());
+
+    auto batch = BatchTranslator::create(model);
+    REQUIRE(batch.has_value());
+    std::vector<Result<Translation>> results;
+    REQUIRE(batch.value()
+                .translate({{word, eos}, {pad}, {pad, word, eos}}, o, BatchOptions{},
+                           [&](size_t, Result<Translation>&& t) { results.push_back(std::move(t)); })
+                .has_value());
+    REQUIRE(results.size() == 3);
+    CHECK(results[0].has_value());
+    REQUIRE_FALSE(results[1].has_value());
+    CHECK_THAT(results[1].error().message, Contains("input 2 holds nothing but pad tokens"));
+    CHECK(results[2].has_value());
+
+    // 64 tokens besides pads and 3 pads: 67 positions for Marian, 64 for M2M100.
+    std::vector<int32_t> long_input(63, word);
+    long_input.push_back(eos);
+    long_input.insert(long_input.begin() + 10, 3, pad);
+    const bool counts_pads = model == marian;
+    auto r = translator.translate({long_input}, o);
+    CHECK(r.has_value() == !counts_pads);
+    if (counts_pads) CHECK_THAT(r.error().message, Contains("has 67 tokens; the model allows at most 64"));
+    long_input.insert(long_input.begin(), word);
+    r = translator.translate({long_input}, o);
+    REQUIRE_FALSE(r.has_value());
+    CHECK_THAT(r.error().message, Contains(counts_pads ? "has 68 tokens;" : "has 65 tokens besides its pads;"));
+    std::vector<Result<Translation>> refused;
+    REQUIRE(batch.value()
+                .translate({long_input}, o, BatchOptions{},
+                           [&](size_t, Result<Translation>&& t) { refused.push_back(std::move(t)); })
+                .has_value());
+    REQUIRE(refused.size() == 1);
+    REQUIRE_FALSE(refused[0].has_value());
+    CHECK_THAT(refused[0].error().message, Contains("allows at most 64"));
+  }
+
+  // transformers builds no mask when pad is EOS (Marian C++ models): every token is read.
+  ModelInfo same = marian->info();
+  same.pad_id = same.eos_id;
+  const models::SourceReader reader(same);
+  const std::vector<int32_t> ids = {4, same.eos_id, 5, same.eos_id};
+  CHECK_FALSE(reader.masked(same.eos_id));
+  CHECK(reader.tokens_read(ids) == ids.size());
+  CHECK(models::SourceReader(marian->info()).tokens_read({4, marian->info().pad_id, 5}) == 2);
 }
 
 TEST_CASE("int8 and f16 models agree with the f32 oracle (teacher-forced top-1) on every kernel path", "[oracle]") {

@@ -6,12 +6,14 @@
 #include <mutex>
 #include <new>
 #include <numeric>
+#include <optional>
 #include <system_error>
 #include <thread>
 
 #include "batch_testing.h"
 #include "threads/thread_pool.h"
 #include "model_access.h"
+#include "models/encoder_decoder.h"
 #include "text/sentence_splitter.h"
 
 namespace petrel {
@@ -203,6 +205,14 @@ Error too_long(size_t input, size_t tokens, const ModelInfo& info, bool splittin
                    (splitting ? "" : " (split long inputs into sentences: BatchOptions::split_sentences)")};
 }
 
+// What refuses a unit before it is translated (too long: with the splitting hint), or nullopt.
+std::optional<Error> unit_problem(const ModelInfo& info, const std::vector<int32_t>& ids, size_t input,
+                                  bool splitting) {
+  const size_t positions = models::SourceReader(info).positions(ids);
+  if (positions > info.max_positions) return too_long(input, positions, info, splitting);
+  return detail::source_problem(info, ids, input);
+}
+
 // Runs a batch job, reporting its own failures as statuses: out of memory, or a worker
 // thread that could not start.
 template <typename Job>
@@ -243,11 +253,7 @@ Status BatchTranslator::translate(const std::vector<std::vector<int32_t>>& input
         u.input = i;
         u.ids = inputs[i];
         totals.source_tokens += u.ids.size();
-        if (u.ids.size() > info.max_positions) u.result = too_long(i, u.ids.size(), info, false);
-        for (int32_t id : u.ids)
-          if (!u.result && (id < 0 || static_cast<uint32_t>(id) >= info.vocab_size))
-            u.result = Error{ErrorCode::kInvalidArgument, "input " + std::to_string(i + 1) + ": token id " +
-                                                              std::to_string(id) + " is out of range"};
+        if (auto problem = unit_problem(info, u.ids, i, false)) u.result = std::move(*problem);
         units.push_back(std::move(u));
       }
       first_unit.push_back(units.size());
@@ -308,8 +314,7 @@ Status BatchTranslator::translate_text(const std::vector<std::string>& texts, co
           } else {
             u.ids = t.value().ids;
             totals.source_tokens += u.ids.size();
-            if (u.ids.size() > info.max_positions)
-              u.result = too_long(i, u.ids.size(), info, batching.split_sentences);
+            if (auto problem = unit_problem(info, u.ids, i, batching.split_sentences)) u.result = std::move(*problem);
             unit_tokens.push_back(std::move(t.value()));
           }
           units.push_back(std::move(u));

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <memory>
+#include <optional>
+#include <vector>
 
 #include "format/weights.h"
 #include "petrel/model.h"
@@ -20,6 +22,11 @@ struct ModelAccess {
   // The loader's way to make a Model (its constructor is private).
   static std::shared_ptr<const Model> make(std::unique_ptr<Impl> impl);
 };
+
+// Why input `input` (0-based) of a call cannot be translated, or nullopt: it is empty, has
+// an id outside the vocabulary, takes more positions than the model has, or holds
+// nothing but the pads the encoder masks (models::SourceReader).
+std::optional<Error> source_problem(const ModelInfo& info, const std::vector<int32_t>& ids, size_t input);
 
 // A hypothesis as text, with the tokens of its ids (the model's tokenizer).
 Result<TextHypothesis> text_hypothesis(const Model& model, Hypothesis&& hypothesis);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <new>
+#include <optional>
 
 #include "core/checked.h"
 #include "core/utf8.h"
@@ -201,6 +202,29 @@ Result<std::vector<TextTranslation>> Translator::translate_text(const std::vecto
   return out;
 }
 
+namespace detail {
+std::optional<Error> source_problem(const ModelInfo& info, const std::vector<int32_t>& ids, size_t input) {
+  auto invalid = [&](const std::string& what) {
+    return Error{ErrorCode::kInvalidArgument, "input " + std::to_string(input + 1) + what};
+  };
+  if (ids.empty()) return invalid(" is empty");
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || static_cast<uint32_t>(ids[i]) >= info.vocab_size)
+      return invalid(", position " + std::to_string(i + 1) + ": token id " + std::to_string(ids[i]) +
+                     " is out of range (vocabulary of " + std::to_string(info.vocab_size) + ")");
+  const models::SourceReader reader(info);
+  const size_t positions = reader.positions(ids);
+  if (positions > info.max_positions)
+    return invalid(" has " + std::to_string(positions) + " tokens" +
+                   (positions < ids.size() ? " besides its pads" : "") + "; the model allows at most " +
+                   std::to_string(info.max_positions));
+  if (reader.tokens_read(ids) == 0)
+    return invalid(" holds nothing but pad tokens (id " + std::to_string(info.pad_id) +
+                   "), which the model masks: nothing to translate");
+  return std::nullopt;
+}
+}  // namespace detail
+
 Result<TranslateOptions> resolve_options(const Model& petrel_model, const TranslateOptions& requested) {
   const ModelInfo& info = petrel_model.info();
   auto invalid = [](const std::string& message) { return Error{ErrorCode::kInvalidArgument, message}; };
@@ -284,17 +308,8 @@ Result<std::vector<Translation>> Translator::Impl::translate(const std::vector<s
     return invalid(std::to_string(batch.size()) + " inputs in one call; at most " + std::to_string(kMaxBatchSize));
   uint64_t source_tokens = 0;
   for (size_t s = 0; s < batch.size(); ++s) {
-    const auto& ids = batch[s];
-    const std::string which = "input " + std::to_string(s + 1);
-    if (ids.empty()) return invalid(which + " is empty");
-    if (ids.size() > info.max_positions)
-      return invalid(which + " has " + std::to_string(ids.size()) + " tokens; the model allows at most " +
-                     std::to_string(info.max_positions));
-    for (size_t i = 0; i < ids.size(); ++i)
-      if (ids[i] < 0 || static_cast<uint32_t>(ids[i]) >= info.vocab_size)
-        return invalid(which + ", position " + std::to_string(i + 1) + ": token id " + std::to_string(ids[i]) +
-                       " is out of range (vocabulary of " + std::to_string(info.vocab_size) + ")");
-    source_tokens += ids.size();
+    if (auto problem = detail::source_problem(info, batch[s], s)) return *problem;
+    source_tokens += batch[s].size();
   }
   auto resolved = resolve_options(*model, requested);
   if (!resolved) return resolved.error();

@@ -20,7 +20,8 @@ expected.json has the Marian fixtures' fields (make_fixtures.py; tests/test_orac
 them) with every search forced to start with `forced_bos_id`, plus: family, decoder_prefix,
 forced_bos_id and where it comes from, forced_eos_id, target_languages (the same searches
 for another target language), generation (the checkpoint's own defaults) and text (the
-tokenizer's encodings of real lines and a few text-to-text translations).
+tokenizer's encodings of real lines and a few text-to-text translations) and padded (the
+searches for inputs holding pad ids, which generate() masks: make_fixtures.padded_outputs).
 
 The SentencePiece models are trained here (Debian's sentencepiece 0.1.97, one thread,
 deterministic) on the Latin-script lines of tests/fixtures/sentencepiece/corpus.txt.xz, with
@@ -211,12 +212,7 @@ def init_family_weights(model, gen, spec):
 
 
 # --- the fixture ----------------------------------------------------------------------------
-def f32_list(t):
-    """A float32 tensor as (nested) lists of 9 significant digits: enough to give back every
-    float32 exactly, and half the text of Python's float64 repr."""
-    def short(x):
-        return [short(v) for v in x] if isinstance(x, list) else float(f"{x:.9g}")
-    return short(t.tolist())
+f32_list = mf.f32_list
 
 
 def searches(model, cfg, memory, mask, b, beam, alpha, max_new, forced_bos, forced_eos):
@@ -319,6 +315,8 @@ def build(name, spec, out_dir, seed, lines):
             alt["beam"].append(results["results"])
             alt["beam_heuristic"].append(results["results_heuristic"])
         expected["target_languages"] = [alt]
+        expected["padded"] = mf.padded_outputs(model, mf.padded_inputs(inputs, cfg.pad, cfg.eos), beam, alpha,
+                                               MAX_NEW, forced_eos=forced_eos, forced_bos=forced_bos)
 
         # Decoding with the checkpoint's own defaults (generation_config.json; no language
         # given by the caller, so only the checkpoint's forced_bos_token_id, if any).

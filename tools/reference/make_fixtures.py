@@ -2,7 +2,8 @@
 """Writes Petrel's oracle fixtures: small random MarianMT-layout checkpoints
 (config.json + model.safetensors [+ vocab.json]) and what the PyTorch reference
 computes for them (encoder states, first-step logits, greedy and beam outputs,
-teacher-forced argmax), for a right-padded batch.
+teacher-forced argmax), for a right-padded batch; and, under "padded", the same for
+inputs holding pad ids (which transformers' generate() masks: padded_inputs).
 
     /usr/bin/python3 tools/reference/make_fixtures.py tests/fixtures/oracle [NAME ...]
 
@@ -137,6 +138,46 @@ def check_kv_cache(model, memory, mask, tokens):
     return worst
 
 
+def f32_list(t):
+    """A float32 tensor as (nested) lists of 9 significant digits: enough to give back every
+    float32 exactly, and half the text of Python's float64 repr."""
+    def short(x):
+        return [short(v) for v in x] if isinstance(x, list) else float(f"{x:.9g}")
+    return short(t.tolist())
+
+
+def padded_inputs(inputs, pad, eos):
+    """The longest input with pad ids inside, which generate() masks (ref.Model.source_mask):
+    two first; one after the second token; three after the first and two at the end; and
+    EOS alone among pads."""
+    s = max(inputs, key=len)
+    return [[pad, pad] + s, s[:2] + [pad] + s[2:], s[:1] + [pad] * 3 + s[1:] + [pad] * 2, [pad, pad, eos, pad]]
+
+
+def padded_outputs(model, inputs, beam, alpha, max_new, forced_eos=None, forced_bos=None):
+    """The "padded" section of expected.json: for inputs holding pad ids, the encoder states
+    of the tokens not masked (the rows Petrel keeps), the raw first-step logits, greedy and
+    first-k beam search (with the fixture's forced tokens), all from one right-padded batch."""
+    cfg = model.cfg
+    assert cfg.pad != cfg.eos, "generate() masks no pad that is EOS"
+    longest = max(map(len, inputs))
+    ids = torch.tensor([s + [cfg.pad] * (longest - len(s)) for s in inputs])
+    memory, mask = model.encode(ids)
+    start = torch.tensor([[cfg.decoder_start]])
+    out = {"inputs": inputs, "encoder_states": [], "first_step_logits": [], "greedy": [], "beam": []}
+    for b in range(len(inputs)):
+        seen = torch.nonzero(torch.isfinite(mask[b, 0, 0])).flatten()
+        out["encoder_states"].append(f32_list(memory[b, seen]))
+        mem, msk = memory[b:b + 1], mask[b:b + 1]
+        out["first_step_logits"].append(f32_list(model.decode_full(start, mem, msk)[0, 0]))
+        ids_out, score = ref.greedy(model, mem, msk, max_new, forced_eos=forced_eos, forced_bos=forced_bos)
+        out["greedy"].append({"ids": ids_out, "score": score})
+        hyps = ref.beam_search(model, mem, msk, beam, max_new, alpha, stop="first-k", forced_eos=forced_eos,
+                               forced_bos=forced_bos)
+        out["beam"].append([{"ids": h, "score": sc} for h, sc in hyps])
+    return out
+
+
 def shortlist_outputs(model, cfg, spec, inputs, memory, mask, d, seed):
     """Writes a random lexical table (lex.s2t, Marian's format, with NULL and unknown
     tokens to skip) and the greedy/beam outputs restricted to each sentence's shortlist."""
@@ -248,6 +289,8 @@ def build(name, spec, out_dir, seed):
                 expected["generation"]["beam"].append([{"ids": h, "score": sc} for h, sc in hyps])
         if "shortlist" in spec:
             expected["shortlist"] = shortlist_outputs(model, cfg, spec, inputs, memory, mask, d, seed)
+        expected["padded"] = padded_outputs(model, padded_inputs(inputs, cfg.pad, cfg.eos), spec["beam"],
+                                            spec["alpha"], MAX_NEW, forced_eos=forced_eos)
     with open(os.path.join(d, "expected.json"), "w") as f:
         json.dump(expected, f)
     print(f"{name}: greedy {[g['ids'] for g in expected['greedy']]}, kv-cache diff {worst_cache:.2e}")

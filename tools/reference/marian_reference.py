@@ -336,10 +336,26 @@ class Model(nn.Module):
         return stack.layer_norm(x) if self.cfg.normalize_before else x
 
     # --- encoder ----------------------------------------------------------------
-    def encode(self, ids, lengths):
-        """ids: [B, L] right-padded; returns states [B, L, d] and the additive key mask."""
+    def source_mask(self, ids):
+        """Which tokens of ids [B, L] the encoder and the cross-attention see: the mask
+        transformers' generate() builds when given none (generation/utils.py
+        `_prepare_attention_mask_for_generation`, 4.4x-4.57): ids != pad_token_id, so a pad
+        anywhere in an input is masked, unless pad is also EOS (then nothing is)."""
+        cfg = self.cfg
+        if cfg.pad == cfg.eos:
+            return torch.ones(ids.shape, dtype=torch.bool)
+        return ids.ne(cfg.pad)
+
+    def encode(self, ids, lengths=None):
+        """ids: [B, L], pads anywhere (a right-padded batch among them); returns states
+        [B, L, d] and the additive key mask (source_mask). `lengths`, for a right-padded
+        batch, also masks each row's tail (the tokenizer's attention_mask: the same mask
+        unless pad is EOS). The positions are the family's over the whole row: an index
+        (Marian, mBART) or a count of the tokens that are not pads (M2M100)."""
         b, l = ids.shape
-        valid = torch.arange(l)[None, :] < torch.tensor(lengths)[:, None]
+        valid = self.source_mask(ids)
+        if lengths is not None:
+            valid = valid & (torch.arange(l)[None, :] < torch.tensor(lengths)[:, None])
         mask = torch.zeros(b, 1, 1, l).masked_fill(~valid[:, None, None, :], float("-inf"))
         x = self.embed(self.model.encoder, ids)
         for layer in self.model.encoder.layers:

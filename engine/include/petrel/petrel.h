@@ -150,7 +150,8 @@ PETREL_API petrel_status petrel_session_create_with(const petrel_model* model, c
 PETREL_API void petrel_session_free(petrel_session* session);
 PETREL_API const char* petrel_session_isa(const petrel_session* session);
 
-/* Translates a batch: inputs[i] holds lengths[i] token ids (used verbatim).
+/* Translates a batch: inputs[i] holds lengths[i] token ids (used verbatim, but for the
+ * model's pad id, masked as transformers' generate() masks it: see Translator::translate).
  * options NULL = greedy defaults. */
 PETREL_API petrel_status petrel_translate_ids(petrel_session* session, const int32_t* const* inputs, const size_t* lengths,
                                    size_t batch, const petrel_options* options, petrel_result** result);

@@ -145,11 +145,15 @@ class Translator {
   PETREL_API Translator(Translator&&) noexcept;
   PETREL_API Translator& operator=(Translator&&) noexcept;
 
-  // Input ids are used verbatim (no EOS is appended). Errors name the input and
-  // position: ids outside the vocabulary, inputs longer than the model allows,
-  // empty inputs, bad options, requests over the limits above. A hypothesis list
-  // may be empty when no token could be generated (e.g. min_new_tokens with a
-  // shortlist that allows only EOS). Never throws: running out of memory is
+  // Input ids are used verbatim (no EOS is appended), except that the model's pad id is
+  // masked wherever it occurs, as transformers' generate() masks it (unless pad is also
+  // EOS, as in Marian C++ models): the encoder leaves pads out, and the other tokens keep
+  // their positions (Marian, mBART: their index in the input; M2M100 / NLLB: their count
+  // among the tokens that are not pads). Errors name the input and position: ids outside
+  // the vocabulary, inputs longer than the model's positions (counted that way), empty
+  // inputs and inputs of nothing but pads, bad options, requests over the limits above.
+  // A hypothesis list may be empty when no token could be generated (e.g. min_new_tokens
+  // with a shortlist that allows only EOS). Never throws: running out of memory is
   // ErrorCode::kOutOfMemory.
   PETREL_API Result<std::vector<Translation>> translate(const std::vector<std::vector<int32_t>>& batch,
                                                         const TranslateOptions& options = {});

@@ -29,30 +29,49 @@ void EncoderDecoder::run_encoder_layer(layers::Context& c, const detail::Layer& 
   });
 }
 
+SourceReader::SourceReader(const ModelInfo& info)
+    : pad_id_(info.pad_id),
+      masks_pads_(info.pad_id >= 0 && info.pad_id != info.eos_id),
+      positions_skip_pads_(info.encoder_positions.kind == PositionKind::kSinusoidalConcatenated &&
+                           info.encoder_positions.frequency == FrequencyConvention::kMarianCpp &&
+                           int64_t{info.encoder_positions.first_index} == int64_t{info.pad_id} + 1) {}
+
+size_t SourceReader::tokens_read(const std::vector<int32_t>& ids) const {
+  return static_cast<size_t>(std::count_if(ids.begin(), ids.end(), [&](int32_t id) { return !masked(id); }));
+}
+
+void SourceReader::read(const std::vector<int32_t>& ids, std::vector<int32_t>& tokens,
+                        std::vector<int32_t>& positions) const {
+  int32_t kept = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (masked(ids[i])) continue;
+    tokens.push_back(ids[i]);
+    positions.push_back(positions_skip_pads_ ? kept : static_cast<int32_t>(i));
+    ++kept;
+  }
+}
+
 void EncoderDecoder::encode(const std::vector<std::vector<int32_t>>& batch, EncoderOutput& out, Workspace& ws) const {
   out.offset.clear();
   out.length.clear();
-  size_t rows = 0, longest = 0;
+  std::vector<int32_t> ids, positions;
+  const SourceReader reader(info_);
+  size_t longest = 0;
   for (const auto& sentence : batch) {
-    out.offset.push_back(rows);
-    out.length.push_back(sentence.size());
-    rows += sentence.size();
-    longest = std::max(longest, sentence.size());
+    out.offset.push_back(ids.size());
+    reader.read(sentence, ids, positions);
+    out.length.push_back(ids.size() - out.offset.back());
+    longest = std::max(longest, out.length.back());
   }
+  const size_t rows = ids.size();
   ws.reserve(rows, d_, info_.ffn_dim, longest, pool_.size());
   out.states.resize(rows * d_);
   layers::Context c = context(ws);
 
   // Packed rows: each sentence attends only its own tokens, so no padding mask.
-  std::vector<int32_t> ids, positions;
   std::vector<KeyRange> keys;
-  for (size_t s = 0; s < batch.size(); ++s) {
-    for (size_t i = 0; i < batch[s].size(); ++i) {
-      ids.push_back(batch[s][i]);
-      positions.push_back(static_cast<int32_t>(i));
-      keys.push_back({out.offset[s], out.length[s]});
-    }
-  }
+  for (size_t s = 0; s < batch.size(); ++s)
+    keys.insert(keys.end(), out.length[s], KeyRange{out.offset[s], out.length[s]});
   const auto& enc = w_.encoder;
   k_.embed(enc.embed_tokens, ids.data(), positions.data(), rows, enc.position_table, out.states.data());
   if (enc.embed_norm.present())

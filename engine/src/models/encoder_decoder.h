@@ -41,11 +41,37 @@ struct DecoderState {
   std::vector<int32_t> positions;                        // [rows]
 };
 
+// What the encoder reads of an input. transformers' generate() masks every pad token of
+// an input (attention_mask = ids != pad_token_id) unless pad is also EOS; a masked key is
+// never attended, in the encoder or by the decoder's cross-attention, so leaving the
+// token out is the same computation. The tokens kept keep the positions transformers
+// gives them: their index in the input (Marian, mBART: arange over the whole input), or
+// their count among the tokens kept (M2M100 / NLLB: create_position_ids_from_input_ids,
+// fairseq's sinusoid read from row pad + 1 on).
+class SourceReader {
+ public:
+  explicit SourceReader(const ModelInfo& info);
+  bool masked(int32_t id) const { return masks_pads_ && id == pad_id_; }
+  size_t tokens_read(const std::vector<int32_t>& ids) const;
+  // The positions `ids` occupies, which must be at most max_positions: one per token,
+  // or one per token read when positions skip pads.
+  size_t positions(const std::vector<int32_t>& ids) const {
+    return positions_skip_pads_ ? tokens_read(ids) : ids.size();
+  }
+  // Appends the tokens read and their positions.
+  void read(const std::vector<int32_t>& ids, std::vector<int32_t>& tokens, std::vector<int32_t>& positions) const;
+
+ private:
+  int32_t pad_id_;
+  bool masks_pads_, positions_skip_pads_;
+};
+
 class EncoderDecoder {
  public:
   EncoderDecoder(const detail::ModelWeights& weights, const kernels::KernelTable& kernels, threads::ThreadPool& pool);
 
-  // Ids are checked by the caller (in vocabulary, within max_positions).
+  // Ids are checked by the caller (in vocabulary, within max_positions, at least one
+  // token read). Sentence s of `out` holds the rows of the tokens SourceReader reads.
   void encode(const std::vector<std::vector<int32_t>>& batch, EncoderOutput& out, layers::Workspace& ws) const;
 
   // Sizes `state` for rows hypotheses (row r decodes sentence sentence_of_row[r]) with
