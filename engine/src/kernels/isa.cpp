@@ -3,6 +3,9 @@
 #if defined(__aarch64__)
 #include <asm/hwcap.h>
 #include <sys/auxv.h>
+#ifndef HWCAP2_I8MM  // Linux 5.10's bit; older sysroots' headers lack it
+#define HWCAP2_I8MM (1 << 13)
+#endif
 #endif
 #if defined(PETREL_X86_KERNELS)
 #include <cpuid.h>
@@ -28,13 +31,14 @@ const char* isa_name(Isa isa) {
     case Isa::kAvx512: return "avx512";
     case Isa::kNeon: return "neon";
     case Isa::kDotprod: return "dotprod";
+    case Isa::kI8mm: return "i8mm";
     case Isa::kSimd128: return "simd128";
   }
   return "?";
 }
 
 bool parse_isa(const std::string& text, Isa* isa) {
-  for (Isa candidate : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon, Isa::kDotprod, Isa::kSimd128}) {
+  for (Isa candidate : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon, Isa::kDotprod, Isa::kI8mm, Isa::kSimd128}) {
     if (text == isa_name(candidate)) {
       *isa = candidate;
       return true;
@@ -57,7 +61,10 @@ std::vector<Isa> runnable_isas() {
 #if defined(PETREL_ARM_KERNELS)
   out.push_back(Isa::kNeon);  // NEON is part of the armv7 hard-float and aarch64 baselines we build for
 #if defined(__aarch64__)
-  if (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) out.push_back(Isa::kDotprod);
+  // i8mm's file also has dotprod's code (its single rows): it needs both.
+  const bool dotprod = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+  if (dotprod) out.push_back(Isa::kDotprod);
+  if (dotprod && (getauxval(AT_HWCAP2) & HWCAP2_I8MM) != 0) out.push_back(Isa::kI8mm);
 #endif
 #endif
 #if defined(PETREL_WASM_KERNELS)
@@ -82,6 +89,7 @@ const KernelTable* table_for(Isa isa) {
       case Isa::kNeon: return &neon_table();
 #if defined(__aarch64__)
       case Isa::kDotprod: return &dotprod_table();
+      case Isa::kI8mm: return &i8mm_table();
 #endif
 #endif
 #if defined(PETREL_WASM_KERNELS)

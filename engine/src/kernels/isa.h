@@ -9,7 +9,7 @@
 
 namespace petrel::kernels {
 
-enum class Isa { kScalar, kAvx2, kAvx512, kNeon, kDotprod, kSimd128 };
+enum class Isa { kScalar, kAvx2, kAvx512, kNeon, kDotprod, kI8mm, kSimd128 };
 
 const char* isa_name(Isa isa);
 bool parse_isa(const std::string& text, Isa* isa);
@@ -25,6 +25,7 @@ const KernelTable& avx2_table();
 const KernelTable& avx512_table();
 const KernelTable& neon_table();
 const KernelTable& dotprod_table();
+const KernelTable& i8mm_table();
 const KernelTable& simd128_table();
 
 }  // namespace petrel::kernels
