@@ -123,8 +123,8 @@ void attention_bench(benchmark::State& state, Isa isa, DType kv, size_t position
   std::vector<float> scores(positions), out(d);
   for (auto _ : state) {
     for (size_t h = 0; h < heads; ++h)
-      kt->attend(q.data() + h * hd, ks.data() + h * hd * esize, vs.data() + h * hd * esize, kv, positions, d, hd,
-                 scores.data(), out.data() + h * hd);
+      kt->attend(q.data() + h * hd, ks.data() + h * hd * esize, vs.data() + h * hd * esize, kv, nullptr, positions, d,
+                 hd, scores.data(), out.data() + h * hd);
     benchmark::DoNotOptimize(out.data());
   }
   set_rate(state, "GB/s", double(2 * positions * d * esize));
