@@ -118,6 +118,31 @@ TEST_CASE("linear matches the reference for f32 f16 int8 int4 in GEMV and GEMM s
   }
 }
 
+// Wide int8 matrices are taken in chunks of panels (32 KB of weights each), every
+// row tile within a chunk before the next: several chunks, every kind of row tile
+// (8, 4 and single rows on AVX-512) and partial chunks and panels.
+TEST_CASE("int8 linear matches the reference over many chunks of panels", "[kernels]") {
+  std::mt19937 rng(29);
+  for (Isa isa : simd_paths()) {
+    const KernelTable& simd = *table_for(isa);
+    for (size_t m : {1, 13, 32}) {
+      for (size_t n : {1000, 7828 / 4 + 1}) {
+        for (size_t k : {33, 600}) {
+          TestMatrix w(random_values(rng, n * k), n, k, DType::kInt8, detail::Layout::kPanel16);
+          auto x = random_values(rng, m * k), bias = random_values(rng, n);
+          Scratch scratch(m, k);
+          std::vector<float> want(m * n), got(m * n, NAN);
+          reference::linear(x.data(), m, w.view, bias.data(), want.data(), scratch.rows());
+          simd.linear(x.data(), m, w.view, bias.data(), got.data(), scratch.rows());
+          require_close(got, want, 1e-6,
+                        std::string(simd.isa) + " int8 m=" + std::to_string(m) + " n=" + std::to_string(n) +
+                            " k=" + std::to_string(k));
+        }
+      }
+    }
+  }
+}
+
 // Transformer shapes (k = 512, 2048: 16 and 64 blocks), a decoder step, beam 4 and an
 // encoder batch, with activations of very different magnitudes per row.
 TEST_CASE("int4 linear matches the reference at model shapes with many blocks", "[kernels][int4]") {
