@@ -123,8 +123,8 @@ void attention_bench(benchmark::State& state, Isa isa, DType kv, size_t position
   std::vector<float> scores(positions), out(d);
   for (auto _ : state) {
     for (size_t h = 0; h < heads; ++h)
-      kt->attend(q.data() + h * hd, ks.data() + h * hd * esize, vs.data() + h * hd * esize, kv, positions, d, hd,
-                 scores.data(), out.data() + h * hd);
+      kt->attend(q.data() + h * hd, ks.data() + h * hd * esize, vs.data() + h * hd * esize, kv, nullptr, positions, d,
+                 hd, scores.data(), out.data() + h * hd);
     benchmark::DoNotOptimize(out.data());
   }
   set_rate(state, "GB/s", double(2 * positions * d * esize));
@@ -201,6 +201,12 @@ void register_all() {
                                    false)->Unit(benchmark::kMicrosecond)->UseRealTime();
       benchmark::RegisterBenchmark((t + "gemv_in_cache/small_1024x256").c_str(), linear_bench, isa, dtype, 1, 1024, 256,
                                    false)->Unit(benchmark::kMicrosecond)->UseRealTime();
+      // A small model's output projection (en-de: 7,828 x 256, 2 MB in int8, about L2's
+      // size): one input's beam of 4, and a batch of 8 inputs' beams.
+      for (size_t m : {4, 32})
+        benchmark::RegisterBenchmark((t + "out_proj_in_cache/small_" + std::to_string(m) + "x7828x256").c_str(),
+                                     linear_bench, isa, dtype, m, 7828, 256, false)
+            ->Unit(benchmark::kMicrosecond)->UseRealTime();
       // Encoder (32 tokens): compute-bound.
       benchmark::RegisterBenchmark((t + "gemm/32x2048x512").c_str(), linear_bench, isa, dtype, 32, 2048, 512, false)
           ->Unit(benchmark::kMicrosecond)->UseRealTime();

@@ -121,6 +121,31 @@ TEST_CASE("linear matches the reference for f32 f16 int8 int4 in GEMV and GEMM s
   }
 }
 
+// Wide int8 matrices are taken in chunks of panels (32 KB of weights each), every
+// row tile within a chunk before the next: several chunks, every kind of row tile
+// (8, 4 and single rows on AVX-512) and partial chunks and panels.
+TEST_CASE("int8 linear matches the reference over many chunks of panels", "[kernels]") {
+  std::mt19937 rng(29);
+  for (Isa isa : simd_paths()) {
+    const KernelTable& simd = *table_for(isa);
+    for (size_t m : {1, 13, 32}) {
+      for (size_t n : {1000, 7828 / 4 + 1}) {
+        for (size_t k : {33, 600}) {
+          TestMatrix w(random_values(rng, n * k), n, k, DType::kInt8, detail::Layout::kPanel16);
+          auto x = random_values(rng, m * k), bias = random_values(rng, n);
+          Scratch scratch(m, k);
+          std::vector<float> want(m * n), got(m * n, NAN);
+          reference::linear(x.data(), m, w.view, bias.data(), want.data(), scratch.rows());
+          simd.linear(x.data(), m, w.view, bias.data(), got.data(), scratch.rows());
+          require_close(got, want, 1e-6,
+                        std::string(simd.isa) + " int8 m=" + std::to_string(m) + " n=" + std::to_string(n) +
+                            " k=" + std::to_string(k));
+        }
+      }
+    }
+  }
+}
+
 // Transformer shapes (k = 512, 2048: 16 and 64 blocks), a decoder step, beam 4 and an
 // encoder batch, with activations of very different magnitudes per row.
 TEST_CASE("int4 linear matches the reference at model shapes with many blocks", "[kernels][int4]") {
@@ -330,7 +355,8 @@ TEST_CASE("top-k over the vocabulary matches the reference, ties and masks inclu
   }
 }
 
-TEST_CASE("attention for one head matches the reference (f32 and f16 keys/values)", "[kernels]") {
+TEST_CASE("attention for one head matches the reference (f32 and f16 keys/values, consecutive or listed rows)",
+          "[kernels]") {
   std::mt19937 rng(13);
   for (Isa isa : simd_paths()) {
     const KernelTable& simd = *table_for(isa);
@@ -346,11 +372,35 @@ TEST_CASE("attention for one head matches the reference (f32 and f16 keys/values
           reference::store_as(k.data(), k.size(), kv, ks.data());
           reference::store_as(v.data(), v.size(), kv, vs.data());
           std::vector<float> scores(n), want(head_dim), got(head_dim);
-          reference::attend(q.data(), ks.data(), vs.data(), kv, n, stride, head_dim, scores.data(), want.data());
-          simd.attend(q.data(), ks.data(), vs.data(), kv, n, stride, head_dim, scores.data(), got.data());
-          require_close(got, want, 1e-5,
-                        std::string(simd.isa) + " attend " + to_string(kv) + " n=" + std::to_string(n) +
-                            " hd=" + std::to_string(head_dim));
+          reference::attend(q.data(), ks.data(), vs.data(), kv, nullptr, n, stride, head_dim, scores.data(),
+                            want.data());
+          simd.attend(q.data(), ks.data(), vs.data(), kv, nullptr, n, stride, head_dim, scores.data(), got.data());
+          const std::string what = std::string(simd.isa) + " attend " + to_string(kv) + " n=" + std::to_string(n) +
+                                   " hd=" + std::to_string(head_dim);
+          require_close(got, want, 1e-5, what);
+          // Keys by a list of rows (a beam's cache): rows in any order, some twice, some
+          // never. The reference reads them as the consecutive rows of a gathered copy.
+          std::vector<size_t> rows(n);
+          for (size_t& row : rows) row = rng() % n;
+          const size_t row_bytes = stride * detail::dtype_size(kv);
+          std::vector<uint8_t> kg(n * row_bytes), vg(n * row_bytes);
+          for (size_t j = 0; j < n; ++j) {
+            std::copy_n(&ks[rows[j] * row_bytes], row_bytes, &kg[j * row_bytes]);
+            std::copy_n(&vs[rows[j] * row_bytes], row_bytes, &vg[j * row_bytes]);
+          }
+          std::vector<float> gathered(head_dim), listed(head_dim);
+          reference::attend(q.data(), kg.data(), vg.data(), kv, nullptr, n, stride, head_dim, scores.data(),
+                            gathered.data());
+          reference::attend(q.data(), ks.data(), vs.data(), kv, rows.data(), n, stride, head_dim, scores.data(),
+                            listed.data());
+          REQUIRE(listed == gathered);
+          simd.attend(q.data(), ks.data(), vs.data(), kv, rows.data(), n, stride, head_dim, scores.data(), got.data());
+          require_close(got, listed, 1e-5, what + " listed rows");
+          // The SIMD path does the same arithmetic whichever way it finds the keys.
+          std::vector<float> simd_gathered(head_dim);
+          simd.attend(q.data(), kg.data(), vg.data(), kv, nullptr, n, stride, head_dim, scores.data(),
+                      simd_gathered.data());
+          REQUIRE(got == simd_gathered);
         }
       }
     }

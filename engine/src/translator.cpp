@@ -39,7 +39,8 @@ detail::CheckedSize request_bytes(const ModelInfo& info, size_t sentences, uint6
   total += CheckedSize(activation_rows) * (widest + widest / 8) * threads;  // int8 activations (+ int4 block sums) per thread
   const uint64_t layers = info.decoder_layers;
   total += CheckedSize(source_tokens) * d * cache_element * 2 * layers;  // cross-attention K/V
-  total += CheckedSize(rows) * max_steps * d * cache_element * (2 * layers + 1);  // self K/V + reorder buffer
+  total += CheckedSize(rows) * max_steps * d * cache_element * 2 * layers;  // self K/V
+  total += CheckedSize(rows) * max_steps * sizeof(size_t) * 2;             // their slot lists (+ reorder spare)
   total += CheckedSize(rows) * info.target_vocab_size * 4;               // logits
   total += CheckedSize(rows) * max_steps * 4 * 2;                        // token histories
   total += CheckedSize(sentences) * 3 * beam * max_steps * 4;            // finished hypotheses

@@ -13,12 +13,13 @@ inline float to_float(float x) { return x; }
 inline float to_float(uint16_t h) { return half_to_float(h); }
 
 template <class T>
-void attend_typed(const float* q, const T* k, const T* v, size_t n, size_t stride, size_t head_dim, float* scores,
-                  float* out) {
+void attend_typed(const float* q, const T* k, const T* v, const size_t* rows, size_t n, size_t stride,
+                  size_t head_dim, float* scores, float* out) {
+  auto row = [&](size_t j) { return (rows != nullptr ? rows[j] : j) * stride; };
   float max_score = -INFINITY;
   for (size_t j = 0; j < n; ++j) {
     float s = 0;
-    for (size_t c = 0; c < head_dim; ++c) s += q[c] * to_float(k[j * stride + c]);
+    for (size_t c = 0; c < head_dim; ++c) s += q[c] * to_float(k[row(j) + c]);
     scores[j] = s;
     max_score = std::max(max_score, s);
   }
@@ -31,18 +32,20 @@ void attend_typed(const float* q, const T* k, const T* v, size_t n, size_t strid
   for (size_t c = 0; c < head_dim; ++c) out[c] = 0;
   for (size_t j = 0; j < n; ++j) {
     const float p = scores[j] * inv;
-    for (size_t c = 0; c < head_dim; ++c) out[c] += p * to_float(v[j * stride + c]);
+    for (size_t c = 0; c < head_dim; ++c) out[c] += p * to_float(v[row(j) + c]);
   }
 }
 
 }  // namespace
 
-void attend(const float* q, const void* k, const void* v, DType kv, size_t n, size_t stride, size_t head_dim,
-            float* scores, float* out) {
+void attend(const float* q, const void* k, const void* v, DType kv, const size_t* rows, size_t n, size_t stride,
+            size_t head_dim, float* scores, float* out) {
   if (kv == DType::kF16)
-    attend_typed(q, static_cast<const uint16_t*>(k), static_cast<const uint16_t*>(v), n, stride, head_dim, scores, out);
+    attend_typed(q, static_cast<const uint16_t*>(k), static_cast<const uint16_t*>(v), rows, n, stride, head_dim,
+                 scores, out);
   else
-    attend_typed(q, static_cast<const float*>(k), static_cast<const float*>(v), n, stride, head_dim, scores, out);
+    attend_typed(q, static_cast<const float*>(k), static_cast<const float*>(v), rows, n, stride, head_dim, scores,
+                 out);
 }
 
 void store_as(const float* x, size_t n, DType type, void* out) {

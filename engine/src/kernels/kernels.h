@@ -43,8 +43,8 @@ struct KernelTable {
   void (*add)(const float* x, float* y, size_t n);
   void (*embed)(const detail::Matrix& table, const int32_t* ids, const int32_t* pos, size_t m,
                 const float* positions, float* out);
-  void (*attend)(const float* q, const void* k, const void* v, DType kv, size_t n, size_t stride, size_t head_dim,
-                 float* scores, float* out);
+  void (*attend)(const float* q, const void* k, const void* v, DType kv, const size_t* rows, size_t n, size_t stride,
+                 size_t head_dim, float* scores, float* out);
   void (*store_as)(const float* x, size_t n, DType type, void* out);
   float (*logsumexp)(const float* x, size_t n);
   size_t (*top_k)(const float* x, size_t n, size_t k, int32_t* ids, float* values);
@@ -82,10 +82,12 @@ void embed(const detail::Matrix& table, const int32_t* ids, const int32_t* pos, 
 
 // One attention head for one query: out = softmax(q . K^T) V over n keys. K and V
 // hold elements of type kv (f32 or f16: a KV cache may be stored in half precision),
-// rows `stride` elements apart; scores needs n floats (the SIMD paths use one tile of
+// rows `stride` elements apart; key j is row rows[j] of K and V, or row j when rows is
+// null (a beam's cache: its positions live in the rows that wrote them, so reordering
+// beams moves indices, not keys). scores needs n floats (the SIMD paths use one tile of
 // them: they run a tiled online softmax, a single pass over K and V).
-void attend(const float* q, const void* k, const void* v, DType kv, size_t n, size_t stride, size_t head_dim,
-            float* scores, float* out);
+void attend(const float* q, const void* k, const void* v, DType kv, const size_t* rows, size_t n, size_t stride,
+            size_t head_dim, float* scores, float* out);
 
 // out[i] = x[i] stored as `type`: f32 copies, f16 rounds to nearest even (IEEE).
 void store_as(const float* x, size_t n, DType type, void* out);

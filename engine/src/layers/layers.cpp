@@ -43,18 +43,21 @@ void matmul(Context& c, const detail::Matrix& w, const float* bias, const float*
 }
 
 void attend_rows(Context& c, const float* q, const void* k, const void* v, DType kv, const KeyRange* keys,
-                 size_t rows, size_t d, size_t heads, float* context) {
+                 size_t rows, size_t d, size_t heads, float* context, const size_t* key_rows) {
   const size_t head_dim = d / heads, esize = detail::dtype_size(kv);  // f32 or f16
   const size_t chunks = rows >= 8 ? std::min(c.pool.size(), rows) : 1;
   c.pool.run(chunks, [&](size_t chunk, size_t thread) {
     float* scores = c.ws.per_thread[thread].scores.data();
     for (size_t r = rows * chunk / chunks; r < rows * (chunk + 1) / chunks; ++r) {
-      const auto* kr = static_cast<const uint8_t*>(k) + keys[r].first * d * esize;
-      const auto* vr = static_cast<const uint8_t*>(v) + keys[r].first * d * esize;
+      // Listed rows are found from the buffers' starts; a range starts at its first row.
+      const size_t first = key_rows != nullptr ? 0 : keys[r].first;
+      const size_t* listed = key_rows != nullptr ? key_rows + keys[r].first : nullptr;
+      const auto* kr = static_cast<const uint8_t*>(k) + first * d * esize;
+      const auto* vr = static_cast<const uint8_t*>(v) + first * d * esize;
       for (size_t h = 0; h < heads; ++h) {
         const size_t off = h * head_dim;
-        c.k.attend(q + r * d + off, kr + off * esize, vr + off * esize, kv, keys[r].count, d, head_dim, scores,
-                   context + r * d + off);
+        c.k.attend(q + r * d + off, kr + off * esize, vr + off * esize, kv, listed, keys[r].count, d, head_dim,
+                   scores, context + r * d + off);
       }
     }
   });

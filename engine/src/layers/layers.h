@@ -47,16 +47,18 @@ inline void dense(Context& c, const detail::Linear& l, const float* x, size_t ro
   matmul(c, l.weight, l.bias, x, rows, y);
 }
 
-// Which key rows a query row attends: keys [first, first + count) of the K/V buffers.
+// Which key rows a query row attends: keys [first, first + count) of the K/V buffers,
+// or of a list of their rows.
 struct KeyRange {
   size_t first, count;
 };
 
 // context[r] = MultiHead(q[r], K[keys[r]], V[keys[r]]) for every row; q, K, V, context
 // are row-major with d values per row, `heads` heads of d/heads each; K and V hold
-// elements of type kv (f32, or f16 for a half-precision KV cache).
+// elements of type kv (f32, or f16 for a half-precision KV cache). With key_rows, row r
+// attends K/V rows key_rows[keys[r].first + j] (j < keys[r].count) instead.
 void attend_rows(Context& c, const float* q, const void* k, const void* v, DType kv, const KeyRange* keys,
-                 size_t rows, size_t d, size_t heads, float* context);
+                 size_t rows, size_t d, size_t heads, float* context, const size_t* key_rows = nullptr);
 
 // A residual block: x = LN(x + f(x)) (post) or x = x + f(LN(x)) (pre). `f(in, out)`
 // reads rows of `in` and writes rows of `out` (ws.out).

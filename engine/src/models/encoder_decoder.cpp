@@ -1,7 +1,6 @@
 #include "models/encoder_decoder.h"
 
 #include <algorithm>
-#include <cstring>
 
 namespace petrel::models {
 
@@ -101,6 +100,9 @@ void EncoderDecoder::start_decoding(const EncoderOutput& enc, const std::vector<
   st.cross_keys.resize(rows);
   for (size_t r = 0; r < rows; ++r) st.cross_keys[r] = {enc.offset[sentence_of_row[r]], enc.length[sentence_of_row[r]]};
   st.reorder_keys.resize(rows);
+  st.slots = 0;
+  st.slot_of.resize(rows * max_steps);
+  st.reorder_slots.resize(rows * max_steps);
   st.self_keys.resize(rows);
   st.x.resize(rows * d_);
   st.positions.resize(rows);
@@ -135,9 +137,12 @@ void EncoderDecoder::decode_step(const int32_t* tokens, size_t rows, size_t step
   const size_t esize = detail::dtype_size(st.cache_type);
   const float eps = info_.layer_norm_eps;
   const auto& dec = w_.decoder;
-  if (step >= st.capacity) grow_caches(rows, step, st);
+  if (st.slots + rows > st.rows * st.capacity) grow_caches(rows, st);
   std::fill_n(st.positions.begin(), rows, static_cast<int32_t>(step));
-  for (size_t r = 0; r < rows; ++r) st.self_keys[r] = {r * st.capacity, step + 1};
+  for (size_t r = 0; r < rows; ++r) {  // this step's slots follow the last step's
+    st.slot_of[r * st.max_steps + step] = st.slots + r;
+    st.self_keys[r] = {r * st.max_steps, step + 1};
+  }
   float* x = st.x.data();
   layers::Context c = context(ws);
   if (step == 0 && info_.decoder_start_zeros) {  // Marian C++: a zero embedding plus position 0
@@ -164,14 +169,12 @@ void EncoderDecoder::decode_step(const int32_t* tokens, size_t rows, size_t step
       layers::dense(c, layer.self_attn.q, in, rows, ws.q.data());
       layers::dense(c, layer.self_attn.k, in, rows, ws.k.data());
       layers::dense(c, layer.self_attn.v, in, rows, ws.v.data());
-      // Append this position's K/V to each row's cache, then attend 0..step.
-      for (size_t r = 0; r < rows; ++r) {
-        const size_t at = (r * st.capacity + step) * d_ * esize;
-        k_.store_as(&ws.k[r * d_], d_, st.cache_type, &st.self_k[l][at]);
-        k_.store_as(&ws.v[r * d_], d_, st.cache_type, &st.self_v[l][at]);
-      }
+      // Store this position's K/V in each row's new slot, then attend 0..step.
+      const size_t at = st.slots * d_ * esize;
+      k_.store_as(ws.k.data(), rows * d_, st.cache_type, &st.self_k[l][at]);
+      k_.store_as(ws.v.data(), rows * d_, st.cache_type, &st.self_v[l][at]);
       layers::attend_rows(c, ws.q.data(), st.self_k[l].data(), st.self_v[l].data(), st.cache_type,
-                          st.self_keys.data(), rows, d_, heads_, ws.context.data());
+                          st.self_keys.data(), rows, d_, heads_, ws.context.data(), st.slot_of.data());
       layers::dense(c, layer.self_attn.o, ws.context.data(), rows, out);
       });
     }
@@ -185,55 +188,32 @@ void EncoderDecoder::decode_step(const int32_t* tokens, size_t rows, size_t step
       layers::feed_forward(c, layer, info_.activation, in, rows, out);
     });
   }
+  st.slots += rows;
   if (dec.final_norm.present())
     k_.layer_norm(x, nullptr, rows, d_, dec.final_norm.gamma, dec.final_norm.beta, eps, x);
   layers::matmul(c, output.projection(), output.bias(), x, rows, logits);
 }
 
-// Each cache is gathered into the spare buffer, which then becomes the cache (all
-// caches have the buffer's size): one copy per cache, not two.
-void EncoderDecoder::grow_caches(size_t rows, size_t step, DecoderState& st) const {
+// Slots keep their places (slot_of names them), so growing only extends each cache:
+// one copy of what it holds when the session's buffer has to be reallocated, none once
+// it has grown before.
+void EncoderDecoder::grow_caches(size_t rows, DecoderState& st) const {
   const size_t esize = detail::dtype_size(st.cache_type);
+  const size_t needed = (st.slots + rows + st.rows - 1) / st.rows;  // positions per row, in slots
   // Half as much again: outputs overshoot their inputs by a little, rarely by double.
-  const size_t capacity = std::min(st.max_steps, detail::round_up(std::max(st.capacity + st.capacity / 2, step + 1), 16));
-  const size_t old_row = st.capacity * d_ * esize, new_row = capacity * d_ * esize;
-  // In place, last row first (each moves forward): a cache that has grown before has
-  // the room and nothing is allocated. Only the rows still decoding count: once most
-  // sentences are done, a long straggler grows a small cache, not the whole batch's.
-  for (auto* caches : {&st.self_k, &st.self_v}) {
-    for (size_t l = 0; l < caches->size(); ++l) {
-      if (w_.decoder.layers[l].ssru()) continue;  // no cache
-      auto& cache = (*caches)[l];
-      if (cache.size() < rows * new_row) cache.resize(rows * new_row);
-      for (size_t r = rows; r-- > 1;) std::memmove(&cache[r * new_row], &cache[r * old_row], step * d_ * esize);
-    }
-  }
-  st.capacity = capacity;
+  st.capacity = std::min(st.max_steps, detail::round_up(std::max(st.capacity + st.capacity / 2, needed), 16));
+  for (auto* caches : {&st.self_k, &st.self_v})
+    for (size_t l = 0; l < caches->size(); ++l)
+      if (!w_.decoder.layers[l].ssru()) (*caches)[l].resize(st.rows * st.capacity * d_ * esize);
 }
 
-// Dropping finished sentences only moves rows down (parent[r] >= r, increasing): done in
-// place. Beam reordering gathers each cache into the spare buffer, which then becomes
-// the cache: one copy per cache, and the spare exists only when beams are used.
+// Each row takes its parent's slot list (positions 0..step), gathered into the spare:
+// rows x (step + 1) indices. The K/V slots themselves stay where they are: a slot is
+// written once, at its step, and read by every row whose list names it.
 void EncoderDecoder::reorder(const size_t* parent, size_t rows, size_t step, DecoderState& st) const {
-  const size_t row_bytes = st.capacity * d_ * detail::dtype_size(st.cache_type);
-  const size_t span = (step + 1) * d_ * detail::dtype_size(st.cache_type);
-  bool compaction = true;
-  for (size_t r = 0; r < rows && compaction; ++r) compaction = parent[r] >= r && (r == 0 || parent[r] > parent[r - 1]);
-  for (auto* caches : {&st.self_k, &st.self_v}) {
-    for (size_t l = 0; l < caches->size(); ++l) {
-      if (w_.decoder.layers[l].ssru()) continue;  // no cache
-      auto& cache = (*caches)[l];
-      if (compaction) {
-        for (size_t r = 0; r < rows; ++r)
-          if (parent[r] != r) std::memcpy(&cache[r * row_bytes], &cache[parent[r] * row_bytes], span);
-        continue;
-      }
-      if (st.reorder_buffer.size() < rows * row_bytes) st.reorder_buffer.resize(rows * row_bytes);
-      for (size_t r = 0; r < rows; ++r)
-        std::memcpy(&st.reorder_buffer[r * row_bytes], &cache[parent[r] * row_bytes], span);
-      cache.swap(st.reorder_buffer);
-    }
-  }
+  for (size_t r = 0; r < rows; ++r)
+    std::copy_n(&st.slot_of[parent[r] * st.max_steps], step + 1, &st.reorder_slots[r * st.max_steps]);
+  st.slot_of.swap(st.reorder_slots);  // both hold start_decoding's rows
   for (size_t l = 0; l < st.ssru_cells.size(); ++l) {  // a recurrent state travels with its hypothesis
     auto& cells = st.ssru_cells[l];
     if (cells.empty()) continue;

@@ -21,22 +21,30 @@ struct EncoderOutput {
 };
 
 // Per-hypothesis decoder state for `rows` hypotheses of up to `max_steps` steps.
+// Self-attention K/V: each step appends one cache row (a slot) per decoding row after
+// the previous step's slots, and slot_of[r * max_steps + t] names the slot holding row
+// r's K/V of position t. A row taking another's place (beam reordering, dropping the
+// rows of finished sentences) takes its list of slots: the keys never move, so a reorder
+// copies rows x steps indices, not the history's K/V, and attention reads each position
+// from the slot that wrote it (kernels::attend's row list).
 // The K/V caches hold elements of cache_type: f32, or f16 (half the memory, and half
-// the bytes attention reads, for outputs within f16 rounding of f32's). They hold
-// `capacity` positions per row, and grow (by half, up to max_steps) when a step
-// reaches it: memory follows the outputs' real length, not the length limit; a session
-// keeps its buffers, so once they have grown, steps allocate nothing.
+// the bytes attention reads, for outputs within f16 rounding of f32's). They have room
+// for `capacity` positions of every row (rows x capacity slots), and grow (by half, up to
+// max_steps) when a step needs more: memory follows the outputs' real length, not the
+// length limit, and once most sentences are done a straggler's steps use few slots. A
+// session keeps its buffers, so once they have grown, steps allocate nothing.
 struct DecoderState {
   size_t rows = 0, max_steps = 0, capacity = 0;
+  size_t slots = 0;  // self-attention cache slots written so far
   DType cache_type = DType::kF32;
   std::vector<layers::KeyRange> cross_keys;              // per row: its sentence's encoder rows
   std::vector<layers::KeyRange> reorder_keys;            // cross_keys' spare, for reorder
   std::vector<layers::AlignedVector<uint8_t>> cross_k, cross_v;  // per layer [encoder rows, d]
-  std::vector<layers::AlignedVector<uint8_t>> self_k, self_v;    // per self-attention layer [rows, capacity, d]
+  std::vector<layers::AlignedVector<uint8_t>> self_k, self_v;    // per self-attention layer [rows * capacity slots, d]
+  std::vector<size_t> slot_of, reorder_slots;                    // [rows, max_steps]; slot_of's spare, for reorder
   std::vector<layers::AlignedVector<float>> ssru_cells;          // per SSRU layer [rows, d]; empty otherwise
   layers::AlignedVector<float> ssru_reorder;                     // ssru_cells' spare, for reorder
-  layers::AlignedVector<uint8_t> reorder_buffer;                 // beams' gathers: [rows, capacity, d]
-  std::vector<layers::KeyRange> self_keys;               // per row, rebuilt each step
+  std::vector<layers::KeyRange> self_keys;               // per row: its positions in slot_of, rebuilt each step
   layers::AlignedVector<float> x;                        // [rows, d]
   std::vector<int32_t> positions;                        // [rows]
 };
@@ -87,15 +95,15 @@ class EncoderDecoder {
                    const OutputVocabulary& output, float* logits) const;
 
   // Row r (r < rows) takes the caches of row parent[r] (positions 0..step): beam
-  // reordering, and dropping the rows of finished sentences.
+  // reordering, and dropping the rows of finished sentences. Moves slot lists, not K/V.
   void reorder(const size_t* parent, size_t rows, size_t step, DecoderState& state) const;
 
   const detail::ModelWeights& weights() const { return w_; }
   const kernels::KernelTable& kernels() const { return k_; }
 
  private:
-  // Gives every row's self-attention caches room for positions up to `step`.
-  void grow_caches(size_t rows, size_t step, DecoderState& state) const;
+  // Gives the self-attention caches room for one more slot for each of `rows` rows.
+  void grow_caches(size_t rows, DecoderState& state) const;
   void run_encoder_layer(layers::Context& c, const detail::Layer& layer, float* x, size_t rows,
                          const layers::KeyRange* keys) const;
   layers::Context context(layers::Workspace& ws) const { return {k_, pool_, ws}; }
