@@ -153,6 +153,27 @@ std::pair<size_t, size_t> teacher_forced_agreement(const Model& model, const jso
   return {agree, total};
 }
 
+// Encodes `inputs` on `isa` and compares the encoder states and the first decoder step's
+// logits with the oracle's (`expected`: a fixture's results or its padded section).
+void check_encoder_and_first_step(const Model& model, const std::string& isa,
+                                  const std::vector<std::vector<int32_t>>& inputs, const json& expected) {
+  threads::ThreadPool pool(1);
+  models::EncoderDecoder graph(detail::ModelAccess::weights(model), table_named(isa), pool);
+  layers::Workspace ws;
+  models::EncoderOutput enc;
+  graph.encode(inputs, enc, ws);
+  const size_t d = model.info().d_model;
+  for (size_t b = 0; b < inputs.size(); ++b) {
+    INFO("input " << b);
+    std::vector<float> want;
+    for (const auto& row : expected["encoder_states"][b])
+      for (float v : row) want.push_back(v);
+    REQUIRE(want.size() == enc.length[b] * d);
+    CHECK(relative_error(&enc.states[enc.offset[b] * d], want) < 1e-4);
+  }
+  CHECK(first_step_error(graph, model, enc, expected, DType::kF32, ws) < 1e-4);
+}
+
 }  // namespace
 
 TEST_CASE("f32 models match the PyTorch oracle on every kernel path", "[oracle]") {
@@ -163,24 +184,10 @@ TEST_CASE("f32 models match the PyTorch oracle on every kernel path", "[oracle]"
   TempDir tmp;
   json e = expected_for(name);
   auto model = load_model(convert_fixture(name, DType::kF32, tmp));
-  const ModelInfo& info = model->info();
   auto inputs = inputs_of(e);
   const size_t max_new = e["max_new_tokens"];
 
-  threads::ThreadPool pool(1);
-  models::EncoderDecoder graph(detail::ModelAccess::weights(*model), table_named(isa), pool);
-  layers::Workspace ws;
-  models::EncoderOutput enc;
-  graph.encode(inputs, enc, ws);
-  for (size_t b = 0; b < inputs.size(); ++b) {
-    std::vector<float> want;
-    for (const auto& row : e["encoder_states"][b])
-      for (float v : row) want.push_back(v);
-    REQUIRE(want.size() == enc.length[b] * info.d_model);
-    CHECK(relative_error(&enc.states[enc.offset[b] * info.d_model], want) < 1e-4);
-  }
-
-  CHECK(first_step_error(graph, *model, enc, e, DType::kF32, ws) < 1e-4);
+  check_encoder_and_first_step(*model, isa, inputs, e);
 
   // Outputs must not depend on the thread count (the pool splits output panels or rows).
   const size_t threads = GENERATE(from_range(thread_counts({1, 3})));
@@ -248,20 +255,7 @@ TEST_CASE("pad ids inside inputs are masked as transformers' generate() masks th
   const size_t max_new = e["max_new_tokens"];
   for (const auto& input : inputs) REQUIRE(std::count(input.begin(), input.end(), info.pad_id) > 0);
 
-  threads::ThreadPool pool(1);
-  models::EncoderDecoder graph(detail::ModelAccess::weights(*model), table_named(isa), pool);
-  layers::Workspace ws;
-  models::EncoderOutput enc;
-  graph.encode(inputs, enc, ws);
-  for (size_t b = 0; b < inputs.size(); ++b) {
-    INFO("input " << b);
-    std::vector<float> want;
-    for (const auto& row : p["encoder_states"][b])
-      for (float v : row) want.push_back(v);
-    REQUIRE(want.size() == enc.length[b] * info.d_model);
-    CHECK(relative_error(&enc.states[enc.offset[b] * info.d_model], want) < 1e-4);
-  }
-  CHECK(first_step_error(graph, *model, enc, p, DType::kF32, ws) < 1e-4);
+  check_encoder_and_first_step(*model, isa, inputs, p);
 
   Translator translator = make_translator(model, isa);
   const TranslateOptions greedy = with_fixture_language(e, greedy_options(max_new));

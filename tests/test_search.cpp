@@ -84,6 +84,28 @@ struct Recorder final : decode::SearchObserver {
   }
 };
 
+// The portable f32 fixture's graph on one kernel path, two sentences encoded, for tests
+// that drive decode_step and reorder directly.
+struct PortableDecoding {
+  explicit PortableDecoding(const std::string& isa)
+      : model(load_model(fixture_dir() + "/portable/post_swish_concat_tied-f32.petrel")),
+        graph(detail::ModelAccess::weights(*model), table(isa), pool) {
+    graph.encode({{19, 20, 37, 19, 34, 4, 0}, {27, 18, 24, 0}}, enc, ws);
+    everything.use_all(detail::ModelAccess::weights(*model));
+  }
+  static const kernels::KernelTable& table(const std::string& isa) {
+    kernels::Isa id;
+    REQUIRE(kernels::parse_isa(isa, &id));
+    return *kernels::table_for(id);
+  }
+  std::shared_ptr<const Model> model;
+  threads::ThreadPool pool{1};
+  models::EncoderDecoder graph;
+  layers::Workspace ws;
+  models::EncoderOutput enc;
+  models::OutputVocabulary everything;
+};
+
 }  // namespace
 
 TEST_CASE("search: finished sentences' rows are dropped, outputs unchanged", "[search]") {
@@ -263,16 +285,8 @@ TEST_CASE("a batch translates as its sentences one at a time", "[search][oracle]
 
 TEST_CASE("the KV caches grow as outputs get longer, with the same results as caches sized up front", "[search]") {
   const std::string isa = GENERATE(from_range(runnable_isas()));
-  auto model = load_model(fixture_dir() + "/portable/post_swish_concat_tied-f32.petrel");
-  kernels::Isa id;
-  REQUIRE(kernels::parse_isa(isa, &id));
-  threads::ThreadPool pool(1);
-  models::EncoderDecoder graph(detail::ModelAccess::weights(*model), *kernels::table_for(id), pool);
-  layers::Workspace ws;
-  models::EncoderOutput enc;
-  graph.encode({{19, 20, 37, 19, 34, 4, 0}, {27, 18, 24, 0}}, enc, ws);
-  models::OutputVocabulary everything;
-  everything.use_all(detail::ModelAccess::weights(*model));
+  PortableDecoding portable(isa);
+  auto& [model, pool, graph, ws, enc, everything] = portable;
   const size_t steps = 60, vocab = model->info().target_vocab_size;
   for (DType cache : {DType::kF32, DType::kF16}) {
     std::vector<float> logits[2];
@@ -301,16 +315,8 @@ TEST_CASE("the KV caches grow as outputs get longer, with the same results as ca
 // caches' bytes are the same after each reorder as before it.
 TEST_CASE("beam reordering moves slot lists, not keys: each row decodes as its own history alone", "[search]") {
   const std::string isa = GENERATE(from_range(runnable_isas()));
-  auto model = load_model(fixture_dir() + "/portable/post_swish_concat_tied-f32.petrel");
-  kernels::Isa id;
-  REQUIRE(kernels::parse_isa(isa, &id));
-  threads::ThreadPool pool(1);
-  models::EncoderDecoder graph(detail::ModelAccess::weights(*model), *kernels::table_for(id), pool);
-  layers::Workspace ws;
-  models::EncoderOutput enc;
-  graph.encode({{19, 20, 37, 19, 34, 4, 0}, {27, 18, 24, 0}}, enc, ws);
-  models::OutputVocabulary everything;
-  everything.use_all(detail::ModelAccess::weights(*model));
+  PortableDecoding portable(isa);
+  auto& [model, pool, graph, ws, enc, everything] = portable;
   const size_t steps = 14, vocab = model->info().target_vocab_size;
   std::mt19937 rng(27);
   for (DType cache : {DType::kF32, DType::kF16}) {
