@@ -57,6 +57,14 @@ TranslateOptions greedy_options(size_t max_new) {
   return o;
 }
 
+// The fixture's beam search ("beam": width, alpha) on top of `o`, stopping by `rule`.
+TranslateOptions fixture_beam_options(const json& e, TranslateOptions o, BeamStop rule = BeamStop::kFirstK) {
+  o.beam_size = o.n_best = e["beam"]["width"];
+  o.length_penalty = e["beam"]["alpha"].get<double>();
+  o.beam_stop = rule;
+  return o;
+}
+
 // Converted once per process and dtype (tc_big_d1024 alone is 50 MB of f32 weights);
 // `tmp` is kept for the callers' sake. `output` sets the output projection's dtype
 // (the tied table's), else it is `dtype` too.
@@ -205,11 +213,8 @@ TEST_CASE("f32 models match the PyTorch oracle on every kernel path", "[oracle]"
 
   // Both beam stop rules: stop once K have finished, and Hugging Face's default.
   for (auto [rule, key] : {std::pair{BeamStop::kFirstK, "results"}, std::pair{BeamStop::kHeuristic, "results_heuristic"}}) {
-    TranslateOptions beam = with_fixture_language(e, {});
-    beam.beam_size = beam.n_best = e["beam"]["width"];
-    beam.length_penalty = e["beam"]["alpha"].get<double>();
+    TranslateOptions beam = fixture_beam_options(e, with_fixture_language(e, {}), rule);
     beam.max_new_tokens = max_new;
-    beam.beam_stop = rule;
     auto r = translator.translate(inputs, beam);
     REQUIRE(r.has_value());
     for (size_t b = 0; b < inputs.size(); ++b) {
@@ -266,10 +271,7 @@ TEST_CASE("pad ids inside inputs are masked as transformers' generate() masks th
     CHECK(g.value()[b].hypotheses.at(0).ids == p["greedy"][b]["ids"].get<std::vector<int32_t>>());
     CHECK(g.value()[b].hypotheses.at(0).score == Approx(p["greedy"][b]["score"].get<double>()).epsilon(1e-4));
   }
-  TranslateOptions beam = greedy;
-  beam.beam_size = beam.n_best = e["beam"]["width"];
-  beam.length_penalty = e["beam"]["alpha"].get<double>();
-  beam.beam_stop = BeamStop::kFirstK;
+  const TranslateOptions beam = fixture_beam_options(e, greedy);
   auto r = translator.translate(inputs, beam);
   REQUIRE(r.has_value());
   for (size_t b = 0; b < inputs.size(); ++b) {
@@ -636,10 +638,7 @@ TEST_CASE("an f16 KV cache stays within f16 rounding of the oracle on every kern
     REQUIRE(g.has_value());
     for (size_t b = 0; b < inputs.size(); ++b)
       CHECK(g.value()[b].hypotheses[0].ids == e["greedy"][b]["ids"].get<std::vector<int32_t>>());
-    TranslateOptions beam = greedy;
-    beam.beam_size = beam.n_best = e["beam"]["width"];
-    beam.length_penalty = e["beam"]["alpha"].get<double>();
-    beam.beam_stop = BeamStop::kFirstK;
+    const TranslateOptions beam = fixture_beam_options(e, greedy);
     auto r = translator.translate(inputs, beam);
     REQUIRE(r.has_value());
     for (size_t b = 0; b < inputs.size(); ++b)
@@ -820,11 +819,8 @@ TEST_CASE("model files written on x86-64 load and match the oracle on this platf
 
   auto model = load_model(committed);
   Translator translator = make_translator(model);
-  TranslateOptions beam;
-  beam.beam_size = beam.n_best = e["beam"]["width"];
-  beam.length_penalty = e["beam"]["alpha"].get<double>();
+  TranslateOptions beam = fixture_beam_options(e, {});
   beam.max_new_tokens = e["max_new_tokens"];
-  beam.beam_stop = BeamStop::kFirstK;
   auto r = translator.translate(inputs_of(e), beam);
   REQUIRE(r.has_value());
   size_t agree = 0, total = 0;
