@@ -136,6 +136,7 @@ void SafetensorsFile::read_f32_rows(const std::string& name, uint64_t first_row,
 
 void SafetensorsFile::read_elements(const std::string& name, uint64_t first, uint64_t count, float* out) const {
   const SafetensorsEntry& e = entry(name);
+  if (count == 0) return;  // an empty tensor: `out` may be null (memcpy must not see it)
   const size_t esize = element_size(e.dtype);
   const uint8_t* p = data_ + e.begin + first * esize;
   // One loop per dtype: the test stays out of the loop over a table's elements.
