@@ -112,6 +112,15 @@ inline void exercise(const std::shared_ptr<const Model>& loaded,
     }
   }
 
+  // Pads are masked as transformers masks them (pad != EOS): an input of nothing but pads
+  // leaves nothing to translate and is refused by name, not a model's failure.
+  if (info.pad_id != info.eos_id)
+    batch.erase(std::remove_if(batch.begin(), batch.end(),
+                               [&](const std::vector<int32_t>& ids) {
+                                 return std::all_of(ids.begin(), ids.end(), [&](int32_t id) { return id == info.pad_id; });
+                               }),
+                batch.end());
+
   const size_t steps = std::min<size_t>(3, info.max_positions);
   TranslateOptions greedy;
   greedy.beam_size = 1;
