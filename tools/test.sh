@@ -22,6 +22,24 @@ if command -v ccache >/dev/null; then
   export CCACHE_BASEDIR=$PWD  # clones at other paths share the cache
 fi
 stage() { echo "== [$(( (SECONDS - started) / 60 )) min] $*"; }
+# Runs shell commands side by side (an emulated test binary is one single-threaded
+# process: one per core), then prints each one's output in order; fails if any failed.
+side_by_side() {
+  local dir cmd pids=() failed=0 i
+  dir=$(mktemp -d)
+  i=0
+  for cmd in "$@"; do
+    bash -c "$cmd" >"$dir/$i.log" 2>&1 &
+    pids+=($!)
+    i=$((i + 1))
+  done
+  for i in "${!pids[@]}"; do
+    wait "${pids[$i]}" || failed=1
+    cat "$dir/$i.log"
+  done
+  rm -rf "$dir"
+  return $failed
+}
 native_only=false
 [[ "${1:-}" == "--native" ]] && native_only=true
 
@@ -76,10 +94,9 @@ stage "the same x86-64 test binary on emulated CPUs: Haswell (AVX2, no AVX-512) 
 # CPUs are given: the kernel tests, and a whole translation ([portable]). The oracle
 # tests already ran on every path natively, and emulated AVX is slow (over 25 min).
 # (qemu prints warnings about CPUID bits it does not model: dropped).
-QEMU_CPU=Haswell PETREL_EXPECT_BEST_ISA=avx2 \
-  qemu-x86_64 build/release/tests/petrel_tests "[kernels],[portable]" 2>/dev/null
-QEMU_CPU=Nehalem PETREL_EXPECT_BEST_ISA=scalar \
-  qemu-x86_64 build/release/tests/petrel_tests "[kernels],[portable]" 2>/dev/null
+side_by_side \
+  'QEMU_CPU=Haswell PETREL_EXPECT_BEST_ISA=avx2 qemu-x86_64 build/release/tests/petrel_tests "[kernels],[portable]" 2>/dev/null' \
+  'QEMU_CPU=Nehalem PETREL_EXPECT_BEST_ISA=scalar qemu-x86_64 build/release/tests/petrel_tests "[kernels],[portable]" 2>/dev/null'
 
 stage "aarch64 cross build by clang; every test under qemu -cpu max (i8mm, dotprod)"
 cmake --preset aarch64-clang >/dev/null
@@ -92,10 +109,11 @@ stage "aarch64 cross build by gcc; kernels and a whole translation under qemu -c
 # path and a whole translation (only i8mm.cpp holds i8mm instructions).
 cmake --preset aarch64 >/dev/null
 cmake --build --preset aarch64 -j"$jobs" --target petrel_tests
-run_aarch64() { QEMU_CPU=$1 PETREL_EXPECT_BEST_ISA=$2 qemu-aarch64 -L /usr/aarch64-linux-gnu build/aarch64/tests/petrel_tests "$3"; }
-run_aarch64 max i8mm "[kernels],[portable]"
-run_aarch64 cortex-a53 neon "[kernels],[portable]"
-run_aarch64 cortex-a76 dotprod "[portable],the best path is the one this CPU should run"
+aarch64_tests="qemu-aarch64 -L /usr/aarch64-linux-gnu build/aarch64/tests/petrel_tests"
+side_by_side \
+  "QEMU_CPU=max PETREL_EXPECT_BEST_ISA=i8mm $aarch64_tests '[kernels],[portable]'" \
+  "QEMU_CPU=cortex-a53 PETREL_EXPECT_BEST_ISA=neon $aarch64_tests '[kernels],[portable]' &&
+   QEMU_CPU=cortex-a76 PETREL_EXPECT_BEST_ISA=dotprod $aarch64_tests '[portable],the best path is the one this CPU should run'"
 
 stage "armv7 hard-float cross build; tests under qemu -cpu cortex-a15"
 cmake --preset armv7 >/dev/null
