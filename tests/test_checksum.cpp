@@ -37,10 +37,6 @@ size_t data_start(const std::vector<uint8_t>& file) {
   return detail::data_section_start(flatbuffers::ReadScalar<uint32_t>(file.data()));
 }
 
-Result<std::shared_ptr<const Model>> load_bytes(const std::vector<uint8_t>& bytes) {
-  return Model::load_from_memory(bytes.data(), bytes.size(), "checked.petrel");
-}
-
 // CRC-32 one bit at a time, straight from the polynomial: the reference the table-driven
 // version is checked against.
 uint32_t bitwise_crc32(const uint8_t* data, size_t size, uint32_t crc = 0) {
@@ -89,7 +85,7 @@ TEST_CASE("the converter records the data section's CRC-32 and a flipped weight 
     Status verified = loaded.value()->verify_data();
     REQUIRE_FALSE(verified.has_value());
     CHECK(verified.error().code == ErrorCode::kFormat);
-    CHECK_THAT(verified.error().message, Contains("checked.petrel") && Contains("checksum does not match"));
+    CHECK_THAT(verified.error().message, Contains("test.petrel") && Contains("checksum does not match"));
   }
 
   SECTION("a file without a checksum says so") {

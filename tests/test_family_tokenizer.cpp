@@ -65,7 +65,6 @@ std::unique_ptr<Loaded> load(const convert::FamilyTokenizer& t) {
   return out;
 }
 
-std::vector<std::string> strings(const json& j) { return j.get<std::vector<std::string>>(); }
 std::vector<int32_t> ids_of(const json& j) { return j.get<std::vector<int32_t>>(); }
 
 }  // namespace

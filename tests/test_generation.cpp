@@ -31,12 +31,6 @@ std::string convert_to_file(const std::string& dir, const TempDir& tmp, convert:
   return o.output_path;
 }
 
-std::vector<std::vector<int32_t>> inputs_of(const json& e) {
-  std::vector<std::vector<int32_t>> out;
-  for (const auto& i : e["inputs"]) out.push_back(i.get<std::vector<int32_t>>());
-  return out;
-}
-
 void require_hypotheses(const std::vector<Translation>& got, const json& want, size_t n) {
   REQUIRE(got.size() == want.size());
   for (size_t b = 0; b < got.size(); ++b) {

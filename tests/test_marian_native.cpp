@@ -55,7 +55,6 @@ std::string convert_native(const TempDir& tmp, const std::string& dir, DType dty
   return o.output_path;
 }
 
-std::vector<std::string> strings(const json& j) { return j.get<std::vector<std::string>>(); }
 
 // Every subset_stride()-th sentence (all of them in the release run; a fifth under
 // sanitizers and qemu) with its expected outputs.
@@ -95,7 +94,7 @@ size_t equal_texts(const std::vector<TextTranslation>& got, const std::vector<st
 TEST_CASE("Marian C++ models decode as bergamot's float32 and the PyTorch reference on every kernel path",
           "[marian-native][oracle]") {
   const std::string model = GENERATE(from_range(kModels));
-  const std::string isa = GENERATE(from_range(runnable_isas()));
+  const std::string isa = GENERATE(from_range(model_test_isas()));
   CAPTURE(model, isa);
   TempDir tmp;
   const json e = expected_native(model);

@@ -30,10 +30,6 @@ const std::vector<uint8_t>& valid_model() {
   return bytes;
 }
 
-Result<std::shared_ptr<const Model>> load_bytes(const std::vector<uint8_t>& bytes) {
-  return Model::load_from_memory(bytes.data(), bytes.size(), "hostile.petrel");
-}
-
 fb::Model* metadata(std::vector<uint8_t>& bytes) { return fb::GetMutableModel(bytes.data() + 4); }
 
 int tensor_index(fb::Model* m, const std::string& name) {
@@ -47,7 +43,7 @@ void expect_rejected(const std::vector<uint8_t>& bytes, const std::string& a, co
   auto r = load_bytes(bytes);
   REQUIRE_FALSE(r.has_value());
   INFO(r.error().message);
-  REQUIRE_THAT(r.error().message, Contains("hostile.petrel") && Contains(a) && Contains(b));
+  REQUIRE_THAT(r.error().message, Contains("test.petrel") && Contains(a) && Contains(b));
 }
 
 }  // namespace

@@ -96,7 +96,6 @@ const kernels::KernelTable& table_named(const std::string& isa) {
   return *kernels::table_for(id);
 }
 
-std::vector<std::vector<int32_t>> inputs_of(const json& e) { return e["inputs"].get<std::vector<std::vector<int32_t>>>(); }
 
 // max |a - b| / max(1, max |b|): relative to the tensor's scale.
 double relative_error(const float* got, const std::vector<float>& want) {
@@ -186,7 +185,7 @@ void check_encoder_and_first_step(const Model& model, const std::string& isa,
 
 TEST_CASE("f32 models match the PyTorch oracle on every kernel path", "[oracle]") {
   const std::string name = GENERATE(from_range(all_fixtures()));
-  const std::string isa = GENERATE(from_range(runnable_isas()));
+  const std::string isa = GENERATE(from_range(model_test_isas()));
   INFO(name << " on " << isa);
   CAPTURE(name, isa);
   TempDir tmp;
@@ -249,7 +248,7 @@ TEST_CASE("f32 models match the PyTorch oracle on every kernel path", "[oracle]"
 // scores match the oracle's, through the graph, the Translator and the BatchTranslator.
 TEST_CASE("pad ids inside inputs are masked as transformers' generate() masks them", "[oracle][pads]") {
   const std::string name = GENERATE(from_range(all_fixtures()));
-  const std::string isa = GENERATE(from_range(runnable_isas()));
+  const std::string isa = GENERATE(from_range(model_test_isas()));
   CAPTURE(name, isa);
   TempDir tmp;
   const json e = expected_for(name);
@@ -374,7 +373,7 @@ TEST_CASE("pads: inputs of only pads are refused, limits count positions, pad ==
 
 TEST_CASE("int8 and f16 models agree with the f32 oracle (teacher-forced top-1) on every kernel path", "[oracle]") {
   const DType dtype = GENERATE(DType::kInt8, DType::kF16);
-  const std::string isa = GENERATE(from_range(runnable_isas()));
+  const std::string isa = GENERATE(from_range(model_test_isas()));
   size_t agree = 0, total = 0;
   TempDir tmp;
   for (const auto& name : kFixtures) {
@@ -559,7 +558,7 @@ TEST_CASE("multilingual families translate text with source and target languages
 
 TEST_CASE("int8 multilingual family models agree with the f32 oracle (teacher-forced top-1) on every kernel path",
           "[oracle]") {
-  const std::string isa = GENERATE(from_range(runnable_isas()));
+  const std::string isa = GENERATE(from_range(model_test_isas()));
   size_t agree = 0, total = 0;
   TempDir tmp;
   for (const auto& name : kFamilyFixtures) {
@@ -578,7 +577,7 @@ TEST_CASE("int8 multilingual family models agree with the f32 oracle (teacher-fo
 // the layers in 4 bits and the output projection / tied table in int8.
 TEST_CASE("int4 models agree with the f32 oracle (teacher-forced top-1) on every kernel path", "[oracle][int4]") {
   const std::optional<DType> output = GENERATE(std::optional<DType>{}, std::optional<DType>{DType::kInt8});
-  const std::string isa = GENERATE(from_range(runnable_isas()));
+  const std::string isa = GENERATE(from_range(model_test_isas()));
   const std::string setting = output ? "int4 layers + int8 output" : "int4 everywhere";
   size_t agree = 0, total = 0;
   TempDir tmp;
@@ -605,7 +604,7 @@ TEST_CASE("int4 models agree with the f32 oracle (teacher-forced top-1) on every
 // oracle's greedy and best beam outputs must come out unchanged (they do on every
 // fixture and path).
 TEST_CASE("an f16 KV cache stays within f16 rounding of the oracle on every kernel path", "[oracle]") {
-  const std::string isa = GENERATE(from_range(runnable_isas()));
+  const std::string isa = GENERATE(from_range(model_test_isas()));
   CAPTURE(isa);
   TempDir tmp;
   size_t agree = 0, total = 0, int8_agree = 0, int8_total = 0;

@@ -186,15 +186,6 @@ std::vector<uint8_t> float_bytes(size_t n, float first = 1.0f) {
   return out;
 }
 
-void put16(std::vector<uint8_t>& b, uint16_t v) {
-  for (int i = 0; i < 2; ++i) b.push_back(static_cast<uint8_t>(v >> (8 * i)));
-}
-void put32(std::vector<uint8_t>& b, uint32_t v) {
-  for (int i = 0; i < 4; ++i) b.push_back(static_cast<uint8_t>(v >> (8 * i)));
-}
-void put64(std::vector<uint8_t>& b, uint64_t v) {
-  for (int i = 0; i < 8; ++i) b.push_back(static_cast<uint8_t>(v >> (8 * i)));
-}
 
 // A zip archive written record by record, whose central directory a test may
 // edit before finish(). Records are stored; `zip64` puts sizes and offsets in

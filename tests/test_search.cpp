@@ -257,7 +257,7 @@ TEST_CASE("search: NaN logits from a corrupt file stop translation with a named 
 }
 
 TEST_CASE("a batch translates as its sentences one at a time", "[search][oracle]") {
-  const std::string isa = GENERATE(from_range(runnable_isas()));
+  const std::string isa = GENERATE(from_range(model_test_isas()));
   auto model = load_model(fixture_dir() + "/portable/post_swish_concat_tied-f32.petrel");
   auto translator = Translator::create(model, {isa, 1});
   REQUIRE(translator.has_value());
@@ -284,7 +284,7 @@ TEST_CASE("a batch translates as its sentences one at a time", "[search][oracle]
 }
 
 TEST_CASE("the KV caches grow as outputs get longer, with the same results as caches sized up front", "[search]") {
-  const std::string isa = GENERATE(from_range(runnable_isas()));
+  const std::string isa = GENERATE(from_range(model_test_isas()));
   PortableDecoding portable(isa);
   auto& [model, pool, graph, ws, enc, everything] = portable;
   const size_t steps = 60, vocab = model->info().target_vocab_size;
@@ -314,7 +314,7 @@ TEST_CASE("the KV caches grow as outputs get longer, with the same results as ca
 // rows dropped), every row's logits are those of its own history decoded alone, and the
 // caches' bytes are the same after each reorder as before it.
 TEST_CASE("beam reordering moves slot lists, not keys: each row decodes as its own history alone", "[search]") {
-  const std::string isa = GENERATE(from_range(runnable_isas()));
+  const std::string isa = GENERATE(from_range(model_test_isas()));
   PortableDecoding portable(isa);
   auto& [model, pool, graph, ws, enc, everything] = portable;
   const size_t steps = 14, vocab = model->info().target_vocab_size;

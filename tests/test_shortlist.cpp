@@ -21,10 +21,10 @@ using json = nlohmann::json;
 
 namespace {
 
-const std::string kFixture = "post_swish_concat_tied";
+const std::string kShortlistFixture = "post_swish_concat_tied";
 
 std::string convert_with_shortlist(const TempDir& tmp, DType dtype, const std::string& lex, uint32_t first,
-                                   uint32_t best, const std::string& checkpoint = oracle_dir(kFixture)) {
+                                   uint32_t best, const std::string& checkpoint = oracle_dir(kShortlistFixture)) {
   convert::ConvertOptions o;
   o.checkpoint_dir = checkpoint;
   o.output_path = tmp.file("shortlist-" + std::string(to_string(dtype)) + ".petrel");
@@ -113,10 +113,10 @@ std::string binary_error(const std::vector<uint8_t>& bytes, uint32_t source_voca
 }  // namespace
 
 TEST_CASE("shortlist decoding matches the PyTorch oracle on every kernel path, batched or not", "[oracle][shortlist]") {
-  const json e = expected_for(kFixture);
+  const json e = expected_for(kShortlistFixture);
   const json& want = e["shortlist"];
   TempDir tmp;
-  auto model = load_model(convert_with_shortlist(tmp, DType::kF32, oracle_dir(kFixture) + "/" + want["file"].get<std::string>(),
+  auto model = load_model(convert_with_shortlist(tmp, DType::kF32, oracle_dir(kShortlistFixture) + "/" + want["file"].get<std::string>(),
                                            want["first"], want["best"]));
   const ShortlistInfo& info = model->info().shortlist;
   REQUIRE(info.present);
@@ -125,7 +125,7 @@ TEST_CASE("shortlist decoding matches the PyTorch oracle on every kernel path, b
   CHECK(info.source == "lex.s2t");
 
   const auto inputs = e["inputs"].get<std::vector<std::vector<int32_t>>>();
-  const std::string isa = GENERATE(from_range(runnable_isas()));
+  const std::string isa = GENERATE(from_range(model_test_isas()));
   const size_t threads = GENERATE(from_range(thread_counts({1, 3})));
   CAPTURE(isa, threads);
   auto created = Translator::create(model, {isa, threads});
@@ -174,7 +174,7 @@ TEST_CASE("shortlist decoding matches the PyTorch oracle on every kernel path, b
 
 TEST_CASE("a shortlist of every token decodes exactly as the full vocabulary", "[shortlist]") {
   TempDir tmp;
-  const json e = expected_for(kFixture);
+  const json e = expected_for(kShortlistFixture);
   const auto inputs = e["inputs"].get<std::vector<std::vector<int32_t>>>();
   // Every source token lists every target: the shortlist is the whole vocabulary.
   const auto vocab = load_model(fixture_dir() + "/portable/post_swish_concat_tied-f32.petrel")->info().vocab;
@@ -204,8 +204,8 @@ TEST_CASE("a shortlist of every token decodes exactly as the full vocabulary", "
 
 TEST_CASE("shortlist problems are named: the converter's input, the file, the request", "[shortlist]") {
   TempDir tmp;
-  const std::string lex = oracle_dir(kFixture) + "/lex.s2t";
-  auto convert_error = [&](const std::string& lex_path, const std::string& checkpoint = oracle_dir(kFixture),
+  const std::string lex = oracle_dir(kShortlistFixture) + "/lex.s2t";
+  auto convert_error = [&](const std::string& lex_path, const std::string& checkpoint = oracle_dir(kShortlistFixture),
                            uint32_t best = 3) {
     try {
       convert_with_shortlist(tmp, DType::kInt8, lex_path, 4, best, checkpoint);
@@ -222,7 +222,7 @@ TEST_CASE("shortlist problems are named: the converter's input, the file, the re
   std::ofstream(tmp.file("unknown.s2t")) << "x1 y2 0.5\nNULL w2 0.5\n";
   CHECK_THAT(convert_error(tmp.file("unknown.s2t")), Contains("no source token has a candidate"));
   CHECK_THAT(convert_error(lex, oracle_dir("older_export_concat")), Contains("vocab.json"));
-  CHECK_THAT(convert_error(lex, oracle_dir(kFixture), 0), Contains("--shortlist-best"));
+  CHECK_THAT(convert_error(lex, oracle_dir(kShortlistFixture), 0), Contains("--shortlist-best"));
 
   // Hostile shortlist fields are rejected by name.
   auto bytes = read_bytes(convert_with_shortlist(tmp, DType::kInt8, lex, 4, 3));

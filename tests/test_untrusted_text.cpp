@@ -20,16 +20,16 @@ using json = nlohmann::json;
 
 namespace {
 
-const char* const kFixture = "post_swish_concat_tied";  // with vocab.json and lex.s2t
+const char* const kTextFixture = "post_swish_concat_tied";  // with vocab.json and lex.s2t
 
 // A valid int8 model with a vocabulary and a shortlist, converted once.
 const std::vector<uint8_t>& valid_model() {
   static std::vector<uint8_t> bytes = [] {
     TempDir tmp;
     convert::ConvertOptions o;
-    o.checkpoint_dir = oracle_dir(kFixture);
+    o.checkpoint_dir = oracle_dir(kTextFixture);
     o.output_path = tmp.file("m.petrel");
-    o.shortlist_path = oracle_dir(kFixture) + "/lex.s2t";
+    o.shortlist_path = oracle_dir(kTextFixture) + "/lex.s2t";
     convert::convert_checkpoint(o);
     return read_bytes(o.output_path);
   }();
@@ -152,7 +152,7 @@ TEST_CASE("the tools write valid JSON whatever bytes a path or text holds", "[ut
   TempDir tmp;
   // A checkpoint directory and model path whose names are not UTF-8 (Linux allows any bytes).
   const std::string dir = tmp.file("ckpt-\xff\xc3");
-  copy_dir(oracle_dir(kFixture), dir);
+  copy_dir(oracle_dir(kTextFixture), dir);
   const std::string model = tmp.file("m-\xe2\x82.petrel"), err = tmp.file("stderr");
 
   Command convert = run(PETREL_CONVERT + " '" + dir + "' -o '" + model + "' --json", err);

@@ -21,7 +21,10 @@ if command -v ccache >/dev/null; then
   export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
   export CCACHE_BASEDIR=$PWD  # clones at other paths share the cache
 fi
-stage() { echo "== [$(( (SECONDS - started) / 60 )) min] $*"; }
+# CPU minutes of every finished child process (/proc/$$/stat's cutime + cstime, in clock
+# ticks): stage times on a busy machine are read against them.
+cpu_minutes() { local f; read -ra f </proc/$$/stat; echo $(( (f[15] + f[16]) / $(getconf CLK_TCK) / 60 )); }
+stage() { echo "== [$(( (SECONDS - started) / 60 )) min, CPU $(cpu_minutes) min] $*"; }
 # Runs shell commands side by side (an emulated test binary is one single-threaded
 # process: one per core), then prints each one's output in order; fails if any failed.
 side_by_side() {

@@ -1,5 +1,6 @@
 #include "support/test_support.h"
 
+#include "petrel/translator.h"
 #include "threads/thread_pool.h"
 
 #include <cstdlib>
@@ -117,6 +118,12 @@ size_t subset_stride() {
   return subset != nullptr && *subset != '\0' && std::string(subset) != "0" ? 5 : 1;
 }
 
+std::vector<std::string> model_test_isas() {
+  std::vector<std::string> isas = runnable_isas();
+  if (subset_stride() > 1) isas.erase(isas.begin(), isas.end() - 1);
+  return isas;
+}
+
 std::vector<size_t> thread_counts(std::initializer_list<size_t> wanted) {
   std::vector<size_t> out;
   for (size_t n : wanted)
@@ -204,5 +211,24 @@ std::vector<uint8_t> safetensors_bytes(const std::string& header, const uint8_t*
   bytes.insert(bytes.end(), data, data + size);
   return bytes;
 }
+
+void put16(std::vector<uint8_t>& out, uint16_t v) {
+  for (int i = 0; i < 2; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+void put32(std::vector<uint8_t>& out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+void put64(std::vector<uint8_t>& out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+
+Result<std::shared_ptr<const Model>> load_bytes(const std::vector<uint8_t>& bytes, const std::string& name) {
+  return Model::load_from_memory(bytes.data(), bytes.size(), name);
+}
+
+std::vector<std::vector<int32_t>> inputs_of(const nlohmann::json& expected) {
+  return expected.at("inputs").get<std::vector<std::vector<int32_t>>>();
+}
+std::vector<std::string> strings(const nlohmann::json& array) { return array.get<std::vector<std::string>>(); }
 
 }  // namespace petrel::test

@@ -30,6 +30,11 @@ void use_fixture_options(convert::ConvertOptions& o);
 // sets PETREL_TEST_SUBSET (emulated CPUs and sanitizer builds, where the whole set
 // takes minutes per test; tools/test.sh and the cross test presets set it).
 size_t subset_stride();
+// The kernel paths whole-model tests run on: every path this CPU runs (runnable_isas()),
+// or only the one a translator chooses when PETREL_TEST_SUBSET is set: there the
+// [kernels] tests still compare every path with the scalar reference, and a whole model
+// per path under a sanitizer or an emulator costs minutes each.
+std::vector<std::string> model_test_isas();
 // The thread counts of `wanted` this build can start (a WebAssembly build runs one).
 std::vector<size_t> thread_counts(std::initializer_list<size_t> wanted);
 // The bundled en-de model (tools/en-de-model) converted with dtype weights and
@@ -65,6 +70,15 @@ bool skip_allowed(const std::string& what);
 std::optional<std::string> xz_decompress(const std::string& path);
 
 std::vector<uint8_t> read_bytes(const std::string& path);
+// Little-endian integers appended to a byte buffer (crafted files).
+void put16(std::vector<uint8_t>& out, uint16_t v);
+void put32(std::vector<uint8_t>& out, uint32_t v);
+void put64(std::vector<uint8_t>& out, uint64_t v);
+// Model::load_from_memory of bytes, as the file `name` (the name errors quote).
+Result<std::shared_ptr<const Model>> load_bytes(const std::vector<uint8_t>& bytes, const std::string& name = "test.petrel");
+// An oracle fixture's "inputs" (token ids per sentence), and a JSON array of strings.
+std::vector<std::vector<int32_t>> inputs_of(const nlohmann::json& expected);
+std::vector<std::string> strings(const nlohmann::json& array);
 void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes);
 void copy_dir(const std::string& from, const std::string& to);
 bool exists(const std::string& path);
