@@ -206,6 +206,8 @@ void register_all() {
                                    dram)->Unit(benchmark::kMicrosecond)->UseRealTime();
       benchmark::RegisterBenchmark((t + "gemv_step_span/ffn_2048x512").c_str(), linear_bench, isa, dtype, 1, 2048, 512,
                                    kDecoderStepBytes)->Unit(benchmark::kMicrosecond)->UseRealTime();
+      benchmark::RegisterBenchmark((t + "gemv_step_span/ffn_down_512x2048").c_str(), linear_bench, isa, dtype, 1, 512,
+                                   2048, kDecoderStepBytes)->Unit(benchmark::kMicrosecond)->UseRealTime();
       benchmark::RegisterBenchmark((t + "gemv_in_cache/ffn_2048x512").c_str(), linear_bench, isa, dtype, 1, 2048, 512,
                                    0)->Unit(benchmark::kMicrosecond)->UseRealTime();
       benchmark::RegisterBenchmark((t + "gemv_in_cache/small_1024x256").c_str(), linear_bench, isa, dtype, 1, 1024, 256,
