@@ -57,13 +57,19 @@ size_t beyond_last_level_cache() {
   return std::max<size_t>(96u << 20, l3 > 0 ? 3 * static_cast<size_t>(l3) : 0);
 }
 
-// y = x W^T for m rows. With `from_memory`, copies of W filling more than the
-// last-level cache are rotated so a GEMV streams weights from DRAM.
-void linear_bench(benchmark::State& state, Isa isa, DType dtype, size_t m, size_t n, size_t k, bool from_memory) {
+// A decoder step's weights (Transformer-base: 28 MB in int4, 53 MB in int8): copies of a
+// layer's matrix rotated over this span are read from L3 where the host's L3 holds a
+// step's weights (as end to end on hosts with a 260-480 MB L3), from DRAM where not.
+constexpr size_t kDecoderStepBytes = 64u << 20;
+
+// y = x W^T for m rows. With `rotate_bytes`, copies of W spanning at least that many
+// bytes are rotated (beyond_last_level_cache(): a GEMV streams weights from DRAM);
+// with 0, one copy stays in cache.
+void linear_bench(benchmark::State& state, Isa isa, DType dtype, size_t m, size_t n, size_t k, size_t rotate_bytes) {
   const KernelTable* kt = table_for(isa);
   if (kt == nullptr) return state.SkipWithError("path not runnable here");
   const Weights w(n, k, dtype, detail::Layout::kPanel16);
-  const size_t copies = from_memory ? beyond_last_level_cache() / w.aligned.size() + 1 : 1;
+  const size_t copies = rotate_bytes / w.aligned.size() + 1;
   // Same bytes at different addresses: the kernel's work does not depend on the values.
   std::vector<layers::AlignedVector<uint8_t>> copy(copies, w.aligned);
   std::vector<detail::Matrix> views(copies, w.view);
@@ -187,30 +193,35 @@ void register_all() {
     const std::string p = std::string(isa_name(isa)) + "/";
     for (DType dtype : {DType::kInt4, DType::kInt8, DType::kF32}) {
       const std::string t = p + to_string(dtype) + "/";
+      const size_t dram = beyond_last_level_cache();
       // Decoder step (batch 1): weights streamed from memory.
       benchmark::RegisterBenchmark((t + "gemv_from_memory/out_proj_58101x512").c_str(), linear_bench, isa, dtype, 1,
-                                   kVocab, 512, true)->Unit(benchmark::kMillisecond)->UseRealTime();
+                                   kVocab, 512, dram)->Unit(benchmark::kMillisecond)->UseRealTime();
       // Beam 4 (four hypotheses per step).
       benchmark::RegisterBenchmark((t + "beam4_from_memory/out_proj_4x58101x512").c_str(), linear_bench, isa, dtype,
-                                   4, kVocab, 512, true)->Unit(benchmark::kMillisecond)->UseRealTime();
+                                   4, kVocab, 512, dram)->Unit(benchmark::kMillisecond)->UseRealTime();
       benchmark::RegisterBenchmark((t + "beam4_in_cache/ffn_4x2048x512").c_str(), linear_bench, isa, dtype, 4, 2048,
-                                   512, false)->Unit(benchmark::kMicrosecond)->UseRealTime();
+                                   512, 0)->Unit(benchmark::kMicrosecond)->UseRealTime();
       benchmark::RegisterBenchmark((t + "gemv_from_memory/ffn_2048x512").c_str(), linear_bench, isa, dtype, 1, 2048, 512,
-                                   true)->Unit(benchmark::kMicrosecond)->UseRealTime();
+                                   dram)->Unit(benchmark::kMicrosecond)->UseRealTime();
+      benchmark::RegisterBenchmark((t + "gemv_step_span/ffn_2048x512").c_str(), linear_bench, isa, dtype, 1, 2048, 512,
+                                   kDecoderStepBytes)->Unit(benchmark::kMicrosecond)->UseRealTime();
+      benchmark::RegisterBenchmark((t + "gemv_step_span/ffn_down_512x2048").c_str(), linear_bench, isa, dtype, 1, 512,
+                                   2048, kDecoderStepBytes)->Unit(benchmark::kMicrosecond)->UseRealTime();
       benchmark::RegisterBenchmark((t + "gemv_in_cache/ffn_2048x512").c_str(), linear_bench, isa, dtype, 1, 2048, 512,
-                                   false)->Unit(benchmark::kMicrosecond)->UseRealTime();
+                                   0)->Unit(benchmark::kMicrosecond)->UseRealTime();
       benchmark::RegisterBenchmark((t + "gemv_in_cache/small_1024x256").c_str(), linear_bench, isa, dtype, 1, 1024, 256,
-                                   false)->Unit(benchmark::kMicrosecond)->UseRealTime();
+                                   0)->Unit(benchmark::kMicrosecond)->UseRealTime();
       // A small model's output projection (en-de: 7,828 x 256, 2 MB in int8, about L2's
       // size): one input's beam of 4, and a batch of 8 inputs' beams.
       for (size_t m : {4, 32})
         benchmark::RegisterBenchmark((t + "out_proj_in_cache/small_" + std::to_string(m) + "x7828x256").c_str(),
-                                     linear_bench, isa, dtype, m, 7828, 256, false)
+                                     linear_bench, isa, dtype, m, 7828, 256, 0)
             ->Unit(benchmark::kMicrosecond)->UseRealTime();
       // Encoder (32 tokens): compute-bound.
-      benchmark::RegisterBenchmark((t + "gemm/32x2048x512").c_str(), linear_bench, isa, dtype, 32, 2048, 512, false)
+      benchmark::RegisterBenchmark((t + "gemm/32x2048x512").c_str(), linear_bench, isa, dtype, 32, 2048, 512, 0)
           ->Unit(benchmark::kMicrosecond)->UseRealTime();
-      benchmark::RegisterBenchmark((t + "gemm/small_32x1024x256").c_str(), linear_bench, isa, dtype, 32, 1024, 256, false)
+      benchmark::RegisterBenchmark((t + "gemm/small_32x1024x256").c_str(), linear_bench, isa, dtype, 32, 1024, 256, 0)
           ->Unit(benchmark::kMicrosecond)->UseRealTime();
     }
     for (DType dtype : {DType::kInt4, DType::kInt8, DType::kF16, DType::kF32})

@@ -8,6 +8,7 @@
 #include "kernels/half.h"
 #include "kernels/isa.h"
 #include "kernels/kernels.h"
+#include "kernels/x86/prefetch.h"
 
 namespace petrel::kernels::avx2 {
 namespace {
@@ -81,6 +82,7 @@ struct Int4Ops {
     for (size_t i = 0; i < MR; ++i)
       for (size_t j = 0; j < NR * 2; ++j) c[i][j] = _mm256_setzero_si256();
     const __m256i low = _mm256_set1_epi8(0x0F);
+    x86::prefetch_next_panels<NR>(panels, panel_bytes, 4);  // a block is 256 bytes of each panel
     for (size_t g = 0; g < 4; ++g) {
       __m256i lo[NR * 2], hi[NR * 2];
       for (size_t p = 0; p < NR; ++p)

@@ -8,6 +8,7 @@
 #include "kernels/half.h"
 #include "kernels/isa.h"
 #include "kernels/kernels.h"
+#include "kernels/x86/prefetch.h"
 
 namespace petrel::kernels::avx512 {
 namespace {
@@ -79,20 +80,26 @@ struct Int4Ops {
   // d[MR][NR] = init[r] + sum over one block (32 columns) of nibble x acts[r][k] for the
   // 16 outputs of each panel. A 64-byte group holds 8 columns of 16 rows: its low
   // nibbles are columns 0-3 and its high nibbles 4-7, each lane's 4 bytes one vpdpbusd
-  // operand (u8 nibble x s8 activation).
+  // operand (u8 nibble x s8 activation). The high nibbles are used in place (byte & 0xF0
+  // = 16 x nibble, still a u8) and their sums divided by 16 once per block, exactly (each
+  // is 16 x an integer): one instruction less per 64 bytes than shifting every byte.
   template <size_t MR, size_t NR>
   static void block(const int8_t* acts, size_t stride, const uint8_t* panels, size_t panel_bytes, const int32_t* init,
                     xsimd::batch<int32_t, Arch>* d) {
-    __m512i c[MR][NR];
+    __m512i c[MR][NR], high_sums[MR][NR];
     for (size_t i = 0; i < MR; ++i)
-      for (size_t p = 0; p < NR; ++p) c[i][p] = _mm512_set1_epi32(init[i]);
+      for (size_t p = 0; p < NR; ++p) {
+        c[i][p] = _mm512_set1_epi32(init[i]);
+        high_sums[i][p] = _mm512_setzero_si512();
+      }
     const __m512i low = _mm512_set1_epi8(0x0F);
+    x86::prefetch_next_panels<NR>(panels, panel_bytes, 4);  // a block is 256 bytes of each panel
     for (size_t g = 0; g < 4; ++g) {
       __m512i lo[NR], hi[NR];
       for (size_t p = 0; p < NR; ++p) {
         const __m512i v = _mm512_loadu_si512(panels + p * panel_bytes + g * 64);
         lo[p] = _mm512_and_si512(v, low);
-        hi[p] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+        hi[p] = _mm512_andnot_si512(low, v);
       }
       for (size_t i = 0; i < MR; ++i) {
         int32_t a0, a1;
@@ -101,12 +108,12 @@ struct Int4Ops {
         const __m512i b0 = _mm512_set1_epi32(a0), b1 = _mm512_set1_epi32(a1);
         for (size_t p = 0; p < NR; ++p) {
           c[i][p] = _mm512_dpbusd_epi32(c[i][p], lo[p], b0);
-          c[i][p] = _mm512_dpbusd_epi32(c[i][p], hi[p], b1);
+          high_sums[i][p] = _mm512_dpbusd_epi32(high_sums[i][p], hi[p], b1);
         }
       }
     }
     for (size_t i = 0; i < MR; ++i)
-      for (size_t p = 0; p < NR; ++p) d[i * NR + p] = c[i][p];
+      for (size_t p = 0; p < NR; ++p) d[i * NR + p] = _mm512_add_epi32(c[i][p], _mm512_srai_epi32(high_sums[i][p], 4));
   }
 };
 

@@ -1,0 +1,26 @@
+// Software prefetch for the x86 int4 panel kernels (avx2.cpp, avx512.cpp).
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace petrel::kernels::x86 {
+
+// The panel kernels read NR panels side by side, the next call the NR panels that follow
+// them in memory. A panel is 4-16 KB, and the hardware prefetchers stop at every 4 KB
+// page and ramp up again, so alone they leave single-row GEMVs (decoder steps) well below
+// the memory's bandwidth whether the weights come from L3 or DRAM (bench/README, "At the
+// floor"). So while reading `lines` cache lines at `at` in each of the NR panels (the first
+// at panel_bytes apart), the kernels ask for the same lines of the next NR panels: one call
+// ahead, spread over the call's work. The last call's requests fall past the matrix;
+// prefetches never fault.
+template <size_t NR>
+inline void prefetch_next_panels(const void* at, size_t panel_bytes, size_t lines) {
+  const char* next = static_cast<const char*>(at) + NR * panel_bytes;
+  for (size_t p = 0; p < NR; ++p)
+    for (size_t l = 0; l < lines; ++l) _mm_prefetch(next + p * panel_bytes + l * 64, _MM_HINT_T0);
+}
+
+}  // namespace petrel::kernels::x86
