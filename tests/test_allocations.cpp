@@ -119,20 +119,22 @@ size_t allocations_of(Translator& translator, const std::vector<std::vector<int3
 }  // namespace
 
 TEST_CASE("the decode loop does not allocate", "[runtime][memory]") {
-  TempDir tmp;
-  convert::ConvertOptions o;
-  o.checkpoint_dir = oracle_dir("post_swish_concat_tied");
-  o.output_path = tmp.file("m.petrel");
-  o.shortlist_path = oracle_dir("post_swish_concat_tied") + "/lex.s2t";
-  convert::convert_checkpoint(o);
-  auto model = Model::load(o.output_path);
-  REQUIRE(model.has_value());
+  // Converted once: the GENERATEs below run this body 32 times.
+  static const std::shared_ptr<const Model> model = [] {
+    static TempDir tmp;  // the model maps its file
+    convert::ConvertOptions o;
+    o.checkpoint_dir = oracle_dir("post_swish_concat_tied");
+    o.output_path = tmp.file("m.petrel");
+    o.shortlist_path = oracle_dir("post_swish_concat_tied") + "/lex.s2t";
+    convert::convert_checkpoint(o);
+    return load_model(o.output_path);
+  }();
   const size_t beam = GENERATE(1, 3);
   const size_t threads = GENERATE(from_range(thread_counts({1, 2})));
   const bool shortlist = GENERATE(false, true);
   const bool half_cache = GENERATE(false, true);
   const bool streaming = GENERATE(false, true);  // a token callback per step adds nothing either
-  auto created = Translator::create(model.value(), {"", threads});
+  auto created = Translator::create(model, {"", threads});
   REQUIRE(created.has_value());
   Translator& translator = created.value();
   const std::vector<std::vector<int32_t>> batch = {{5, 9, 13, 0}, {7, 0}, {21, 22, 23, 24, 25, 0}};

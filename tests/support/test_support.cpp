@@ -115,7 +115,10 @@ std::string en_de_model_path(DType dtype) {
 
 size_t subset_stride() {
   const char* subset = std::getenv("PETREL_TEST_SUBSET");
-  return subset != nullptr && *subset != '\0' && std::string(subset) != "0" ? 5 : 1;
+  if (subset == nullptr || *subset == '\0' || std::string(subset) == "0") return 1;
+  char* end = nullptr;
+  const unsigned long stride = std::strtoul(subset, &end, 10);
+  return *end == '\0' && stride >= 2 && stride <= 1000 ? stride : 5;
 }
 
 std::vector<std::string> model_test_isas() {

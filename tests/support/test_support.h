@@ -26,9 +26,10 @@ std::string fixture_checkpoint(const std::string& name);
 // The converter options an oracle fixture was made for (its expected.json's
 // convert_positions and convert_norm), applied to o (o.checkpoint_dir is the fixture).
 void use_fixture_options(convert::ConvertOptions& o);
-// Heavy tests check every `stride`-th case of their data: 1, or 5 when the environment
-// sets PETREL_TEST_SUBSET (emulated CPUs and sanitizer builds, where the whole set
-// takes minutes per test; tools/test.sh and the cross test presets set it).
+// Heavy tests check every `stride`-th case of their data: all of it, or every Nth when
+// the environment sets PETREL_TEST_SUBSET=N (N >= 2; any other value but 0: every 5th).
+// tools/test.sh sets 5 for sanitizer builds and 20 for emulated CPUs, where the whole
+// set takes minutes per test.
 size_t subset_stride();
 // The kernel paths whole-model tests run on: every path this CPU runs (runnable_isas()),
 // or only the one a translator chooses when PETREL_TEST_SUBSET is set: there the
