@@ -420,6 +420,42 @@ TEST_CASE("PieceTrie builds pieces sharing a 4 MB prefix (no recursion per share
   CHECK(PieceTrie().build(twice).second == 4);
 }
 
+TEST_CASE("PieceTrie adopts a stored trie of the longest pieces, and refuses one deeper", "[sentencepiece]") {
+  // A chain: the stored layout of one piece of `length` bytes (no recursion, and the
+  // depth is checked before it could pass the longest piece's).
+  auto chain = [](size_t length, std::vector<detail::PieceTrieNode>& nodes, std::vector<unsigned char>& labels) {
+    nodes.clear();
+    labels.assign(length + 2, 'a');
+    for (size_t n = 0; n <= length; ++n)
+      nodes.push_back({static_cast<uint32_t>(n < length ? n + 1 : length + 1), n == length ? 0 : -1});
+    nodes.push_back({static_cast<uint32_t>(length + 1), -1});  // closing
+    labels.front() = labels.back() = 0;
+    return detail::StoredPieceTrie{nodes.data(), labels.data(), nodes.size()};
+  };
+  std::vector<detail::PieceTrieNode> nodes;
+  std::vector<unsigned char> labels;
+  const std::string longest(detail::kMaxPieceBytes, 'a');
+  PieceTrie trie;
+  REQUIRE(trie.adopt(std::vector<std::string_view>{longest}, chain(longest.size(), nodes, labels)).empty());
+  CHECK(trie.find(longest) == 0);
+  CHECK(trie.find(longest.substr(1)) < 0);
+  // Built the same way: the layout the converter stores.
+  PieceTrie built;
+  REQUIRE(built.build(std::vector<std::string_view>{longest}).first < 0);
+  REQUIRE(built.node_count() == nodes.size());
+  for (size_t n = 0; n < nodes.size(); ++n)
+    CHECK((built.nodes()[n].first_child == nodes[n].first_child && built.nodes()[n].id == nodes[n].id));
+  const std::string deeper(detail::kMaxPieceBytes + 100, 'a');
+  CHECK_THAT(PieceTrie().adopt(std::vector<std::string_view>{deeper}, chain(deeper.size(), nodes, labels)),
+             Contains("trie_nodes[" + std::to_string(detail::kMaxPieceBytes) + "]: has children deeper than the longest piece"));
+  // A copy views the same stored nodes; a copy of a built trie its own.
+  PieceTrie copy = trie;
+  CHECK(copy.nodes() == trie.nodes());
+  PieceTrie built_copy = built;
+  CHECK(built_copy.nodes() != built.nodes());
+  CHECK(built_copy.find(longest) == 0);
+}
+
 TEST_CASE("Pieces longer than kMaxPieceBytes are refused by create and by the .spm reader, by piece", "[sentencepiece]") {
   const std::string longest(detail::kMaxPieceBytes, 'a');
   const std::string too_long = longest + "b";

@@ -254,7 +254,12 @@ std::string PieceTrie::adopt(const Pieces& pieces, const detail::StoredPieceTrie
   if (nodes[last].first_child != last || nodes[last].id != -1)
     return node_problem(last, "the closing node is not {first_child " + std::to_string(last) + ", id -1}");
   if (nodes[0].id != -1) return node_problem(0, "the root (the empty string) has id " + std::to_string(nodes[0].id));
-  std::vector<uint32_t> parent(last), node_of(pieces.size(), 0);  // node 0 ends no piece
+  // Per node, as the loop meets it (children after their parent): its parent, its depth
+  // and its path's first 8 bytes (big-endian, zero-padded), so that each piece's node is
+  // then checked with two independent reads instead of a chain of parents.
+  std::vector<uint32_t> parent(last, 0), node_of(pieces.size(), 0);  // node 0 ends no piece
+  std::vector<uint16_t> depth(last, 0);
+  std::vector<uint64_t> head(last, 0);
   for (size_t n = 0; n < last; ++n) {
     const uint32_t first = nodes[n].first_child, end = nodes[n + 1].first_child;
     const int32_t id = nodes[n].id;
@@ -275,30 +280,33 @@ std::string PieceTrie::adopt(const Pieces& pieces, const detail::StoredPieceTrie
       continue;
     }
     if (first <= n) return node_problem(n, "its children start at node " + std::to_string(first) + ", not after it");
-    parent[first] = static_cast<uint32_t>(n);
-    for (uint32_t c = first + 1; c < end; ++c) {
-      if (labels[c] <= labels[c - 1])
+    if (depth[n] == detail::kMaxPieceBytes) return node_problem(n, "has children deeper than the longest piece may be");
+    const unsigned shift = depth[n] < 8 ? 56 - 8 * depth[n] : 64;
+    for (uint32_t c = first; c < end; ++c) {
+      if (c > first && labels[c] <= labels[c - 1])
         return "trie_labels[" + std::to_string(c) + "]: " + std::to_string(labels[c]) +
                " does not follow its previous sibling's " + std::to_string(labels[c - 1]) + " in order";
       parent[c] = static_cast<uint32_t>(n);
+      depth[c] = static_cast<uint16_t>(depth[n] + 1);
+      head[c] = shift < 64 ? head[n] | uint64_t{labels[c]} << shift : head[n];
     }
   }
-  // Each piece's node spells it: from the node up to the root, the labels are the
-  // piece's bytes from the last. The walks read the pieces in id order (the order they
-  // lie in the file) and cost their bytes, so the check is linear in the pieces' bytes
-  // and has no recursion.
+  // Each piece's node spells it: as deep as the piece is long, the same first 8 bytes,
+  // and (longer pieces) the labels from the node up to depth 8 are the piece's bytes
+  // from the last. The pieces are read in id order (as they lie in the file) and the
+  // walks cost their bytes: linear in the pieces' bytes, no recursion.
   for (size_t i = 0; i < pieces.size(); ++i) {
-    const uint32_t end_node = node_of[i];
-    if (end_node == 0) return "trie_nodes: no node ends pieces[" + std::to_string(i) + "]";
+    uint32_t n = node_of[i];
+    if (n == 0) return "trie_nodes: no node ends pieces[" + std::to_string(i) + "]";
     const std::string_view piece = pieces[i];
-    uint32_t n = end_node;
-    size_t k = piece.size();
-    while (k > 0 && n != 0 && labels[n] == static_cast<unsigned char>(piece[k - 1])) {
-      --k;
-      n = parent[n];
-    }
-    if (k != 0 || n != 0)  // spelled out exactly when the bytes and the path end together
-      return node_problem(end_node, "id " + std::to_string(i) + " but its path is not pieces[" + std::to_string(i) + "]");
+    bool same = depth[n] == piece.size();
+    uint64_t piece_head = 0;
+    for (size_t k = 0; k < piece.size() && k < 8; ++k)
+      piece_head |= uint64_t{static_cast<unsigned char>(piece[k])} << (56 - 8 * k);
+    same = same && head[n] == piece_head;
+    for (size_t k = piece.size(); same && k > 8; --k, n = parent[n]) same = labels[n] == static_cast<unsigned char>(piece[k - 1]);
+    if (!same)
+      return node_problem(node_of[i], "id " + std::to_string(i) + " but its path is not pieces[" + std::to_string(i) + "]");
   }
   nodes_ = nodes;
   labels_ = labels;
