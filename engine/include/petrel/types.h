@@ -185,6 +185,7 @@ struct SentencePieceInfo {
   uint32_t pieces = 0;
   std::string normalizer;  // "nmt_nfkc", "identity", ...
   bool byte_fallback = false;
+  uint32_t stored_trie_nodes = 0;  // the converter's piece trie (since 1.5); 0: built at load
 };
 
 // The model file's text tokenizer (has_text_tokenizer).

@@ -258,6 +258,7 @@ void describe_sentencepiece(const fb::SentencePieceModel& spm, SentencePieceInfo
   out.pieces = spm.pieces()->size();
   out.normalizer = spm.normalizer() ? spm.normalizer()->str() : "";
   out.byte_fallback = spm.byte_fallback();
+  out.stored_trie_nodes = spm.trie_nodes() ? spm.trie_nodes()->size() : 0;
 }
 
 // Every id in range (vocab_size ids; the Fairseq families have one vocabulary), each
