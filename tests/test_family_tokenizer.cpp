@@ -386,6 +386,12 @@ TEST_CASE("family tokenizers: a corrupt stored piece trie is refused, by node", 
          v.GetMutableObject(static_cast<uint32_t>(parent_of_siblings + 1))->mutate_first_child(sibling - 1);
        },
        "trie_nodes[" + std::to_string(parent_of_siblings + 1) + "]: first_child"},
+      {"first_child past the closing node (then going down)",
+       [&](Nodes& v, flatbuffers::Vector<uint8_t>&) {
+         v.GetMutableObject(static_cast<uint32_t>(parent_of_siblings + 1))->mutate_first_child(static_cast<uint32_t>(count + 5));
+       },
+       "trie_nodes[" + std::to_string(parent_of_siblings + 1) + "]: first_child " + std::to_string(count + 5) +
+           " is past the closing node"},
       {"the closing node",
        [&](Nodes& v, flatbuffers::Vector<uint8_t>&) { v.GetMutableObject(static_cast<uint32_t>(last))->mutate_first_child(0); },
        "trie_nodes[" + std::to_string(last) + "]: the closing node"},

@@ -275,6 +275,8 @@ std::string PieceTrie::adopt(const Pieces& pieces, const detail::StoredPieceTrie
     }
     if (end < first)
       return node_problem(n + 1, "first_child " + std::to_string(end) + " is below the previous node's " + std::to_string(first));
+    if (end > last)  // (later nodes' are not checked yet)
+      return node_problem(n + 1, "first_child " + std::to_string(end) + " is past the closing node " + std::to_string(last));
     if (first == end) {
       if (id < 0 && n > 0) return node_problem(n, "a leaf without a piece");
       continue;
