@@ -88,12 +88,13 @@ Models* load(const std::string& dir) {
   detail::MarianTokenizerTables parts;
   parts.source = m->unigram_file.spec();
   parts.target = m->bpe_file.spec();
-  parts.vocab = m->unigram_file.pieces;
-  parts.vocab.push_back("<pad>");
+  std::vector<std::string_view> vocab = m->unigram_file.pieces, target_vocab = m->bpe_file.pieces;
+  vocab.push_back("<pad>");
+  target_vocab.push_back("<pad>");
+  parts.vocab = StringTable(vocab);
   for (size_t i = 0; i < m->unigram_file.pieces.size(); ++i) m->vocab_ids.push_back(static_cast<int32_t>(i));
   parts.source_vocab_ids = m->vocab_ids.data();
-  parts.target_vocab = m->bpe_file.pieces;
-  parts.target_vocab.push_back("<pad>");
+  parts.target_vocab = StringTable(target_vocab);
   parts.unk_id = m->unigram->unk_id();
   parts.eos_id = m->unigram->piece_to_id("</s>");
   parts.pad_id = static_cast<int32_t>(parts.vocab.size() - 1);

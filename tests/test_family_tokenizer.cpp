@@ -13,6 +13,7 @@
 #include "petrel_generated.h"
 #include "support/test_support.h"
 #include "text/fairseq_tokenizer.h"
+#include "text/spm_trie.h"
 
 using namespace petrel;
 using namespace petrel::test;
@@ -285,4 +286,151 @@ TEST_CASE("family tokenizers: a hostile table is refused at load, by field", "[t
   REQUIRE_FALSE(tok2);
   CHECK_THAT(tok2.error().message, Contains("test.petrel") && Contains("tokenizer.special_ids[") &&
                                        Contains(std::to_string(detail::kMaxPieceBytes + 1) + " bytes"));
+}
+
+TEST_CASE("family tokenizers: the stored piece trie is the one the engine builds", "[tokenizer][families][format]") {
+  const std::string name = GENERATE(as<std::string>{}, "nllb_d1024", "m2m100_tiny", "mbart50_tiny");
+  INFO(name);
+  const convert::FamilyTokenizer t = read_tokenizer(oracle_dir(name));
+  Loaded out;
+  auto parts = bind(out, t);
+  REQUIRE(parts);
+  const detail::StoredPieceTrie stored = parts.value().spm.trie;
+  REQUIRE(stored.size > 0);  // the converter stores it (format 1.5)
+  text::PieceTrie built;
+  REQUIRE(built.build(t.spm.pieces).first < 0);
+  REQUIRE(stored.size == built.node_count());
+  size_t differing = 0;
+  for (size_t n = 0; n < stored.size; ++n)
+    differing += stored.nodes[n].first_child != built.nodes()[n].first_child || stored.nodes[n].id != built.nodes()[n].id ||
+                 stored.labels[n] != built.labels()[n];
+  CHECK(differing == 0);
+  // A file without it (format <= 1.4) builds it at load and tokenizes the same.
+  text::FairseqTokenizer::Parts without = parts.value();
+  without.spm.trie = {};
+  auto from_stored = text::FairseqTokenizer::create(std::move(parts.value()), "test.petrel");
+  auto from_pieces = text::FairseqTokenizer::create(std::move(without), "test.petrel");
+  REQUIRE(from_stored);
+  REQUIRE(from_pieces);
+  const json text = expected_for(name).at("text");
+  const std::string src = text.at("src_lang");
+  size_t lines = 0;
+  for (const json& c : text.at("cases")) {
+    const std::string line = c.at("text");
+    auto a = from_stored.value()->tokenize_in(line, src);
+    auto b = from_pieces.value()->tokenize_in(line, src);
+    REQUIRE(a);
+    REQUIRE(b);
+    CHECK(a.value().ids == b.value().ids);
+    CHECK(a.value().pieces == b.value().pieces);
+    ++lines;
+  }
+  CHECK(lines > 0);
+}
+
+TEST_CASE("family tokenizers: a corrupt stored piece trie is refused, by node", "[tokenizer][families][format]") {
+  const convert::FamilyTokenizer good = read_tokenizer(oracle_dir("nllb_d1024"));
+  text::PieceTrie trie;  // the layout the file holds, to choose nodes to corrupt
+  REQUIRE(trie.build(good.spm.pieces).first < 0);
+  const auto* nodes = trie.nodes();
+  const size_t count = trie.node_count(), last = count - 1;
+  auto children = [&](size_t n) { return nodes[n + 1].first_child - nodes[n].first_child; };
+  size_t leaf = 0, inner = 0, other_leaf = 0, parent_of_siblings = 0;
+  for (size_t n = 1; n < last; ++n) {
+    if (nodes[n].id >= 0 && children(n) == 0) (leaf == 0 ? leaf : other_leaf == 0 ? other_leaf : leaf) = n;
+    if (nodes[n].id >= 0 && children(n) > 0 && inner == 0) inner = n;
+    if (children(n) >= 2 && parent_of_siblings == 0) parent_of_siblings = n;
+  }
+  REQUIRE((leaf > 0 && other_leaf > 0 && inner > 0 && parent_of_siblings > 0));
+  REQUIRE(trie.labels()[leaf] != trie.labels()[other_leaf]);
+  const uint32_t sibling = nodes[parent_of_siblings].first_child;
+  using Nodes = flatbuffers::Vector<const fb::PieceTrieNode*>;
+  struct Case {
+    std::string what;
+    std::function<void(Nodes&, flatbuffers::Vector<uint8_t>&)> edit;
+    std::string message;
+  };
+  const auto id_of = [&](size_t n) { return nodes[n].id; };
+  const std::vector<Case> cases = {
+      {"a wrong id (two leaves' ids swapped)",
+       [&](Nodes& v, flatbuffers::Vector<uint8_t>&) {
+         v.GetMutableObject(static_cast<uint32_t>(leaf))->mutate_id(id_of(other_leaf));
+         v.GetMutableObject(static_cast<uint32_t>(other_leaf))->mutate_id(id_of(leaf));
+       },
+       "its path is not pieces["},
+      {"a duplicate id",
+       [&](Nodes& v, flatbuffers::Vector<uint8_t>&) { v.GetMutableObject(static_cast<uint32_t>(inner))->mutate_id(id_of(leaf)); },
+       "trie_nodes[" + std::to_string(std::max(inner, leaf)) + "]: id " + std::to_string(id_of(leaf)) + " ends a second node"},
+      {"a piece no node ends",
+       [&](Nodes& v, flatbuffers::Vector<uint8_t>&) { v.GetMutableObject(static_cast<uint32_t>(inner))->mutate_id(-1); },
+       "trie_nodes: no node ends pieces[" + std::to_string(id_of(inner)) + "]"},
+      {"a leaf without a piece",
+       [&](Nodes& v, flatbuffers::Vector<uint8_t>&) { v.GetMutableObject(static_cast<uint32_t>(leaf))->mutate_id(-1); },
+       "trie_nodes[" + std::to_string(leaf) + "]: a leaf without a piece"},
+      {"an id outside the pieces",
+       [&](Nodes& v, flatbuffers::Vector<uint8_t>&) { v.GetMutableObject(static_cast<uint32_t>(leaf))->mutate_id(1 << 30); },
+       "trie_nodes[" + std::to_string(leaf) + "]: id 1073741824 is not a piece id"},
+      {"siblings out of order",
+       [&](Nodes&, flatbuffers::Vector<uint8_t>& labels) {
+         const uint8_t a = labels.Get(sibling), b = labels.Get(sibling + 1);
+         labels.Mutate(sibling, b);
+         labels.Mutate(sibling + 1, a);
+       },
+       "trie_labels[" + std::to_string(sibling + 1) + "]"},
+      {"a child range before its parent",
+       [&](Nodes& v, flatbuffers::Vector<uint8_t>&) { v.GetMutableObject(1)->mutate_first_child(1); },
+       "trie_nodes[1]: its children start at node 1, not after it"},
+      {"first_child going down",
+       [&](Nodes& v, flatbuffers::Vector<uint8_t>&) {
+         v.GetMutableObject(static_cast<uint32_t>(parent_of_siblings + 1))->mutate_first_child(sibling - 1);
+       },
+       "trie_nodes[" + std::to_string(parent_of_siblings + 1) + "]: first_child"},
+      {"first_child past the closing node (then going down)",
+       [&](Nodes& v, flatbuffers::Vector<uint8_t>&) {
+         v.GetMutableObject(static_cast<uint32_t>(parent_of_siblings + 1))->mutate_first_child(static_cast<uint32_t>(count + 5));
+       },
+       "trie_nodes[" + std::to_string(parent_of_siblings + 1) + "]: first_child " + std::to_string(count + 5) +
+           " is past the closing node"},
+      {"the closing node",
+       [&](Nodes& v, flatbuffers::Vector<uint8_t>&) { v.GetMutableObject(static_cast<uint32_t>(last))->mutate_first_child(0); },
+       "trie_nodes[" + std::to_string(last) + "]: the closing node"},
+      {"fewer labels than nodes",
+       [&](Nodes&, flatbuffers::Vector<uint8_t>& labels) {
+         auto* size = const_cast<uint8_t*>(labels.Data()) - 4;
+         const uint32_t fewer = labels.size() - 1;
+         std::memcpy(size, &fewer, 4);
+       },
+       "tokenizer.source.trie_labels: " + std::to_string(count - 1) + " labels for " + std::to_string(count) + " trie_nodes"},
+      {"fewer nodes than a tree of the pieces needs",
+       [&](Nodes& v, flatbuffers::Vector<uint8_t>& labels) {
+         for (auto* vector : {static_cast<const void*>(v.Data()), static_cast<const void*>(labels.Data())}) {
+           const uint32_t two = 2;
+           std::memcpy(static_cast<uint8_t*>(const_cast<void*>(vector)) - 4, &two, 4);
+         }
+       },
+       "trie_nodes: 2 nodes for"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.what);
+    Loaded out;
+    out.fbb.Finish(convert::write_family_tokenizer(out.fbb, good));
+    auto* source = flatbuffers::GetMutableRoot<fb::Tokenizer>(out.fbb.GetBufferPointer())->mutable_source();
+    c.edit(*source->mutable_trie_nodes(), *source->mutable_trie_labels());
+    flatbuffers::Verifier verifier(out.fbb.GetBufferPointer(), out.fbb.GetSize());
+    REQUIRE(verifier.VerifyBuffer<fb::Tokenizer>(nullptr));
+    auto parts = detail::bind_fairseq_tokenizer(*flatbuffers::GetRoot<fb::Tokenizer>(out.fbb.GetBufferPointer()),
+                                                static_cast<uint32_t>(good.vocab.size()), "hostile.petrel");
+    Error error{ErrorCode::kInternal, "not refused"};
+    if (!parts) {
+      error = parts.error();
+    } else {
+      auto tok = text::FairseqTokenizer::create(std::move(parts.value()), "hostile.petrel");
+      REQUIRE_FALSE(tok);
+      error = tok.error();
+    }
+    CHECK(error.code == ErrorCode::kFormat);
+    CHECK_THAT(error.message, Contains("hostile.petrel") && Contains(c.message));
+    if (error.message.find("trie_") != std::string::npos)
+      CHECK_THAT(error.message, Contains("tokenizer.source"));
+  }
 }

@@ -143,9 +143,17 @@ std::string parse_error(const std::string& bytes) {
   return "";
 }
 
+// A spec's pieces with piece i replaced by (or, at i == size, followed by) `piece`.
+void set_piece(SentencePieceSpec& s, size_t i, std::string_view piece) {
+  std::vector<std::string_view> views(s.pieces.begin(), s.pieces.end());
+  if (i == views.size()) views.push_back(piece);
+  views[i] = piece;
+  s.pieces = StringTable(std::move(views));
+}
+
 SentencePieceSpec small_spec() {
   SentencePieceSpec s;
-  s.pieces = {"<unk>", "<s>", "</s>", "\xe2\x96\x81", "a", "b", "\xe2\x96\x81" "ab"};
+  s.pieces = StringTable({"<unk>", "<s>", "</s>", "\xe2\x96\x81", "a", "b", "\xe2\x96\x81" "ab"});
   s.scores = {0, 0, 0, -1, -2, -3, -1.5};
   s.types = {PieceType::kUnknown, PieceType::kControl, PieceType::kControl, PieceType::kNormal,
              PieceType::kNormal,  PieceType::kNormal,  PieceType::kNormal};
@@ -314,7 +322,7 @@ TEST_CASE("BPE with UNUSED pieces splits each occurrence where it is (python3-se
       spec.scores.push_back(p.at(1).get<float>());
       spec.types.push_back(static_cast<PieceType>(p.at(2).get<int>()));
     }
-    spec.pieces.assign(strings.begin(), strings.end());
+    spec.pieces = StringTable({strings.begin(), strings.end()});
     spec.precompiled_charsmap = "";
     auto sp = SentencePiece::create(spec, name);
     REQUIRE(sp);
@@ -412,16 +420,52 @@ TEST_CASE("PieceTrie builds pieces sharing a 4 MB prefix (no recursion per share
   CHECK(PieceTrie().build(twice).second == 4);
 }
 
+TEST_CASE("PieceTrie adopts a stored trie of the longest pieces, and refuses one deeper", "[sentencepiece]") {
+  // A chain: the stored layout of one piece of `length` bytes (no recursion, and the
+  // depth is checked before it could pass the longest piece's).
+  auto chain = [](size_t length, std::vector<detail::PieceTrieNode>& nodes, std::vector<unsigned char>& labels) {
+    nodes.clear();
+    labels.assign(length + 2, 'a');
+    for (size_t n = 0; n <= length; ++n)
+      nodes.push_back({static_cast<uint32_t>(n < length ? n + 1 : length + 1), n == length ? 0 : -1});
+    nodes.push_back({static_cast<uint32_t>(length + 1), -1});  // closing
+    labels.front() = labels.back() = 0;
+    return detail::StoredPieceTrie{nodes.data(), labels.data(), nodes.size()};
+  };
+  std::vector<detail::PieceTrieNode> nodes;
+  std::vector<unsigned char> labels;
+  const std::string longest(detail::kMaxPieceBytes, 'a');
+  PieceTrie trie;
+  REQUIRE(trie.adopt(std::vector<std::string_view>{longest}, chain(longest.size(), nodes, labels)).empty());
+  CHECK(trie.find(longest) == 0);
+  CHECK(trie.find(longest.substr(1)) < 0);
+  // Built the same way: the layout the converter stores.
+  PieceTrie built;
+  REQUIRE(built.build(std::vector<std::string_view>{longest}).first < 0);
+  REQUIRE(built.node_count() == nodes.size());
+  for (size_t n = 0; n < nodes.size(); ++n)
+    CHECK((built.nodes()[n].first_child == nodes[n].first_child && built.nodes()[n].id == nodes[n].id));
+  const std::string deeper(detail::kMaxPieceBytes + 100, 'a');
+  CHECK_THAT(PieceTrie().adopt(std::vector<std::string_view>{deeper}, chain(deeper.size(), nodes, labels)),
+             Contains("trie_nodes[" + std::to_string(detail::kMaxPieceBytes) + "]: has children deeper than the longest piece"));
+  // A copy views the same stored nodes; a copy of a built trie its own.
+  PieceTrie copy = trie;
+  CHECK(copy.nodes() == trie.nodes());
+  PieceTrie built_copy = built;
+  CHECK(built_copy.nodes() != built.nodes());
+  CHECK(built_copy.find(longest) == 0);
+}
+
 TEST_CASE("Pieces longer than kMaxPieceBytes are refused by create and by the .spm reader, by piece", "[sentencepiece]") {
   const std::string longest(detail::kMaxPieceBytes, 'a');
   const std::string too_long = longest + "b";
   {
     SentencePieceSpec spec = small_spec();
-    spec.pieces.push_back(longest);
+    set_piece(spec, spec.pieces.size(), longest);
     spec.scores.push_back(-9);
     spec.types.push_back(PieceType::kUserDefined);
     CHECK(create_error(spec).empty());  // the limit itself is allowed
-    spec.pieces.back() = too_long;
+    set_piece(spec, spec.pieces.size() - 1, too_long);
     CHECK_THAT(create_error(spec), Contains("spec.bin") && Contains("pieces[7]") &&
                                        Contains(std::to_string(too_long.size()) + " bytes") &&
                                        Contains(std::to_string(detail::kMaxPieceBytes)));
@@ -589,14 +633,14 @@ TEST_CASE("SentencePiece::create rejects bad specs and names the field", "[sente
     CHECK_THAT(create_error(s), Contains("pieces: the model has no pieces"));
   }
   SECTION("an empty piece") {
-    s.pieces[4] = "";
+    set_piece(s, 4, "");
     CHECK_THAT(create_error(s), Contains("pieces[4].piece: empty"));
   }
   SECTION("duplicate pieces") {
-    s.pieces[5] = "a";
+    set_piece(s, 5, "a");
     CHECK_THAT(create_error(s), Contains("pieces[5]: 'a' duplicates pieces[4]"));
     s = small_spec();
-    s.pieces[4] = "</s>";  // a normal piece spelled like a control piece
+    set_piece(s, 4, "</s>");  // a normal piece spelled like a control piece
     CHECK_THAT(create_error(s), Contains("duplicates"));
   }
   SECTION("unknown pieces: none or two") {
@@ -622,9 +666,9 @@ TEST_CASE("SentencePiece::create rejects bad specs and names the field", "[sente
     CHECK_THAT(create_error(s), Contains("pieces[5]: BYTE piece 'b' although trainer_spec.byte_fallback is false"));
     s.byte_fallback = true;
     CHECK_THAT(create_error(s), Contains("pieces[5]: BYTE piece 'b' is not <0x00>..<0xFF>"));
-    s.pieces[5] = "<0x4a>";  // upstream spells bytes in upper case only
+    set_piece(s, 5, "<0x4a>");  // upstream spells bytes in upper case only
     CHECK_THAT(create_error(s), Contains("is not <0x00>..<0xFF>"));
-    s.pieces[5] = "<0x4A>";
+    set_piece(s, 5, "<0x4A>");
     CHECK_THAT(create_error(s), Contains("byte_fallback is true but there is no BYTE piece <0x00>"));
   }
   SECTION("a single-character control piece in a BPE model") {

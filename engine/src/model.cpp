@@ -12,6 +12,7 @@
 
 #include "format/crc32.h"
 #include "format/model_file.h"
+#include "format/string_table_access.h"
 #include "kernels/positions.h"
 #include "model_access.h"
 #include "text/fairseq_tokenizer.h"
@@ -116,7 +117,7 @@ constexpr uint64_t kMaxGeneratedTable = 1ull << 22;
 }  // namespace
 
 struct Model::Impl {
-  std::unique_ptr<Storage> storage;
+  std::shared_ptr<const Storage> storage;  // ModelInfo::vocab's copies share it
   std::string name;  // the path or the caller's name, for messages
   ModelInfo info;
   detail::ModelWeights weights;
@@ -163,6 +164,7 @@ static Result<std::shared_ptr<const Model>> finish_load(std::unique_ptr<Storage>
   impl->storage = std::move(storage);
   impl->name = name;
   impl->info = std::move(bound.value().info);
+  impl->info.vocab = detail::StringTableAccess::owning(std::move(impl->info.vocab), impl->storage);
   impl->weights = std::move(bound.value().weights);
   impl->weights.info = &impl->info;
 

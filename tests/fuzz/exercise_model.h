@@ -99,7 +99,7 @@ inline void exercise(const std::shared_ptr<const Model>& loaded,
     // Text through the file's tokenizer: known words, unknown ones (spelled as
     // characters or refused), multi-byte and broken UTF-8.
     // (A Marian C++ model's vocabulary is its tokenizer's pieces: ModelInfo::vocab is empty.)
-    const std::string last_token = info.vocab.empty() ? "\xe2\x96\x81the" : info.vocab.back();
+    const std::string last_token(info.vocab.empty() ? std::string_view("\xe2\x96\x81the") : info.vocab.back());
     for (const char* text : {"w1 w2", "\xc3\xa4 x\xff", ">>fr\xc3<< the \xef\xbc\xa1 </s>", last_token.c_str()}) {
       auto ids = encode_text(model, text);
       if (!ids) continue;

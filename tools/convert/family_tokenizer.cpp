@@ -8,6 +8,7 @@
 
 #include "convert/config_reader.h"
 #include "core/utf8.h"
+#include "text/spm_trie.h"
 
 namespace petrel::convert {
 namespace {
@@ -285,7 +286,9 @@ flatbuffers::Offset<fb::SentencePieceModel> write_sentencepiece_model(flatbuffer
                                                                       const SpmModel& m,
                                                                       const std::vector<int32_t>* vocab_ids) {
   std::vector<flatbuffers::Offset<flatbuffers::String>> pieces;
-  for (std::string_view p : m.pieces) pieces.push_back(fbb.CreateString(p.data(), p.size()));
+  // Shared: a piece equal to a vocabulary token already written (NLLB's vocabulary is
+  // its pieces) is stored once, and the loader checks its UTF-8 once.
+  for (std::string_view p : m.pieces) pieces.push_back(fbb.CreateSharedString(p.data(), p.size()));
   auto pieces_vec = fbb.CreateVector(pieces);
   auto scores = fbb.CreateVector(m.scores);
   std::vector<uint8_t> types;
@@ -297,6 +300,17 @@ flatbuffers::Offset<fb::SentencePieceModel> write_sentencepiece_model(flatbuffer
   auto normalizer = fbb.CreateString(m.normalizer_name.data(), m.normalizer_name.size());
   flatbuffers::Offset<flatbuffers::Vector<int32_t>> ids;
   if (vocab_ids != nullptr) ids = fbb.CreateVector(*vocab_ids);
+  // The piece trie, so loading does not sort the pieces (format 1.5). Duplicate pieces
+  // leave it out: the engine then refuses the model by name when it builds its own.
+  text::PieceTrie trie;
+  flatbuffers::Offset<flatbuffers::Vector<const fb::PieceTrieNode*>> trie_nodes;
+  flatbuffers::Offset<flatbuffers::Vector<uint8_t>> trie_labels;
+  const bool stored_trie = trie.build(m.pieces).first < 0;
+  if (stored_trie) {
+    static_assert(sizeof(fb::PieceTrieNode) == sizeof(text::PieceTrie::Node), "one layout in memory and in the file");
+    trie_nodes = fbb.CreateVectorOfStructs(reinterpret_cast<const fb::PieceTrieNode*>(trie.nodes()), trie.node_count());
+    trie_labels = fbb.CreateVector(trie.labels(), trie.node_count());
+  }
   fb::SentencePieceModelBuilder b(fbb);
   b.add_algorithm(static_cast<fb::SentencePieceAlgorithm>(m.algorithm));
   b.add_pieces(pieces_vec);
@@ -311,14 +325,20 @@ flatbuffers::Offset<fb::SentencePieceModel> write_sentencepiece_model(flatbuffer
   b.add_unk_surface(unk_surface);
   b.add_normalizer(normalizer);
   if (vocab_ids != nullptr) b.add_vocab_ids(ids);
+  if (stored_trie) {
+    b.add_trie_nodes(trie_nodes);
+    b.add_trie_labels(trie_labels);
+  }
   return b.Finish();
 }
 
 flatbuffers::Offset<fb::Tokenizer> write_family_tokenizer(flatbuffers::FlatBufferBuilder& fbb,
                                                           const FamilyTokenizer& t) {
   // Separate statements: the bytes must not depend on argument evaluation order.
-  auto vocab = fbb.CreateVectorOfStrings(t.vocab);
-  auto source = write_sentencepiece_model(fbb, t.spm, &t.spm_vocab_ids);
+  std::vector<flatbuffers::Offset<flatbuffers::String>> tokens;
+  for (const std::string& token : t.vocab) tokens.push_back(fbb.CreateSharedString(token));
+  auto vocab = fbb.CreateVector(tokens);
+  auto source = write_sentencepiece_model(fbb, t.spm, &t.spm_vocab_ids);  // its pieces share the tokens' strings
   auto family = fbb.CreateString(t.family);
   std::vector<flatbuffers::Offset<fb::Language>> languages;
   for (const auto& [code, id] : t.languages) {

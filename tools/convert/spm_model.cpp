@@ -247,7 +247,7 @@ void read_normalizer_spec(MessageReader r, SpmModel& m, bool denormalizer) {
 text::SentencePieceSpec SpmModel::spec() const {
   text::SentencePieceSpec s;
   s.algorithm = algorithm;
-  s.pieces = pieces;
+  s.pieces = StringTable(pieces);
   s.scores = scores;
   s.types = types;
   s.precompiled_charsmap = precompiled_charsmap;

@@ -32,7 +32,8 @@ static nlohmann::json tokenizer_json(const TokenizerInfo& t) {
     return nlohmann::json{{"algorithm", s.algorithm},
                           {"pieces", s.pieces},
                           {"normalizer", s.normalizer},
-                          {"byte_fallback", s.byte_fallback}};
+                          {"byte_fallback", s.byte_fallback},
+                          {"stored_trie_nodes", s.stored_trie_nodes}};
   };
   nlohmann::json j = {{"kind", t.kind}};
   if (t.kind == "marian") {
@@ -191,7 +192,9 @@ int main(int argc, char** argv) {
     std::printf("  int8 activations  static scales in the file (petrel-run --activation-scales file)\n");
   auto spm_text = [](const SentencePieceInfo& s) {
     return s.algorithm + ", " + std::to_string(s.pieces) + " pieces, normalizer " +
-           (s.normalizer.empty() ? std::string("?") : s.normalizer) + (s.byte_fallback ? ", byte fallback" : "");
+           (s.normalizer.empty() ? std::string("?") : s.normalizer) + (s.byte_fallback ? ", byte fallback" : "") +
+           (s.stored_trie_nodes != 0 ? ", piece trie stored (" + std::to_string(s.stored_trie_nodes) + " nodes)"
+                                     : ", piece trie built at load");
   };
   if (m.tokenizer.kind == "marian") {
     std::printf("  tokenizer         Marian (SentencePiece): source %s; target %s%s\n", spm_text(m.tokenizer.source).c_str(),

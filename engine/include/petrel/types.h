@@ -3,9 +3,14 @@
 // every layer of the engine may include it, and it includes nothing of theirs.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <iterator>
+#include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "petrel/export.h"
@@ -16,8 +21,9 @@ namespace petrel {
 // The newest model-file format this library reads (any minor of its major).
 constexpr uint32_t kFormatMajor = 1;
 // 1.1: optional shortlist; 1.2: generation defaults; 1.3: multilingual families;
-// 1.4: Marian C++ models (SSRU decoder layers, zero start embedding, static activation scales)
-constexpr uint32_t kFormatMinor = 4;
+// 1.4: Marian C++ models (SSRU decoder layers, zero start embedding, static activation scales);
+// 1.5: SentencePiece models' piece tries stored by the converter (loaded in place)
+constexpr uint32_t kFormatMinor = 5;
 
 enum class DType { kF32, kF16, kInt8, kInt4 };
 enum class Activation { kRelu, kGelu, kSwish };
@@ -101,11 +107,85 @@ struct GenerationDefaults {
   double max_length_factor = 0;
 };
 
+namespace detail {
+struct StringTableAccess;  // the engine's way to make a StringTable of a model file's strings
+}
+
+// A read-only table of strings, index -> text (a vocabulary: id -> token). The engine's
+// tables view a model's bytes in place, so loading copies no string, and each copy of
+// the table keeps the model's bytes alive (it stays valid after the Model is released).
+// A table made from string_views copies the views, not the bytes they view.
+class StringTable {
+ public:
+  StringTable() = default;
+  explicit StringTable(std::vector<std::string_view> views)
+      : size_(views.size()), owner_(std::make_shared<const std::vector<std::string_view>>(std::move(views))) {
+    views_ = static_cast<const std::vector<std::string_view>*>(owner_.get())->data();
+  }
+
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  // i < size().
+  std::string_view operator[](size_t i) const {
+    if (views_ != nullptr) return views_[i];
+    // A FlatBuffers vector of strings (little-endian; the loader refuses other hosts):
+    // slot i holds the offset from itself to a string, a 32-bit length then the bytes.
+    const unsigned char* slot = offsets_ + 4 * i;
+    const unsigned char* text = slot + load32(slot);
+    return {reinterpret_cast<const char*>(text + 4), load32(text)};
+  }
+  std::string_view front() const { return (*this)[0]; }
+  std::string_view back() const { return (*this)[size_ - 1]; }
+  std::vector<std::string> to_vector() const { return {begin(), end()}; }
+
+  class const_iterator {
+   public:
+    using iterator_category = std::forward_iterator_tag;
+    using value_type = std::string_view;
+    using difference_type = std::ptrdiff_t;
+    using pointer = void;
+    using reference = std::string_view;
+    const_iterator() = default;
+    const_iterator(const StringTable* table, size_t i) : table_(table), i_(i) {}
+    std::string_view operator*() const { return (*table_)[i_]; }
+    const_iterator& operator++() {
+      ++i_;
+      return *this;
+    }
+    const_iterator operator++(int) {
+      const_iterator old = *this;
+      ++i_;
+      return old;
+    }
+    bool operator==(const const_iterator& o) const { return i_ == o.i_; }
+    bool operator!=(const const_iterator& o) const { return i_ != o.i_; }
+
+   private:
+    const StringTable* table_ = nullptr;
+    size_t i_ = 0;
+  };
+  const_iterator begin() const { return {this, 0}; }
+  const_iterator end() const { return {this, size_}; }
+
+ private:
+  friend struct detail::StringTableAccess;
+  static uint32_t load32(const unsigned char* p) {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  const std::string_view* views_ = nullptr;  // either views_ or offsets_
+  const unsigned char* offsets_ = nullptr;
+  size_t size_ = 0;
+  std::shared_ptr<const void> owner_;  // views_'s vector, or the model's bytes
+};
+
 struct SentencePieceInfo {
   std::string algorithm;   // "unigram" or "bpe"
   uint32_t pieces = 0;
   std::string normalizer;  // "nmt_nfkc", "identity", ...
   bool byte_fallback = false;
+  uint32_t stored_trie_nodes = 0;  // the converter's piece trie (since 1.5); 0: built at load
 };
 
 // The model file's text tokenizer (has_text_tokenizer).
@@ -149,7 +229,7 @@ struct ModelInfo {
   bool static_activation_scales = false;
   bool has_text_tokenizer = false;  // vocab + a tokenizer Petrel implements
   TokenizerInfo tokenizer;
-  std::vector<std::string> vocab;   // id -> token; may be empty (a Marian C++ model's: see output_tokens())
+  StringTable vocab;                // id -> token, viewing the model file; may be empty (a Marian C++ model's: see output_tokens())
   std::vector<TensorInfo> tensors;
   std::vector<FoldInfo> folds;
   ShortlistInfo shortlist;          // TranslateOptions::use_shortlist

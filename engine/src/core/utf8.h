@@ -68,6 +68,10 @@ inline size_t utf8_invalid_at(std::string_view text) {
       at += 8;
       continue;
     }
+    if (static_cast<unsigned char>(text[at]) < 0x80) {  // short strings (tokens) are mostly ASCII
+      ++at;
+      continue;
+    }
     size_t prefix = 0;
     const size_t length = utf8_sequence(text, at, &prefix);
     if (length == 0) return at;

@@ -9,6 +9,7 @@
 
 #include "core/checked.h"
 #include "core/utf8.h"
+#include "format/string_table_access.h"
 #include "petrel_generated.h"
 
 namespace petrel::detail {
@@ -36,8 +37,8 @@ std::string utf8_problem(std::string_view text, const std::string& field) {
 
 // Every string the engine hands out (ModelInfo, decoded text, hence the tools' JSON)
 // is UTF-8: checked once here, so no consumer has to. Tensor names are checked with
-// the tensor table, before any message quotes them; the tokenizer's pieces and target
-// vocabulary where they are bound.
+// the tensor table, before any message quotes them; the tokenizer's pieces and
+// vocabularies where they are bound.
 template <class Fail>
 Status check_text_fields(const ModelInfo& info, Fail fail) {
   std::string problem = utf8_problem(info.producer, "producer");
@@ -51,8 +52,6 @@ Status check_text_fields(const ModelInfo& info, Fail fail) {
       problem = utf8_problem(f.targets[t], field + ".targets[" + std::to_string(t) + "]");
   }
   if (problem.empty()) problem = utf8_problem(info.shortlist.source, "shortlist.source");
-  for (size_t i = 0; i < info.vocab.size() && problem.empty(); ++i)
-    if (!is_valid_utf8(info.vocab[i])) problem = utf8_problem(info.vocab[i], "tokenizer.vocab[" + std::to_string(i) + "]");
   if (!problem.empty()) return fail(problem);
   return Status::ok();
 }
@@ -116,11 +115,9 @@ Status bind_shortlist(const fb::Shortlist& list, ModelInfo& info, Shortlist* out
   return Status::ok();
 }
 
-std::vector<std::string_view> string_views(const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>& v) {
-  std::vector<std::string_view> out;
-  out.reserve(v.size());
-  for (const auto* str : v) out.emplace_back(str->c_str(), str->size());
-  return out;
+// The strings viewed in place (the Verifier has checked each one lies in the buffer).
+StringTable string_views(const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>& v) {
+  return StringTableAccess::view(v.Data(), v.size());
 }
 
 // A SentencePiece model's fields as a spec viewing into the file: sizes agree, the
@@ -162,6 +159,22 @@ Result<SentencePieceSpec> bind_sentencepiece(const fb::SentencePieceModel* spm, 
   spec.treat_whitespace_as_suffix = spm->treat_whitespace_as_suffix();
   spec.byte_fallback = spm->byte_fallback();
   if (spm->unk_surface()) spec.unk_surface = {spm->unk_surface()->c_str(), spm->unk_surface()->size()};
+  // The stored trie is viewed in place: the Verifier has checked the vectors lie in
+  // the buffer, aligned to their elements; its structure is checked against the pieces
+  // when the tokenizer is built (text::PieceTrie::adopt).
+  if ((spm->trie_nodes() == nullptr) != (spm->trie_labels() == nullptr))
+    return fail(r + ".trie_nodes and trie_labels: one without the other");
+  if (const auto* nodes = spm->trie_nodes()) {
+    static_assert(sizeof(fb::PieceTrieNode) == sizeof(PieceTrieNode) && alignof(fb::PieceTrieNode) == alignof(PieceTrieNode),
+                  "a stored trie node is viewed as PieceTrieNode");
+    if (spm->trie_labels()->size() != nodes->size())
+      return fail(r + ".trie_labels: " + std::to_string(spm->trie_labels()->size()) + " labels for " +
+                  std::to_string(nodes->size()) + " trie_nodes");
+    if (nodes->size() == 0) return fail(r + ".trie_nodes: empty");
+    spec.trie.nodes = reinterpret_cast<const PieceTrieNode*>(nodes->data());
+    spec.trie.labels = spm->trie_labels()->data();
+    spec.trie.size = nodes->size();
+  }
   if (vocab != 0) {
     if (spm->vocab_ids() == nullptr || spm->vocab_ids()->size() != n)
       return fail(r + ".vocab_ids: expected one per piece (" + std::to_string(n) + ")");
@@ -245,6 +258,7 @@ void describe_sentencepiece(const fb::SentencePieceModel& spm, SentencePieceInfo
   out.pieces = spm.pieces()->size();
   out.normalizer = spm.normalizer() ? spm.normalizer()->str() : "";
   out.byte_fallback = spm.byte_fallback();
+  out.stored_trie_nodes = spm.trie_nodes() ? spm.trie_nodes()->size() : 0;
 }
 
 // Every id in range (vocab_size ids; the Fairseq families have one vocabulary), each
@@ -256,13 +270,24 @@ Result<FairseqTokenizerTables> bind_fairseq_parts(const fb::Tokenizer& tok, uint
   if (tok.vocab() == nullptr || tok.vocab()->size() != vocab_size)
     return fail("tokenizer.vocab: a Fairseq tokenizer needs every one of the " + std::to_string(vocab_size) +
                 " tokens");
-  std::string problem = utf8_problem(*tok.vocab(), "tokenizer.vocab");
-  if (!problem.empty()) return fail(problem);
-  parts.vocab = string_views(*tok.vocab());
-  auto source = bind_sentencepiece(tok.source(), "source", vocab_size, fail);
+  auto source = bind_sentencepiece(tok.source(), "source", vocab_size, fail);  // checks the pieces' UTF-8
   if (!source) return source.error();
   parts.spm = std::move(source.value());
   parts.spm_vocab_ids = tok.source()->vocab_ids()->data();
+  // The converter stores a token equal to its piece once (NLLB: nearly all of them):
+  // those bytes were checked as the piece's.
+  std::vector<bool> checked(vocab_size, false);
+  const auto& pieces = *tok.source()->pieces();
+  const auto& tokens = *tok.vocab();
+  for (uint32_t i = 0; i < pieces.size(); ++i)
+    if (const int32_t id = parts.spm_vocab_ids[i]; id >= 0 && tokens.Get(static_cast<uint32_t>(id)) == pieces.Get(i))
+      checked[static_cast<size_t>(id)] = true;
+  std::string problem;
+  for (uint32_t id = 0; id < tokens.size() && problem.empty(); ++id)
+    if (!checked[id] && !is_valid_utf8(tokens.Get(id)->string_view()))
+      problem = utf8_problem(tokens.Get(id)->string_view(), "tokenizer.vocab[" + std::to_string(id) + "]");
+  if (!problem.empty()) return fail(problem);
+  parts.vocab = string_views(*tok.vocab());
   auto id_ok = [&](int32_t id) { return id >= 0 && static_cast<uint32_t>(id) < vocab_size; };
   auto bad_id = [&](const std::string& field, int32_t id) {
     return fail("tokenizer." + field + " = " + std::to_string(id) + " is not a token id (vocab_size " +
@@ -817,8 +842,11 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
       if (tok->vocab()->size() != info.vocab_size)
         return fail("tokenizer.vocab holds " + std::to_string(tok->vocab()->size()) +
                     " tokens, expected vocab_size " + std::to_string(info.vocab_size));
-      info.vocab.reserve(tok->vocab()->size());
-      for (const auto* t : *tok->vocab()) info.vocab.push_back(t->str());
+      if (tok->kind() != fb::TokenizerKind::Fairseq) {  // bind_fairseq_parts checked it
+        const std::string problem = utf8_problem(*tok->vocab(), "tokenizer.vocab");
+        if (!problem.empty()) return fail(problem);
+      }
+      info.vocab = string_views(*tok->vocab());  // Model::load makes it keep the file alive
       info.has_text_tokenizer = tok->kind() != fb::TokenizerKind::None;
       if (tok->kind() == fb::TokenizerKind::WordsThenChars) info.tokenizer.kind = "words";
       if (tok->kind() == fb::TokenizerKind::WordsThenChars && info.target_vocab_size != info.vocab_size)

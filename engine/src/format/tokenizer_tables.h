@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "petrel/types.h"
+
 namespace petrel::detail {
 
 enum class SpmAlgorithm : uint8_t { kUnigram = 1, kBpe = 2 };  // TrainerSpec.ModelType values
@@ -33,11 +35,29 @@ inline constexpr size_t kMaxPieceBytes = 4096;
 // TrainerSpec.unk_surface's default: " ⁇ " (U+2047 between spaces).
 inline constexpr std::string_view kDefaultUnkSurface = " \xe2\x81\x87 ";
 
+// A node of a SentencePiece model's piece trie (text::PieceTrie's layout): the
+// children of node n are the nodes [nodes[n].first_child, nodes[n + 1].first_child).
+// A model file stores it as it is here (FlatBuffers struct PieceTrieNode: two
+// little-endian 32-bit fields), so the loader views it in place.
+struct PieceTrieNode {
+  uint32_t first_child;
+  int32_t id;  // the piece ending here, or -1
+};
+
+// A piece trie as a model file stores it (since format 1.5), viewing into the file:
+// `size` nodes and as many labels (labels[n]: the byte leading to node n). Checked when
+// the tokenizer is built (text::PieceTrie::adopt). size 0: none stored (built at load).
+struct StoredPieceTrie {
+  const PieceTrieNode* nodes = nullptr;
+  const unsigned char* labels = nullptr;
+  size_t size = 0;
+};
+
 // The fields of a SentencePiece ModelProto that encoding and decoding use, as views.
 // Defaults are the proto2 defaults of an absent field.
 struct SentencePieceSpec {
   SpmAlgorithm algorithm = SpmAlgorithm::kUnigram;  // TrainerSpec.model_type
-  std::vector<std::string_view> pieces;              // id -> piece (ModelProto.pieces)
+  StringTable pieces;                                // id -> piece (ModelProto.pieces)
   std::vector<float> scores;                         // id -> score
   std::vector<PieceType> types;                      // id -> type
   // NormalizerSpec
@@ -49,6 +69,7 @@ struct SentencePieceSpec {
   bool treat_whitespace_as_suffix = false;
   bool byte_fallback = false;
   std::string_view unk_surface = kDefaultUnkSurface;  // what decoding prints for the unknown piece
+  StoredPieceTrie trie;  // the converter's piece trie (a model file's); none: built from the pieces
   // The unknown id is the one piece of type kUnknown (as upstream: TrainerSpec.unk_id
   // is not consulted); bos/eos/pad are control pieces like any other.
 };
@@ -58,8 +79,8 @@ struct SentencePieceSpec {
 struct MarianTokenizerTables {
   SentencePieceSpec source, target;
   const int32_t* source_vocab_ids = nullptr;   // per source piece: vocabulary id, or -1
-  std::vector<std::string_view> vocab;         // source vocabulary, id -> token
-  std::vector<std::string_view> target_vocab;  // empty: vocab
+  StringTable vocab;         // source vocabulary, id -> token
+  StringTable target_vocab;  // empty: vocab
   int32_t eos_id = -1, unk_id = -1, pad_id = -1;  // source vocabulary ids
   bool clean_up_spaces = true;
 };
@@ -73,7 +94,7 @@ struct SentencePieceIdsTables {
 
 // Marian C++ models with word vocabularies (text::MarianWordsTokenizer).
 struct MarianWordsTables {
-  std::vector<std::string_view> vocab, target_vocab;  // target_vocab empty: vocab
+  StringTable vocab, target_vocab;  // target_vocab empty: vocab
   int32_t eos_id = -1, unk_id = -1;
 };
 
@@ -85,7 +106,7 @@ enum class PieceDecoding : uint8_t { kSentencePiece, kJoinPieces };  // output p
 struct FairseqTokenizerTables {
   SentencePieceSpec spm;
   const int32_t* spm_vocab_ids = nullptr;  // per SentencePiece id: model id, or -1 (<unk>)
-  std::vector<std::string_view> vocab;     // model id -> token text
+  StringTable vocab;                       // model id -> token text
   int32_t eos_id = -1, unk_id = -1, pad_id = -1;
   int32_t mask_id = -1;                    // -1: none
   std::vector<int32_t> special_ids;        // cut out of the input, skipped in the output

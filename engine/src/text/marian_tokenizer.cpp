@@ -119,7 +119,7 @@ Result<TokenizedText> MarianTokenizer::tokenize(std::string_view text) const {
 }
 
 Result<std::string> MarianTokenizer::decode(const std::vector<int32_t>& ids) const {
-  const std::vector<std::string_view>& vocab = parts_.target_vocab.empty() ? parts_.vocab : parts_.target_vocab;
+  const StringTable& vocab = parts_.target_vocab.empty() ? parts_.vocab : parts_.target_vocab;
   std::vector<std::string_view> pieces;
   pieces.reserve(ids.size());
   for (int32_t id : ids) {
@@ -140,7 +140,7 @@ Result<std::string> MarianTokenizer::decode(const std::vector<int32_t>& ids) con
 }
 
 std::optional<std::string_view> MarianTokenizer::output_token(int32_t id) const {
-  const std::vector<std::string_view>& vocab = parts_.target_vocab.empty() ? parts_.vocab : parts_.target_vocab;
+  const StringTable& vocab = parts_.target_vocab.empty() ? parts_.vocab : parts_.target_vocab;
   if (id < 0 || static_cast<size_t>(id) >= vocab.size()) return std::nullopt;
   return vocab[static_cast<size_t>(id)];
 }

@@ -28,7 +28,7 @@ Result<TokenizedText> MarianWordsTokenizer::tokenize(std::string_view text) cons
 }
 
 Result<std::string> MarianWordsTokenizer::decode(const std::vector<int32_t>& ids) const {
-  const std::vector<std::string_view>& vocab = targets();
+  const StringTable& vocab = targets();
   std::string text;
   bool first = true;
   for (int32_t id : ids) {
@@ -45,7 +45,7 @@ Result<std::string> MarianWordsTokenizer::decode(const std::vector<int32_t>& ids
 }
 
 std::optional<std::string_view> MarianWordsTokenizer::output_token(int32_t id) const {
-  const std::vector<std::string_view>& vocab = targets();
+  const StringTable& vocab = targets();
   if (id < 0 || static_cast<size_t>(id) >= vocab.size()) return std::nullopt;
   return vocab[static_cast<size_t>(id)];
 }

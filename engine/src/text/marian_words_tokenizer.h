@@ -26,7 +26,7 @@ class MarianWordsTokenizer final : public Tokenizer {
   std::optional<std::string_view> output_token(int32_t id) const override;
 
  private:
-  const std::vector<std::string_view>& targets() const {
+  const StringTable& targets() const {
     return parts_.target_vocab.empty() ? parts_.vocab : parts_.target_vocab;
   }
   Parts parts_;

@@ -123,7 +123,10 @@ Result<SentencePiece> SentencePiece::create(const SentencePieceSpec& spec, const
   // Upstream keeps two maps (normal/user-defined/unused pieces, and the others) and
   // tolerates one string in both; one piece string per id here, so ids and strings
   // convert both ways.
-  if (const PieceTrie::Duplicate dup = sp.trie_.build(sp.pieces_); dup.first >= 0)
+  if (spec.trie.size != 0) {  // the converter's: checked, then used in place
+    const std::string problem = sp.trie_.adopt(sp.pieces_, spec.trie);
+    if (!problem.empty()) return format_error(where, problem);
+  } else if (const PieceTrie::Duplicate dup = sp.trie_.build(sp.pieces_); dup.first >= 0)
     return format_error(where, "pieces[" + std::to_string(dup.second) + "]: " + detail::quoted(sp.pieces_[static_cast<size_t>(dup.second)], 40) +
                                    " duplicates pieces[" + std::to_string(dup.first) + "]");
 

@@ -8,7 +8,8 @@
 // untrusted input and builds the lookup structures once.
 //
 // Lifetime: a SentencePiece keeps views into the bytes the spec's views point at
-// (pieces, precompiled_charsmap): they must outlive it. Everything else it owns.
+// (pieces, precompiled_charsmap, a stored trie): they must outlive it. Everything else
+// it owns.
 // All methods are const and may run concurrently; an Encoding is per thread.
 #pragma once
 
@@ -138,7 +139,7 @@ class SentencePiece : private Normalizer::SymbolMatcher {
   void decode_impl(size_t count, PieceAt piece_at, std::string& out) const;
 
   SpmAlgorithm algorithm_ = SpmAlgorithm::kUnigram;
-  std::vector<std::string_view> pieces_;
+  StringTable pieces_;
   std::vector<float> scores_;
   std::vector<PieceType> types_;
   PieceTrie trie_;  // every piece, of every type

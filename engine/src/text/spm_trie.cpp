@@ -61,7 +61,8 @@ void sort_chunks(std::vector<Key>& keys, size_t lo, size_t hi, std::vector<Key>&
 // chunks are equal and whose pieces go on is re-keyed by the next chunk and sorted
 // again; the ranges wait on an explicit list, so pieces sharing a long prefix cost
 // heap space, not stack (the stack would overflow on a hostile model's pieces).
-void sort_keys(const std::vector<std::string_view>& pieces, std::vector<Key>& keys) {
+template <class Pieces>
+void sort_keys(const Pieces& pieces, std::vector<Key>& keys) {
   struct Pending {
     size_t lo, hi, depth;
   };
@@ -93,7 +94,8 @@ void sort_keys(const std::vector<std::string_view>& pieces, std::vector<Key>& ke
 }
 
 // The ids of `pieces` in byte order of the pieces.
-std::vector<int32_t> sorted_ids(const std::vector<std::string_view>& pieces) {
+template <class Pieces>
+std::vector<int32_t> sorted_ids(const Pieces& pieces) {
   std::vector<Key> keys(pieces.size());
   for (size_t i = 0; i < pieces.size(); ++i) keys[i] = key_at(pieces[i], 0, static_cast<int32_t>(i));
   sort_keys(pieces, keys);
@@ -104,9 +106,11 @@ std::vector<int32_t> sorted_ids(const std::vector<std::string_view>& pieces) {
 
 }  // namespace
 
-PieceTrie::Duplicate PieceTrie::build(const std::vector<std::string_view>& pieces) {
-  nodes_.clear();
-  labels_.clear();
+template <class Pieces>
+PieceTrie::Duplicate PieceTrie::build(const Pieces& pieces) {
+  own_nodes_.clear();
+  own_labels_.clear();
+  view_own_storage();
   const std::vector<int32_t> order = sorted_ids(pieces);
   const size_t n = order.size();
   // The sorted pieces' bytes, contiguous, and lcp[i]: the bytes pieces i - 1 and i share.
@@ -140,7 +144,10 @@ PieceTrie::Duplicate PieceTrie::build(const std::vector<std::string_view>& piece
       k += 8;
     }
     k = std::min(k, limit);
-    if (k == length(i - 1) && k == length(i)) return Duplicate{order[i - 1], order[i]};
+    if (k == length(i - 1) && k == length(i)) {
+      view_own_storage();
+      return Duplicate{order[i - 1], order[i]};
+    }
     lcp[i] = static_cast<uint32_t>(k);
   }
   // Where the sorted list splits at each depth: the positions i with lcp[i] == depth,
@@ -161,10 +168,10 @@ PieceTrie::Duplicate PieceTrie::build(const std::vector<std::string_view>& piece
     uint32_t lo, hi;
   };
   std::vector<Range> level{Range{0, static_cast<uint32_t>(n)}}, next;
-  nodes_.reserve(total + 2);  // at most one node per byte, the root and the closing node
-  labels_.reserve(total + 2);
-  nodes_.push_back(Node{0, -1});
-  labels_.push_back(0);
+  own_nodes_.reserve(total + 2);  // at most one node per byte, the root and the closing node
+  own_labels_.reserve(total + 2);
+  own_nodes_.push_back(Node{0, -1});
+  own_labels_.push_back(0);
   size_t node = 0;  // the node of level[0]
   for (size_t depth = 0; !level.empty(); ++depth) {
     next.clear();
@@ -174,25 +181,144 @@ PieceTrie::Duplicate PieceTrie::build(const std::vector<std::string_view>& piece
     for (size_t k = 0; k < level.size(); ++k, ++node) {
       Range r = level[k];
       if (r.lo < r.hi && length(r.lo) == depth) {  // a piece ends here (sorts first)
-        nodes_[node].id = order[r.lo];
+        own_nodes_[node].id = order[r.lo];
         ++r.lo;
       }
-      nodes_[node].first_child = static_cast<uint32_t>(nodes_.size());
+      own_nodes_[node].first_child = static_cast<uint32_t>(own_nodes_.size());
       while (split != split_end && *split <= r.lo) ++split;
       for (uint32_t lo = r.lo; lo < r.hi;) {
         uint32_t hi = r.hi;
         if (split != split_end && *split < r.hi) hi = *split++;
         next.push_back(Range{lo, hi});
-        nodes_.push_back(Node{0, -1});
-        labels_.push_back(static_cast<unsigned char>(bytes[begin[lo] + depth]));
+        own_nodes_.push_back(Node{0, -1});
+        own_labels_.push_back(static_cast<unsigned char>(bytes[begin[lo] + depth]));
         lo = hi;
       }
     }
     level.swap(next);
   }
-  nodes_.push_back(Node{static_cast<uint32_t>(nodes_.size()), -1});  // closes the last node's children
-  labels_.push_back(0);
+  own_nodes_.push_back(Node{static_cast<uint32_t>(own_nodes_.size()), -1});  // closes the last node's children
+  own_labels_.push_back(0);
+  view_own_storage();
   return Duplicate{};
 }
+
+PieceTrie& PieceTrie::operator=(const PieceTrie& other) {
+  if (this == &other) return *this;
+  own_nodes_ = other.own_nodes_;
+  own_labels_ = other.own_labels_;
+  if (other.own_nodes_.empty()) {  // adopted: the same views of the file
+    nodes_ = other.nodes_;
+    labels_ = other.labels_;
+    node_count_ = other.node_count_;
+  } else {
+    view_own_storage();
+  }
+  return *this;
+}
+
+PieceTrie& PieceTrie::operator=(PieceTrie&& other) noexcept {
+  if (this == &other) return *this;
+  own_nodes_ = std::move(other.own_nodes_);  // moving a vector keeps its data pointer
+  own_labels_ = std::move(other.own_labels_);
+  nodes_ = other.nodes_;
+  labels_ = other.labels_;
+  node_count_ = other.node_count_;
+  other.own_nodes_.clear();
+  other.own_labels_.clear();
+  other.view_own_storage();
+  return *this;
+}
+
+template <class Pieces>
+std::string PieceTrie::adopt(const Pieces& pieces, const detail::StoredPieceTrie& stored) {
+  own_nodes_.clear();
+  own_labels_.clear();
+  view_own_storage();
+  const size_t count = stored.size;
+  const Node* nodes = stored.nodes;
+  const unsigned char* labels = stored.labels;
+  auto node_problem = [](size_t n, const std::string& what) { return "trie_nodes[" + std::to_string(n) + "]: " + what; };
+  // Sizes: at most one node per piece byte, the root and the closing node; node
+  // numbers fit first_child's 32 bits.
+  size_t piece_bytes = 0;
+  for (size_t i = 0; i < pieces.size(); ++i) piece_bytes += pieces[i].size();
+  if (count < 3 || count > piece_bytes + 2 || count > UINT32_MAX)
+    return "trie_nodes: " + std::to_string(count) + " nodes for " + std::to_string(pieces.size()) + " pieces of " +
+           std::to_string(piece_bytes) + " bytes (expected 3.." + std::to_string(piece_bytes + 2) + ")";
+  // The child ranges tile nodes 1 .. count - 2 in order, each after its parent: every
+  // node but the root has exactly one parent, numbered before it, so this is a tree
+  // rooted at node 0 and numbered breadth first. Each id is in range and ends one node.
+  const size_t last = count - 1;  // the closing node
+  if (nodes[0].first_child != 1) return node_problem(0, "first_child " + std::to_string(nodes[0].first_child) + " is not 1");
+  if (nodes[last].first_child != last || nodes[last].id != -1)
+    return node_problem(last, "the closing node is not {first_child " + std::to_string(last) + ", id -1}");
+  if (nodes[0].id != -1) return node_problem(0, "the root (the empty string) has id " + std::to_string(nodes[0].id));
+  // Per node, as the loop meets it (children after their parent): its parent, its depth
+  // and its path's first 8 bytes (big-endian, zero-padded), so that each piece's node is
+  // then checked with two independent reads instead of a chain of parents.
+  std::vector<uint32_t> parent(last, 0), node_of(pieces.size(), 0);  // node 0 ends no piece
+  std::vector<uint16_t> depth(last, 0);
+  std::vector<uint64_t> head(last, 0);
+  for (size_t n = 0; n < last; ++n) {
+    const uint32_t first = nodes[n].first_child, end = nodes[n + 1].first_child;
+    const int32_t id = nodes[n].id;
+    if (id >= 0) {
+      if (static_cast<size_t>(id) >= pieces.size())
+        return node_problem(n, "id " + std::to_string(id) + " is not a piece id (" + std::to_string(pieces.size()) + " pieces)");
+      if (node_of[static_cast<size_t>(id)] != 0)
+        return node_problem(n, "id " + std::to_string(id) + " ends a second node (trie_nodes[" +
+                                   std::to_string(node_of[static_cast<size_t>(id)]) + "] is one)");
+      node_of[static_cast<size_t>(id)] = static_cast<uint32_t>(n);
+    } else if (id != -1) {
+      return node_problem(n, "id " + std::to_string(id) + " is neither a piece id nor -1");
+    }
+    if (end < first)
+      return node_problem(n + 1, "first_child " + std::to_string(end) + " is below the previous node's " + std::to_string(first));
+    if (end > last)  // (later nodes' are not checked yet)
+      return node_problem(n + 1, "first_child " + std::to_string(end) + " is past the closing node " + std::to_string(last));
+    if (first == end) {
+      if (id < 0 && n > 0) return node_problem(n, "a leaf without a piece");
+      continue;
+    }
+    if (first <= n) return node_problem(n, "its children start at node " + std::to_string(first) + ", not after it");
+    if (depth[n] == detail::kMaxPieceBytes) return node_problem(n, "has children deeper than the longest piece may be");
+    const unsigned shift = depth[n] < 8 ? 56 - 8 * depth[n] : 64;
+    for (uint32_t c = first; c < end; ++c) {
+      if (c > first && labels[c] <= labels[c - 1])
+        return "trie_labels[" + std::to_string(c) + "]: " + std::to_string(labels[c]) +
+               " does not follow its previous sibling's " + std::to_string(labels[c - 1]) + " in order";
+      parent[c] = static_cast<uint32_t>(n);
+      depth[c] = static_cast<uint16_t>(depth[n] + 1);
+      head[c] = shift < 64 ? head[n] | uint64_t{labels[c]} << shift : head[n];
+    }
+  }
+  // Each piece's node spells it: as deep as the piece is long, the same first 8 bytes,
+  // and (longer pieces) the labels from the node up to depth 8 are the piece's bytes
+  // from the last. The pieces are read in id order (as they lie in the file) and the
+  // walks cost their bytes: linear in the pieces' bytes, no recursion.
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    uint32_t n = node_of[i];
+    if (n == 0) return "trie_nodes: no node ends pieces[" + std::to_string(i) + "]";
+    const std::string_view piece = pieces[i];
+    bool same = depth[n] == piece.size();
+    uint64_t piece_head = 0;
+    for (size_t k = 0; k < piece.size() && k < 8; ++k)
+      piece_head |= uint64_t{static_cast<unsigned char>(piece[k])} << (56 - 8 * k);
+    same = same && head[n] == piece_head;
+    for (size_t k = piece.size(); same && k > 8; --k, n = parent[n]) same = labels[n] == static_cast<unsigned char>(piece[k - 1]);
+    if (!same)
+      return node_problem(node_of[i], "id " + std::to_string(i) + " but its path is not pieces[" + std::to_string(i) + "]");
+  }
+  nodes_ = nodes;
+  labels_ = labels;
+  node_count_ = count;
+  return "";
+}
+
+template PieceTrie::Duplicate PieceTrie::build(const std::vector<std::string_view>&);
+template PieceTrie::Duplicate PieceTrie::build(const StringTable&);
+template std::string PieceTrie::adopt(const std::vector<std::string_view>&, const detail::StoredPieceTrie&);
+template std::string PieceTrie::adopt(const StringTable&, const detail::StoredPieceTrie&);
 
 }  // namespace petrel::text

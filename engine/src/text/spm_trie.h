@@ -1,33 +1,60 @@
 // A byte trie over a SentencePiece vocabulary: which pieces start at a position of a
 // text (unigram), is this string a piece (BPE merges, decoding from pieces).
-// Built once per model from the piece strings (views into the caller's bytes): sorted,
-// then laid out breadth first with each node's children contiguous, so building costs
-// one sort and one linear pass.
+// Laid out breadth first with each node's children contiguous and sorted by label.
+// Either built from the piece strings (sorted, then one linear pass: the converter, and
+// files from before format 1.5) or adopted as stored in a model file, viewed in place
+// after a linear-time check that it is exactly the trie of the pieces.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
+
+#include "format/tokenizer_tables.h"
 
 namespace petrel::text {
 
 class PieceTrie {
  public:
   static constexpr uint32_t kNone = UINT32_MAX;
+  using Node = detail::PieceTrieNode;
+
+  PieceTrie() = default;
+  // Copies keep their views valid: a built trie's views point into its own storage.
+  PieceTrie(const PieceTrie& other) { *this = other; }
+  PieceTrie& operator=(const PieceTrie& other);
+  PieceTrie(PieceTrie&& other) noexcept { *this = std::move(other); }
+  PieceTrie& operator=(PieceTrie&& other) noexcept;
 
   struct Duplicate {
     int32_t first = -1, second = -1;  // ids of two equal pieces, first < second; first < 0: none
   };
   // Pieces must be non-empty. Returns the first duplicate pair found (the trie is then
   // unusable) or {-1, -1}.
-  Duplicate build(const std::vector<std::string_view>& pieces);
+  // Pieces: std::vector<std::string_view> or StringTable.
+  template <class Pieces>
+  Duplicate build(const Pieces& pieces);
+
+  // Views `stored` (a model file's trie_nodes and trie_labels; they must outlive this
+  // trie) after checking it is the trie build() makes of `pieces` (non-empty, at most
+  // kMaxPieceBytes each: checked before), in time linear in the pieces' bytes and
+  // without recursion. Returns what is wrong, naming trie_nodes[i] or trie_labels[i],
+  // or an empty string.
+  template <class Pieces>
+  std::string adopt(const Pieces& pieces, const detail::StoredPieceTrie& stored);
+
+  // The layout (what the converter stores): node_count() nodes, the last one closing.
+  size_t node_count() const { return node_count_; }
+  const Node* nodes() const { return nodes_; }
+  const unsigned char* labels() const { return labels_; }
 
   static constexpr uint32_t root() { return 0; }
   // The node reached from `node` by `byte`, or kNone.
   uint32_t child(uint32_t node, unsigned char byte) const {
     const uint32_t first = nodes_[node].first_child;
     const uint32_t count = nodes_[node + 1].first_child - first;
-    const unsigned char* labels = labels_.data() + first;
+    const unsigned char* labels = labels_ + first;
     if (count <= 8) {
       for (uint32_t i = 0; i < count; ++i)
         if (labels[i] == byte) return first + i;
@@ -60,14 +87,19 @@ class PieceTrie {
   }
 
  private:
+  void view_own_storage() {
+    nodes_ = own_nodes_.data();
+    labels_ = own_labels_.data();
+    node_count_ = own_nodes_.size();
+  }
+
   // Nodes are numbered breadth first, so the children of node n are the nodes
   // [nodes_[n].first_child, nodes_[n + 1].first_child); a last node closes the list.
-  struct Node {
-    uint32_t first_child;
-    int32_t id;  // the piece ending here, or -1
-  };
-  std::vector<Node> nodes_;
-  std::vector<unsigned char> labels_;  // labels_[n]: the byte leading to node n
+  const Node* nodes_ = nullptr;
+  const unsigned char* labels_ = nullptr;  // labels_[n]: the byte leading to node n
+  size_t node_count_ = 0;
+  std::vector<Node> own_nodes_;  // a built trie's storage (empty for an adopted one)
+  std::vector<unsigned char> own_labels_;
 };
 
 }  // namespace petrel::text

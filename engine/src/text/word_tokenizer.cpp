@@ -38,7 +38,7 @@ Result<TokenizedText> WordTokenizer::tokenize(std::string_view text) const {
   }
   out.push_back(info_.eos_id);
   TokenizedText t;
-  for (int32_t id : out) t.pieces.push_back(info_.vocab[static_cast<size_t>(id)]);
+  for (int32_t id : out) t.pieces.emplace_back(info_.vocab[static_cast<size_t>(id)]);
   t.ids = std::move(out);
   return t;
 }
