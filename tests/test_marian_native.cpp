@@ -4,6 +4,7 @@
 // hold the texts of bergamot-translator 0.4.9 (npm, Firefox's WASM build) and the ids of
 // an independent PyTorch reference (tools/reference/marian_native_reference.py).
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -527,5 +528,9 @@ TEST_CASE("the Firefox-shaped student shipped in tools/firefox-student decodes a
   const size_t same8 =
       equal_texts(translate_all(int8.value(), sentences), subset(strings(e["bergamot"]["int8shiftAlphaAll"])));
   WARN("student int8, file alphas: text equal to bergamot int8shiftAlphaAll " << same8 << "/" << sentences.size());
-  CHECK(same8 * 100 >= sentences.size() * 80);  // 281/320 measured; bergamot's own int8 = its f32 on 255/320
+  // 281/320 measured on all of them (bergamot's own int8 = its f32 on 255/320): at least
+  // 80%, or for a subset (PETREL_TEST_SUBSET), that rate less three binomial standard
+  // deviations of a sample its size, whichever is lower.
+  const double n = static_cast<double>(sentences.size()), rate = 281.0 / 320;
+  CHECK(static_cast<double>(same8) >= std::min(0.8 * n, rate * n - 3 * std::sqrt(n * rate * (1 - rate))));
 }
