@@ -258,7 +258,7 @@ TEST_CASE("pad ids inside inputs are masked as transformers' generate() masks th
   const json& p = e["padded"];
   auto model = load_model(convert_fixture(name, DType::kF32, tmp));
   const ModelInfo& info = model->info();
-  const auto inputs = p["inputs"].get<std::vector<std::vector<int32_t>>>();
+  const auto inputs = inputs_of(p);
   const size_t max_new = e["max_new_tokens"];
   for (const auto& input : inputs) REQUIRE(std::count(input.begin(), input.end(), info.pad_id) > 0);
 

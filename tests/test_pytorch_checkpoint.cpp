@@ -73,7 +73,7 @@ void check_translations(const std::string& path) {
   nlohmann::json e = expected_for(kOracle);
   auto translator = Translator::create(load_model(path), {});
   REQUIRE(translator.has_value());
-  const auto inputs = e["inputs"].get<std::vector<std::vector<int32_t>>>();
+  const auto inputs = inputs_of(e);
   TranslateOptions greedy;
   greedy.max_new_tokens = e["max_new_tokens"];
   auto g = translator.value().translate(inputs, greedy);

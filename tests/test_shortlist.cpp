@@ -68,23 +68,19 @@ uint64_t marian_checksum(const std::vector<uint8_t>& file) {
   return seed;
 }
 
-void put_u64(std::vector<uint8_t>& out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
-}
-
 void set_u64(std::vector<uint8_t>& out, size_t at, uint64_t v) {
   for (int i = 0; i < 8; ++i) out[at + static_cast<size_t>(i)] = static_cast<uint8_t>(v >> (8 * i));
 }
 
 std::vector<uint8_t> write_binary_shortlist(const BinaryShortlist& s) {
   std::vector<uint8_t> out;
-  put_u64(out, s.magic);
-  put_u64(out, 0);  // the checksum, below
-  put_u64(out, s.first);
-  put_u64(out, s.best);
-  put_u64(out, s.offsets_size != UINT64_MAX ? s.offsets_size : s.offsets.size());
-  put_u64(out, s.ids_size != UINT64_MAX ? s.ids_size : s.ids.size());
-  for (uint64_t o : s.offsets) put_u64(out, o);
+  put64(out, s.magic);
+  put64(out, 0);  // the checksum, below
+  put64(out, s.first);
+  put64(out, s.best);
+  put64(out, s.offsets_size != UINT64_MAX ? s.offsets_size : s.offsets.size());
+  put64(out, s.ids_size != UINT64_MAX ? s.ids_size : s.ids.size());
+  for (uint64_t o : s.offsets) put64(out, o);
   for (uint32_t id : s.ids)
     for (int i = 0; i < 4; ++i) out.push_back(static_cast<uint8_t>(id >> (8 * i)));
   set_u64(out, 8, marian_checksum(out));
@@ -124,7 +120,7 @@ TEST_CASE("shortlist decoding matches the PyTorch oracle on every kernel path, b
   CHECK(info.best == want["best"]);
   CHECK(info.source == "lex.s2t");
 
-  const auto inputs = e["inputs"].get<std::vector<std::vector<int32_t>>>();
+  const auto inputs = inputs_of(e);
   const std::string isa = GENERATE(from_range(model_test_isas()));
   const size_t threads = GENERATE(from_range(thread_counts({1, 3})));
   CAPTURE(isa, threads);
@@ -175,7 +171,7 @@ TEST_CASE("shortlist decoding matches the PyTorch oracle on every kernel path, b
 TEST_CASE("a shortlist of every token decodes exactly as the full vocabulary", "[shortlist]") {
   TempDir tmp;
   const json e = expected_for(kShortlistFixture);
-  const auto inputs = e["inputs"].get<std::vector<std::vector<int32_t>>>();
+  const auto inputs = inputs_of(e);
   // Every source token lists every target: the shortlist is the whole vocabulary.
   const auto vocab = load_model(fixture_dir() + "/portable/post_swish_concat_tied-f32.petrel")->info().vocab;
   {

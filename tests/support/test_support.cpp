@@ -209,7 +209,7 @@ void write_checkpoint(const std::string& path, const std::map<std::string, RawTe
 std::vector<uint8_t> safetensors_bytes(const std::string& header, const uint8_t* data, size_t size) {
   std::vector<uint8_t> bytes;
   bytes.reserve(8 + header.size() + size);
-  for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<uint8_t>(uint64_t{header.size()} >> (8 * i)));
+  put64(bytes, header.size());
   bytes.insert(bytes.end(), header.begin(), header.end());
   bytes.insert(bytes.end(), data, data + size);
   return bytes;

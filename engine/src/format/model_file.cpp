@@ -188,22 +188,32 @@ Result<SentencePieceSpec> bind_sentencepiece(const fb::SentencePieceModel* spm, 
   return spec;
 }
 
+// A tokenizer's separate target vocabulary (target_vocab_size tokens, UTF-8), or an
+// empty table when the source vocabulary serves both (then their sizes must agree).
+template <class Fail>
+Result<StringTable> bind_target_vocab(const fb::Tokenizer& tok, const ModelInfo& info, Fail fail) {
+  if (tok.target_vocab() == nullptr) {
+    if (info.target_vocab_size != info.vocab_size)
+      return fail("tokenizer.target_vocab: missing, and the target vocabulary differs from the source's");
+    return StringTable{};
+  }
+  if (tok.target_vocab()->size() != info.target_vocab_size)
+    return fail("tokenizer.target_vocab holds " + std::to_string(tok.target_vocab()->size()) +
+                " tokens, expected target_vocab_size " + std::to_string(info.target_vocab_size));
+  const std::string problem = utf8_problem(*tok.target_vocab(), "tokenizer.target_vocab");
+  if (!problem.empty()) return fail(problem);
+  return string_views(*tok.target_vocab());
+}
+
 template <class Fail>
 Result<MarianTokenizerTables> bind_marian_tokenizer(const fb::Tokenizer& tok, const ModelInfo& info,
                                                            Fail fail) {
   MarianTokenizerTables parts;
   if (tok.vocab() == nullptr) return fail("tokenizer.vocab: a Marian tokenizer needs the vocabulary");
   parts.vocab = string_views(*tok.vocab());
-  if (tok.target_vocab() != nullptr) {
-    if (tok.target_vocab()->size() != info.target_vocab_size)
-      return fail("tokenizer.target_vocab holds " + std::to_string(tok.target_vocab()->size()) +
-                  " tokens, expected target_vocab_size " + std::to_string(info.target_vocab_size));
-    const std::string problem = utf8_problem(*tok.target_vocab(), "tokenizer.target_vocab");
-    if (!problem.empty()) return fail(problem);
-    parts.target_vocab = string_views(*tok.target_vocab());
-  } else if (info.target_vocab_size != info.vocab_size) {
-    return fail("tokenizer.target_vocab: missing, and the target vocabulary differs from the source's");
-  }
+  auto target_vocab = bind_target_vocab(tok, info, fail);
+  if (!target_vocab) return target_vocab.error();
+  parts.target_vocab = std::move(target_vocab.value());
   auto source = bind_sentencepiece(tok.source(), "source", info.vocab_size, fail);
   if (!source) return source.error();
   auto target = bind_sentencepiece(tok.target(), "target", 0, fail);
@@ -802,16 +812,9 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
       MarianWordsTables parts;
       if (tok->vocab() == nullptr) return fail("tokenizer.vocab: a MarianWords tokenizer needs the vocabulary");
       parts.vocab = string_views(*tok->vocab());  // its size and UTF-8 are checked below
-      if (tok->target_vocab() != nullptr) {
-        if (tok->target_vocab()->size() != info.target_vocab_size)
-          return fail("tokenizer.target_vocab holds " + std::to_string(tok->target_vocab()->size()) +
-                      " tokens, expected target_vocab_size " + std::to_string(info.target_vocab_size));
-        const std::string problem = utf8_problem(*tok->target_vocab(), "tokenizer.target_vocab");
-        if (!problem.empty()) return fail(problem);
-        parts.target_vocab = string_views(*tok->target_vocab());
-      } else if (info.target_vocab_size != info.vocab_size) {
-        return fail("tokenizer.target_vocab: missing, and the target vocabulary differs from the source's");
-      }
+      auto target_vocab = bind_target_vocab(*tok, info, fail);
+      if (!target_vocab) return target_vocab.error();
+      parts.target_vocab = std::move(target_vocab.value());
       const uint32_t smaller = std::min(info.vocab_size, info.target_vocab_size);
       for (auto [id, field, dst] : {std::tuple{tok->eos_id(), "eos_id", &parts.eos_id},
                                     std::tuple{tok->unk_id(), "unk_id", &parts.unk_id}}) {
