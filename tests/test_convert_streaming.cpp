@@ -18,6 +18,34 @@
 using namespace petrel;
 using namespace petrel::test;
 
+// The quantizers' rounding is inline (round_clamped): it must be std::lround's half away
+// from zero, clamped, at every halfway point, beside them and far outside the range.
+TEST_CASE("the quantizers round as std::lround does, clamped", "[convert]") {
+  auto want = [](float x, int32_t limit) {
+    if (std::fabs(x) > 1e9f) return x > 0 ? limit : -limit;  // past long's range lround is unspecified
+    return static_cast<int32_t>(std::min<long>(limit, std::max<long>(-limit, std::lround(x))));
+  };
+  std::vector<float> xs = {0.0f, -0.0f, 1e30f, -1e30f, 3e9f, -3e9f, 1e-30f, -1e-30f};
+  for (int k = -300; k <= 300; ++k) {
+    const float half = k + 0.5f;
+    for (float x : {half, std::nextafter(half, -INFINITY), std::nextafter(half, INFINITY), float(k),
+                    std::nextafter(float(k), INFINITY), std::nextafter(float(k), -INFINITY)})
+      xs.push_back(x);
+  }
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> uniform(-200.0f, 200.0f);
+  for (int i = 0; i < 100000; ++i) xs.push_back(uniform(rng));
+  size_t wrong = 0;
+  for (int32_t limit : {7, 127}) {
+    for (float x : xs) {
+      if (convert::round_clamped(x, limit) != want(x, limit)) {
+        if (++wrong < 5) WARN("round_clamped(" << x << ", " << limit << ") = " << convert::round_clamped(x, limit));
+      }
+    }
+  }
+  CHECK(wrong == 0);
+}
+
 TEST_CASE("MatrixEncoder by blocks stores what encode_matrix stores, bit for bit", "[convert]") {
   std::mt19937 rng(11);
   std::normal_distribution<float> normal(0.0f, 0.3f);

@@ -1,6 +1,7 @@
 // Encodes f32 matrices into the stored dtypes and measures what it cost.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -8,6 +9,18 @@
 #include "petrel/model.h"
 
 namespace petrel::convert {
+
+// round(x) half away from zero (as std::lround) clamped to [-limit, limit], for |limit|
+// < 2^23. Inline and branch-free: the int4 scale search rounds every value once per
+// candidate scale (32 per block), and a libm call per value was most of a conversion.
+inline int32_t round_clamped(float x, int32_t limit) {
+  const float bound = static_cast<float>(limit) + 1.0f;  // beyond it every x rounds past limit
+  x = std::min(bound, std::max(-bound, x));
+  const auto toward_zero = static_cast<int32_t>(x);
+  const float fraction = x - static_cast<float>(toward_zero);  // exact
+  const int32_t q = toward_zero + (fraction >= 0.5f) - (fraction <= -0.5f);
+  return std::min(limit, std::max(-limit, q));
+}
 
 struct EncodedMatrix {
   DType dtype = DType::kF32;
