@@ -91,29 +91,31 @@ TEST_CASE("kernel paths: scalar always runs and every runnable path has a table"
 // checked on its own below.
 TEST_CASE("linear matches the reference for f32 f16 int8 int4 in GEMV and GEMM shapes", "[kernels]") {
   std::mt19937 rng(11);
-  for (Isa isa : simd_paths()) {
-    const KernelTable& simd = *table_for(isa);
-    for (DType dtype : {DType::kF32, DType::kF16, DType::kInt8, DType::kInt4}) {
-      for (detail::Layout layout : {detail::Layout::kPanel16}) {
-        for (size_t m : {1, 2, 3, 4, 5, 9}) {
-          for (size_t n : {1, 15, 16, 17, 33, 64, 70}) {
-            for (size_t k : {1, 3, 4, 7, 16, 33, 64, 95}) {
-              TestMatrix w(random_values(rng, n * k), n, k, dtype, layout);
-              auto x = random_values(rng, m * k);
-              auto bias = random_values(rng, n);
-              Scratch scratch(m, k);
-              std::vector<float> want(m * n), got(m * n, NAN);
-              reference::linear(x.data(), m, w.view, bias.data(), want.data(), scratch.rows());
-              simd.linear(x.data(), m, w.view, (n % 2 ? nullptr : bias.data()), got.data(), scratch.rows());
-              if (n % 2) reference::linear(x.data(), m, w.view, nullptr, want.data(), scratch.rows());
-              // int8 sums are exact integers on every path, int4 block sums exact floats
-              // added in the same order; float sums differ in order only.
-              const bool quantized = dtype == DType::kInt8 || dtype == DType::kInt4;
-              const double tol = quantized ? 1e-6 : 2e-5 * std::sqrt(double(k));
-              require_close(got, want, tol,
-                            std::string(simd.isa) + " " + to_string(dtype) + " " + layout_name(layout) + " m=" +
-                                std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k));
-            }
+  // Each case's data and reference once, then every path (the reference and the
+  // quantizer are most of this test's time under emulation).
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kInt8, DType::kInt4}) {
+    const detail::Layout layout = detail::Layout::kPanel16;
+    for (size_t m : {1, 2, 3, 4, 5, 9}) {
+      for (size_t n : {1, 15, 16, 17, 33, 64, 70}) {
+        for (size_t k : {1, 3, 4, 7, 16, 33, 64, 95}) {
+          TestMatrix w(random_values(rng, n * k), n, k, dtype, layout);
+          auto x = random_values(rng, m * k);
+          auto bias = random_values(rng, n);
+          Scratch scratch(m, k);
+          std::vector<float> want(m * n);
+          // Odd n: the paths run without a bias.
+          reference::linear(x.data(), m, w.view, n % 2 ? nullptr : bias.data(), want.data(), scratch.rows());
+          for (Isa isa : simd_paths()) {
+            const KernelTable& simd = *table_for(isa);
+            std::vector<float> got(m * n, NAN);
+            simd.linear(x.data(), m, w.view, (n % 2 ? nullptr : bias.data()), got.data(), scratch.rows());
+            // int8 sums are exact integers on every path, int4 block sums exact floats
+            // added in the same order; float sums differ in order only.
+            const bool quantized = dtype == DType::kInt8 || dtype == DType::kInt4;
+            const double tol = quantized ? 1e-6 : 2e-5 * std::sqrt(double(k));
+            require_close(got, want, tol,
+                          std::string(simd.isa) + " " + to_string(dtype) + " " + layout_name(layout) + " m=" +
+                              std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k));
           }
         }
       }
@@ -151,18 +153,19 @@ TEST_CASE("int8 linear matches the reference over many chunks of panels", "[kern
 // encoder batch, with activations of very different magnitudes per row.
 TEST_CASE("int4 linear matches the reference at model shapes with many blocks", "[kernels][int4]") {
   std::mt19937 rng(31);
-  for (Isa isa : simd_paths()) {
-    const KernelTable& simd = *table_for(isa);
-    for (auto [m, n, k] : {std::tuple<size_t, size_t, size_t>{1, 2048, 512}, {4, 512, 2048}, {1, 1000, 512},
-                           {9, 130, 512}, {32, 64, 257}}) {
-      TestMatrix w(random_values(rng, n * k, 0.05f), n, k, DType::kInt4, detail::Layout::kPanel16);
-      auto x = random_values(rng, m * k);
-      for (size_t i = 0; i < m; ++i)
-        for (size_t c = 0; c < k; ++c) x[i * k + c] *= std::pow(10.0f, float(int(i % 5) - 2));
-      auto bias = random_values(rng, n);
-      Scratch scratch(m, k);
-      std::vector<float> want(m * n), got(m * n, NAN);
-      reference::linear(x.data(), m, w.view, bias.data(), want.data(), scratch.rows());
+  for (auto [m, n, k] : {std::tuple<size_t, size_t, size_t>{1, 2048, 512}, {4, 512, 2048}, {1, 1000, 512},
+                         {9, 130, 512}, {32, 64, 257}}) {
+    TestMatrix w(random_values(rng, n * k, 0.05f), n, k, DType::kInt4, detail::Layout::kPanel16);
+    auto x = random_values(rng, m * k);
+    for (size_t i = 0; i < m; ++i)
+      for (size_t c = 0; c < k; ++c) x[i * k + c] *= std::pow(10.0f, float(int(i % 5) - 2));
+    auto bias = random_values(rng, n);
+    Scratch scratch(m, k);
+    std::vector<float> want(m * n);
+    reference::linear(x.data(), m, w.view, bias.data(), want.data(), scratch.rows());
+    for (Isa isa : simd_paths()) {
+      const KernelTable& simd = *table_for(isa);
+      std::vector<float> got(m * n, NAN);
       simd.linear(x.data(), m, w.view, bias.data(), got.data(), scratch.rows());
       require_close(got, want, 1e-6,
                     std::string(simd.isa) + " int4 m=" + std::to_string(m) + " n=" + std::to_string(n) +
@@ -361,42 +364,43 @@ TEST_CASE("top-k over the vocabulary matches the reference, ties and masks inclu
 TEST_CASE("attention for one head matches the reference (f32 and f16 keys/values, consecutive or listed rows)",
           "[kernels]") {
   std::mt19937 rng(13);
-  for (Isa isa : simd_paths()) {
-    const KernelTable& simd = *table_for(isa);
-    for (DType kv : {DType::kF32, DType::kF16}) {
-      for (size_t n : {1, 2, 5, 17, 64, 257, 600}) {  // 257, 600: two and three tiles of 256
-        for (size_t head_dim : {1, 3, 8, 16, 17, 64, 100, 160}) {  // 160: more than one register block
-          const size_t stride = head_dim + (n % 3);
-          // q carries 1/sqrt(head_dim) as the model's folded W_q does: scores of unit scale.
-          auto q = random_values(rng, head_dim, 1.0f / std::sqrt(float(head_dim)));
-          auto k = random_values(rng, n * stride), v = random_values(rng, n * stride);
-          // Both paths read the same stored elements (the reference's f32 -> f16 rounding).
-          std::vector<uint8_t> ks(k.size() * detail::dtype_size(kv)), vs(v.size() * detail::dtype_size(kv));
-          reference::store_as(k.data(), k.size(), kv, ks.data());
-          reference::store_as(v.data(), v.size(), kv, vs.data());
-          std::vector<float> scores(n), want(head_dim), got(head_dim);
-          reference::attend(q.data(), ks.data(), vs.data(), kv, nullptr, n, stride, head_dim, scores.data(),
-                            want.data());
+  for (DType kv : {DType::kF32, DType::kF16}) {
+    for (size_t n : {1, 2, 5, 17, 64, 257, 600}) {  // 257, 600: two and three tiles of 256
+      for (size_t head_dim : {1, 3, 8, 16, 17, 64, 100, 160}) {  // 160: more than one register block
+        const size_t stride = head_dim + (n % 3);
+        // q carries 1/sqrt(head_dim) as the model's folded W_q does: scores of unit scale.
+        auto q = random_values(rng, head_dim, 1.0f / std::sqrt(float(head_dim)));
+        auto k = random_values(rng, n * stride), v = random_values(rng, n * stride);
+        // Both paths read the same stored elements (the reference's f32 -> f16 rounding).
+        std::vector<uint8_t> ks(k.size() * detail::dtype_size(kv)), vs(v.size() * detail::dtype_size(kv));
+        reference::store_as(k.data(), k.size(), kv, ks.data());
+        reference::store_as(v.data(), v.size(), kv, vs.data());
+        std::vector<float> scores(n), want(head_dim);
+        reference::attend(q.data(), ks.data(), vs.data(), kv, nullptr, n, stride, head_dim, scores.data(),
+                          want.data());
+        // Keys by a list of rows (a beam's cache): rows in any order, some twice, some
+        // never. The reference reads them as the consecutive rows of a gathered copy.
+        std::vector<size_t> rows(n);
+        for (size_t& row : rows) row = rng() % n;
+        const size_t row_bytes = stride * detail::dtype_size(kv);
+        std::vector<uint8_t> kg(n * row_bytes), vg(n * row_bytes);
+        for (size_t j = 0; j < n; ++j) {
+          std::copy_n(&ks[rows[j] * row_bytes], row_bytes, &kg[j * row_bytes]);
+          std::copy_n(&vs[rows[j] * row_bytes], row_bytes, &vg[j * row_bytes]);
+        }
+        std::vector<float> gathered(head_dim), listed(head_dim);
+        reference::attend(q.data(), kg.data(), vg.data(), kv, nullptr, n, stride, head_dim, scores.data(),
+                          gathered.data());
+        reference::attend(q.data(), ks.data(), vs.data(), kv, rows.data(), n, stride, head_dim, scores.data(),
+                          listed.data());
+        REQUIRE(listed == gathered);
+        for (Isa isa : simd_paths()) {
+          const KernelTable& simd = *table_for(isa);
+          std::vector<float> got(head_dim);
           simd.attend(q.data(), ks.data(), vs.data(), kv, nullptr, n, stride, head_dim, scores.data(), got.data());
           const std::string what = std::string(simd.isa) + " attend " + to_string(kv) + " n=" + std::to_string(n) +
                                    " hd=" + std::to_string(head_dim);
           require_close(got, want, 1e-5, what);
-          // Keys by a list of rows (a beam's cache): rows in any order, some twice, some
-          // never. The reference reads them as the consecutive rows of a gathered copy.
-          std::vector<size_t> rows(n);
-          for (size_t& row : rows) row = rng() % n;
-          const size_t row_bytes = stride * detail::dtype_size(kv);
-          std::vector<uint8_t> kg(n * row_bytes), vg(n * row_bytes);
-          for (size_t j = 0; j < n; ++j) {
-            std::copy_n(&ks[rows[j] * row_bytes], row_bytes, &kg[j * row_bytes]);
-            std::copy_n(&vs[rows[j] * row_bytes], row_bytes, &vg[j * row_bytes]);
-          }
-          std::vector<float> gathered(head_dim), listed(head_dim);
-          reference::attend(q.data(), kg.data(), vg.data(), kv, nullptr, n, stride, head_dim, scores.data(),
-                            gathered.data());
-          reference::attend(q.data(), ks.data(), vs.data(), kv, rows.data(), n, stride, head_dim, scores.data(),
-                            listed.data());
-          REQUIRE(listed == gathered);
           simd.attend(q.data(), ks.data(), vs.data(), kv, rows.data(), n, stride, head_dim, scores.data(), got.data());
           require_close(got, listed, 1e-5, what + " listed rows");
           // The SIMD path does the same arithmetic whichever way it finds the keys.
@@ -532,14 +536,15 @@ TEST_CASE("sinusoidal tables match the double-precision formula to 1e-6", "[kern
 TEST_CASE("matmul over a thread pool equals the single-thread result exactly", "[kernels][threads]") {
   std::mt19937 rng(15);
   threads::ThreadPool one(1), three(3);
-  for (Isa isa : runnable_isas()) {
-    for (DType dtype : {DType::kInt8, DType::kInt4, DType::kF32}) {
+  for (DType dtype : {DType::kInt8, DType::kInt4, DType::kF32}) {
+    for (size_t n : {1000, 2049}) {
+      const size_t k = 80;
+      TestMatrix w(random_values(rng, n * k), n, k, dtype, detail::Layout::kPanel16);  // once: every m and path
+      auto bias = random_values(rng, n);
       for (size_t m : {1, 2, 5, 40}) {
-        for (size_t n : {1000, 2049}) {
-          const size_t k = 80;
-          REQUIRE(m * n * k >= layers::kParallelWork);  // every case really splits the work
-          TestMatrix w(random_values(rng, n * k), n, k, dtype, detail::Layout::kPanel16);
-          auto x = random_values(rng, m * k), bias = random_values(rng, n);
+        REQUIRE(m * n * k >= layers::kParallelWork);  // every case really splits the work
+        auto x = random_values(rng, m * k);
+        for (Isa isa : runnable_isas()) {
           std::vector<float> y1(m * n), y3(m * n, NAN);
           layers::Workspace ws1, ws3;
           ws1.reserve(m, k, k, 1, 1);

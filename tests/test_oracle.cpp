@@ -65,22 +65,22 @@ TranslateOptions fixture_beam_options(const json& e, TranslateOptions o, BeamSto
   return o;
 }
 
-// Converted once per process and dtype (tc_big_d1024 alone is 50 MB of f32 weights);
-// `tmp` is kept for the callers' sake. `output` sets the output projection's dtype
-// (the tied table's), else it is `dtype` too.
+// Converted once per run or process and dtype (shared_file; tc_big_d1024 alone is 50 MB
+// of f32 weights); `tmp` is kept for the callers' sake. `output` sets the output
+// projection's dtype (the tied table's), else it is `dtype` too.
 std::string convert_fixture(const std::string& name, DType dtype, const TempDir& /*tmp*/,
                             std::optional<DType> output = std::nullopt) {
-  static TempDir converted;
-  const std::string out = converted.file(name + "-" + to_string(dtype) + (output ? std::string("-out-") + to_string(*output) : "") + ".petrel");
-  if (exists(out)) return out;
-  convert::ConvertOptions o;
-  o.checkpoint_dir = fixture_checkpoint(name);
-  o.output_path = out;
-  o.linear_dtype = o.embedding_dtype = dtype;
-  o.output_dtype = output;
-  use_fixture_options(o);
-  convert::convert_checkpoint(o);
-  return o.output_path;
+  const std::string file =
+      name + "-" + to_string(dtype) + (output ? std::string("-out-") + to_string(*output) : "") + ".petrel";
+  return shared_file(file, [&](const std::string& out) {
+    convert::ConvertOptions o;
+    o.checkpoint_dir = fixture_checkpoint(name);
+    o.output_path = out;
+    o.linear_dtype = o.embedding_dtype = dtype;
+    o.output_dtype = output;
+    use_fixture_options(o);
+    convert::convert_checkpoint(o);
+  });
 }
 
 Translator make_translator(std::shared_ptr<const Model> model, const std::string& isa = "", size_t threads = 1) {
@@ -557,6 +557,24 @@ TEST_CASE("multilingual families translate text with source and target languages
   CHECK_THAT(r.error().message, Contains("xx_Nope"));
   petrel_session_free(session);
   petrel_model_free(c_model);
+}
+
+// Model files are portable: what this build converts is byte for byte the shared copy,
+// which in tools/test.sh's run the native x86-64 build made (so under emulation this
+// compares aarch64's or armv7's converter with x86-64's; elsewhere, two conversions).
+TEST_CASE("a conversion here is byte for byte the run's shared conversion", "[oracle][portable]") {
+  TempDir tmp;
+  for (DType dtype : {DType::kInt4, DType::kInt8, DType::kF16}) {
+    const std::string shared = convert_fixture("post_swish_concat_tied", dtype, tmp);
+    convert::ConvertOptions o;
+    o.checkpoint_dir = fixture_checkpoint("post_swish_concat_tied");
+    o.output_path = tmp.file("here.petrel");
+    o.linear_dtype = o.embedding_dtype = dtype;
+    use_fixture_options(o);
+    convert::convert_checkpoint(o);
+    INFO(to_string(dtype));
+    CHECK(read_bytes(o.output_path) == read_bytes(shared));
+  }
 }
 
 TEST_CASE("int8 multilingual family models agree with the f32 oracle (teacher-forced top-1) on every kernel path",

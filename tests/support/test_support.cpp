@@ -70,25 +70,50 @@ std::vector<float> generated_tensor(uint64_t seed, size_t count, double center, 
 
 }  // namespace
 
+std::string shared_file(const std::string& name, const std::function<void(const std::string&)>& make) {
+  const char* cache = std::getenv("PETREL_TEST_MODEL_CACHE");
+  if (cache == nullptr || *cache == '\0') {
+    static TempDir per_process;
+    const std::string path = per_process.file(name);
+    if (!fs::exists(path)) make(path);
+    return path;
+  }
+  const std::string path = std::string(cache) + "/" + name;
+  if (fs::exists(path)) return path;
+  fs::create_directories(cache);
+  TempDir staging;  // beside nothing else: renamed into the cache whole
+  const std::string made = staging.file(name);
+  make(made);
+  std::error_code error;
+  fs::rename(made, path, error);  // a process that made it first wins; ours is the same
+  if (error && !fs::exists(path)) {
+    // Another file system (rename cannot cross it): copy under a temporary name, then rename.
+    const std::string copy = path + ".partial-" + fs::path(staging.path()).filename().string();
+    fs::copy(made, copy, fs::copy_options::recursive);
+    fs::rename(copy, path, error);
+    if (error && !fs::exists(path)) throw std::runtime_error("cannot place " + path + ": " + error.message());
+  }
+  return path;
+}
+
 std::string fixture_checkpoint(const std::string& name) {
   const std::string dir = oracle_dir(name);
   std::ifstream manifest(dir + "/generated_weights.json");
   if (!manifest) return dir;
-  static TempDir generated;  // once per process: regenerating 50 MB per test would be slow
-  const std::string out = generated.file(name);
-  if (exists(out + "/model.safetensors")) return out;
-  copy_dir(dir, out);
-  std::map<std::string, RawTensor> tensors;
-  for (const auto& t : nlohmann::json::parse(manifest)) {
-    RawTensor raw;
-    raw.shape = t["shape"].get<std::vector<uint64_t>>();
-    size_t count = 1;
-    for (uint64_t d : raw.shape) count *= d;
-    raw.values = generated_tensor(t["seed"], count, t["center"], t["scale"]);
-    tensors[t["name"]] = std::move(raw);
-  }
-  write_checkpoint(out + "/model.safetensors", tensors);
-  return out;
+  // Regenerating 50 MB per test would be slow: once per run (or process).
+  return shared_file("generated-" + name, [&](const std::string& out) {
+    copy_dir(dir, out);
+    std::map<std::string, RawTensor> tensors;
+    for (const auto& t : nlohmann::json::parse(manifest)) {
+      RawTensor raw;
+      raw.shape = t["shape"].get<std::vector<uint64_t>>();
+      size_t count = 1;
+      for (uint64_t d : raw.shape) count *= d;
+      raw.values = generated_tensor(t["seed"], count, t["center"], t["scale"]);
+      tensors[t["name"]] = std::move(raw);
+    }
+    write_checkpoint(out + "/model.safetensors", tensors);
+  });
 }
 
 void use_fixture_options(convert::ConvertOptions& o) {
@@ -101,16 +126,13 @@ void use_fixture_options(convert::ConvertOptions& o) {
 }
 
 std::string en_de_model_path(DType dtype) {
-  static TempDir tmp;
-  static std::map<DType, std::string> converted;
-  auto it = converted.find(dtype);
-  if (it != converted.end()) return it->second;
-  convert::ConvertOptions o;
-  o.checkpoint_dir = std::string(PETREL_SOURCE_DIR) + "/tools/en-de-model";
-  o.output_path = tmp.file(std::string("en-de-") + to_string(dtype) + ".petrel");
-  o.linear_dtype = o.embedding_dtype = dtype;
-  convert::convert_checkpoint(o);
-  return converted[dtype] = o.output_path;
+  return shared_file(std::string("en-de-") + to_string(dtype) + ".petrel", [&](const std::string& out) {
+    convert::ConvertOptions o;
+    o.checkpoint_dir = std::string(PETREL_SOURCE_DIR) + "/tools/en-de-model";
+    o.output_path = out;
+    o.linear_dtype = o.embedding_dtype = dtype;
+    convert::convert_checkpoint(o);
+  });
 }
 
 size_t subset_stride() {

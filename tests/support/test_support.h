@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <memory>
@@ -23,6 +24,15 @@ nlohmann::json expected_for(const std::string& name);  // the oracle's expected.
 // fixture whose weights are too big to commit (generated_weights.json), a copy in a
 // process-wide temporary directory with model.safetensors regenerated.
 std::string fixture_checkpoint(const std::string& name);
+// A file (or directory) made once and shared: in the directory PETREL_TEST_MODEL_CACHE
+// names (tools/test.sh sets it and empties it at its start) by whichever test process
+// needs it first, for every later process and stage of the run -- the sanitized and
+// emulated runs then load models the native build converted, as a device loads files
+// converted elsewhere, instead of converting in emulated floating point for minutes;
+// unset: once per process, in a temporary directory. make(path) creates it; a shared
+// one is made under a temporary name and renamed into place, so a process running
+// beside never reads half of it (two may make it at once: the same bytes).
+std::string shared_file(const std::string& name, const std::function<void(const std::string&)>& make);
 // The converter options an oracle fixture was made for (its expected.json's
 // convert_positions and convert_norm), applied to o (o.checkpoint_dir is the fixture).
 void use_fixture_options(convert::ConvertOptions& o);
