@@ -151,6 +151,9 @@ Status Model::verify_data() const {
 namespace detail {
 const ModelWeights& ModelAccess::weights(const Model& model) { return model.impl_->weights; }
 const text::Tokenizer* ModelAccess::tokenizer(const Model& model) { return model.impl_->tokenizer.get(); }
+ModelAccess::Bytes ModelAccess::file_bytes(const Model& model) {
+  return {model.impl_->storage->data(), model.impl_->storage->size()};
+}
 std::shared_ptr<const Model> ModelAccess::make(std::unique_ptr<Impl> impl) {
   return std::shared_ptr<const Model>(new Model(std::move(impl)));
 }

@@ -3,6 +3,8 @@
 // petrel_engine_internal target.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -19,6 +21,13 @@ struct ModelAccess {
   static const ModelWeights& weights(const Model& model);
   // Built when the model loaded; null when the file carries no text tokenizer.
   static const text::Tokenizer* tokenizer(const Model& model);
+  // The model file's bytes as loaded (the mapping, or the copy of a caller's buffer), for
+  // tools that act on the whole range: petrel-bench --cold-cache evicts it from the caches.
+  struct Bytes {
+    const uint8_t* data;
+    size_t size;
+  };
+  static Bytes file_bytes(const Model& model);
   // The loader's way to make a Model (its constructor is private).
   static std::shared_ptr<const Model> make(std::unique_ptr<Impl> impl);
 };

@@ -1,6 +1,8 @@
 // petrel-bench: the end-to-end benchmark protocol (bench/README.md): model load,
 // encoder, mean decoder step, total and tokens/s for one translation with a fixed
 // amount of work (EOS held back), peak RSS, file size; medians after a warm-up.
+// --cold-cache times the decoder steps with the model's weights evicted from every cache
+// level before each one (cache_eviction.h), as they run on a device with small caches.
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -8,13 +10,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "bench/cache_eviction.h"
 #include "common/cli.h"
 #include "convert/convert.h"
+#include "model_access.h"
 #include "petrel/translator.h"
 
 using namespace petrel;
@@ -25,6 +30,17 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
+
+// Wall-clock and this thread's CPU time, in ms from arbitrary origins.
+struct Clocks {
+  double wall_ms, cpu_ms;
+  static Clocks now() {
+    timespec cpu{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+    const auto wall = std::chrono::steady_clock::now().time_since_epoch();
+    return {std::chrono::duration<double, std::milli>(wall).count(), cpu.tv_sec * 1e3 + cpu.tv_nsec / 1e6};
+  }
+};
 
 double peak_rss_mb() {
   struct rusage usage {};
@@ -79,6 +95,7 @@ struct Subject {
   std::shared_ptr<const Model> model;
   std::optional<Translator> translator;
   std::vector<double> load_ms, encode_ms, step_ms, total_ms;
+  std::vector<double> lone_step_ms, lone_step_cpu_ms;  // steps 2..N-1 of every run, each alone
 };
 
 }  // namespace
@@ -104,6 +121,9 @@ int main(int argc, char** argv) {
   p.flag("kv-cache", "TYPE", "f32 (default) or f16: attention keys/values in half precision");
   p.flag("dram-gbs", "GB/S", "main-memory read bandwidth (petrel_probe): report each decoder step's floor,\n"
                              "                              the weight bytes it reads / this bandwidth");
+  p.toggle("cold-cache", "evict the model file from every cache level before each decoder step (x86:\n"
+                         "                              CLFLUSHOPT/CLFLUSH over its bytes) and leave the eviction out of the\n"
+                         "                              step's time, so steps read their weights from main memory");
   p.toggle("json", "print one JSON object (an array under \"models\" for several models)");
   try {
     if (!p.parse(argc, argv)) {
@@ -118,6 +138,11 @@ int main(int argc, char** argv) {
     const size_t runs = static_cast<size_t>(p.get_int("runs", 5, 1, 1000));
     const double dram_gbs = p.get_double("dram-gbs", 0.0);
     if (p.has("dram-gbs") && !(dram_gbs > 0)) throw cli::UsageError("--dram-gbs must be a positive number");
+    const bool cold_cache = p.has("cold-cache");
+    if (cold_cache) {
+      const std::string why_not = bench::cache_eviction_unavailable();
+      if (!why_not.empty()) throw cli::UsageError("--cold-cache is not available: " + why_not);
+    }
 
     std::vector<Subject> subjects;
     if (p.has("checkpoint")) {
@@ -175,13 +200,39 @@ int main(int argc, char** argv) {
 
     for (size_t r = 0; r <= runs; ++r) {
       for (Subject& s : subjects) {
-        auto result = s.translator->translate(batch, options);
+        // Each step after the first is also timed alone, wall and thread CPU time (robust
+        // to preemption on a shared host), between the step callbacks: from the end of the
+        // callback after step k to the start of the one after step k + 1 (its first event:
+        // with a batch, one event per input follows). Cold caches: the file is evicted
+        // before the translation (the encoder and the first step start cold) and in that
+        // first event; the eviction is timed and taken out of the decode time too.
+        TranslateOptions run_options = options;
+        double evict_ms = 0;
+        size_t last_length = 0;
+        std::optional<Clocks> step_start;
+        const detail::ModelAccess::Bytes file = detail::ModelAccess::file_bytes(*s.model);
+        run_options.on_token = [&](const TokenEvent& e) {
+          if (e.final || e.length == last_length) return true;
+          last_length = e.length;
+          const Clocks now = Clocks::now();
+          if (step_start && r > 0) {
+            s.lone_step_ms.push_back(now.wall_ms - step_start->wall_ms);
+            s.lone_step_cpu_ms.push_back(now.cpu_ms - step_start->cpu_ms);
+          }
+          if (cold_cache) bench::evict_from_caches(file.data, file.size);
+          step_start = Clocks::now();
+          evict_ms += step_start->wall_ms - now.wall_ms;
+          return true;
+        };
+        if (cold_cache) bench::evict_from_caches(file.data, file.size);
+        auto result = s.translator->translate(batch, run_options);
         if (!result) throw std::runtime_error(result.error().message);
         const TranslateTimings& t = s.translator->last_timings();
         if (r == 0) continue;  // warm-up
+        const double decode_ms = t.decode_ms - evict_ms;
         s.encode_ms.push_back(t.encode_ms);
-        s.step_ms.push_back(t.decode_ms / std::max<size_t>(t.decode_steps, 1));
-        s.total_ms.push_back(t.encode_ms + t.decode_ms);
+        s.step_ms.push_back(decode_ms / std::max<size_t>(t.decode_steps, 1));
+        s.total_ms.push_back(t.encode_ms + decode_ms);
       }
     }
 
@@ -196,6 +247,7 @@ int main(int argc, char** argv) {
           {"beam", beam},
           {"shortlist", *options.use_shortlist},
           {"kv_cache", options.kv_cache_f16 ? "f16" : "f32"},
+          {"cold_cache", cold_cache},
           {"batch", batch_size},
           {"source_tokens", source.size()},
           {"target_tokens", target},
@@ -205,6 +257,8 @@ int main(int argc, char** argv) {
           {"step_ms", step},
           {"step_ms_min", *std::min_element(s.step_ms.begin(), s.step_ms.end())},
           {"step_ms_max", *std::max_element(s.step_ms.begin(), s.step_ms.end())},
+          {"lone_step_ms", median(s.lone_step_ms)},
+          {"lone_step_cpu_ms", median(s.lone_step_cpu_ms)},
           {"total_ms", total},
           {"tokens_per_s", target * batch_size / (total / 1000.0)},
           {"sentences_per_s", batch_size / (total / 1000.0)},
@@ -215,6 +269,7 @@ int main(int argc, char** argv) {
       if (dram_gbs > 0) {
         j["step_floor_ms"] = step_bytes / (dram_gbs * 1e6);
         j["step_over_floor"] = step / (step_bytes / (dram_gbs * 1e6));
+        j["lone_step_over_floor"] = median(s.lone_step_ms) / (step_bytes / (dram_gbs * 1e6));
       }
       reports.push_back(j);
     }
@@ -226,9 +281,10 @@ int main(int argc, char** argv) {
       std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
       return 0;
     }
-    std::printf("protocol       batch %zu, %zu source tokens, %zu target tokens, beam %zu, %zu thread(s), median of %zu%s%s%s\n",
+    std::printf("protocol       batch %zu, %zu source tokens, %zu target tokens, beam %zu, %zu thread(s), median of %zu%s%s%s%s\n",
                 batch_size, source.size(), target, beam, threads, runs, *options.use_shortlist ? ", shortlist" : "",
-                options.kv_cache_f16 ? ", f16 KV cache" : "", subjects.size() > 1 ? ", runs interleaved" : "");
+                options.kv_cache_f16 ? ", f16 KV cache" : "", subjects.size() > 1 ? ", runs interleaved" : "",
+                cold_cache ? ", cold caches (the model evicted before each step)" : "");
     if (subjects.size() > 1) std::printf("peak RSS       %8.1f MB (the process, all models)\n", peak_rss_mb());
     for (size_t i = 0; i < reports.size(); ++i) {
       const nlohmann::json& j = reports[i];
@@ -240,10 +296,13 @@ int main(int argc, char** argv) {
                   j["step_ms_max"].get<double>());
       if (i > 0) std::printf(", %.2fx the first model's", j["step_ms"].get<double>() / reports[0]["step_ms"].get<double>());
       std::printf("\n");
+      if (!subjects[i].lone_step_ms.empty())
+        std::printf("steps alone    %8.3f ms, %.3f ms CPU (medians over steps 2..N-1 of every run)\n",
+                    j["lone_step_ms"].get<double>(), j["lone_step_cpu_ms"].get<double>());
       std::printf("step weights   %8.1f MB", j["step_weight_mb"].get<double>());
       if (dram_gbs > 0)
-        std::printf(" (floor %.3f ms at %.1f GB/s; step = %.2fx the floor)", j["step_floor_ms"].get<double>(), dram_gbs,
-                    j["step_over_floor"].get<double>());
+        std::printf(" (floor %.3f ms at %.1f GB/s; step = %.2fx the floor, alone %.2fx)", j["step_floor_ms"].get<double>(),
+                    dram_gbs, j["step_over_floor"].get<double>(), j["lone_step_over_floor"].get<double>());
       std::printf("\n");
       std::printf("total          %8.2f ms\n", j["total_ms"].get<double>());
       std::printf("tokens/s       %8.1f\n", j["tokens_per_s"].get<double>());

@@ -1,4 +1,5 @@
-// Software prefetch for the x86 int4 panel kernels (avx2.cpp, avx512.cpp).
+// Software prefetch for the x86 panel kernels: int4 (avx2.cpp, avx512.cpp) and the AVX2
+// int8 GEMV.
 #pragma once
 
 #include <immintrin.h>
@@ -9,7 +10,7 @@
 namespace petrel::kernels::x86 {
 
 // The panel kernels read NR panels side by side, the next call the NR panels that follow
-// them in memory. A panel is 4-16 KB, and the hardware prefetchers stop at every 4 KB
+// them in memory. A panel is 4-32 KB, and the hardware prefetchers stop at every 4 KB
 // page and ramp up again, so alone they leave single-row GEMVs (decoder steps) well below
 // the memory's bandwidth whether the weights come from L3 or DRAM (bench/README, "At the
 // floor"). So while reading `lines` cache lines at `at` in each of the NR panels (the first
