@@ -43,6 +43,12 @@ side_by_side() {
   rm -rf "$dir"
   return $failed
 }
+# Models the tests convert are converted once per run, by the first test process that
+# needs one, and loaded by every later process and stage (tests/support: shared_file):
+# the sanitized and emulated builds then test loading files converted elsewhere, as
+# devices do, instead of converting in emulated floating point for minutes.
+export PETREL_TEST_MODEL_CACHE="$PWD/build/test-model-cache"
+rm -rf "$PETREL_TEST_MODEL_CACHE"
 native_only=false
 [[ "${1:-}" == "--native" ]] && native_only=true
 
