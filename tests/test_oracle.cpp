@@ -40,6 +40,18 @@ std::vector<std::string> all_fixtures() {
   return all;
 }
 
+// The fixtures a test runs that checks logic the kernels do not decide (pads, the CLI):
+// all of them, or under PETREL_TEST_SUBSET those of d_model < 1024 -- the f32 oracle case
+// still runs the big ones on every CPU, and in emulated floating point one of them costs
+// more than the others together.
+std::vector<std::string> logic_fixtures(std::vector<std::string> names) {
+  if (subset_stride() > 1)
+    names.erase(std::remove_if(names.begin(), names.end(),
+                               [](const std::string& n) { return n == "tc_big_d1024" || n == "nllb_d1024"; }),
+                names.end());
+  return names;
+}
+
 // The fixture's searches ran with its forced_bos_id (the target language) when it
 // has one; given per call here, also where the checkpoint itself names it.
 TranslateOptions with_fixture_language(const json& e, TranslateOptions o) {
@@ -251,7 +263,7 @@ TEST_CASE("f32 models match the PyTorch oracle on every kernel path", "[oracle]"
 // encoder states of the tokens kept, first-step logits, greedy and beam outputs and
 // scores match the oracle's, through the graph, the Translator and the BatchTranslator.
 TEST_CASE("pad ids inside inputs are masked as transformers' generate() masks them", "[oracle][pads]") {
-  const std::string name = GENERATE(from_range(all_fixtures()));
+  const std::string name = GENERATE(from_range(logic_fixtures(all_fixtures())));
   const std::string isa = GENERATE(from_range(model_test_isas()));
   CAPTURE(name, isa);
   TempDir tmp;
@@ -732,7 +744,7 @@ std::string ids_text(const std::vector<int32_t>& ids) {
 }  // namespace
 
 TEST_CASE("petrel-run --json reproduces the oracle's greedy and beam outputs", "[cli]") {
-  const std::string name = GENERATE(from_range(kFixtures));
+  const std::string name = GENERATE(from_range(logic_fixtures(kFixtures)));
   INFO(name);
   TempDir tmp;
   json e = expected_for(name);
