@@ -50,8 +50,9 @@ convert::FamilyTokenizer read_tokenizer(const std::string& dir, std::vector<std:
   return std::move(*t);
 }
 
-Result<text::FairseqTokenizer::Parts> bind(Loaded& out, const convert::FamilyTokenizer& t) {
-  out.fbb.Finish(convert::write_family_tokenizer(out.fbb, t));
+Result<text::FairseqTokenizer::Parts> bind(Loaded& out, const convert::FamilyTokenizer& t,
+                                           convert::StringLayout layout = convert::StringLayout::kSpans) {
+  out.fbb.Finish(convert::write_family_tokenizer(out.fbb, t, layout));
   const auto* table = flatbuffers::GetRoot<fb::Tokenizer>(out.fbb.GetBufferPointer());
   return detail::bind_fairseq_tokenizer(*table, static_cast<uint32_t>(t.vocab.size()), "test.petrel");
 }
@@ -305,12 +306,20 @@ TEST_CASE("family tokenizers: the stored piece trie is the one the engine builds
     differing += stored.nodes[n].first_child != built.nodes()[n].first_child || stored.nodes[n].id != built.nodes()[n].id ||
                  stored.labels[n] != built.labels()[n];
   CHECK(differing == 0);
-  // A file without it (format <= 1.4) builds it at load and tokenizes the same.
-  text::FairseqTokenizer::Parts without = parts.value();
+  // A file whose strings are [string] (format 1.5) and one without the trie either
+  // (format <= 1.4, built at load) tokenize and decode the same.
+  Loaded old_out;
+  auto old_parts = bind(old_out, t, convert::StringLayout::kStringVectors);
+  REQUIRE(old_parts);
+  REQUIRE(old_parts.value().spm.trie.size == stored.size);
+  REQUIRE(old_parts.value().vocab.size() == parts.value().vocab.size());
+  text::FairseqTokenizer::Parts without = old_parts.value();
   without.spm.trie = {};
   auto from_stored = text::FairseqTokenizer::create(std::move(parts.value()), "test.petrel");
+  auto from_strings = text::FairseqTokenizer::create(std::move(old_parts.value()), "test.petrel");
   auto from_pieces = text::FairseqTokenizer::create(std::move(without), "test.petrel");
   REQUIRE(from_stored);
+  REQUIRE(from_strings);
   REQUIRE(from_pieces);
   const json text = expected_for(name).at("text");
   const std::string src = text.at("src_lang");
@@ -319,10 +328,19 @@ TEST_CASE("family tokenizers: the stored piece trie is the one the engine builds
     const std::string line = c.at("text");
     auto a = from_stored.value()->tokenize_in(line, src);
     auto b = from_pieces.value()->tokenize_in(line, src);
+    auto d = from_strings.value()->tokenize_in(line, src);
     REQUIRE(a);
     REQUIRE(b);
+    REQUIRE(d);
     CHECK(a.value().ids == b.value().ids);
     CHECK(a.value().pieces == b.value().pieces);
+    CHECK(a.value().ids == d.value().ids);
+    CHECK(a.value().pieces == d.value().pieces);
+    auto decoded_a = from_stored.value()->decode(a.value().ids);
+    auto decoded_c = from_strings.value()->decode(a.value().ids);
+    REQUIRE(decoded_a);
+    REQUIRE(decoded_c);
+    CHECK(decoded_a.value() == decoded_c.value());
     ++lines;
   }
   CHECK(lines > 0);
