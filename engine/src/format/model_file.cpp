@@ -157,10 +157,15 @@ Result<StringTable> bind_strings(const Strings* strings, const Spans* spans, con
   auto inside_character = [&](uint64_t at) { return at < size && (bytes[at] & 0xc0) == 0x80; };
   // Raw little-endian pairs (a StringSpan), read without the accessors' per-field work.
   const auto* raw = reinterpret_cast<const unsigned char*>(spans->Data());
-  for (uint32_t i = 0; i < spans->size(); ++i) {
+  const uint64_t longest = std::min<uint64_t>(max_bytes, size);
+  const uint32_t count = spans->size();
+  for (uint32_t i = 0; i < count; ++i) {
     const uint64_t begin = load_le32(raw + 8 * size_t{i}), length = load_le32(raw + 8 * size_t{i} + 4);
     const uint64_t end = begin + length;
-    if (end <= size && length <= max_bytes && (length == 0 || !(inside_character(begin) || inside_character(end))))
+    // One branch for the usual span: inside, not too long, its first byte and the byte
+    // after it (when in the blob) no continuation bytes.
+    if ((end <= size) & (length <= longest) &&
+        (length == 0 || (((bytes[begin] & 0xc0) != 0x80) & (end == size || (bytes[end] & 0xc0) != 0x80))))
       continue;
     const std::string where = spans_field + "[" + std::to_string(i) + "]";
     const std::string range = "bytes [" + std::to_string(begin) + ", " + std::to_string(end) + ")";
