@@ -453,3 +453,39 @@ TEST_CASE("family tokenizers: a corrupt stored piece trie is refused, by node", 
       CHECK_THAT(error.message, Contains("tokenizer.source"));
   }
 }
+
+TEST_CASE("family tokenizers: a table given both ways, or spans without the blob, is refused by field",
+          "[tokenizer][families][format]") {
+  auto bind_built = [](const flatbuffers::FlatBufferBuilder& fbb) {
+    return detail::bind_fairseq_tokenizer(*flatbuffers::GetRoot<fb::Tokenizer>(fbb.GetBufferPointer()), 1,
+                                          "hostile.petrel");
+  };
+  const std::vector<fb::StringSpan> one_span = {fb::StringSpan(0, 1)};
+  flatbuffers::FlatBufferBuilder without_blob;
+  {
+    auto spans = without_blob.CreateVectorOfStructs(one_span);
+    fb::TokenizerBuilder b(without_blob);
+    b.add_kind(fb::TokenizerKind::Fairseq);
+    b.add_vocab_spans(spans);
+    without_blob.Finish(b.Finish());
+  }
+  auto r = bind_built(without_blob);
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message, Contains("hostile.petrel: tokenizer.vocab_spans: given without tokenizer.strings"));
+  flatbuffers::FlatBufferBuilder both;
+  {
+    auto spans = both.CreateVectorOfStructs(one_span);
+    auto strings = both.CreateVectorOfStrings(std::vector<std::string>{"a"});
+    const uint8_t a = 'a';
+    auto blob = both.CreateVector(&a, 1);
+    fb::TokenizerBuilder b(both);
+    b.add_kind(fb::TokenizerKind::Fairseq);
+    b.add_vocab_spans(spans);
+    b.add_vocab(strings);
+    b.add_strings(blob);
+    both.Finish(b.Finish());
+  }
+  r = bind_built(both);
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message, Contains("hostile.petrel: tokenizer.vocab: given both as strings and as tokenizer.vocab_spans"));
+}
