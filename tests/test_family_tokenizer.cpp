@@ -50,8 +50,9 @@ convert::FamilyTokenizer read_tokenizer(const std::string& dir, std::vector<std:
   return std::move(*t);
 }
 
-Result<text::FairseqTokenizer::Parts> bind(Loaded& out, const convert::FamilyTokenizer& t) {
-  out.fbb.Finish(convert::write_family_tokenizer(out.fbb, t));
+Result<text::FairseqTokenizer::Parts> bind(Loaded& out, const convert::FamilyTokenizer& t,
+                                           convert::StringLayout layout = convert::StringLayout::kSpans) {
+  out.fbb.Finish(convert::write_family_tokenizer(out.fbb, t, layout));
   const auto* table = flatbuffers::GetRoot<fb::Tokenizer>(out.fbb.GetBufferPointer());
   return detail::bind_fairseq_tokenizer(*table, static_cast<uint32_t>(t.vocab.size()), "test.petrel");
 }
@@ -305,12 +306,20 @@ TEST_CASE("family tokenizers: the stored piece trie is the one the engine builds
     differing += stored.nodes[n].first_child != built.nodes()[n].first_child || stored.nodes[n].id != built.nodes()[n].id ||
                  stored.labels[n] != built.labels()[n];
   CHECK(differing == 0);
-  // A file without it (format <= 1.4) builds it at load and tokenizes the same.
-  text::FairseqTokenizer::Parts without = parts.value();
+  // A file whose strings are [string] (format 1.5) and one without the trie either
+  // (format <= 1.4, built at load) tokenize and decode the same.
+  Loaded old_out;
+  auto old_parts = bind(old_out, t, convert::StringLayout::kStringVectors);
+  REQUIRE(old_parts);
+  REQUIRE(old_parts.value().spm.trie.size == stored.size);
+  REQUIRE(old_parts.value().vocab.size() == parts.value().vocab.size());
+  text::FairseqTokenizer::Parts without = old_parts.value();
   without.spm.trie = {};
   auto from_stored = text::FairseqTokenizer::create(std::move(parts.value()), "test.petrel");
+  auto from_strings = text::FairseqTokenizer::create(std::move(old_parts.value()), "test.petrel");
   auto from_pieces = text::FairseqTokenizer::create(std::move(without), "test.petrel");
   REQUIRE(from_stored);
+  REQUIRE(from_strings);
   REQUIRE(from_pieces);
   const json text = expected_for(name).at("text");
   const std::string src = text.at("src_lang");
@@ -319,10 +328,19 @@ TEST_CASE("family tokenizers: the stored piece trie is the one the engine builds
     const std::string line = c.at("text");
     auto a = from_stored.value()->tokenize_in(line, src);
     auto b = from_pieces.value()->tokenize_in(line, src);
+    auto d = from_strings.value()->tokenize_in(line, src);
     REQUIRE(a);
     REQUIRE(b);
+    REQUIRE(d);
     CHECK(a.value().ids == b.value().ids);
     CHECK(a.value().pieces == b.value().pieces);
+    CHECK(a.value().ids == d.value().ids);
+    CHECK(a.value().pieces == d.value().pieces);
+    auto decoded_a = from_stored.value()->decode(a.value().ids);
+    auto decoded_c = from_strings.value()->decode(a.value().ids);
+    REQUIRE(decoded_a);
+    REQUIRE(decoded_c);
+    CHECK(decoded_a.value() == decoded_c.value());
     ++lines;
   }
   CHECK(lines > 0);
@@ -360,7 +378,8 @@ TEST_CASE("family tokenizers: a corrupt stored piece trie is refused, by node", 
        "its path is not pieces["},
       {"a duplicate id",
        [&](Nodes& v, flatbuffers::Vector<uint8_t>&) { v.GetMutableObject(static_cast<uint32_t>(inner))->mutate_id(id_of(leaf)); },
-       "trie_nodes[" + std::to_string(std::max(inner, leaf)) + "]: id " + std::to_string(id_of(leaf)) + " ends a second node"},
+       // Refused at `inner`: its path is not that piece's, or (after the leaf) a second node ends it.
+       "trie_nodes[" + std::to_string(inner) + "]: id " + std::to_string(id_of(leaf))},
       {"a piece no node ends",
        [&](Nodes& v, flatbuffers::Vector<uint8_t>&) { v.GetMutableObject(static_cast<uint32_t>(inner))->mutate_id(-1); },
        "trie_nodes: no node ends pieces[" + std::to_string(id_of(inner)) + "]"},
@@ -433,4 +452,40 @@ TEST_CASE("family tokenizers: a corrupt stored piece trie is refused, by node", 
     if (error.message.find("trie_") != std::string::npos)
       CHECK_THAT(error.message, Contains("tokenizer.source"));
   }
+}
+
+TEST_CASE("family tokenizers: a table given both ways, or spans without the blob, is refused by field",
+          "[tokenizer][families][format]") {
+  auto bind_built = [](const flatbuffers::FlatBufferBuilder& fbb) {
+    return detail::bind_fairseq_tokenizer(*flatbuffers::GetRoot<fb::Tokenizer>(fbb.GetBufferPointer()), 1,
+                                          "hostile.petrel");
+  };
+  const std::vector<fb::StringSpan> one_span = {fb::StringSpan(0, 1)};
+  flatbuffers::FlatBufferBuilder without_blob;
+  {
+    auto spans = without_blob.CreateVectorOfStructs(one_span);
+    fb::TokenizerBuilder b(without_blob);
+    b.add_kind(fb::TokenizerKind::Fairseq);
+    b.add_vocab_spans(spans);
+    without_blob.Finish(b.Finish());
+  }
+  auto r = bind_built(without_blob);
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message, Contains("hostile.petrel: tokenizer.vocab_spans: given without tokenizer.strings"));
+  flatbuffers::FlatBufferBuilder both;
+  {
+    auto spans = both.CreateVectorOfStructs(one_span);
+    auto strings = both.CreateVectorOfStrings(std::vector<std::string>{"a"});
+    const uint8_t a = 'a';
+    auto blob = both.CreateVector(&a, 1);
+    fb::TokenizerBuilder b(both);
+    b.add_kind(fb::TokenizerKind::Fairseq);
+    b.add_vocab_spans(spans);
+    b.add_vocab(strings);
+    b.add_strings(blob);
+    both.Finish(b.Finish());
+  }
+  r = bind_built(both);
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message, Contains("hostile.petrel: tokenizer.vocab: given both as strings and as tokenizer.vocab_spans"));
 }

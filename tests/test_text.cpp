@@ -255,6 +255,53 @@ TEST_CASE("text: any bytes tokenize without a crash, special texts and language 
   CHECK(t.value().ids[0] != 1);
 }
 
+TEST_CASE("text: a file with [string] tables (format 1.5) loads and tokenizes as one with spans (1.6)",
+          "[text][format]") {
+  TempDir tmp;
+  convert::ConvertOptions o;
+  o.checkpoint_dir = fixture_checkpoint("marian_text");
+  o.output_path = tmp.file("strings.petrel");
+  o.linear_dtype = o.embedding_dtype = DType::kF32;
+  use_fixture_options(o);
+  o.tokenizer_strings = convert::StringLayout::kStringVectors;
+  convert::convert_checkpoint(o);
+  const auto old_bytes = read_bytes(o.output_path);
+  const auto* old_tokenizer = fb::GetModel(old_bytes.data() + 4)->tokenizer();
+  REQUIRE(old_tokenizer->strings() == nullptr);
+  REQUIRE(old_tokenizer->source()->pieces() != nullptr);
+  REQUIRE(old_tokenizer->vocab() != nullptr);
+  auto old_model = load_model(o.output_path);
+  auto new_model = load_model(marian_text_model());
+  CHECK(old_model->info().vocab.to_vector() == new_model->info().vocab.to_vector());
+  size_t lines = 0;
+  const json expected = expected_for("marian_text");
+  for (const auto& want : expected["tokenizer"]) {
+    const std::string text = want["text"];
+    auto a = tokenize(*old_model, text);
+    auto b = tokenize(*new_model, text);
+    REQUIRE(a.has_value());
+    REQUIRE(b.has_value());
+    CHECK(a.value().ids == b.value().ids);
+    CHECK(a.value().pieces == b.value().pieces);
+    auto decoded_a = decode_text(*old_model, a.value().ids);
+    auto decoded_b = decode_text(*new_model, a.value().ids);
+    REQUIRE(decoded_a.has_value());
+    REQUIRE(decoded_b.has_value());
+    CHECK(decoded_a.value() == decoded_b.value());
+    ++lines;
+  }
+  CHECK(lines > 0);
+  // Their strings are still checked one by one (a piece's bytes are shared with its
+  // vocabulary token's, which is checked first).
+  auto bytes = old_bytes;
+  auto* piece = fb::GetMutableModel(bytes.data() + 4)->mutable_tokenizer()->mutable_source()->mutable_pieces()->GetMutableObject(100);
+  REQUIRE(piece->size() > 0);
+  piece->Mutate(0, '\xff');
+  auto r = Model::load_from_memory(bytes.data(), bytes.size(), "old.petrel");
+  REQUIRE_FALSE(r.has_value());
+  CHECK_THAT(r.error().message, Contains("old.petrel: tokenizer.") && Contains("] is not valid UTF-8 (byte 0xff at offset 0)"));
+}
+
 TEST_CASE("text: a hostile tokenizer section is refused at load, by field", "[text][format]") {
   const auto good = read_bytes(marian_text_model());
   auto load = [](const std::vector<uint8_t>& bytes) {
@@ -292,13 +339,56 @@ TEST_CASE("text: a hostile tokenizer section is refused at load, by field", "[te
     map->Mutate(3, 0x7f);
     expect(bytes, "tokenizer.source", "charsmap");
   }
+  // The strings (format 1.6): one blob, the tables spans of it.
+  auto* good_tokenizer = fb::GetModel(good.data() + 4)->tokenizer();
+  REQUIRE(good_tokenizer->strings() != nullptr);
+  REQUIRE(good_tokenizer->source()->pieces() == nullptr);
+  const uint32_t blob_size = good_tokenizer->strings()->size();
+  const fb::StringSpan piece100 = *good_tokenizer->source()->piece_spans()->Get(100);
+  REQUIRE(piece100.size() > 0);
+  uint32_t spaced = 0;  // a piece that starts with "▁" and goes on
+  while (!(good_tokenizer->source()->piece_spans()->Get(spaced)->size() > 3 &&
+           good_tokenizer->strings()->Get(good_tokenizer->source()->piece_spans()->Get(spaced)->offset()) == 0xe2))
+    ++spaced;
+  const fb::StringSpan spaced_span = *good_tokenizer->source()->piece_spans()->Get(spaced);
+  auto set_span = [&](std::vector<uint8_t>& bytes, uint32_t i, uint32_t offset, uint32_t size) {
+    auto* span = tokenizer_of(bytes)->mutable_source()->mutable_piece_spans()->GetMutableObject(i);
+    span->mutate_offset(offset);
+    span->mutate_size(size);
+  };
   {
     auto bytes = good;  // a piece that is not UTF-8: tokenize would hand it out
-    auto* pieces = tokenizer_of(bytes)->mutable_source()->mutable_pieces();
-    auto* piece = pieces->GetMutableObject(100);
-    REQUIRE(piece->size() > 0);
-    piece->Mutate(0, '\xff');
-    expect(bytes, "tokenizer.source.pieces[100] is not valid UTF-8", "byte 0xff at offset 0");
+    tokenizer_of(bytes)->mutable_strings()->Mutate(piece100.offset(), 0xff);
+    expect(bytes, "tokenizer.strings is not valid UTF-8", "byte 0xff at offset " + std::to_string(piece100.offset()));
+  }
+  {
+    auto bytes = good;  // a span past the blob
+    set_span(bytes, 100, blob_size - 1, 5);
+    expect(bytes, "tokenizer.source.piece_spans[100]: bytes [" + std::to_string(blob_size - 1) + ", " +
+                      std::to_string(blob_size + 4) + ")",
+           "run past the " + std::to_string(blob_size) + " bytes of tokenizer.strings");
+  }
+  {
+    auto bytes = good;  // offset + size past 32 bits: no wrap-around
+    set_span(bytes, 100, 0xffffff00u, 0x200);
+    expect(bytes, "tokenizer.source.piece_spans[100]", "run past the");
+  }
+  {
+    auto bytes = good;  // a span starting inside "▁"
+    set_span(bytes, spaced, spaced_span.offset() + 1, spaced_span.size() - 1);
+    expect(bytes, "tokenizer.source.piece_spans[" + std::to_string(spaced) + "]", "start inside a UTF-8 character");
+  }
+  {
+    auto bytes = good;  // a span ending inside "▁"
+    set_span(bytes, spaced, spaced_span.offset(), 1);
+    expect(bytes, "tokenizer.source.piece_spans[" + std::to_string(spaced) + "]", "end inside a UTF-8 character");
+  }
+  {
+    auto bytes = good;  // a vocabulary token ending inside "▁" (the same check for every table)
+    auto* span = tokenizer_of(bytes)->mutable_vocab_spans()->GetMutableObject(5);
+    span->mutate_offset(spaced_span.offset());
+    span->mutate_size(2);
+    expect(bytes, "tokenizer.vocab_spans[5]", "end inside a UTF-8 character");
   }
   {
     auto bytes = good;  // what decoding prints for an unknown piece (the converter always stores it)
@@ -309,24 +399,18 @@ TEST_CASE("text: a hostile tokenizer section is refused at load, by field", "[te
     expect(bytes, "tokenizer.target.unk_surface is not valid UTF-8", "byte 0xc3 at offset 0");
   }
   {
-    // A piece longer than kMaxPieceBytes: its length prefix stretched over the bytes
-    // that follow, up to a NUL (what the FlatBuffers verifier wants after a string).
+    // A piece longer than kMaxPieceBytes (inside the blob).
     auto bytes = good;
-    auto* piece = tokenizer_of(bytes)->mutable_source()->mutable_pieces()->GetMutableObject(100);
-    const auto at = static_cast<size_t>(reinterpret_cast<const uint8_t*>(piece->c_str()) - bytes.data());
-    size_t length = detail::kMaxPieceBytes + 1;
-    while (at + length < bytes.size() && bytes[at + length] != 0) ++length;
-    REQUIRE(at + length + 4096 < bytes.size());  // inside the metadata
-    const auto prefix = static_cast<uint32_t>(length);
-    std::memcpy(bytes.data() + at - 4, &prefix, 4);
-    expect(bytes, "tokenizer.source.pieces[100]: " + std::to_string(length) + " bytes",
+    REQUIRE(blob_size > detail::kMaxPieceBytes + 1);
+    set_span(bytes, 100, 0, detail::kMaxPieceBytes + 1);
+    expect(bytes, "tokenizer.source.piece_spans[100]: " + std::to_string(detail::kMaxPieceBytes + 1) + " bytes",
            "more than the " + std::to_string(detail::kMaxPieceBytes));
   }
   // Random flips inside the tokenizer's strings and tables: refused, or load and
   // tokenize safely (under ASan/UBSan in CI).
   std::mt19937 rng(11);
   const auto* source = fb::GetModel(good.data() + 4)->tokenizer()->source();
-  const size_t begin = reinterpret_cast<const uint8_t*>(source->pieces()) - good.data();
+  const size_t begin = reinterpret_cast<const uint8_t*>(source->piece_spans()) - good.data();
   const size_t end = begin + 400000;
   int loaded = 0;
   for (int trial = 0; trial < 300; ++trial) {

@@ -42,6 +42,13 @@ char* first_byte(const flatbuffers::String* s) {
   return const_cast<char*>(s->c_str());
 }
 
+// The first byte of vocabulary token `id` in the tokenizer's blob (format 1.6), writable.
+char* vocab_first_byte(fb::Model* m, uint32_t id) {
+  const fb::StringSpan* span = m->tokenizer()->vocab_spans()->Get(id);
+  REQUIRE(span->size() > 0);
+  return reinterpret_cast<char*>(const_cast<uint8_t*>(m->mutable_tokenizer()->mutable_strings()->data())) + span->offset();
+}
+
 struct Command {
   int exit_code = -1;  // -1: killed by a signal
   std::string out;
@@ -105,8 +112,8 @@ TEST_CASE("the loader refuses model-file strings that are not UTF-8, naming the 
     field = "tensor #3: name";
   }
   SECTION("vocabulary entry (a truncated two-byte sequence)") {
-    *first_byte(m->tokenizer()->vocab()->Get(12)) = '\xc3';
-    field = "tokenizer.vocab[12]";
+    *vocab_first_byte(m, 12) = '\xc3';
+    field = "tokenizer.strings";
   }
   SECTION("fold note (an overlong form)") {
     char* note = first_byte(m->folds()->Get(0)->note());
@@ -134,7 +141,7 @@ TEST_CASE("petrel-inspect and petrel-run refuse such a file with a message, not 
   std::vector<uint8_t> bytes = valid_model();
   fb::Model* m = fb::GetMutableModel(bytes.data() + 4);
   SECTION("tensor name") { *first_byte(m->tensors()->Get(0)->name()) = '\xfe'; }
-  SECTION("vocabulary entry") { *first_byte(m->tokenizer()->vocab()->Get(5)) = '\xff'; }
+  SECTION("vocabulary entry") { *vocab_first_byte(m, 5) = '\xff'; }
   const std::string model = tmp.file("bad.petrel"), err = tmp.file("stderr");
   write_bytes(model, bytes);
   for (const std::string& command : {PETREL_INSPECT + " '" + model + "' --json",

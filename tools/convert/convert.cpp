@@ -1005,18 +1005,11 @@ class Converter {
     return fb::CreateStack(fbb_, embed, positions, layers_vec, final_norm, embed_norm);
   }
 
-  flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>> strings_of(
-      const std::vector<std::string>& v) {
-    std::vector<flatbuffers::Offset<flatbuffers::String>> strings;
-    for (const auto& t : v) strings.push_back(fbb_.CreateString(t));
-    return fbb_.CreateVector(strings);
-  }
-
   // A .spm model as the engine stores it; vocab_ids maps its pieces to `vocab` ids
   // (-1: absent) when vocab is given.
-  flatbuffers::Offset<fb::SentencePieceModel> sentencepiece_table(const SpmModel& m,
-                                                                  const std::vector<std::string>* vocab) {
-    if (vocab == nullptr) return write_sentencepiece_model(fbb_, m, nullptr);
+  flatbuffers::Offset<fb::SentencePieceModel> sentencepiece_table(const SpmModel& m, const std::vector<std::string>* vocab,
+                                                                  TokenizerStrings& strings) {
+    if (vocab == nullptr) return write_sentencepiece_model(fbb_, m, nullptr, strings);
     std::unordered_map<std::string_view, int32_t> id_of;
     for (size_t i = 0; i < vocab->size(); ++i) id_of.emplace((*vocab)[i], static_cast<int32_t>(i));
     std::vector<int32_t> ids;
@@ -1028,7 +1021,7 @@ class Converter {
     }
     report_.notes.push_back(m.path.substr(m.path.find_last_of('/') + 1) + ": " + std::to_string(m.pieces.size()) +
                             " pieces, " + std::to_string(missing) + " of them not in vocab.json (encoded as <unk>)");
-    return write_sentencepiece_model(fbb_, m, &ids);
+    return write_sentencepiece_model(fbb_, m, &ids, strings);
   }
 
   // The text tokenizer: opus-mt's (source.spm + target.spm + vocab.json [+
@@ -1039,7 +1032,7 @@ class Converter {
     if (c_.marian_native) return marian_native_tokenizer();
     if (c_.family != Family::kMarian) {  // NLLB, M2M100, mBART-50: nullopt, with a note, without the files
       const auto family = read_family_tokenizer(dir, c_.model_type, c_.tokenizer_class, c_.vocab, &report_.notes);
-      return family ? write_family_tokenizer(fbb_, *family) : 0;
+      return family ? write_family_tokenizer(fbb_, *family, options_.tokenizer_strings) : 0;
     }
     if (!file_exists(path)) {
       report_.notes.push_back("vocabulary: none (no vocab.json); use token ids");
@@ -1057,15 +1050,18 @@ class Converter {
     const std::vector<std::string>& vocab = files.vocab;
     const std::vector<std::string>& target_vocab = files.target_vocab;
     vocab_ = vocab;
-    auto vocab_vec = strings_of(vocab);
+    TokenizerStrings strings(fbb_, options_.tokenizer_strings);
+    const TokenizerStrings::Table vocab_table = strings.add(vocab);
 
     if (files.marian) {
       const SpmModel source = read_spm_model(dir + "/source.spm");
       const SpmModel target = read_spm_model(dir + "/target.spm");
       const bool clean_up = files.clean_up;
-      auto target_vocab_vec = target_vocab.empty() ? 0 : strings_of(target_vocab);
-      auto source_table = sentencepiece_table(source, &vocab);
-      auto target_table = sentencepiece_table(target, nullptr);
+      TokenizerStrings::Table target_vocab_table;
+      if (!target_vocab.empty()) target_vocab_table = strings.add(target_vocab);
+      auto source_table = sentencepiece_table(source, &vocab, strings);
+      auto target_table = sentencepiece_table(target, nullptr, strings);
+      auto blob = strings.blob();
       report_.notes.push_back("text tokenizer: Marian (transformers 4.22-4.33 MarianTokenizer rules): " +
                               std::string(source.algorithm == text::SpmAlgorithm::kBpe ? "BPE" : "unigram") +
                               " source.spm, " + (target.algorithm == text::SpmAlgorithm::kBpe ? "BPE" : "unigram") +
@@ -1074,8 +1070,9 @@ class Converter {
                               (clean_up ? ", tokenization spaces cleaned up" : ""));
       fb::TokenizerBuilder b(fbb_);
       b.add_kind(fb::TokenizerKind::Marian);
-      b.add_vocab(vocab_vec);
-      if (!target_vocab.empty()) b.add_target_vocab(target_vocab_vec);
+      TokenizerStrings::add_vocab(b, vocab_table);
+      TokenizerStrings::add_target_vocab(b, target_vocab_table);
+      TokenizerStrings::add_blob(b, blob);
       b.add_source(source_table);
       b.add_target(target_table);
       b.add_eos_id(files.eos);
@@ -1090,26 +1087,34 @@ class Converter {
                              : spm_files    ? " (no target_vocab.json for the separate target vocabulary: no text "
                                               "tokenizer; use token ids)"
                                             : " (no source.spm/target.spm: use token ids)"));
-    return fb::CreateTokenizer(fbb_, word_tokenizer ? fb::TokenizerKind::WordsThenChars : fb::TokenizerKind::None,
-                               vocab_vec);
+    auto blob = strings.blob();
+    fb::TokenizerBuilder b(fbb_);
+    b.add_kind(word_tokenizer ? fb::TokenizerKind::WordsThenChars : fb::TokenizerKind::None);
+    TokenizerStrings::add_vocab(b, vocab_table);
+    TokenizerStrings::add_blob(b, blob);
+    return b.Finish();
   }
 
   // Marian C++ models: the SentencePiece ids are the model's (text::SentencePieceIdsTokenizer).
   flatbuffers::Offset<fb::Tokenizer> marian_native_tokenizer() {
     const bool shared = c_.native.target_vocab == c_.native.source_vocab;
     auto name = [](const std::string& p) { return p.substr(p.find_last_of('/') + 1); };
+    TokenizerStrings strings(fbb_, options_.tokenizer_strings);
     if (c_.native.word_vocabularies) {  // Marian's DefaultVocab
       vocab_ = read_marian_word_vocabulary(c_.native.source_vocab);
-      auto vocab = strings_of(vocab_);
-      auto target = shared ? 0 : strings_of(read_marian_word_vocabulary(c_.native.target_vocab));
+      const TokenizerStrings::Table vocab = strings.add(vocab_);
+      TokenizerStrings::Table target;
+      if (!shared) target = strings.add(read_marian_word_vocabulary(c_.native.target_vocab));
+      auto blob = strings.blob();
       report_.notes.push_back("text tokenizer: Marian C++'s word vocabulary (DefaultVocab: words split at spaces, "
                               "EOS appended; text must be segmented as for training): " + name(c_.native.source_vocab) +
                               (shared ? " (shared)" : " + " + name(c_.native.target_vocab)) + ", " +
                               std::to_string(vocab_.size()) + " tokens");
       fb::TokenizerBuilder b(fbb_);
       b.add_kind(fb::TokenizerKind::MarianWords);
-      b.add_vocab(vocab);
-      if (!shared) b.add_target_vocab(target);
+      TokenizerStrings::add_vocab(b, vocab);
+      TokenizerStrings::add_target_vocab(b, target);
+      TokenizerStrings::add_blob(b, blob);
       b.add_eos_id(c_.eos);
       b.add_unk_id(bad_unk());
       b.add_clean_up_spaces(false);
@@ -1119,8 +1124,9 @@ class Converter {
     const SpmModel target = shared ? source : read_spm_model(c_.native.target_vocab);
     // The pieces serve as the vocabulary of a text shortlist (lex.s2t names tokens).
     vocab_.assign(source.pieces.begin(), source.pieces.end());
-    auto source_table = write_sentencepiece_model(fbb_, source, nullptr);
-    auto target_table = shared ? source_table : write_sentencepiece_model(fbb_, target, nullptr);
+    auto source_table = write_sentencepiece_model(fbb_, source, nullptr, strings);
+    auto target_table = shared ? source_table : write_sentencepiece_model(fbb_, target, nullptr, strings);
+    auto blob = strings.blob();
     report_.notes.push_back("text tokenizer: Marian C++'s (SentencePiece ids are the model's, EOS appended, spm "
                             "decoding): " + name(c_.native.source_vocab) +
                             (shared ? " (shared)" : " + " + name(c_.native.target_vocab)) + ", " +
@@ -1128,6 +1134,7 @@ class Converter {
                             ", <unk> " + std::to_string(bad_unk()) + " (never generated)");
     fb::TokenizerBuilder b(fbb_);
     b.add_kind(fb::TokenizerKind::SentencePieceIds);
+    TokenizerStrings::add_blob(b, blob);
     b.add_source(source_table);
     b.add_target(target_table);
     b.add_eos_id(c_.eos);

@@ -14,6 +14,11 @@
 
 namespace petrel::convert {
 
+// How a tokenizer's string tables (vocabularies, pieces) are written: since format 1.6
+// as spans of one blob, Tokenizer.strings, holding each distinct string once; or as
+// [string], as files before 1.6 hold them (tests of old files write those).
+enum class StringLayout { kSpans, kStringVectors };
+
 enum class PositionChoice { kAuto, kSinusoidalConcatenated, kSinusoidalInterleaved, kLearned, kNone };
 
 struct ConvertOptions {
@@ -34,6 +39,9 @@ struct ConvertOptions {
   // `first` target ids and each source token's `best` most likely targets.
   std::string shortlist_path;
   uint32_t shortlist_first = 100, shortlist_best = 100;
+  // How the tokenizer's strings are stored: format 1.6's blob and spans; [string] as
+  // before 1.6 only to make old-format files (tests).
+  StringLayout tokenizer_strings = StringLayout::kSpans;
   // Called before each tensor is encoded: (petrel tensor name, index, total).
   std::function<void(const std::string&, size_t, size_t)> progress;
 };

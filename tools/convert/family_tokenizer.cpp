@@ -282,14 +282,68 @@ std::optional<FamilyTokenizer> family_tokenizer_from(const FamilyTokenizerFiles&
   return t;
 }
 
+namespace {
+
+template <class String>
+TokenizerStrings::Table add_strings(flatbuffers::FlatBufferBuilder& fbb, StringLayout layout, std::string& bytes,
+                                    std::unordered_map<std::string, uint32_t>& offset_of,
+                                    const std::vector<String>& strings) {
+  TokenizerStrings::Table table;
+  if (layout == StringLayout::kStringVectors) {
+    std::vector<flatbuffers::Offset<flatbuffers::String>> offsets;
+    // Shared: NLLB's tokens are its pieces, stored once.
+    for (std::string_view s : strings) offsets.push_back(fbb.CreateSharedString(s.data(), s.size()));
+    table.strings = fbb.CreateVector(offsets);
+    return table;
+  }
+  std::vector<fb::StringSpan> spans;
+  spans.reserve(strings.size());
+  for (std::string_view s : strings) {
+    auto [it, added] = offset_of.try_emplace(std::string(s), static_cast<uint32_t>(bytes.size()));
+    if (added) {
+      if (bytes.size() + s.size() > UINT32_MAX) throw ConvertError("tokenizer: its strings exceed 4 GiB");
+      bytes.append(s);
+    }
+    spans.emplace_back(it->second, static_cast<uint32_t>(s.size()));
+  }
+  table.spans = fbb.CreateVectorOfStructs(spans);
+  return table;
+}
+
+}  // namespace
+
+TokenizerStrings::Table TokenizerStrings::add(const std::vector<std::string_view>& strings) {
+  return add_strings(fbb_, layout_, bytes_, offset_of_, strings);
+}
+
+TokenizerStrings::Table TokenizerStrings::add(const std::vector<std::string>& strings) {
+  return add_strings(fbb_, layout_, bytes_, offset_of_, strings);
+}
+
+flatbuffers::Offset<flatbuffers::Vector<uint8_t>> TokenizerStrings::blob() {
+  if (layout_ == StringLayout::kStringVectors) return 0;
+  return fbb_.CreateVector(reinterpret_cast<const uint8_t*>(bytes_.data()), bytes_.size());
+}
+
+void TokenizerStrings::add_vocab(fb::TokenizerBuilder& b, const Table& t) {
+  if (!t.spans.IsNull()) b.add_vocab_spans(t.spans);
+  if (!t.strings.IsNull()) b.add_vocab(t.strings);
+}
+
+void TokenizerStrings::add_target_vocab(fb::TokenizerBuilder& b, const Table& t) {
+  if (!t.spans.IsNull()) b.add_target_vocab_spans(t.spans);
+  if (!t.strings.IsNull()) b.add_target_vocab(t.strings);
+}
+
+void TokenizerStrings::add_blob(fb::TokenizerBuilder& b, flatbuffers::Offset<flatbuffers::Vector<uint8_t>> blob) {
+  if (!blob.IsNull()) b.add_strings(blob);
+}
+
 flatbuffers::Offset<fb::SentencePieceModel> write_sentencepiece_model(flatbuffers::FlatBufferBuilder& fbb,
                                                                       const SpmModel& m,
-                                                                      const std::vector<int32_t>* vocab_ids) {
-  std::vector<flatbuffers::Offset<flatbuffers::String>> pieces;
-  // Shared: a piece equal to a vocabulary token already written (NLLB's vocabulary is
-  // its pieces) is stored once, and the loader checks its UTF-8 once.
-  for (std::string_view p : m.pieces) pieces.push_back(fbb.CreateSharedString(p.data(), p.size()));
-  auto pieces_vec = fbb.CreateVector(pieces);
+                                                                      const std::vector<int32_t>* vocab_ids,
+                                                                      TokenizerStrings& strings) {
+  const TokenizerStrings::Table pieces = strings.add(m.pieces);
   auto scores = fbb.CreateVector(m.scores);
   std::vector<uint8_t> types;
   for (text::PieceType t : m.types) types.push_back(static_cast<uint8_t>(t));
@@ -313,7 +367,8 @@ flatbuffers::Offset<fb::SentencePieceModel> write_sentencepiece_model(flatbuffer
   }
   fb::SentencePieceModelBuilder b(fbb);
   b.add_algorithm(static_cast<fb::SentencePieceAlgorithm>(m.algorithm));
-  b.add_pieces(pieces_vec);
+  if (!pieces.spans.IsNull()) b.add_piece_spans(pieces.spans);
+  if (!pieces.strings.IsNull()) b.add_pieces(pieces.strings);
   b.add_scores(scores);
   b.add_types(types_vec);
   b.add_precompiled_charsmap(charsmap);
@@ -332,13 +387,13 @@ flatbuffers::Offset<fb::SentencePieceModel> write_sentencepiece_model(flatbuffer
   return b.Finish();
 }
 
-flatbuffers::Offset<fb::Tokenizer> write_family_tokenizer(flatbuffers::FlatBufferBuilder& fbb,
-                                                          const FamilyTokenizer& t) {
+flatbuffers::Offset<fb::Tokenizer> write_family_tokenizer(flatbuffers::FlatBufferBuilder& fbb, const FamilyTokenizer& t,
+                                                          StringLayout layout) {
   // Separate statements: the bytes must not depend on argument evaluation order.
-  std::vector<flatbuffers::Offset<flatbuffers::String>> tokens;
-  for (const std::string& token : t.vocab) tokens.push_back(fbb.CreateSharedString(token));
-  auto vocab = fbb.CreateVector(tokens);
-  auto source = write_sentencepiece_model(fbb, t.spm, &t.spm_vocab_ids);  // its pieces share the tokens' strings
+  TokenizerStrings strings(fbb, layout);
+  const TokenizerStrings::Table vocab = strings.add(t.vocab);
+  auto source = write_sentencepiece_model(fbb, t.spm, &t.spm_vocab_ids, strings);  // its pieces share the tokens' bytes
+  auto blob = strings.blob();
   auto family = fbb.CreateString(t.family);
   std::vector<flatbuffers::Offset<fb::Language>> languages;
   for (const auto& [code, id] : t.languages) {
@@ -351,7 +406,8 @@ flatbuffers::Offset<fb::Tokenizer> write_family_tokenizer(flatbuffers::FlatBuffe
   if (!t.default_source_language.empty()) default_source = fbb.CreateString(t.default_source_language);
   fb::TokenizerBuilder b(fbb);
   b.add_kind(fb::TokenizerKind::Fairseq);
-  b.add_vocab(vocab);
+  TokenizerStrings::add_vocab(b, vocab);
+  TokenizerStrings::add_blob(b, blob);
   b.add_source(source);
   b.add_eos_id(t.eos_id);
   b.add_unk_id(t.unk_id);

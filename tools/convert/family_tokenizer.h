@@ -7,9 +7,12 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "convert/convert.h"
 #include "convert/spm_model.h"
 #include "petrel_generated.h"
 
@@ -49,13 +52,42 @@ std::optional<FamilyTokenizer> family_tokenizer_from(const FamilyTokenizerFiles&
                                                      const std::string& tokenizer_class, uint32_t vocab_size,
                                                      std::vector<std::string>* notes);
 
-flatbuffers::Offset<fb::Tokenizer> write_family_tokenizer(flatbuffers::FlatBufferBuilder& fbb,
-                                                          const FamilyTokenizer& t);
+// A tokenizer's string tables (vocabularies, pieces) as the file stores them, in the
+// layout ConvertOptions::tokenizer_strings says.
+class TokenizerStrings {
+ public:
+  // One table: `strings` ([string]) or `spans`, as the layout says.
+  struct Table {
+    flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>> strings;
+    flatbuffers::Offset<flatbuffers::Vector<const fb::StringSpan*>> spans;
+  };
+  TokenizerStrings(flatbuffers::FlatBufferBuilder& fbb, StringLayout layout) : fbb_(fbb), layout_(layout) {}
+  Table add(const std::vector<std::string_view>& strings);
+  Table add(const std::vector<std::string>& strings);
+  // Tokenizer.strings (none for kStringVectors): after every add(), before the Tokenizer
+  // table is begun. Throws ConvertError past 4 GiB (spans are 32-bit).
+  flatbuffers::Offset<flatbuffers::Vector<uint8_t>> blob();
+  // Sets Tokenizer.vocab or vocab_spans, target_vocab or target_vocab_spans, strings.
+  static void add_vocab(fb::TokenizerBuilder& b, const Table& t);
+  static void add_target_vocab(fb::TokenizerBuilder& b, const Table& t);
+  static void add_blob(fb::TokenizerBuilder& b, flatbuffers::Offset<flatbuffers::Vector<uint8_t>> blob);
+
+ private:
+  flatbuffers::FlatBufferBuilder& fbb_;
+  StringLayout layout_;
+  std::string bytes_;
+  std::unordered_map<std::string, uint32_t> offset_of_;
+};
+
+flatbuffers::Offset<fb::Tokenizer> write_family_tokenizer(flatbuffers::FlatBufferBuilder& fbb, const FamilyTokenizer& t,
+                                                          StringLayout layout = StringLayout::kSpans);
 
 // A SentencePiece model as the engine stores it, with vocab_ids (per piece: model id,
-// -1 absent) when given. Shared with the Marian tokenizer's writer.
+// -1 absent) when given, its pieces added to `strings`. Shared with the Marian
+// tokenizers' writers.
 flatbuffers::Offset<fb::SentencePieceModel> write_sentencepiece_model(flatbuffers::FlatBufferBuilder& fbb,
                                                                       const SpmModel& m,
-                                                                      const std::vector<int32_t>* vocab_ids);
+                                                                      const std::vector<int32_t>* vocab_ids,
+                                                                      TokenizerStrings& strings);
 
 }  // namespace petrel::convert

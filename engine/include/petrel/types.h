@@ -22,8 +22,9 @@ namespace petrel {
 constexpr uint32_t kFormatMajor = 1;
 // 1.1: optional shortlist; 1.2: generation defaults; 1.3: multilingual families;
 // 1.4: Marian C++ models (SSRU decoder layers, zero start embedding, static activation scales);
-// 1.5: SentencePiece models' piece tries stored by the converter (loaded in place)
-constexpr uint32_t kFormatMinor = 5;
+// 1.5: SentencePiece models' piece tries stored by the converter (loaded in place);
+// 1.6: a tokenizer's strings as one blob and spans of it (loaded in place)
+constexpr uint32_t kFormatMinor = 6;
 
 enum class DType { kF32, kF16, kInt8, kInt4 };
 enum class Activation { kRelu, kGelu, kSwish };
@@ -127,6 +128,10 @@ class StringTable {
   bool empty() const { return size_ == 0; }
   // i < size().
   std::string_view operator[](size_t i) const {
+    if (spans_ != nullptr) {  // (offset, size) pairs of 32 bits into one blob (format 1.6)
+      const unsigned char* span = spans_ + 8 * i;
+      return {blob_ + load32(span), load32(span + 4)};
+    }
     if (views_ != nullptr) return views_[i];
     // A FlatBuffers vector of strings (little-endian; the loader refuses other hosts):
     // slot i holds the offset from itself to a string, a 32-bit length then the bytes.
@@ -174,7 +179,10 @@ class StringTable {
     std::memcpy(&v, p, 4);
     return v;
   }
-  const std::string_view* views_ = nullptr;  // either views_ or offsets_
+  // One of: spans_ of blob_, views_, or offsets_ (a FlatBuffers [string]).
+  const unsigned char* spans_ = nullptr;
+  const char* blob_ = nullptr;
+  const std::string_view* views_ = nullptr;
   const unsigned char* offsets_ = nullptr;
   size_t size_ = 0;
   std::shared_ptr<const void> owner_;  // views_'s vector, or the model's bytes

@@ -7,6 +7,7 @@
 #include <limits>
 #include <tuple>
 
+#include "core/bytes.h"
 #include "core/checked.h"
 #include "core/utf8.h"
 #include "format/string_table_access.h"
@@ -54,17 +55,6 @@ Status check_text_fields(const ModelInfo& info, Fail fail) {
   if (problem.empty()) problem = utf8_problem(info.shortlist.source, "shortlist.source");
   if (!problem.empty()) return fail(problem);
   return Status::ok();
-}
-
-// The first string of a table's string vector that is not UTF-8, as a problem
-// naming field[i]; empty when all are.
-std::string utf8_problem(const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>& strings,
-                         const std::string& field) {
-  for (uint32_t i = 0; i < strings.size(); ++i) {
-    const std::string_view text = strings.Get(i)->string_view();
-    if (!is_valid_utf8(text)) return utf8_problem(text, field + "[" + std::to_string(i) + "]");
-  }
-  return "";
 }
 
 template <class Enum>
@@ -115,9 +105,76 @@ Status bind_shortlist(const fb::Shortlist& list, ModelInfo& info, Shortlist* out
   return Status::ok();
 }
 
-// The strings viewed in place (the Verifier has checked each one lies in the buffer).
-StringTable string_views(const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>& v) {
-  return StringTableAccess::view(v.Data(), v.size());
+using Strings = flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>>;
+using Spans = flatbuffers::Vector<const fb::StringSpan*>;
+
+// A tokenizer's `strings` (format 1.6): one blob of UTF-8 that its tables are spans of.
+struct StringBlob {
+  std::string_view bytes;
+  bool present = false;
+};
+
+// The blob, its UTF-8 checked once (absent: not present).
+template <class Fail>
+Result<StringBlob> bind_string_blob(const fb::Tokenizer& tok, Fail fail) {
+  StringBlob blob;
+  if (const auto* strings = tok.strings()) {
+    blob.bytes = {reinterpret_cast<const char*>(strings->data()), strings->size()};
+    blob.present = true;
+    const std::string problem = utf8_problem(blob.bytes, "tokenizer.strings");
+    if (!problem.empty()) return fail(problem);
+  }
+  return blob;
+}
+
+// A table of strings stored either way, viewed in place: a [string] `field` (each
+// string's UTF-8 checked; the Verifier has checked each lies in the buffer), or spans
+// of the blob `spans_field` (format 1.6: each span inside the blob, starting and ending
+// at a character, so its bytes are UTF-8 as the blob's are). Exactly one must be given.
+// No string may be longer than max_bytes.
+template <class Fail>
+Result<StringTable> bind_strings(const Strings* strings, const Spans* spans, const StringBlob& blob,
+                                 const std::string& field, const std::string& spans_field, size_t max_bytes,
+                                 Fail fail) {
+  if ((strings == nullptr) == (spans == nullptr))
+    return fail(field + ": " + (strings ? "given both as strings and as " : "missing (neither it nor ") + spans_field +
+                (strings ? "" : ")"));
+  auto too_long = [&](const std::string& where, size_t bytes) {
+    return fail(where + ": " + std::to_string(bytes) + " bytes, more than the " + std::to_string(max_bytes) +
+                " a string of it may have");
+  };
+  if (strings != nullptr) {
+    for (uint32_t i = 0; i < strings->size(); ++i) {
+      const std::string_view text = strings->Get(i)->string_view();
+      if (text.size() > max_bytes) return too_long(field + "[" + std::to_string(i) + "]", text.size());
+      if (!is_valid_utf8(text)) return fail(utf8_problem(text, field + "[" + std::to_string(i) + "]"));
+    }
+    return StringTableAccess::view(strings->Data(), strings->size());
+  }
+  if (!blob.present) return fail(spans_field + ": given without tokenizer.strings");
+  const auto* bytes = reinterpret_cast<const unsigned char*>(blob.bytes.data());
+  const uint64_t size = blob.bytes.size();
+  auto inside_character = [&](uint64_t at) { return at < size && (bytes[at] & 0xc0) == 0x80; };
+  // Raw little-endian pairs (a StringSpan), read without the accessors' per-field work.
+  const auto* raw = reinterpret_cast<const unsigned char*>(spans->Data());
+  const uint64_t longest = std::min<uint64_t>(max_bytes, size);
+  const uint32_t count = spans->size();
+  for (uint32_t i = 0; i < count; ++i) {
+    const uint64_t begin = load_le32(raw + 8 * size_t{i}), length = load_le32(raw + 8 * size_t{i} + 4);
+    const uint64_t end = begin + length;
+    // One branch for the usual span: inside, not too long, its first byte and the byte
+    // after it (when in the blob) no continuation bytes.
+    if ((end <= size) & (length <= longest) &&
+        (length == 0 || (((bytes[begin] & 0xc0) != 0x80) & (end == size || (bytes[end] & 0xc0) != 0x80))))
+      continue;
+    const std::string where = spans_field + "[" + std::to_string(i) + "]";
+    const std::string range = "bytes [" + std::to_string(begin) + ", " + std::to_string(end) + ")";
+    if (end > size) return fail(where + ": " + range + " run past the " + std::to_string(size) + " bytes of tokenizer.strings");
+    if (length > max_bytes) return too_long(where, length);
+    return fail(where + ": " + range + " of tokenizer.strings " + (inside_character(begin) ? "start" : "end") +
+                " inside a UTF-8 character");
+  }
+  return StringTableAccess::view_spans(blob.bytes.data(), spans->Data(), spans->size());
 }
 
 // A SentencePiece model's fields as a spec viewing into the file: sizes agree, the
@@ -125,32 +182,30 @@ StringTable string_views(const flatbuffers::Vector<flatbuffers::Offset<flatbuffe
 // trie — SentencePiece::create checks when the tokenizer is built.)
 template <class Fail>
 Result<SentencePieceSpec> bind_sentencepiece(const fb::SentencePieceModel* spm, const char* role,
-                                                   uint32_t vocab, Fail fail) {
+                                                   uint32_t vocab, const StringBlob& blob, Fail fail) {
   const std::string r = std::string("tokenizer.") + role;
   if (spm == nullptr) return fail(r + ": missing");
-  const size_t n = spm->pieces()->size();
+  // Pieces reach callers (tokenize, output_tokens, streamed pieces) and decoded text.
+  auto pieces = bind_strings(spm->pieces(), spm->piece_spans(), blob, r + ".pieces", r + ".piece_spans", kMaxPieceBytes, fail);
+  if (!pieces) return pieces.error();
+  const size_t n = pieces.value().size();
   if (spm->scores()->size() != n || spm->types()->size() != n)
     return fail(r + ": " + std::to_string(n) + " pieces but " + std::to_string(spm->scores()->size()) + " scores and " +
                 std::to_string(spm->types()->size()) + " types");
   if (spm->algorithm() != fb::SentencePieceAlgorithm::Unigram && spm->algorithm() != fb::SentencePieceAlgorithm::Bpe)
     return fail(r + ".algorithm: unknown value " + std::to_string(static_cast<int>(spm->algorithm())));
-  for (uint32_t i = 0; i < n; ++i) {
-    const size_t bytes = spm->pieces()->Get(i)->size();
-    if (bytes > kMaxPieceBytes)
-      return fail(r + ".pieces[" + std::to_string(i) + "]: " + std::to_string(bytes) + " bytes, more than the " +
-                  std::to_string(kMaxPieceBytes) + " a piece may have");
-  }
-  // Pieces reach callers (tokenize, output_tokens, streamed pieces) and decoded text.
-  std::string problem = utf8_problem(*spm->pieces(), r + ".pieces");
-  if (problem.empty() && spm->unk_surface()) problem = utf8_problem(spm->unk_surface()->string_view(), r + ".unk_surface");
+  std::string problem;
+  if (spm->unk_surface()) problem = utf8_problem(spm->unk_surface()->string_view(), r + ".unk_surface");
   if (problem.empty() && spm->normalizer()) problem = utf8_problem(spm->normalizer()->string_view(), r + ".normalizer");
   if (!problem.empty()) return fail(problem);
   SentencePieceSpec spec;
   spec.algorithm = static_cast<SpmAlgorithm>(spm->algorithm());
-  spec.pieces = string_views(*spm->pieces());
-  spec.scores.assign(spm->scores()->begin(), spm->scores()->end());
-  spec.types.reserve(n);
-  for (uint8_t t : *spm->types()) spec.types.push_back(static_cast<PieceType>(t));
+  spec.pieces = std::move(pieces.value());
+  // Copied whole (little-endian floats and bytes as the host holds them; the types'
+  // values are checked by SentencePiece::create).
+  spec.scores.assign(spm->scores()->data(), spm->scores()->data() + n);
+  const auto* types = reinterpret_cast<const PieceType*>(spm->types()->data());
+  spec.types.assign(types, types + n);
   if (const auto* map = spm->precompiled_charsmap())
     spec.precompiled_charsmap = {reinterpret_cast<const char*>(map->data()), map->size()};
   spec.add_dummy_prefix = spm->add_dummy_prefix();
@@ -188,35 +243,63 @@ Result<SentencePieceSpec> bind_sentencepiece(const fb::SentencePieceModel* spm, 
   return spec;
 }
 
+// What every tokenizer kind shares, bound once: the strings blob and the (source)
+// vocabulary (vocab_size tokens, UTF-8) when the file has one.
+struct TokenizerStrings {
+  StringBlob blob;
+  StringTable vocab;
+  bool has_vocab = false;
+};
+
+template <class Fail>
+Result<TokenizerStrings> bind_tokenizer_strings(const fb::Tokenizer& tok, uint32_t vocab_size, Fail fail) {
+  TokenizerStrings out;
+  auto blob = bind_string_blob(tok, fail);
+  if (!blob) return blob.error();
+  out.blob = blob.value();
+  out.has_vocab = tok.vocab() != nullptr || tok.vocab_spans() != nullptr;
+  if (!out.has_vocab) return out;
+  auto vocab = bind_strings(tok.vocab(), tok.vocab_spans(), out.blob, "tokenizer.vocab", "tokenizer.vocab_spans",
+                            SIZE_MAX, fail);
+  if (!vocab) return vocab.error();
+  if (vocab.value().size() != vocab_size)
+    return fail("tokenizer.vocab holds " + std::to_string(vocab.value().size()) + " tokens, expected vocab_size " +
+                std::to_string(vocab_size));
+  out.vocab = std::move(vocab.value());
+  return out;
+}
+
 // A tokenizer's separate target vocabulary (target_vocab_size tokens, UTF-8), or an
 // empty table when the source vocabulary serves both (then their sizes must agree).
 template <class Fail>
-Result<StringTable> bind_target_vocab(const fb::Tokenizer& tok, const ModelInfo& info, Fail fail) {
-  if (tok.target_vocab() == nullptr) {
+Result<StringTable> bind_target_vocab(const fb::Tokenizer& tok, const ModelInfo& info, const StringBlob& blob,
+                                      Fail fail) {
+  if (tok.target_vocab() == nullptr && tok.target_vocab_spans() == nullptr) {
     if (info.target_vocab_size != info.vocab_size)
       return fail("tokenizer.target_vocab: missing, and the target vocabulary differs from the source's");
     return StringTable{};
   }
-  if (tok.target_vocab()->size() != info.target_vocab_size)
-    return fail("tokenizer.target_vocab holds " + std::to_string(tok.target_vocab()->size()) +
+  auto target = bind_strings(tok.target_vocab(), tok.target_vocab_spans(), blob, "tokenizer.target_vocab",
+                             "tokenizer.target_vocab_spans", SIZE_MAX, fail);
+  if (!target) return target.error();
+  if (target.value().size() != info.target_vocab_size)
+    return fail("tokenizer.target_vocab holds " + std::to_string(target.value().size()) +
                 " tokens, expected target_vocab_size " + std::to_string(info.target_vocab_size));
-  const std::string problem = utf8_problem(*tok.target_vocab(), "tokenizer.target_vocab");
-  if (!problem.empty()) return fail(problem);
-  return string_views(*tok.target_vocab());
+  return target;
 }
 
 template <class Fail>
 Result<MarianTokenizerTables> bind_marian_tokenizer(const fb::Tokenizer& tok, const ModelInfo& info,
-                                                           Fail fail) {
+                                                    const TokenizerStrings& strings, Fail fail) {
   MarianTokenizerTables parts;
-  if (tok.vocab() == nullptr) return fail("tokenizer.vocab: a Marian tokenizer needs the vocabulary");
-  parts.vocab = string_views(*tok.vocab());
-  auto target_vocab = bind_target_vocab(tok, info, fail);
+  if (!strings.has_vocab) return fail("tokenizer.vocab: a Marian tokenizer needs the vocabulary");
+  parts.vocab = strings.vocab;
+  auto target_vocab = bind_target_vocab(tok, info, strings.blob, fail);
   if (!target_vocab) return target_vocab.error();
   parts.target_vocab = std::move(target_vocab.value());
-  auto source = bind_sentencepiece(tok.source(), "source", info.vocab_size, fail);
+  auto source = bind_sentencepiece(tok.source(), "source", info.vocab_size, strings.blob, fail);
   if (!source) return source.error();
-  auto target = bind_sentencepiece(tok.target(), "target", 0, fail);
+  auto target = bind_sentencepiece(tok.target(), "target", 0, strings.blob, fail);
   if (!target) return target.error();
   parts.source = std::move(source.value());
   parts.target = std::move(target.value());
@@ -235,11 +318,12 @@ Result<MarianTokenizerTables> bind_marian_tokenizer(const fb::Tokenizer& tok, co
 // Marian C++ models: each SentencePiece model's ids are the model's ids, so the source
 // model has vocab_size pieces and the target model target_vocab_size.
 template <class Fail>
-Result<SentencePieceIdsTables> bind_spm_ids_tokenizer(const fb::Tokenizer& tok, const ModelInfo& info, Fail fail) {
+Result<SentencePieceIdsTables> bind_spm_ids_tokenizer(const fb::Tokenizer& tok, const ModelInfo& info,
+                                                      const TokenizerStrings& strings, Fail fail) {
   SentencePieceIdsTables parts;
-  auto source = bind_sentencepiece(tok.source(), "source", 0, fail);
+  auto source = bind_sentencepiece(tok.source(), "source", 0, strings.blob, fail);
   if (!source) return source.error();
-  auto target = bind_sentencepiece(tok.target(), "target", 0, fail);
+  auto target = bind_sentencepiece(tok.target(), "target", 0, strings.blob, fail);
   if (!target) return target.error();
   if (source.value().pieces.size() != info.vocab_size)
     return fail("tokenizer.source holds " + std::to_string(source.value().pieces.size()) +
@@ -247,7 +331,7 @@ Result<SentencePieceIdsTables> bind_spm_ids_tokenizer(const fb::Tokenizer& tok, 
   if (target.value().pieces.size() != info.target_vocab_size)
     return fail("tokenizer.target holds " + std::to_string(target.value().pieces.size()) +
                 " pieces, expected target_vocab_size " + std::to_string(info.target_vocab_size));
-  if (tok.vocab() != nullptr || tok.target_vocab() != nullptr)
+  if (strings.has_vocab || tok.target_vocab() != nullptr || tok.target_vocab_spans() != nullptr)
     return fail("tokenizer.vocab: a SentencePieceIds tokenizer has none (the pieces are the vocabulary)");
   parts.source = std::move(source.value());
   parts.target = std::move(target.value());
@@ -263,9 +347,9 @@ Result<SentencePieceIdsTables> bind_spm_ids_tokenizer(const fb::Tokenizer& tok, 
 }
 
 // What ModelInfo tells of a bound SentencePiece model.
-void describe_sentencepiece(const fb::SentencePieceModel& spm, SentencePieceInfo& out) {
+void describe_sentencepiece(const fb::SentencePieceModel& spm, const SentencePieceSpec& bound, SentencePieceInfo& out) {
   out.algorithm = spm.algorithm() == fb::SentencePieceAlgorithm::Bpe ? "bpe" : "unigram";
-  out.pieces = spm.pieces()->size();
+  out.pieces = static_cast<uint32_t>(bound.pieces.size());
   out.normalizer = spm.normalizer() ? spm.normalizer()->str() : "";
   out.byte_fallback = spm.byte_fallback();
   out.stored_trie_nodes = spm.trie_nodes() ? spm.trie_nodes()->size() : 0;
@@ -274,30 +358,19 @@ void describe_sentencepiece(const fb::SentencePieceModel& spm, SentencePieceInfo
 // Every id in range (vocab_size ids; the Fairseq families have one vocabulary), each
 // language code the text of its token, the enums known.
 template <class Fail>
-Result<FairseqTokenizerTables> bind_fairseq_parts(const fb::Tokenizer& tok, uint32_t vocab_size, Fail fail) {
+Result<FairseqTokenizerTables> bind_fairseq_parts(const fb::Tokenizer& tok, uint32_t vocab_size,
+                                                  const TokenizerStrings& strings, Fail fail) {
   using Parts = FairseqTokenizerTables;
   Parts parts;
-  if (tok.vocab() == nullptr || tok.vocab()->size() != vocab_size)
+  if (!strings.has_vocab)
     return fail("tokenizer.vocab: a Fairseq tokenizer needs every one of the " + std::to_string(vocab_size) +
                 " tokens");
-  auto source = bind_sentencepiece(tok.source(), "source", vocab_size, fail);  // checks the pieces' UTF-8
+  auto source = bind_sentencepiece(tok.source(), "source", vocab_size, strings.blob, fail);
   if (!source) return source.error();
   parts.spm = std::move(source.value());
   parts.spm_vocab_ids = tok.source()->vocab_ids()->data();
-  // The converter stores a token equal to its piece once (NLLB: nearly all of them):
-  // those bytes were checked as the piece's.
-  std::vector<bool> checked(vocab_size, false);
-  const auto& pieces = *tok.source()->pieces();
-  const auto& tokens = *tok.vocab();
-  for (uint32_t i = 0; i < pieces.size(); ++i)
-    if (const int32_t id = parts.spm_vocab_ids[i]; id >= 0 && tokens.Get(static_cast<uint32_t>(id)) == pieces.Get(i))
-      checked[static_cast<size_t>(id)] = true;
+  parts.vocab = strings.vocab;
   std::string problem;
-  for (uint32_t id = 0; id < tokens.size() && problem.empty(); ++id)
-    if (!checked[id] && !is_valid_utf8(tokens.Get(id)->string_view()))
-      problem = utf8_problem(tokens.Get(id)->string_view(), "tokenizer.vocab[" + std::to_string(id) + "]");
-  if (!problem.empty()) return fail(problem);
-  parts.vocab = string_views(*tok.vocab());
   auto id_ok = [&](int32_t id) { return id >= 0 && static_cast<uint32_t>(id) < vocab_size; };
   auto bad_id = [&](const std::string& field, int32_t id) {
     return fail("tokenizer." + field + " = " + std::to_string(id) + " is not a token id (vocab_size " +
@@ -783,14 +856,17 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
   }
   if (const fb::Tokenizer* tok = m->tokenizer()) {
     if (!enum_in_range(tok->kind())) return fail("tokenizer.kind: unknown value");
+    auto strings = bind_tokenizer_strings(*tok, info.vocab_size, fail);
+    if (!strings) return strings.error();
+    const TokenizerStrings& bound_strings = strings.value();
     if (tok->kind() == fb::TokenizerKind::Marian) {
-      auto parts = bind_marian_tokenizer(*tok, info, fail);
+      auto parts = bind_marian_tokenizer(*tok, info, bound_strings, fail);
       if (!parts) return parts.error();
       TokenizerInfo& t = info.tokenizer;
       t.kind = "marian";
-      describe_sentencepiece(*tok->source(), t.source);
-      describe_sentencepiece(*tok->target(), t.target);
-      t.separate_target_vocab = tok->target_vocab() != nullptr;
+      describe_sentencepiece(*tok->source(), parts.value().source, t.source);
+      describe_sentencepiece(*tok->target(), parts.value().target, t.target);
+      t.separate_target_vocab = !parts.value().target_vocab.empty();
       for (std::string_view token : parts.value().vocab)
         if (token.size() > 4 && token.compare(0, 2, ">>") == 0 && token.compare(token.size() - 2, 2, "<<") == 0)
           t.language_codes.emplace_back(token);
@@ -798,21 +874,21 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
       info.has_text_tokenizer = true;
     }
     if (tok->kind() == fb::TokenizerKind::SentencePieceIds) {
-      auto parts = bind_spm_ids_tokenizer(*tok, info, fail);
+      auto parts = bind_spm_ids_tokenizer(*tok, info, bound_strings, fail);
       if (!parts) return parts.error();
       TokenizerInfo& t = info.tokenizer;
       t.kind = "sentencepiece";
-      describe_sentencepiece(*tok->source(), t.source);
-      describe_sentencepiece(*tok->target(), t.target);
+      describe_sentencepiece(*tok->source(), parts.value().source, t.source);
+      describe_sentencepiece(*tok->target(), parts.value().target, t.target);
       t.separate_target_vocab = tok->target() != tok->source();
       out.spm_ids_tokenizer = std::move(parts.value());
       info.has_text_tokenizer = true;
     }
     if (tok->kind() == fb::TokenizerKind::MarianWords) {
       MarianWordsTables parts;
-      if (tok->vocab() == nullptr) return fail("tokenizer.vocab: a MarianWords tokenizer needs the vocabulary");
-      parts.vocab = string_views(*tok->vocab());  // its size and UTF-8 are checked below
-      auto target_vocab = bind_target_vocab(*tok, info, fail);
+      if (!bound_strings.has_vocab) return fail("tokenizer.vocab: a MarianWords tokenizer needs the vocabulary");
+      parts.vocab = bound_strings.vocab;
+      auto target_vocab = bind_target_vocab(*tok, info, bound_strings.blob, fail);
       if (!target_vocab) return target_vocab.error();
       parts.target_vocab = std::move(target_vocab.value());
       const uint32_t smaller = std::min(info.vocab_size, info.target_vocab_size);
@@ -824,32 +900,25 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
         *dst = id;
       }
       info.tokenizer.kind = "marian-words";
-      info.tokenizer.separate_target_vocab = tok->target_vocab() != nullptr;
+      info.tokenizer.separate_target_vocab = !parts.target_vocab.empty();
       out.marian_words_tokenizer = std::move(parts);
     }
     if (tok->kind() == fb::TokenizerKind::Fairseq) {
       if (info.target_vocab_size != info.vocab_size)
         return fail("tokenizer.kind: a Fairseq tokenizer needs one vocabulary for source and target");
-      auto parts = bind_fairseq_parts(*tok, info.vocab_size, fail);
+      auto parts = bind_fairseq_parts(*tok, info.vocab_size, bound_strings, fail);
       if (!parts) return parts.error();
       TokenizerInfo& t = info.tokenizer;
       t.kind = "fairseq";
-      describe_sentencepiece(*tok->source(), t.source);
+      describe_sentencepiece(*tok->source(), parts.value().spm, t.source);
       for (const auto& language : parts.value().languages) t.language_codes.emplace_back(language.first);
       t.family = std::string(parts.value().family);
       t.default_source_language = std::string(parts.value().default_source_language);
       out.fairseq_tokenizer = std::move(parts.value());
       info.has_text_tokenizer = true;
     }
-    if (tok->vocab()) {
-      if (tok->vocab()->size() != info.vocab_size)
-        return fail("tokenizer.vocab holds " + std::to_string(tok->vocab()->size()) +
-                    " tokens, expected vocab_size " + std::to_string(info.vocab_size));
-      if (tok->kind() != fb::TokenizerKind::Fairseq) {  // bind_fairseq_parts checked it
-        const std::string problem = utf8_problem(*tok->vocab(), "tokenizer.vocab");
-        if (!problem.empty()) return fail(problem);
-      }
-      info.vocab = string_views(*tok->vocab());  // Model::load makes it keep the file alive
+    if (bound_strings.has_vocab) {
+      info.vocab = bound_strings.vocab;  // Model::load makes it keep the file alive
       info.has_text_tokenizer = tok->kind() != fb::TokenizerKind::None;
       if (tok->kind() == fb::TokenizerKind::WordsThenChars) info.tokenizer.kind = "words";
       if (tok->kind() == fb::TokenizerKind::WordsThenChars && info.target_vocab_size != info.vocab_size)
@@ -863,9 +932,10 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
 
 Result<FairseqTokenizerTables> bind_fairseq_tokenizer(const fb::Tokenizer& tok, uint32_t vocab_size,
                                                              const std::string& name) {
-  return bind_fairseq_parts(tok, vocab_size, [&](const std::string& what) {
-    return Error{ErrorCode::kFormat, name + ": " + what};
-  });
+  auto fail = [&](const std::string& what) { return Error{ErrorCode::kFormat, name + ": " + what}; };
+  auto strings = bind_tokenizer_strings(tok, vocab_size, fail);
+  if (!strings) return strings.error();
+  return bind_fairseq_parts(tok, vocab_size, strings.value(), fail);
 }
 
 }  // namespace petrel::detail

@@ -8,7 +8,8 @@
 namespace petrel::text {
 
 Result<std::unique_ptr<FairseqTokenizer>> FairseqTokenizer::create(Parts parts, const std::string& where) {
-  auto spm = SentencePiece::create(parts.spm, where + ": tokenizer.source");
+  // Handed over: the SentencePiece keeps the scores and types uncopied (parts.spm is not read again).
+  auto spm = SentencePiece::create(std::move(parts.spm), where + ": tokenizer.source");
   if (!spm) return spm.error();
   // An empty special text would match at every position of every input; a long one
   // would cost its length at every position of an input that repeats its beginning.

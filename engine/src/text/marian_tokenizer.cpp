@@ -47,9 +47,10 @@ std::pair<size_t, size_t> language_code_match(std::string_view text, size_t from
 }  // namespace
 
 Result<std::unique_ptr<MarianTokenizer>> MarianTokenizer::create(Parts parts, const std::string& where) {
-  auto source = SentencePiece::create(parts.source, where + ": tokenizer.source");
+  // Handed over: the models keep the scores and types uncopied (parts.source and target are not read again).
+  auto source = SentencePiece::create(std::move(parts.source), where + ": tokenizer.source");
   if (!source) return source.error();
-  auto target = SentencePiece::create(parts.target, where + ": tokenizer.target");
+  auto target = SentencePiece::create(std::move(parts.target), where + ": tokenizer.target");
   if (!target) return target.error();
   return std::unique_ptr<MarianTokenizer>(
       new MarianTokenizer(std::move(parts), std::move(source.value()), std::move(target.value())));

@@ -29,7 +29,7 @@ Error format_error(const std::string& where, const std::string& what) {
 
 }  // namespace
 
-Result<SentencePiece> SentencePiece::create(const SentencePieceSpec& spec, const std::string& where) {
+Result<SentencePiece> SentencePiece::create(SentencePieceSpec spec, const std::string& where) {
   SentencePiece sp;
   if (spec.algorithm != SpmAlgorithm::kUnigram && spec.algorithm != SpmAlgorithm::kBpe)
     return format_error(where, "trainer_spec.model_type: " + std::to_string(static_cast<int>(spec.algorithm)) +
@@ -49,8 +49,8 @@ Result<SentencePiece> SentencePiece::create(const SentencePieceSpec& spec, const
 
   sp.algorithm_ = spec.algorithm;
   sp.pieces_ = spec.pieces;
-  sp.scores_ = spec.scores;
-  sp.types_ = spec.types;
+  sp.scores_ = std::move(spec.scores);  // a caller that hands its spec over copies nothing
+  sp.types_ = std::move(spec.types);
   sp.byte_fallback_ = spec.byte_fallback;
   sp.unk_surface_ = std::string(spec.unk_surface);
   sp.remove_extra_whitespaces_ = spec.remove_extra_whitespaces;
@@ -69,12 +69,12 @@ Result<SentencePiece> SentencePiece::create(const SentencePieceSpec& spec, const
     if (piece.size() > detail::kMaxPieceBytes)
       return format_error(where, field() + ".piece: " + std::to_string(piece.size()) + " bytes, more than the " +
                                      std::to_string(detail::kMaxPieceBytes) + " a piece may have");
-    if (std::isnan(spec.scores[i])) return format_error(where, field() + ".score: NaN");
+    if (std::isnan(sp.scores_[i])) return format_error(where, field() + ".score: NaN");
     const auto id = static_cast<int32_t>(i);
-    switch (spec.types[i]) {
+    switch (sp.types_[i]) {
       case PieceType::kNormal:
-        sp.min_score_ = std::min(sp.min_score_, spec.scores[i]);
-        sp.max_score_ = std::max(sp.max_score_, spec.scores[i]);
+        sp.min_score_ = std::min(sp.min_score_, sp.scores_[i]);
+        sp.max_score_ = std::max(sp.max_score_, sp.scores_[i]);
         break;
       case PieceType::kUnknown:
         if (sp.unk_id_ >= 0)
@@ -106,7 +106,7 @@ Result<SentencePiece> SentencePiece::create(const SentencePieceSpec& spec, const
         break;
       }
       default:
-        return format_error(where, field() + ".type: " + std::to_string(static_cast<int>(spec.types[i])) +
+        return format_error(where, field() + ".type: " + std::to_string(static_cast<int>(sp.types_[i])) +
                                        " is no piece type (1..6)");
     }
   }

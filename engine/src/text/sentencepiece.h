@@ -95,7 +95,8 @@ class SentencePiece : private Normalizer::SymbolMatcher {
   // Validates `spec` (sizes, piece types, exactly one unknown piece, no empty or
   // duplicate pieces, byte pieces <0x00>..<0xFF> iff byte_fallback, the charsmap's
   // header) and builds the model. Errors (kFormat) name `where` and the field.
-  static Result<SentencePiece> create(const SentencePieceSpec& spec, const std::string& where);
+  // A spec handed over (std::move) gives its scores and types to the model uncopied.
+  static Result<SentencePiece> create(SentencePieceSpec spec, const std::string& where);
 
   // Normalizes `text` and segments it: the pieces spm_encode prints (no bos/eos added).
   // Any bytes are accepted (malformed UTF-8 becomes U+FFFD). Fails (kInvalidArgument)

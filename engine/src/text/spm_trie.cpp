@@ -255,33 +255,50 @@ std::string PieceTrie::adopt(const Pieces& pieces, const detail::StoredPieceTrie
     return node_problem(last, "the closing node is not {first_child " + std::to_string(last) + ", id -1}");
   if (nodes[0].id != -1) return node_problem(0, "the root (the empty string) has id " + std::to_string(nodes[0].id));
   // Per node, as the loop meets it (children after their parent): its parent, its depth
-  // and its path's first 8 bytes (big-endian, zero-padded), so that each piece's node is
-  // then checked with two independent reads instead of a chain of parents.
-  std::vector<uint32_t> parent(last, 0), node_of(pieces.size(), 0);  // node 0 ends no piece
+  // and its path's first 8 bytes (big-endian, zero-padded), so that a node ending a
+  // piece is checked against it with two reads instead of a chain of parents. One pass:
+  // a node's facts are set by its parent, met before it in a valid trie (where one is
+  // not, the node's parent is met later and refused then, or the node's path check fails).
+  std::vector<uint32_t> parent(last, 0);
   std::vector<uint16_t> depth(last, 0);
   std::vector<uint64_t> head(last, 0);
+  std::vector<bool> ended(pieces.size(), false);
+  size_t ended_count = 0;
   for (size_t n = 0; n < last; ++n) {
     const uint32_t first = nodes[n].first_child, end = nodes[n + 1].first_child;
     const int32_t id = nodes[n].id;
-    if (id >= 0) {
-      if (static_cast<size_t>(id) >= pieces.size())
-        return node_problem(n, "id " + std::to_string(id) + " is not a piece id (" + std::to_string(pieces.size()) + " pieces)");
-      if (node_of[static_cast<size_t>(id)] != 0)
-        return node_problem(n, "id " + std::to_string(id) + " ends a second node (trie_nodes[" +
-                                   std::to_string(node_of[static_cast<size_t>(id)]) + "] is one)");
-      node_of[static_cast<size_t>(id)] = static_cast<uint32_t>(n);
-    } else if (id != -1) {
-      return node_problem(n, "id " + std::to_string(id) + " is neither a piece id nor -1");
-    }
     if (end < first)
       return node_problem(n + 1, "first_child " + std::to_string(end) + " is below the previous node's " + std::to_string(first));
     if (end > last)  // (later nodes' are not checked yet)
       return node_problem(n + 1, "first_child " + std::to_string(end) + " is past the closing node " + std::to_string(last));
+    if (first < end && first <= n)
+      return node_problem(n, "its children start at node " + std::to_string(first) + ", not after it");
+    if (id >= 0) {
+      const auto i = static_cast<size_t>(id);
+      if (i >= pieces.size())
+        return node_problem(n, "id " + std::to_string(id) + " is not a piece id (" + std::to_string(pieces.size()) + " pieces)");
+      if (ended[i]) return node_problem(n, "id " + std::to_string(id) + " ends a second node");
+      ended[i] = true;
+      ++ended_count;
+      // The node spells piece i: as deep as the piece is long, the same first 8 bytes,
+      // and (longer pieces) the labels from the node up to depth 8 are the piece's bytes
+      // from the last. The walks cost the pieces' bytes: linear, no recursion.
+      const std::string_view piece = pieces[i];
+      bool same = depth[n] == piece.size();
+      uint64_t piece_head = 0;
+      for (size_t k = 0; k < piece.size() && k < 8; ++k)
+        piece_head |= uint64_t{static_cast<unsigned char>(piece[k])} << (56 - 8 * k);
+      same = same && head[n] == piece_head;
+      size_t up = n;
+      for (size_t k = piece.size(); same && k > 8; --k, up = parent[up]) same = labels[up] == static_cast<unsigned char>(piece[k - 1]);
+      if (!same) return node_problem(n, "id " + std::to_string(id) + " but its path is not pieces[" + std::to_string(id) + "]");
+    } else if (id != -1) {
+      return node_problem(n, "id " + std::to_string(id) + " is neither a piece id nor -1");
+    }
     if (first == end) {
       if (id < 0 && n > 0) return node_problem(n, "a leaf without a piece");
       continue;
     }
-    if (first <= n) return node_problem(n, "its children start at node " + std::to_string(first) + ", not after it");
     if (depth[n] == detail::kMaxPieceBytes) return node_problem(n, "has children deeper than the longest piece may be");
     const unsigned shift = depth[n] < 8 ? 56 - 8 * depth[n] : 64;
     for (uint32_t c = first; c < end; ++c) {
@@ -293,23 +310,10 @@ std::string PieceTrie::adopt(const Pieces& pieces, const detail::StoredPieceTrie
       head[c] = shift < 64 ? head[n] | uint64_t{labels[c]} << shift : head[n];
     }
   }
-  // Each piece's node spells it: as deep as the piece is long, the same first 8 bytes,
-  // and (longer pieces) the labels from the node up to depth 8 are the piece's bytes
-  // from the last. The pieces are read in id order (as they lie in the file) and the
-  // walks cost their bytes: linear in the pieces' bytes, no recursion.
-  for (size_t i = 0; i < pieces.size(); ++i) {
-    uint32_t n = node_of[i];
-    if (n == 0) return "trie_nodes: no node ends pieces[" + std::to_string(i) + "]";
-    const std::string_view piece = pieces[i];
-    bool same = depth[n] == piece.size();
-    uint64_t piece_head = 0;
-    for (size_t k = 0; k < piece.size() && k < 8; ++k)
-      piece_head |= uint64_t{static_cast<unsigned char>(piece[k])} << (56 - 8 * k);
-    same = same && head[n] == piece_head;
-    for (size_t k = piece.size(); same && k > 8; --k, n = parent[n]) same = labels[n] == static_cast<unsigned char>(piece[k - 1]);
-    if (!same)
-      return node_problem(node_of[i], "id " + std::to_string(i) + " but its path is not pieces[" + std::to_string(i) + "]");
-  }
+  // Each node ending a piece ends a different one: all of them, or one is missing.
+  if (ended_count != pieces.size())
+    for (size_t i = 0; i < pieces.size(); ++i)
+      if (!ended[i]) return "trie_nodes: no node ends pieces[" + std::to_string(i) + "]";
   nodes_ = nodes;
   labels_ = labels;
   node_count_ = count;
