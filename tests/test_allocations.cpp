@@ -26,10 +26,12 @@ std::atomic<size_t> fail_at{SIZE_MAX};
 // Of them, requests that may fail quietly (nothrow new: std::stable_sort's buffer,
 // which falls back to sorting in place).
 std::atomic<size_t> nothrow_allocations{0};
+#ifdef __GLIBC__
 // While measuring (glibc: malloc_usable_size): the bytes allocated and not yet
 // released since measuring began, and their peak.
 std::atomic<bool> measuring{false};
 std::atomic<int64_t> live_bytes{0}, peak_bytes{0};
+#endif
 }  // namespace
 
 // Counting replacements of every global allocation function (this test binary
