@@ -71,17 +71,15 @@ std::vector<float> generated_tensor(uint64_t seed, size_t count, double center, 
 }  // namespace
 
 std::string shared_file(const std::string& name, const std::function<void(const std::string&)>& make) {
-  const char* cache = std::getenv("PETREL_TEST_MODEL_CACHE");
-  if (cache == nullptr || *cache == '\0') {
-    static TempDir per_process;
-    const std::string path = per_process.file(name);
-    if (!fs::exists(path)) make(path);
-    return path;
-  }
-  const std::string path = std::string(cache) + "/" + name;
+  const char* shared = std::getenv("PETREL_TEST_MODEL_CACHE");
+  static TempDir per_process;  // without a shared directory
+  const std::string cache = shared != nullptr && *shared != '\0' ? std::string(shared) : per_process.path();
+  const std::string path = cache + "/" + name;
   if (fs::exists(path)) return path;
   fs::create_directories(cache);
-  TempDir staging;  // beside nothing else: renamed into the cache whole
+  // Made beside, then renamed into place whole: a make() that fails halfway leaves
+  // nothing a later call would take for the finished file.
+  TempDir staging;
   const std::string made = staging.file(name);
   make(made);
   std::error_code error;

@@ -29,9 +29,10 @@ std::string fixture_checkpoint(const std::string& name);
 // needs it first, for every later process and stage of the run -- the sanitized and
 // emulated runs then load models the native build converted, as a device loads files
 // converted elsewhere, instead of converting in emulated floating point for minutes;
-// unset: once per process, in a temporary directory. make(path) creates it; a shared
-// one is made under a temporary name and renamed into place, so a process running
-// beside never reads half of it (two may make it at once: the same bytes).
+// unset: once per process, in a temporary directory. make(path) creates it under a
+// temporary name, then it is renamed into place, so neither a process running beside nor
+// a later call after a failed make() reads half of it (two may make it at once: the same
+// bytes).
 std::string shared_file(const std::string& name, const std::function<void(const std::string&)>& make);
 // The converter options an oracle fixture was made for (its expected.json's
 // convert_positions and convert_norm), applied to o (o.checkpoint_dir is the fixture).
