@@ -268,7 +268,7 @@ TEST_CASE("layer_norm, activations, add, logsumexp match the reference", "[kerne
         simd.layer_norm(x.data(), residual ? r.data() : nullptr, m, d, g.data(), b.data(), 1e-5f, got.data());
         require_close(got, want, 1e-4, "layer_norm d=" + std::to_string(d));
       }
-      for (Activation act : {Activation::kRelu, Activation::kGelu, Activation::kSwish}) {
+      for (Activation act : {Activation::kRelu, Activation::kGelu, Activation::kSwish, Activation::kGeluTanh}) {
         auto want = random_values(rng, d, 3.0f), got = want;
         reference::activate(act, want.data(), d);
         simd.activate(act, got.data(), d);
@@ -281,6 +281,80 @@ TEST_CASE("layer_norm, activations, add, logsumexp match the reference", "[kerne
       auto logits = random_values(rng, d, 4.0f);
       CHECK(simd.logsumexp(logits.data(), d) == Approx(reference::logsumexp(logits.data(), d)).epsilon(1e-6));
     }
+  }
+}
+
+// The decoder-only models' element-wise kernels: RMSNorm, rotary embeddings, the gated
+// feed-forward's product, on odd widths (tails) and several rows / heads.
+TEST_CASE("rms_norm, rope and multiply match the reference", "[kernels]") {
+  std::mt19937 rng(29);
+  for (Isa isa : simd_paths()) {
+    const KernelTable& simd = *table_for(isa);
+    INFO(simd.isa);
+    for (size_t d : {1, 2, 3, 8, 17, 64, 100, 256, 513}) {
+      const size_t m = 1 + d % 4;
+      auto x = random_values(rng, m * d, 3.0f), g = random_values(rng, d);
+      std::vector<float> want(m * d), got(m * d);
+      reference::rms_norm(x.data(), m, d, g.data(), 1e-6f, want.data());
+      simd.rms_norm(x.data(), m, d, g.data(), 1e-6f, got.data());
+      require_close(got, want, 1e-5, "rms_norm d=" + std::to_string(d));
+      got = x;  // in place
+      simd.rms_norm(got.data(), m, d, g.data(), 1e-6f, got.data());
+      require_close(got, want, 1e-5, "rms_norm in place d=" + std::to_string(d));
+      auto y = random_values(rng, m * d);
+      want = y;
+      got = y;
+      reference::multiply(x.data(), want.data(), m * d);
+      simd.multiply(x.data(), got.data(), m * d);
+      require_close(got, want, 0, "multiply");
+    }
+    for (size_t head_dim : {2, 6, 16, 34, 64, 128, 256}) {
+      for (size_t heads : {1, 3}) {
+        const size_t m = 1 + head_dim % 3, half = head_dim / 2, stride = heads * head_dim + 5;  // rows with a gap
+        auto x = random_values(rng, m * stride), angles = random_values(rng, m * half, 10.0f);
+        std::vector<float> cos(m * half), sin(m * half);
+        for (size_t i = 0; i < angles.size(); ++i) {
+          cos[i] = std::cos(angles[i]);
+          sin[i] = std::sin(angles[i]);
+        }
+        auto want = x, got = x;
+        reference::rope(want.data(), m, heads, head_dim, stride, cos.data(), sin.data());
+        simd.rope(got.data(), m, heads, head_dim, stride, cos.data(), sin.data());
+        require_close(got, want, 1e-6, "rope head_dim=" + std::to_string(head_dim));
+        // The gap between rows is never written; each pair is rotated (its norm kept).
+        for (size_t r = 0; r < m; ++r)
+          for (size_t i = heads * head_dim; i < stride; ++i) CHECK(got[r * stride + i] == x[r * stride + i]);
+        const float a = x[0], b = x[half], c = got[0], e = got[half];
+        CHECK(c * c + e * e == Approx(a * a + b * b).epsilon(1e-5));
+      }
+    }
+  }
+}
+
+// The reference RMSNorm and rotation against their formulas in double precision.
+TEST_CASE("the reference rms_norm and rope follow their formulas", "[kernels]") {
+  std::mt19937 rng(30);
+  const size_t d = 37;
+  auto x = random_values(rng, d, 2.0f), g = random_values(rng, d);
+  std::vector<float> y(d);
+  reference::rms_norm(x.data(), 1, d, g.data(), 1e-5f, y.data());
+  double ms = 0;
+  for (float v : x) ms += double(v) * v;
+  ms /= d;
+  for (size_t i = 0; i < d; ++i) CHECK(y[i] == Approx(x[i] / std::sqrt(ms + 1e-5) * g[i]).epsilon(1e-6));
+  // rotate-half: pair (i, i + half) turned by the angle (Hugging Face's apply_rotary_pos_emb).
+  std::vector<float> v = {1, 2, 3, 4}, c = {std::cos(0.5f), std::cos(1.5f)}, s = {std::sin(0.5f), std::sin(1.5f)};
+  reference::rope(v.data(), 1, 1, 4, 4, c.data(), s.data());
+  CHECK(v[0] == Approx(1 * std::cos(0.5) - 3 * std::sin(0.5)));
+  CHECK(v[2] == Approx(3 * std::cos(0.5) + 1 * std::sin(0.5)));
+  CHECK(v[1] == Approx(2 * std::cos(1.5) - 4 * std::sin(1.5)));
+  CHECK(v[3] == Approx(4 * std::cos(1.5) + 2 * std::sin(1.5)));
+  // GELU (tanh approximation) as PyTorch writes it, in double.
+  for (double t : {-6.0, -1.5, -0.3, 0.0, 0.7, 2.0, 9.0}) {
+    float f = static_cast<float>(t);
+    reference::activate(Activation::kGeluTanh, &f, 1);
+    const double want = 0.5 * t * (1 + std::tanh(std::sqrt(2 / 3.141592653589793) * (t + 0.044715 * t * t * t)));
+    CHECK(f == Approx(want).epsilon(1e-6).margin(1e-7));
   }
 }
 

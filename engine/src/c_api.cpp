@@ -10,14 +10,20 @@
 #include <new>
 #include <string>
 
+#include <optional>
+
 #include "petrel/batch_translator.h"
+#include "petrel/generator.h"
 #include "petrel/translator.h"
 
 struct petrel_model {
   std::shared_ptr<const petrel::Model> model;
 };
+// A session translates, or for a decoder-only model generates: one of the two is set.
 struct petrel_session {
-  petrel::Translator translator;
+  std::optional<petrel::Translator> translator;
+  std::optional<petrel::Generator> generator;
+  const char* isa() const { return translator ? translator->isa() : generator->isa(); }
 };
 struct petrel_result {
   std::vector<petrel::Translation> translations;
@@ -230,16 +236,22 @@ petrel_status petrel_session_create_with(const petrel_model* model, const char* 
                                                             " is not PETREL_ACTIVATION_SCALES_DYNAMIC or _FILE"});
     petrel::TranslatorOptions to{isa ? isa : "", threads};
     if (activation_scales == PETREL_ACTIVATION_SCALES_FILE) to.activation_scales = petrel::ActivationScales::kFile;
+    if (model->model->info().decoder_only) {
+      auto created = petrel::Generator::create(model->model, to);
+      if (!created) return fail(created.error());
+      *session = new petrel_session{std::nullopt, std::move(created.value())};
+      return PETREL_OK;
+    }
     auto created = petrel::Translator::create(model->model, to);
     if (!created) return fail(created.error());
-    *session = new petrel_session{std::move(created.value())};
+    *session = new petrel_session{std::move(created.value()), std::nullopt};
     return PETREL_OK;
   });
 }
 
 void petrel_session_free(petrel_session* session) { delete session; }
 
-const char* petrel_session_isa(const petrel_session* session) { return session ? session->translator.isa() : ""; }
+const char* petrel_session_isa(const petrel_session* session) { return session ? session->isa() : ""; }
 
 petrel_status petrel_translate_ids(petrel_session* session, const int32_t* const* inputs, const size_t* lengths,
                                    size_t batch, const petrel_options* options, petrel_result** result) {
@@ -254,7 +266,8 @@ petrel_status petrel_translate_ids(petrel_session* session, const int32_t* const
     }
     auto cpp_options = to_cpp(options);
     if (!cpp_options) return fail(cpp_options.error());
-    auto translated = session->translator.translate(cpp, cpp_options.value());
+    if (!session->translator) return invalid("petrel_translate_ids: a language model's session generates (petrel_generate)");
+    auto translated = session->translator->translate(cpp, cpp_options.value());
     if (!translated) return fail(translated.error());
     *result = new petrel_result{std::move(translated.value()), {}};
     return PETREL_OK;
@@ -300,7 +313,8 @@ petrel_status petrel_translate_texts(petrel_session* session, const char* const*
     }
     auto cpp_options = to_cpp(options);
     if (!cpp_options) return fail(cpp_options.error());
-    auto translated = session->translator.translate_text(cpp, cpp_options.value());
+    if (!session->translator) return invalid("petrel_translate_texts: a language model's session generates (petrel_generate)");
+    auto translated = session->translator->translate_text(cpp, cpp_options.value());
     if (!translated) return fail(translated.error());
     auto out = std::make_unique<petrel_result>();
     for (auto& t : translated.value()) {
@@ -326,7 +340,8 @@ petrel_status petrel_translate_text(petrel_session* session, const char* text, c
     *translation = nullptr;
     auto cpp_options = to_cpp(options);
     if (!cpp_options) return fail(cpp_options.error());
-    auto translated = session->translator.translate_text({text}, cpp_options.value());
+    if (!session->translator) return invalid("a language model's session generates (petrel_generate)");
+    auto translated = session->translator->translate_text({text}, cpp_options.value());
     if (!translated) return fail(translated.error());
     const auto& hypotheses = translated.value()[0].hypotheses;
     if (hypotheses.empty())
@@ -408,6 +423,65 @@ petrel_status petrel_translate_stream(petrel_session* session, const char* text,
     o.on_token_data = user_data;
     o.stream_text = 1;
     return petrel_translate_text(session, text, &o, translation);
+  });
+}
+
+void petrel_generate_options_init_sized(petrel_generate_options* o, size_t size) {
+  if (o == nullptr) return;
+  petrel_generate_options defaults{};
+  defaults.struct_size = sizeof(petrel_generate_options);
+  defaults.do_sample = -1;
+  defaults.temperature = defaults.top_p = defaults.min_p = defaults.repetition_penalty = NAN;
+  defaults.top_k = -1;
+  size = std::min(size, sizeof(petrel_generate_options));
+  std::memcpy(static_cast<void*>(o), &defaults, size);
+  if (size >= sizeof(size_t)) o->struct_size = size;
+}
+
+int petrel_model_is_decoder_only(const petrel_model* model) { return model && model->model->info().decoder_only; }
+
+petrel_status petrel_generate(petrel_session* session, const int32_t* prompt, size_t length,
+                              const petrel_generate_options* o, petrel_result** result) {
+  return guarded([&] {
+    if (session == nullptr || result == nullptr || (length > 0 && prompt == nullptr))
+      return invalid("petrel_generate: NULL argument");
+    *result = nullptr;
+    if (!session->generator) return invalid("petrel_generate: a translation model's session translates (petrel_translate_ids)");
+    petrel::GenerateOptions g;
+    if (o != nullptr) {
+      // Every field so far came with the first version of the struct: a smaller one is not one of ours.
+      if (o->struct_size != sizeof(petrel_generate_options))
+        return fail({petrel::ErrorCode::kInvalidArgument,
+                     "petrel_generate_options.struct_size is " + std::to_string(o->struct_size) + ", expected " +
+                         std::to_string(sizeof(petrel_generate_options)) +
+                         ": initialise the options with petrel_generate_options_init"});
+      g.max_new_tokens = o->max_new_tokens;
+      if (o->do_sample >= 0) g.do_sample = o->do_sample != 0;
+      if (!std::isnan(o->temperature)) g.temperature = o->temperature;
+      if (o->top_k >= 0) g.top_k = static_cast<uint32_t>(o->top_k);
+      if (!std::isnan(o->top_p)) g.top_p = o->top_p;
+      if (!std::isnan(o->min_p)) g.min_p = o->min_p;
+      if (!std::isnan(o->repetition_penalty)) g.repetition_penalty = o->repetition_penalty;
+      g.seed = o->seed;
+      g.ignore_eos = o->ignore_eos != 0;
+      g.kv_cache_f16 = o->kv_cache_f16 != 0;
+      if (o->on_token != nullptr) {
+        const petrel_token_fn fn = o->on_token;
+        void* const data = o->on_token_data;
+        g.on_token = [fn, data](const petrel::TokenEvent& e) {
+          petrel_token_event c{e.input, e.ids, e.length, e.piece.empty() ? "" : e.piece.data(), 0, e.final ? 1 : 0,
+                               nullptr, nullptr, 0};
+          return fn(data, &c) != 0;
+        };
+      }
+    }
+    auto generated = session->generator->generate({std::vector<int32_t>(prompt, prompt + length)}, g);
+    if (!generated) return fail(generated.error());
+    std::vector<petrel::Translation> out(1);
+    const petrel::Generation& first = generated.value()[0];
+    out[0].hypotheses.push_back({first.ids, 0.0, first.ended_on_eos});
+    *result = new petrel_result{std::move(out), {}};
+    return PETREL_OK;
   });
 }
 

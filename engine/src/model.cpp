@@ -39,16 +39,19 @@ const char* to_string(Activation a) {
     case Activation::kRelu: return "relu";
     case Activation::kGelu: return "gelu";
     case Activation::kSwish: return "swish";
+    case Activation::kGeluTanh: return "gelu-tanh";
   }
   return "?";
 }
 const char* to_string(NormPlacement n) { return n == NormPlacement::kPre ? "pre" : "post"; }
+const char* to_string(NormKind k) { return k == NormKind::kRmsNorm ? "rms-norm" : "layer-norm"; }
 const char* to_string(PositionKind k) {
   switch (k) {
     case PositionKind::kNone: return "none";
     case PositionKind::kSinusoidalInterleaved: return "sinusoidal-interleaved";
     case PositionKind::kSinusoidalConcatenated: return "sinusoidal-concatenated";
     case PositionKind::kLearned: return "learned";
+    case PositionKind::kRotary: return "rotary";
   }
   return "?";
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "format/weights.h"
+#include "kernels/kernels.h"
 #include "petrel/model.h"
 #include "petrel/translator.h"
 #include "text/tokenizer.h"
@@ -31,6 +32,13 @@ struct ModelAccess {
   // The loader's way to make a Model (its constructor is private).
   static std::shared_ptr<const Model> make(std::unique_ptr<Impl> impl);
 };
+
+// The kernel path a session runs (options.isa, else PETREL_ISA, else the best this CPU
+// runs), with the options' thread count and activation scales checked. Errors name the option.
+Result<const kernels::KernelTable*> session_kernels(const Model& model, const TranslatorOptions& options);
+// The model's weights as a session runs them: dynamic activation scales clear every
+// matrix's static one (the views are small; the tensors are not copied).
+ModelWeights weights_for(const Model& model, ActivationScales scales);
 
 // Why input `input` (0-based) of a call cannot be translated, or nullopt: it is empty, has
 // an id outside the vocabulary, takes more positions than the model has, or holds

@@ -81,11 +81,8 @@ class StreamObserver final : public decode::SearchObserver {
 
 }  // namespace
 
-namespace {
-
-// The model's weights as this translator runs them: dynamic activation scales clear
-// every matrix's static one (the views are small; the tensors are not copied).
-detail::ModelWeights weights_for(const Model& model, ActivationScales scales) {
+namespace detail {
+ModelWeights weights_for(const Model& model, ActivationScales scales) {
   detail::ModelWeights w = detail::ModelAccess::weights(model);
   if (scales == ActivationScales::kFile) return w;
   auto clear = [](detail::Linear& l) { l.weight.activation_scale = 0; };
@@ -93,17 +90,16 @@ detail::ModelWeights weights_for(const Model& model, ActivationScales scales) {
     for (detail::Layer& layer : stack->layers) {
       for (detail::Attention* a : {&layer.self_attn, &layer.cross_attn})
         for (detail::Linear* l : {&a->q, &a->k, &a->v, &a->o}) clear(*l);
-      for (detail::Linear* l : {&layer.ssru_w, &layer.ssru_forget, &layer.fc1, &layer.fc2}) clear(*l);
+      for (detail::Linear* l : {&layer.ssru_w, &layer.ssru_forget, &layer.fc1, &layer.fc2, &layer.fc_gate}) clear(*l);
     }
   w.output_proj.activation_scale = 0;
   return w;
 }
-
-}  // namespace
+}  // namespace detail
 
 struct Translator::Impl {
   Impl(std::shared_ptr<const Model> m, const kernels::KernelTable& k, size_t threads, ActivationScales scales)
-      : model(std::move(m)), kernels(k), pool(threads), weights(weights_for(*model, scales)), graph(weights, k, pool) {}
+      : model(std::move(m)), kernels(k), pool(threads), weights(detail::weights_for(*model, scales)), graph(weights, k, pool) {}
   Result<std::vector<Translation>> translate(const std::vector<std::vector<int32_t>>& batch,
                                              const TranslateOptions& options);
 
@@ -127,8 +123,8 @@ std::vector<std::string> runnable_isas() {
   return out;
 }
 
-Result<Translator> Translator::create(std::shared_ptr<const Model> model, const TranslatorOptions& options) {
-  if (!model) return Error{ErrorCode::kInvalidArgument, "no model"};
+namespace detail {
+Result<const kernels::KernelTable*> session_kernels(const Model& model, const TranslatorOptions& options) {
   std::string requested = options.isa, source = "isa option";
   if (requested.empty()) {
     const char* env = std::getenv("PETREL_ISA");
@@ -149,11 +145,22 @@ Result<Translator> Translator::create(std::shared_ptr<const Model> model, const 
                    source + "=" + requested + ": not available on this CPU or build (it runs: " + runnable + ")"};
   }
   if (Status s = threads::check_thread_count("threads", options.threads, 256); !s) return s.error();
-  if (options.activation_scales == ActivationScales::kFile && !model->info().static_activation_scales)
+  if (options.activation_scales == ActivationScales::kFile && !model.info().static_activation_scales)
     return Error{ErrorCode::kInvalidArgument,
-                 "activation scales 'file': " + model->info().source + " carries no static activation scales "
+                 "activation scales 'file': " + model.info().source + " carries no static activation scales "
                  "(only Marian int8 models converted with their alphas do); use 'dynamic'"};
-  return Translator(std::make_unique<Impl>(std::move(model), *kernels::table_for(isa), options.threads,
+  return kernels::table_for(isa);
+}
+}  // namespace detail
+
+Result<Translator> Translator::create(std::shared_ptr<const Model> model, const TranslatorOptions& options) {
+  if (!model) return Error{ErrorCode::kInvalidArgument, "no model"};
+  if (model->info().decoder_only)
+    return Error{ErrorCode::kInvalidArgument, model->info().source + ": a decoder-only model (a language model) "
+                                              "generates with petrel::Generator, not a Translator"};
+  auto kernels = detail::session_kernels(*model, options);
+  if (!kernels) return kernels.error();
+  return Translator(std::make_unique<Impl>(std::move(model), *kernels.value(), options.threads,
                                            options.activation_scales));
 }
 

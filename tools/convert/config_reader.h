@@ -5,6 +5,7 @@
 
 #include <sys/stat.h>
 
+#include <cmath>
 #include <cstdint>
 #include <fstream>
 #include <iterator>
@@ -115,6 +116,29 @@ class ConfigReader {
     if (!j_.contains(key) || j_[key].is_null()) return fallback;
     if (!j_[key].is_string()) throw ConvertError(path_ + ": key '" + key + "' must be a string");
     return j_[key].get<std::string>();
+  }
+  // A finite number; `fallback` when the key is absent or null.
+  double number(const std::string& key, double fallback) const {
+    if (!j_.contains(key) || j_[key].is_null()) return fallback;
+    const nlohmann::json& v = j_[key];
+    if (!v.is_number() || !std::isfinite(v.get<double>()))
+      throw ConvertError(path_ + ": key '" + key + "' must be a number, got " + json_excerpt(v));
+    return v.get<double>();
+  }
+  // A token id or a list of them (eos_token_id); empty when absent or null.
+  std::vector<int32_t> tokens(const std::string& key, uint32_t vocab) const {
+    std::vector<int32_t> out;
+    if (!j_.contains(key) || j_[key].is_null()) return out;
+    const nlohmann::json& v = j_[key];
+    const nlohmann::json list = v.is_array() ? v : nlohmann::json::array({v});
+    if (list.size() > 64) throw ConvertError(path_ + ": key '" + key + "' lists more than 64 tokens");
+    for (const nlohmann::json& id : list) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= vocab)
+        throw ConvertError(path_ + ": key '" + key + "' must hold token ids below vocab_size " +
+                           std::to_string(vocab) + ", got " + json_excerpt(id));
+      out.push_back(id.get<int32_t>());
+    }
+    return out;
   }
   const nlohmann::json& raw() const { return j_; }
   const std::string& path() const { return path_; }

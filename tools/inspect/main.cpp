@@ -99,6 +99,12 @@ int main(int argc, char** argv) {
         {"producer", m.producer},
         {"source", m.source},
         {"architecture", m.architecture},
+        {"model_type", m.model_type},
+        {"num_kv_heads", m.num_kv_heads},
+        {"head_dim", m.head_dim},
+        {"norm_kind", to_string(m.norm_kind)},
+        {"sliding_window_layers", m.sliding_window_layers},
+        {"final_logit_softcap", m.final_logit_softcap},
         {"d_model", m.d_model},
         {"num_heads", m.num_heads},
         {"ffn_dim", m.ffn_dim},
@@ -149,6 +155,12 @@ int main(int argc, char** argv) {
         {"isa_paths", runnable_isas()},
         {"isa", isa},
     };
+    if (m.decoder_only)
+      j["language_model"] = {{"bos_id", m.lm.bos_id},       {"eos_ids", m.lm.eos_ids},
+                             {"do_sample", m.lm.do_sample}, {"temperature", m.lm.temperature},
+                             {"top_k", m.lm.top_k},         {"top_p", m.lm.top_p},
+                             {"min_p", m.lm.min_p},         {"repetition_penalty", m.lm.repetition_penalty},
+                             {"max_new_tokens", m.lm.max_new_tokens}};
     for (const auto& f : m.folds)
       j["folds"].push_back({{"what", f.what}, {"value", f.value}, {"targets", f.targets}, {"note", f.note}});
     if (tensors) {
@@ -166,16 +178,30 @@ int main(int argc, char** argv) {
 
   std::printf("%s: Petrel model, format %u.%u, %llu bytes (from %s)\n", p.positionals()[0].c_str(), m.format_major,
               m.format_minor, static_cast<unsigned long long>(m.file_size), m.producer.c_str());
-  std::printf("  architecture      %s, %u encoder + %u decoder layers%s\n", m.architecture.c_str(), m.encoder_layers,
-              m.decoder_layers,
-              m.ssru_layers ? (" (" + std::to_string(m.ssru_layers) + " of them SSRU)").c_str() : "");
+  if (m.decoder_only) {
+    std::printf("  architecture      decoder-only (%s), %u layers (%u with a sliding window), tied output: %s\n",
+                m.model_type.c_str(), m.decoder_layers, m.sliding_window_layers, m.tied_output ? "yes" : "no");
+    std::printf("  attention         %u query heads, %u K/V heads, head_dim %u; rotary positions%s\n", m.num_heads,
+                m.num_kv_heads, m.head_dim,
+                m.final_logit_softcap > 0 ? (", logits soft-capped at " + std::to_string(m.final_logit_softcap)).c_str() : "");
+    std::string eos;
+    for (int32_t id : m.lm.eos_ids) eos += " " + std::to_string(id);
+    std::printf("  generation        bos %d, stops at:%s; %s (temperature %g, top-k %u, top-p %g, min-p %g, "
+                "repetition penalty %g)\n",
+                m.lm.bos_id, eos.c_str(), m.lm.do_sample ? "samples" : "greedy", m.lm.temperature, m.lm.top_k,
+                m.lm.top_p, m.lm.min_p, m.lm.repetition_penalty);
+  } else {
+    std::printf("  architecture      %s, %u encoder + %u decoder layers%s\n", m.architecture.c_str(), m.encoder_layers,
+                m.decoder_layers,
+                m.ssru_layers ? (" (" + std::to_string(m.ssru_layers) + " of them SSRU)").c_str() : "");
+  }
   const std::string vocab = m.target_vocab_size == m.vocab_size
                                 ? std::to_string(m.vocab_size)
                                 : std::to_string(m.vocab_size) + " source / " + std::to_string(m.target_vocab_size) + " target";
   std::printf("  d_model %u, heads %u, ffn %u, vocab %s, max positions %u\n", m.d_model, m.num_heads, m.ffn_dim,
               vocab.c_str(), m.max_positions);
-  std::printf("  norm              %s-LN (eps %g), activation %s\n", to_string(m.norm), m.layer_norm_eps,
-              to_string(m.activation));
+  std::printf("  norm              %s-norm %s (eps %g), activation %s\n", to_string(m.norm), to_string(m.norm_kind),
+              m.layer_norm_eps, to_string(m.activation));
   std::printf("  positions         encoder: %s\n                    decoder: %s\n",
               position_text(m.encoder_positions).c_str(), position_text(m.decoder_positions).c_str());
   std::printf("  embeddings        %s%s, output projection %s%s\n",

@@ -10,12 +10,14 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <limits>
 #include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "common/cli.h"
 #include "petrel/batch_translator.h"
+#include "petrel/generator.h"
 #include "petrel/translator.h"
 
 using namespace petrel;
@@ -248,6 +250,18 @@ int main(int argc, char** argv) {
                    "                              inputs use --json-lines)");
   p.toggle("json-lines", "print one JSON object per input as it is ready, then one with the totals");
   p.toggle("quiet", "no timing or progress on standard error");
+  // Language models (decoder-only: Gemma 3, Llama, Qwen): each input is a prompt to continue.
+  p.toggle("sample", "language models: sample (default: the model's generation_config.json, else greedy)");
+  p.toggle("greedy", "language models: the most likely token at each step, even if the model samples by default");
+  p.flag("temperature", "T", "language models: sampling temperature > 0 (default: the model's, else 1)");
+  p.flag("top-k", "K", "language models: sample among the K most likely tokens, 0 = all (default: the model's)");
+  p.flag("top-p", "P", "language models: sample among the most likely tokens holding mass P, in (0, 1]");
+  p.flag("min-p", "P", "language models: drop tokens below P x the most likely one's probability, in [0, 1)");
+  p.flag("repetition-penalty", "R", "language models: divide (multiply if negative) the logits of every token\n"
+                                    "                              seen so far by R > 0 (default: the model's, else 1)");
+  p.flag("seed", "S", "language models: the sampler's seed (default 0; the same seed gives the same tokens on every CPU)");
+  p.toggle("ignore-eos", "language models: generate --max-new-tokens tokens, past any EOS (benchmarks)");
+  GenerateOptions lm_options;
   TranslateOptions options;
   BatchOptions batching;
   size_t threads = 1, workers = 1;
@@ -274,7 +288,6 @@ int main(int argc, char** argv) {
       refuse({"stream"}, p.has("tokenize") ? "--tokenize" : "--detokenize", " (it shows tokens, it does not translate)");
     if (p.has("tokenize") && p.has("ids")) throw cli::UsageError("--tokenize takes text inputs, not --ids");
     if (p.has("detokenize") && p.has("text")) throw cli::UsageError("--detokenize takes --ids, not --text");
-    if (p.has("stream") && p.has("ids")) throw cli::UsageError("--stream prints text: it takes text inputs, not --ids");
     if (p.has("json") && p.has("json-lines")) throw cli::UsageError("--json or --json-lines, not both");
     if (p.has("tokenize") || p.has("detokenize"))
       refuse({"beam", "n-best", "max-new-tokens", "min-new-tokens", "length-penalty", "beam-stop", "target-lang",
@@ -337,6 +350,25 @@ int main(int argc, char** argv) {
       given.push_back({ids, std::nullopt});
     }
     for (const auto& text : p.all("text")) given.push_back({text, std::nullopt});
+    // Sampling flags are checked here; which model type they apply to, after loading.
+    if (p.has("sample") && p.has("greedy")) throw cli::UsageError("--sample or --greedy, not both");
+    if (p.has("sample")) lm_options.do_sample = true;
+    if (p.has("greedy")) lm_options.do_sample = false;
+    auto ranged = [&](const char* flag, double lo, double hi, bool lo_open) {
+      const double v = p.get_double(flag, 0);
+      if (!(lo_open ? v > lo : v >= lo) || !(v <= hi))
+        throw cli::UsageError("--" + std::string(flag) + " must be in " + (lo_open ? "(" : "[") + std::to_string(lo) +
+                              ", " + std::to_string(hi) + "]");
+      return static_cast<float>(v);
+    };
+    if (p.has("temperature")) lm_options.temperature = ranged("temperature", 0, 1e6, true);
+    if (p.has("top-p")) lm_options.top_p = ranged("top-p", 0, 1, true);
+    if (p.has("min-p")) lm_options.min_p = ranged("min-p", 0, 0.999999, false);
+    if (p.has("repetition-penalty")) lm_options.repetition_penalty = ranged("repetition-penalty", 0, 1e6, true);
+    if (p.has("top-k")) lm_options.top_k = static_cast<uint32_t>(p.get_int("top-k", 0, 0, 1 << 24));
+    if (p.has("seed")) lm_options.seed = static_cast<uint64_t>(p.get_int("seed", 0, 0, std::numeric_limits<long long>::max()));
+    lm_options.ignore_eos = p.has("ignore-eos");
+    lm_options.kv_cache_f16 = options.kv_cache_f16;
     options.source_language = p.get("source-lang", "");
     options.target_language = p.get("target-lang", "");
     if (p.has("target-prefix")) options.target_prefix = cli::parse_id_list(p.get("target-prefix", ""), "--target-prefix");
@@ -360,7 +392,8 @@ int main(int argc, char** argv) {
     fail(p.positionals()[0] + " carries no text tokenizer: give inputs with --ids");
     return 1;
   }
-  if (p.has("stream") && !text_inputs) return fail("--stream prints text: give text inputs"), 1;
+  if (p.has("stream") && !text_inputs && !model.info().decoder_only)  // a language model streams ids
+    return fail("--stream prints text: it takes text inputs, not --ids"), 2;
 
   // Where inputs come from: the command line (one window), or lines.
   const std::string input_name = p.get("input", "-");
@@ -462,6 +495,99 @@ int main(int argc, char** argv) {
   translator_options.isa = p.get("isa");
   translator_options.threads = threads;
   parse_activation_scales(activation_scales, &translator_options.activation_scales);
+  static const char* const kLanguageModelFlags[] = {"sample", "greedy", "temperature", "top-k", "top-p", "min-p",
+                                                    "repetition-penalty", "seed", "ignore-eos"};
+  if (!model.info().decoder_only) {
+    for (const char* f : kLanguageModelFlags)
+      if (p.has(f)) return fail("--" + std::string(f) + " applies to language models; " + p.positionals()[0] +
+                                " is a translation model"), 2;
+  } else {  // a language model: each input is a prompt, continued one at a time
+    for (const char* f : {"beam", "n-best", "min-new-tokens", "length-penalty", "beam-stop", "source-lang", "target-lang",
+                          "target-prefix", "shortlist", "no-shortlist", "max-length-factor", "no-split",
+                          "max-batch-tokens", "max-batch", "window", "workers"})
+      if (p.has(f) && !(std::string(f) == "beam" && p.get("beam") == "1"))
+        return fail("--" + std::string(f) + " applies to translation models; " + p.positionals()[0] +
+                    " is a language model (decoder-only)"), 2;
+    lm_options.max_new_tokens = options.max_new_tokens;
+    auto resolved = resolve_generate_options(model, lm_options);
+    if (!resolved) return fail(resolved.error().message), 2;
+    auto created = Generator::create(loaded.value(), translator_options);
+    if (!created) return fail(created.error().message), 1;
+    Generator& generator = created.value();
+    GenerateOptions run = lm_options;
+    if (p.has("stream"))
+      run.on_token = [&](const TokenEvent& e) {
+        if (!e.final) std::printf("%s%d", e.length > 1 ? " " : "", e.ids[e.length - 1]);
+        std::fflush(stdout);
+        return true;
+      };
+    double prefill_ms = 0, generate_ms = 0;
+    size_t prompt_tokens = 0;
+    const auto run_start = std::chrono::steady_clock::now();
+    for (; next_window(from_lines ? 1 : given.size(), window); base += window.size()) {
+      for (size_t k = 0; k < window.size(); ++k) {
+        const size_t i = base + k;
+        Input& in = window[k];
+        if (blank(in)) {
+          emit({{"index", i}, {"input", nlohmann::json::array()}, {"hypotheses", nlohmann::json::array()}}, "");
+          continue;
+        }
+        const std::vector<int32_t> prompt = parse_ids(in, i);
+        if (in.error) {
+          report(i, *in.error);
+          continue;
+        }
+        auto r = generator.generate({prompt}, run);
+        if (!r) {
+          report(i, from_lines ? source_name + " line " + std::to_string(i + 1) + ": " + r.error().message
+                               : r.error().message);
+          continue;
+        }
+        const GenerateTimings& t = generator.last_timings();
+        prefill_ms += t.prefill_ms;
+        generate_ms += t.generate_ms;
+        prompt_tokens += t.prompt_tokens;
+        tokens += t.generated_tokens;
+        const Generation& g = r.value()[0];
+        if (p.has("stream")) std::printf("\n");
+        emit({{"index", i}, {"input", prompt}, {"hypotheses", {{{"ids", g.ids}, {"ended_on_eos", g.ended_on_eos}}}}},
+             p.has("stream") ? std::string() : ids_text(g.ids));
+      }
+    }
+    progress.clear_line();
+    if (!reader.read_error().empty()) fail(reader.read_error()), ++failed;
+    const GenerateOptions& used = resolved.value();
+    nlohmann::json summary;
+    summary["isa"] = generator.isa();
+    summary["threads"] = threads;
+    summary["kv_cache"] = options.kv_cache_f16 ? "f16" : "f32";
+    summary["generation"] = {{"max_new_tokens", used.max_new_tokens}, {"sample", *used.do_sample},
+                             {"temperature", *used.temperature}, {"top_k", *used.top_k}, {"top_p", *used.top_p},
+                             {"min_p", *used.min_p}, {"repetition_penalty", *used.repetition_penalty},
+                             {"seed", used.seed}, {"ignore_eos", used.ignore_eos},
+                             {"eos_ids", model.info().lm.eos_ids}};
+    summary["timing"] = {{"load_ms", load_ms},
+                         {"prefill_ms", prefill_ms},
+                         {"generate_ms", generate_ms},
+                         {"prompt_tokens", prompt_tokens},
+                         {"generated_tokens", tokens},
+                         {"prompt_tokens_per_s", prefill_ms > 0 ? prompt_tokens / (prefill_ms / 1000) : 0},
+                         {"tokens_per_s", generate_ms > 0 ? tokens / (generate_ms / 1000) : 0},
+                         {"run_s", ms_since(run_start) / 1000}};
+    summary["inputs"] = base;
+    summary["failed"] = failed;
+    if (json) {
+      summary["results"] = results;
+      std::cout << json_text(summary) << "\n";
+    } else if (json_lines) {
+      std::cout << json_text({{"summary", summary}}) << "\n";
+    } else if (!quiet) {
+      std::fprintf(stderr, "load %.1f ms, prompt %zu tokens in %.1f ms, %zu tokens generated in %.1f ms (%.1f tokens/s, %s, %zu thread%s)\n",
+                   load_ms, prompt_tokens, prefill_ms, tokens, generate_ms, generate_ms > 0 ? tokens / (generate_ms / 1000) : 0.0,
+                   generator.isa(), threads, threads == 1 ? "" : "s");
+    }
+    return failed == 0 ? 0 : 1;
+  }
   auto effective = resolve_options(model, options);  // the model's defaults filled in
   if (!effective) {
     fail(effective.error().message);

@@ -155,6 +155,35 @@ PETREL_API const char* petrel_session_isa(const petrel_session* session);
  * options NULL = greedy defaults. */
 PETREL_API petrel_status petrel_translate_ids(petrel_session* session, const int32_t* const* inputs, const size_t* lengths,
                                    size_t batch, const petrel_options* options, petrel_result** result);
+/* Language models (decoder-only: Gemma 3, Llama, Qwen; petrel_model_info_decoder_only): a
+ * session of such a model generates instead of translating. Fill the options with
+ * petrel_generate_options_init (it sets struct_size, as petrel_options_init does). Unset
+ * fields (NaN, -1) take the model's generation_config.json values. */
+typedef struct petrel_generate_options {
+  size_t struct_size;        /* sizeof(petrel_generate_options) as the caller compiled it */
+  size_t max_new_tokens;     /* 0: the model's, else 256 (within its positions) */
+  int do_sample;             /* 1: sample; 0: greedy; -1: the model's */
+  float temperature;         /* > 0; NaN: the model's */
+  int32_t top_k;             /* 0: off; -1: the model's */
+  float top_p;               /* (0, 1]; NaN: the model's */
+  float min_p;               /* [0, 1); NaN: the model's */
+  float repetition_penalty;  /* > 0; NaN: the model's */
+  uint64_t seed;             /* the same seed gives the same tokens on every CPU */
+  int ignore_eos;            /* nonzero: go on past EOS */
+  int kv_cache_f16;          /* nonzero: keys/values in half precision */
+  petrel_token_fn on_token;  /* called after every generated token (input = 0) and once with final set */
+  void* on_token_data;
+} petrel_generate_options;
+PETREL_API void petrel_generate_options_init_sized(petrel_generate_options* options, size_t size);
+#define petrel_generate_options_init(options) petrel_generate_options_init_sized((options), sizeof *(options))
+/* Nonzero when the model is a decoder-only language model. */
+PETREL_API int petrel_model_is_decoder_only(const petrel_model* model);
+/* Continues `prompt` (length ids, used verbatim: no BOS is added). The result holds one
+ * input with one hypothesis: the generated ids (a final EOS included). NULL options: the
+ * model's defaults. */
+PETREL_API petrel_status petrel_generate(petrel_session* session, const int32_t* prompt, size_t length,
+                                         const petrel_generate_options* options, petrel_result** result);
+
 PETREL_API size_t petrel_result_inputs(const petrel_result* result);
 PETREL_API size_t petrel_result_hypotheses(const petrel_result* result, size_t input);
 /* Ids of hypothesis k of input i (without start token and EOS); NULL when out of range. */

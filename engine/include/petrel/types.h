@@ -23,19 +23,23 @@ constexpr uint32_t kFormatMajor = 1;
 // 1.1: optional shortlist; 1.2: generation defaults; 1.3: multilingual families;
 // 1.4: Marian C++ models (SSRU decoder layers, zero start embedding, static activation scales);
 // 1.5: SentencePiece models' piece tries stored by the converter (loaded in place);
-// 1.6: a tokenizer's strings as one blob and spans of it (loaded in place)
-constexpr uint32_t kFormatMinor = 6;
+// 1.6: a tokenizer's strings as one blob and spans of it (loaded in place);
+// 1.7: decoder-only models (RMSNorm, RoPE, grouped-query and sliding-window attention,
+// gated feed-forward layers, generation defaults of language models)
+constexpr uint32_t kFormatMinor = 7;
 
 enum class DType { kF32, kF16, kInt8, kInt4 };
-enum class Activation { kRelu, kGelu, kSwish };
+enum class Activation { kRelu, kGelu, kSwish, kGeluTanh };
+enum class NormKind { kLayerNorm, kRmsNorm };
 enum class NormPlacement { kPost, kPre };
-enum class PositionKind { kNone, kSinusoidalInterleaved, kSinusoidalConcatenated, kLearned };
+enum class PositionKind { kNone, kSinusoidalInterleaved, kSinusoidalConcatenated, kLearned, kRotary };
 enum class FrequencyConvention { kPaper, kMarianCpp };
 enum class ActivationScales { kDynamic, kFile };
 
 PETREL_API const char* to_string(DType dtype);
 PETREL_API const char* to_string(Activation activation);
 PETREL_API const char* to_string(NormPlacement norm);
+PETREL_API const char* to_string(NormKind kind);
 PETREL_API const char* to_string(PositionKind kind);
 PETREL_API const char* to_string(FrequencyConvention frequency);
 PETREL_API const char* to_string(ActivationScales scales);  // "dynamic", "file"
@@ -106,6 +110,20 @@ struct GenerationDefaults {
   // > 0: at most ceil(factor x source tokens, EOS included) new tokens per sentence
   // (Marian's max-length-factor; Firefox's models use 2); 0: none.
   double max_length_factor = 0;
+};
+
+// How a decoder-only model asks to generate (its generation_config.json); generate()
+// uses these for the options a caller leaves unset.
+struct LanguageModelDefaults {
+  int32_t bos_id = -1;            // -1: none
+  std::vector<int32_t> eos_ids;   // generation stops at any of these
+  bool do_sample = false;
+  float temperature = 1.0f;
+  uint32_t top_k = 0;             // 0: off
+  float top_p = 1.0f;             // 1: off
+  float min_p = 0.0f;             // 0: off
+  float repetition_penalty = 1.0f;
+  uint32_t max_new_tokens = 0;    // 0: none given
 };
 
 namespace detail {
@@ -212,8 +230,16 @@ struct TokenizerInfo {
 struct ModelInfo {
   uint32_t format_major = 0, format_minor = 0;
   std::string producer, source;
-  std::string architecture;  // "encoder-decoder"
+  std::string architecture;  // "encoder-decoder" or "decoder-only"
+  std::string model_type;    // the checkpoint's (decoder-only models: "gemma3_text", "llama", "qwen2", "qwen3")
+  bool decoder_only = false;
   uint32_t d_model = 0, num_heads = 0, ffn_dim = 0, max_positions = 0;
+  uint32_t num_kv_heads = 0;  // K/V heads (grouped-query attention); = num_heads without
+  uint32_t head_dim = 0;      // d_model / num_heads unless the model says otherwise
+  NormKind norm_kind = NormKind::kLayerNorm;
+  uint32_t sliding_window_layers = 0;  // decoder-only: layers attending a sliding window
+  float final_logit_softcap = 0;       // > 0: logits = cap x tanh(logits / cap)
+  LanguageModelDefaults lm;            // decoder-only models
   uint32_t vocab_size = 0;         // the encoder's (source) vocabulary: input ids are below it
   uint32_t target_vocab_size = 0;  // the decoder's: output ids are below it (= vocab_size unless separate)
   uint32_t encoder_layers = 0, decoder_layers = 0;

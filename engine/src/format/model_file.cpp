@@ -43,6 +43,7 @@ std::string utf8_problem(std::string_view text, const std::string& field) {
 template <class Fail>
 Status check_text_fields(const ModelInfo& info, Fail fail) {
   std::string problem = utf8_problem(info.producer, "producer");
+  if (problem.empty()) problem = utf8_problem(info.model_type, "model_type");
   if (problem.empty()) problem = utf8_problem(info.source, "source");
   for (size_t i = 0; i < info.folds.size() && problem.empty(); ++i) {
     const FoldInfo& f = info.folds[i];
@@ -568,12 +569,22 @@ class Binder {
     return vector(l->bias(), role + ".bias", out, &dst->bias, false);
   }
 
+  // A LayerNorm has gamma and beta; an RMSNorm (norm_kind) gamma only.
   Status norm(const fb::Norm* n, const std::string& role, uint64_t d, Norm* dst) const {
     if (n == nullptr) return fail(role + ": missing");
     Status s = vector(n->gamma(), role + ".gamma", d, &dst->gamma, true);
     if (!s) return s;
+    if (rms_norm_) {
+      if (n->beta() != -1) return fail(role + ".beta: given for an RMSNorm (norm_kind rms-norm has none)");
+      return Status::ok();
+    }
     return vector(n->beta(), role + ".beta", d, &dst->beta, true);
   }
+  // An optional norm: absent, or bound as norm() binds it.
+  Status optional_norm(const fb::Norm* n, const std::string& role, uint64_t d, Norm* dst) const {
+    return n == nullptr ? Status::ok() : norm(n, role, d, dst);
+  }
+  void set_rms_norm(bool rms) { rms_norm_ = rms; }
 
   Status ssru(const fb::Ssru* u, const std::string& role, uint64_t d, Layer* dst) const {
     if (u == nullptr) return fail(role + ": missing");
@@ -584,13 +595,15 @@ class Binder {
     return s;
   }
 
-  Status attention(const fb::Attention* a, const std::string& role, uint64_t d,
+  // q and o span `heads` heads, k and v `kv_heads`, of head_dim each (encoder-decoder
+  // models: heads x head_dim = kv_heads x head_dim = d).
+  Status attention(const fb::Attention* a, const std::string& role, uint64_t d, uint64_t q_width, uint64_t kv_width,
                    Attention* dst) const {
     if (a == nullptr) return fail(role + ": missing");
-    Status s = linear(a->q(), role + ".q", d, d, &dst->q);
-    if (s) s = linear(a->k(), role + ".k", d, d, &dst->k);
-    if (s) s = linear(a->v(), role + ".v", d, d, &dst->v);
-    if (s) s = linear(a->o(), role + ".o", d, d, &dst->o);
+    Status s = linear(a->q(), role + ".q", q_width, d, &dst->q);
+    if (s) s = linear(a->k(), role + ".k", kv_width, d, &dst->k);
+    if (s) s = linear(a->v(), role + ".v", kv_width, d, &dst->v);
+    if (s) s = linear(a->o(), role + ".o", d, q_width, &dst->o);
     return s;
   }
 
@@ -617,6 +630,7 @@ class Binder {
   const uint8_t* data_;
   uint64_t data_size_;
   std::string name_;
+  bool rms_norm_ = false;
 };
 
 }  // namespace
@@ -662,14 +676,18 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
   info.format_minor = m->format_minor();
   if (m->data_crc32().has_value()) info.data_crc32 = m->data_crc32().value();
   if (m->producer()) info.producer = m->producer()->str();
+  if (m->model_type()) info.model_type = m->model_type()->str();
   if (m->source()) info.source = m->source()->str();
 
-  if (m->architecture() != fb::Architecture::EncoderDecoder)
+  if (m->architecture() != fb::Architecture::EncoderDecoder && m->architecture() != fb::Architecture::DecoderOnly)
     return Error{ErrorCode::kUnsupported,
                  name + ": architecture " + std::to_string(static_cast<int>(m->architecture())) +
-                     " is not supported by this build (encoder-decoder only)"};
-  info.architecture = "encoder-decoder";
+                     " is not supported by this build (encoder-decoder and decoder-only models)"};
+  info.decoder_only = m->architecture() == fb::Architecture::DecoderOnly;
+  info.architecture = info.decoder_only ? "decoder-only" : "encoder-decoder";
   if (!enum_in_range(m->norm())) return fail("field 'norm': unknown value");
+  if (!enum_in_range(m->norm_kind())) return fail("field 'norm_kind': unknown value");
+  info.norm_kind = static_cast<NormKind>(m->norm_kind());
   if (!enum_in_range(m->activation())) return fail("field 'activation': unknown value");
   if (!enum_in_range(m->decoder_start())) return fail("field 'decoder_start': unknown value");
   info.decoder_start_zeros = m->decoder_start() == fb::DecoderStart::Zeros;
@@ -694,9 +712,31 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
     s = bounded(m->target_vocab_size(), kMaxVocab, "target_vocab_size", &info.target_vocab_size);
     if (!s) return s.error();
   }
-  if (info.d_model % info.num_heads != 0)
+  // Heads: d_model / num_heads each, unless head_dim says otherwise; grouped-query
+  // attention shares each K/V head among num_heads / num_kv_heads query heads.
+  info.num_kv_heads = m->num_kv_heads() != 0 ? m->num_kv_heads() : info.num_heads;
+  if (m->head_dim() != 0) {
+    s = bounded(m->head_dim(), kMaxDModel, "head_dim", &info.head_dim);
+    if (!s) return s.error();
+  } else if (info.d_model % info.num_heads != 0) {
     return fail("d_model " + std::to_string(info.d_model) + " is not divisible by num_heads " +
                 std::to_string(info.num_heads));
+  } else {
+    info.head_dim = info.d_model / info.num_heads;
+  }
+  if (info.num_kv_heads > info.num_heads || info.num_heads % info.num_kv_heads != 0)
+    return fail("num_heads " + std::to_string(info.num_heads) + " is not a multiple of num_kv_heads " +
+                std::to_string(info.num_kv_heads));
+  if (uint64_t{info.num_heads} * info.head_dim > kMaxDModel)
+    return fail("num_heads x head_dim = " + std::to_string(uint64_t{info.num_heads} * info.head_dim) +
+                " is more than " + std::to_string(kMaxDModel));
+  if (!info.decoder_only && (info.num_kv_heads != info.num_heads || uint64_t{info.num_heads} * info.head_dim != info.d_model))
+    return fail("encoder-decoder models need num_kv_heads = num_heads and num_heads x head_dim = d_model");
+  if (!info.decoder_only && info.norm_kind != NormKind::kLayerNorm)
+    return fail("field 'norm_kind': encoder-decoder models use LayerNorm");
+  info.final_logit_softcap = m->final_logit_softcap();
+  if (!(info.final_logit_softcap >= 0.0f && info.final_logit_softcap <= 1e6f))
+    return fail("field 'final_logit_softcap' must be in 0..1e6");
   info.layer_norm_eps = m->layer_norm_eps();
   if (!(info.layer_norm_eps > 0.f && info.layer_norm_eps < 1.f))
     return fail("field 'layer_norm_eps' must be in (0, 1)");
@@ -731,7 +771,34 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
     info.parameter_count += n;
   }
 
+  bind.set_rms_norm(info.norm_kind == NormKind::kRmsNorm);
   const uint64_t d = info.d_model, ffn = info.ffn_dim, vocab = info.target_vocab_size;
+  const uint64_t q_width = uint64_t{info.num_heads} * info.head_dim, kv_width = uint64_t{info.num_kv_heads} * info.head_dim;
+  // What a decoder-only layer has beyond an encoder-decoder's (schema: Layer, since 1.7).
+  auto bind_decoder_only_parts = [&](const fb::Layer& l, const std::string& lr, Layer& layer) -> Status {
+    if (l.cross_attn() != nullptr || l.cross_attn_norm() != nullptr)
+      return fail(lr + ".cross_attn: a decoder-only model's layers have no cross-attention");
+    if ((l.q_norm() == nullptr) != (l.k_norm() == nullptr)) return fail(lr + ": q_norm and k_norm come together");
+    Status st = bind.optional_norm(l.q_norm(), lr + ".q_norm", info.head_dim, &layer.q_norm);
+    if (st) st = bind.optional_norm(l.k_norm(), lr + ".k_norm", info.head_dim, &layer.k_norm);
+    if (st) st = bind.optional_norm(l.post_attn_norm(), lr + ".post_attn_norm", d, &layer.post_attn_norm);
+    if (st) st = bind.optional_norm(l.post_ffn_norm(), lr + ".post_ffn_norm", d, &layer.post_ffn_norm);
+    if (st && l.fc_gate() != nullptr) st = bind.linear(l.fc_gate(), lr + ".fc_gate", ffn, d, &layer.fc_gate);
+    if (!st) return st;
+    if (l.sliding_window() > kMaxPositions)
+      return fail(lr + ".sliding_window = " + std::to_string(l.sliding_window()) + " is out of range 0.." +
+                  std::to_string(kMaxPositions));
+    layer.sliding_window = l.sliding_window();
+    info.sliding_window_layers += layer.sliding_window != 0;
+    if (l.rope_inv_freq() != -1) {
+      st = bind.vector(l.rope_inv_freq(), lr + ".rope_inv_freq", info.head_dim / 2, &layer.rope_inv_freq, true);
+      if (!st) return st;
+      for (uint32_t i = 0; i < info.head_dim / 2; ++i)
+        if (!std::isfinite(layer.rope_inv_freq[i]))
+          return fail(lr + ".rope_inv_freq[" + std::to_string(i) + "] is not finite");
+    }
+    return Status::ok();
+  };
   auto bind_stack = [&](const fb::Stack* stack, const char* role, bool decoder,
                         Stack* dst) -> Status {
     const uint64_t rows = decoder ? info.target_vocab_size : info.vocab_size;
@@ -760,6 +827,9 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
       if (table.dtype != DType::kF32 || table.layout != Layout::kRowMajor)
         return fail(r + ".positions.table: must be f32, row-major");
       dst->position_table = static_cast<const float*>(table.data) + uint64_t{p->first_index()} * d;
+    } else if (dst->positions.kind == PositionKind::kRotary) {
+      if (!info.decoder_only) return fail(r + ".positions: rotary positions are for decoder-only models");
+      if (info.head_dim % 2 != 0) return fail(r + ".positions: rotary positions need an even head_dim");
     } else if (dst->positions.kind != PositionKind::kNone) {
       if (d % 2 != 0) return fail(r + ".positions: sinusoidal tables need an even d_model");
     }
@@ -776,16 +846,20 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
         info.ssru_layers += st ? 1 : 0;
       } else {
         if (l->ssru_norm() != nullptr) return fail(lr + ".ssru_norm: given without an ssru");
-        st = bind.attention(l->self_attn(), lr + ".self_attn", d, &layer.self_attn);
+        st = bind.attention(l->self_attn(), lr + ".self_attn", d, q_width, kv_width, &layer.self_attn);
         if (st) st = bind.norm(l->self_attn_norm(), lr + ".self_attn_norm", d, &layer.self_attn_norm);
       }
-      if (st && decoder) st = bind.attention(l->cross_attn(), lr + ".cross_attn", d, &layer.cross_attn);
-      if (st && decoder)
-        st = bind.norm(l->cross_attn_norm(), lr + ".cross_attn_norm", d, &layer.cross_attn_norm);
+      if (st && decoder && !info.decoder_only) {
+        st = bind.attention(l->cross_attn(), lr + ".cross_attn", d, d, d, &layer.cross_attn);
+        if (st) st = bind.norm(l->cross_attn_norm(), lr + ".cross_attn_norm", d, &layer.cross_attn_norm);
+      }
+      if (st && info.decoder_only) st = bind_decoder_only_parts(*l, lr, layer);
       if (st) st = bind.linear(l->fc1(), lr + ".fc1", ffn, d, &layer.fc1);
       if (st) st = bind.linear(l->fc2(), lr + ".fc2", d, ffn, &layer.fc2);
       if (st) st = bind.norm(l->ffn_norm(), lr + ".ffn_norm", d, &layer.ffn_norm);
       if (!st) return st;
+      if (dst->positions.kind == PositionKind::kRotary && layer.rope_inv_freq == nullptr)
+        return fail(lr + ".rope_inv_freq: missing (the stack's positions are rotary)");
       dst->layers.push_back(layer);
     }
     if (stack->embed_norm() != nullptr) {
@@ -797,7 +871,13 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
     return Status::ok();
   };
   ModelWeights& w = out.weights;
-  s = bind_stack(m->encoder(), "encoder", false, &w.encoder);
+  if (info.decoder_only) {
+    if (m->encoder() != nullptr) return fail("encoder: a decoder-only model has none");
+    if (info.norm != NormPlacement::kPre) return fail("field 'norm': decoder-only models are pre-norm");
+    if (info.target_vocab_size != info.vocab_size) return fail("target_vocab_size: a decoder-only model has one vocabulary");
+  } else {
+    s = bind_stack(m->encoder(), "encoder", false, &w.encoder);
+  }
   if (s) s = bind_stack(m->decoder(), "decoder", true, &w.decoder);
   if (!s) return s.error();
   info.encoder_layers = static_cast<uint32_t>(w.encoder.layers.size());
@@ -805,7 +885,7 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
   info.encoder_positions = w.encoder.positions;
   info.decoder_positions = w.decoder.positions;
   info.embedding_norm = w.encoder.embed_norm.present() || w.decoder.embed_norm.present();
-  info.shared_embeddings = m->encoder()->embed_tokens() == m->decoder()->embed_tokens();
+  info.shared_embeddings = !info.decoder_only && m->encoder()->embed_tokens() == m->decoder()->embed_tokens();
 
   info.tied_output = m->output_proj() == -1;
   if (info.tied_output) {
@@ -853,6 +933,40 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
     if (!(g->max_length_factor() >= 0.0f && g->max_length_factor() <= 1000.0f))
       return fail("generation.max_length_factor must be in 0..1000");
     gen.max_length_factor = g->max_length_factor();
+  }
+  if (const fb::LanguageModel* lm = m->lm()) {
+    if (!info.decoder_only) return fail("lm: only decoder-only models have one");
+    LanguageModelDefaults& d = info.lm;
+    if (lm->bos_id() != -1) {
+      s = token(lm->bos_id(), "lm.bos_id", &d.bos_id);
+      if (!s) return s.error();
+    }
+    if (lm->eos_ids()) {
+      if (lm->eos_ids()->size() > 64) return fail("lm.eos_ids: more than 64 ids");
+      for (int32_t id : *lm->eos_ids()) {
+        int32_t checked = 0;
+        s = token(id, "lm.eos_ids", &checked);
+        if (!s) return s.error();
+        d.eos_ids.push_back(checked);
+      }
+    }
+    auto in_range = [&](float v, float lo, float hi, const char* field, float* dst) -> Status {
+      if (!(v >= lo && v <= hi))
+        return fail(std::string("field 'lm.") + field + "' = " + std::to_string(v) + " is out of range " +
+                    std::to_string(lo) + ".." + std::to_string(hi));
+      *dst = v;
+      return Status::ok();
+    };
+    d.do_sample = lm->do_sample();
+    s = in_range(lm->temperature(), 1e-6f, 1e6f, "temperature", &d.temperature);
+    if (s) s = in_range(lm->top_p(), 1e-6f, 1.0f, "top_p", &d.top_p);
+    if (s) s = in_range(lm->min_p(), 0.0f, 1.0f, "min_p", &d.min_p);
+    if (s) s = in_range(lm->repetition_penalty(), 1e-6f, 1e6f, "repetition_penalty", &d.repetition_penalty);
+    if (!s) return s.error();
+    d.top_k = std::min(lm->top_k(), info.vocab_size);
+    d.max_new_tokens = std::min(lm->max_new_tokens(), info.max_positions);
+  } else if (info.decoder_only) {
+    info.lm.eos_ids = {info.eos_id};
   }
   if (const fb::Tokenizer* tok = m->tokenizer()) {
     if (!enum_in_range(tok->kind())) return fail("tokenizer.kind: unknown value");

@@ -38,6 +38,14 @@ struct Layer {
   Norm cross_attn_norm;  // decoder only
   Linear fc1, fc2;
   Norm ffn_norm;
+  // Decoder-only models: RMSNorms of each q and k head (before RoPE; q's carries the
+  // attention scale), norms of the blocks' outputs (Gemma), the gated feed-forward's gate,
+  // the sliding window (0: every earlier key) and RoPE's frequencies [head_dim / 2].
+  Norm q_norm, k_norm, post_attn_norm, post_ffn_norm;
+  Linear fc_gate;
+  bool gated() const { return fc_gate.weight.present(); }
+  size_t sliding_window = 0;
+  const float* rope_inv_freq = nullptr;
 };
 
 struct Stack {

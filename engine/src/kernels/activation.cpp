@@ -15,6 +15,9 @@ void activate(Activation act, float* x, size_t n) {
     case Activation::kSwish:
       for (size_t i = 0; i < n; ++i) x[i] = x[i] / (1.0f + std::exp(-x[i]));
       break;
+    case Activation::kGeluTanh:
+      for (size_t i = 0; i < n; ++i) x[i] = gelu_tanh(x[i]);
+      break;
   }
 }
 

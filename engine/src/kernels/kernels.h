@@ -33,6 +33,14 @@ inline int8_t round_to_int8(float x) {
   return r >= -128.0f && r <= 127.0f ? static_cast<int8_t>(r) : 0;
 }
 
+// PyTorch's gelu(x, approximate="tanh") = x/2 (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3),
+// computed as x / (1 + exp(-2u)) (the same function: (1 + tanh(u)) / 2 = sigmoid(2u)),
+// which every path can evaluate with its exp. Within ~2 ulp of PyTorch's tanh form.
+inline float gelu_tanh(float x) {
+  const float two_u = 1.5957691216057308f * (x + 0.044715f * x * x * x);  // 2 sqrt(2/pi) = 1.5957691...
+  return x / (1.0f + std::exp(-two_u));
+}
+
 struct KernelTable {
   const char* isa;
   void (*linear)(const float* x, size_t m, const detail::Matrix& w, const float* bias, float* y,
@@ -49,6 +57,9 @@ struct KernelTable {
   float (*logsumexp)(const float* x, size_t n);
   size_t (*top_k)(const float* x, size_t n, size_t k, int32_t* ids, float* values);
   void (*ssru)(const float* x, const float* forget, size_t n, float* cell, float* out);
+  void (*rms_norm)(const float* x, size_t m, size_t d, const float* gamma, float eps, float* y);
+  void (*rope)(float* x, size_t m, size_t heads, size_t head_dim, size_t stride, const float* cos, const float* sin);
+  void (*multiply)(const float* x, float* y, size_t n);
 };
 
 namespace reference {
@@ -103,6 +114,20 @@ size_t top_k(const float* x, size_t n, size_t k, int32_t* ids, float* values);
 // One step of Marian's SSRU over n values: f = sigmoid(forget), cell = f cell + (1 - f) x,
 // out = relu(cell). out may alias x or forget, not cell.
 void ssru(const float* x, const float* forget, size_t n, float* cell, float* out);
+
+// y[i] = x[i] / sqrt(mean(x[i]^2) + eps) * gamma over rows of d values (RMSNorm: Llama's
+// x w, and Gemma's x (1 + w) with gamma = 1 + w); y may alias x.
+void rms_norm(const float* x, size_t m, size_t d, const float* gamma, float eps, float* y);
+
+// Rotary position embedding in place, rotate-half layout (Hugging Face's
+// apply_rotary_pos_emb): each of `heads` heads of row r (at x + r stride + h head_dim)
+// has its pairs (i, i + head_dim / 2) rotated by the angle whose cosine and sine are
+// cos[r half + i], sin[r half + i] (half = head_dim / 2):
+//   a, b = x[i], x[i + half];  x[i] = a cos - b sin;  x[i + half] = b cos + a sin.
+void rope(float* x, size_t m, size_t heads, size_t head_dim, size_t stride, const float* cos, const float* sin);
+
+// y *= x element-wise (a gated feed-forward's act(gate) * up).
+void multiply(const float* x, float* y, size_t n);
 
 }  // namespace reference
 

@@ -13,7 +13,10 @@ const KernelTable& reference_table() {
                                  reference::store_as,
                                  reference::logsumexp,
                                  reference::top_k,
-                                 reference::ssru};
+                                 reference::ssru,
+                                 reference::rms_norm,
+                                 reference::rope,
+                                 reference::multiply};
   return table;
 }
 

@@ -8,6 +8,7 @@ void Workspace::reserve(size_t rows, size_t d, size_t ffn, size_t max_keys, size
   for (auto* buffer : {&normed, &out, &q, &k, &v, &context})
     if (buffer->size() < rows * d) buffer->resize(rows * d);
   if (hidden.size() < rows * ffn) hidden.resize(rows * ffn);
+  if (gate.size() < rows * ffn) gate.resize(rows * ffn);
   if (per_thread.size() < threads) per_thread.resize(threads);
   const size_t widest = kernels::quantized_row_bytes(std::max(d, ffn)), blocks = widest / detail::kInt4Block;
   for (ThreadScratch& s : per_thread) {
@@ -43,8 +44,9 @@ void matmul(Context& c, const detail::Matrix& w, const float* bias, const float*
 }
 
 void attend_rows(Context& c, const float* q, const void* k, const void* v, DType kv, const KeyRange* keys,
-                 size_t rows, size_t d, size_t heads, float* context, const size_t* key_rows) {
-  const size_t head_dim = d / heads, esize = detail::dtype_size(kv);  // f32 or f16
+                 size_t rows, const HeadShape& shape, float* context, const size_t* key_rows) {
+  const size_t head_dim = shape.head_dim, q_width = shape.q_width(), kv_width = shape.kv_width();
+  const size_t group = shape.heads / shape.kv_heads, esize = detail::dtype_size(kv);  // f32 or f16
   const size_t chunks = rows >= 8 ? std::min(c.pool.size(), rows) : 1;
   c.pool.run(chunks, [&](size_t chunk, size_t thread) {
     float* scores = c.ws.per_thread[thread].scores.data();
@@ -52,12 +54,12 @@ void attend_rows(Context& c, const float* q, const void* k, const void* v, DType
       // Listed rows are found from the buffers' starts; a range starts at its first row.
       const size_t first = key_rows != nullptr ? 0 : keys[r].first;
       const size_t* listed = key_rows != nullptr ? key_rows + keys[r].first : nullptr;
-      const auto* kr = static_cast<const uint8_t*>(k) + first * d * esize;
-      const auto* vr = static_cast<const uint8_t*>(v) + first * d * esize;
-      for (size_t h = 0; h < heads; ++h) {
-        const size_t off = h * head_dim;
-        c.k.attend(q + r * d + off, kr + off * esize, vr + off * esize, kv, listed, keys[r].count, d, head_dim,
-                   scores, context + r * d + off);
+      const auto* kr = static_cast<const uint8_t*>(k) + first * kv_width * esize;
+      const auto* vr = static_cast<const uint8_t*>(v) + first * kv_width * esize;
+      for (size_t h = 0; h < shape.heads; ++h) {
+        const size_t kv_off = h / group * head_dim;
+        c.k.attend(q + r * q_width + h * head_dim, kr + kv_off * esize, vr + kv_off * esize, kv, listed,
+                   keys[r].count, kv_width, head_dim, scores, context + r * q_width + h * head_dim);
       }
     }
   });
@@ -66,7 +68,13 @@ void attend_rows(Context& c, const float* q, const void* k, const void* v, DType
 void feed_forward(Context& c, const detail::Layer& layer, Activation act, const float* x, size_t rows, float* out) {
   const size_t ffn = layer.fc1.weight.rows;
   dense(c, layer.fc1, x, rows, c.ws.hidden.data());
-  c.k.activate(act, c.ws.hidden.data(), rows * ffn);
+  if (layer.gated()) {  // fc2(act(gate x) * fc1 x)
+    dense(c, layer.fc_gate, x, rows, c.ws.gate.data());
+    c.k.activate(act, c.ws.gate.data(), rows * ffn);
+    c.k.multiply(c.ws.gate.data(), c.ws.hidden.data(), rows * ffn);
+  } else {
+    c.k.activate(act, c.ws.hidden.data(), rows * ffn);
+  }
   dense(c, layer.fc2, c.ws.hidden.data(), rows, out);
 }
 

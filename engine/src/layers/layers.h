@@ -24,7 +24,7 @@ struct ThreadScratch {
 // Buffers the layers write into, sized once per batch shape so the decode loop
 // never allocates.
 struct Workspace {
-  AlignedVector<float> normed, out, q, k, v, context, hidden;
+  AlignedVector<float> normed, out, q, k, v, context, hidden, gate;
   std::vector<ThreadScratch> per_thread;
 
   void reserve(size_t rows, size_t d, size_t ffn, size_t max_keys, size_t threads);
@@ -53,12 +53,22 @@ struct KeyRange {
   size_t first, count;
 };
 
+// The heads of an attention: q and context rows hold heads x head_dim values, K and V
+// rows kv_heads x head_dim; query head h reads K/V head h / (heads / kv_heads)
+// (grouped-query attention; kv_heads = heads is multi-head attention).
+struct HeadShape {
+  size_t heads, kv_heads, head_dim;
+  static HeadShape multi_head(size_t d, size_t heads) { return {heads, heads, d / heads}; }
+  size_t q_width() const { return heads * head_dim; }
+  size_t kv_width() const { return kv_heads * head_dim; }
+};
+
 // context[r] = MultiHead(q[r], K[keys[r]], V[keys[r]]) for every row; q, K, V, context
-// are row-major with d values per row, `heads` heads of d/heads each; K and V hold
-// elements of type kv (f32, or f16 for a half-precision KV cache). With key_rows, row r
-// attends K/V rows key_rows[keys[r].first + j] (j < keys[r].count) instead.
+// are row-major as `shape` says; K and V hold elements of type kv (f32, or f16 for a
+// half-precision KV cache). With key_rows, row r attends K/V rows
+// key_rows[keys[r].first + j] (j < keys[r].count) instead.
 void attend_rows(Context& c, const float* q, const void* k, const void* v, DType kv, const KeyRange* keys,
-                 size_t rows, size_t d, size_t heads, float* context, const size_t* key_rows = nullptr);
+                 size_t rows, const HeadShape& shape, float* context, const size_t* key_rows = nullptr);
 
 // A residual block: x = LN(x + f(x)) (post) or x = x + f(LN(x)) (pre). `f(in, out)`
 // reads rows of `in` and writes rows of `out` (ws.out).

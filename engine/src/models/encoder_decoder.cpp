@@ -19,7 +19,7 @@ void EncoderDecoder::run_encoder_layer(layers::Context& c, const detail::Layer& 
     layers::dense(c, layer.self_attn.q, in, rows, ws.q.data());
     layers::dense(c, layer.self_attn.k, in, rows, ws.k.data());
     layers::dense(c, layer.self_attn.v, in, rows, ws.v.data());
-    layers::attend_rows(c, ws.q.data(), ws.k.data(), ws.v.data(), DType::kF32, keys, rows, d_, heads_,
+    layers::attend_rows(c, ws.q.data(), ws.k.data(), ws.v.data(), DType::kF32, keys, rows, layers::HeadShape::multi_head(d_, heads_),
                         ws.context.data());
     layers::dense(c, layer.self_attn.o, ws.context.data(), rows, out);
   });
@@ -174,14 +174,14 @@ void EncoderDecoder::decode_step(const int32_t* tokens, size_t rows, size_t step
       k_.store_as(ws.k.data(), rows * d_, st.cache_type, &st.self_k[l][at]);
       k_.store_as(ws.v.data(), rows * d_, st.cache_type, &st.self_v[l][at]);
       layers::attend_rows(c, ws.q.data(), st.self_k[l].data(), st.self_v[l].data(), st.cache_type,
-                          st.self_keys.data(), rows, d_, heads_, ws.context.data(), st.slot_of.data());
+                          st.self_keys.data(), rows, layers::HeadShape::multi_head(d_, heads_), ws.context.data(), st.slot_of.data());
       layers::dense(c, layer.self_attn.o, ws.context.data(), rows, out);
       });
     }
     layers::residual_block(c, info_.norm, layer.cross_attn_norm, eps, x, rows, d_, [&](const float* in, float* out) {
       layers::dense(c, layer.cross_attn.q, in, rows, ws.q.data());
       layers::attend_rows(c, ws.q.data(), st.cross_k[l].data(), st.cross_v[l].data(), st.cache_type,
-                          st.cross_keys.data(), rows, d_, heads_, ws.context.data());
+                          st.cross_keys.data(), rows, layers::HeadShape::multi_head(d_, heads_), ws.context.data());
       layers::dense(c, layer.cross_attn.o, ws.context.data(), rows, out);
     });
     layers::residual_block(c, info_.norm, layer.ffn_norm, eps, x, rows, d_, [&](const float* in, float* out) {

@@ -1,0 +1,159 @@
+#include "models/decoder_only.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/rope.h"
+
+namespace petrel::models {
+
+using layers::KeyRange;
+using layers::Workspace;
+
+DecoderOnly::DecoderOnly(const detail::ModelWeights& weights, const kernels::KernelTable& kernels,
+                         threads::ThreadPool& pool)
+    : w_(weights),
+      k_(kernels),
+      pool_(pool),
+      info_(*weights.info),
+      shape_{weights.info->num_heads, weights.info->num_kv_heads, weights.info->head_dim},
+      d_(weights.info->d_model) {}
+
+void DecoderOnly::start(size_t max_positions, DType cache_type, LmState& st) const {
+  const auto& layers = w_.decoder.layers;
+  st.length = 0;
+  st.max_positions = max_positions;
+  st.cache_type = cache_type;
+  st.k.resize(layers.size());
+  st.v.resize(layers.size());
+  st.slots.assign(layers.size(), 0);
+  st.ring.assign(layers.size(), 0);
+  for (size_t l = 0; l < layers.size(); ++l)
+    if (layers[l].sliding_window != 0 && layers[l].sliding_window + kPrefillChunk < max_positions)
+      st.ring[l] = layers[l].sliding_window + kPrefillChunk;
+  // Each distinct RoPE frequency table (one per layer type) gets cos/sin rows per forward.
+  st.rope_tables.clear();
+  for (const detail::Layer& layer : layers)
+    if (layer.rope_inv_freq != nullptr &&
+        std::find(st.rope_tables.begin(), st.rope_tables.end(), layer.rope_inv_freq) == st.rope_tables.end())
+      st.rope_tables.push_back(layer.rope_inv_freq);
+  const size_t half = shape_.head_dim / 2;
+  st.rope_cos.assign(st.rope_tables.size(), std::vector<float>(kPrefillChunk * half));
+  st.rope_sin.assign(st.rope_tables.size(), std::vector<float>(kPrefillChunk * half));
+  st.keys.resize(kPrefillChunk);
+  st.x.resize(kPrefillChunk * d_);
+}
+
+void DecoderOnly::reserve(Workspace& ws) const {
+  const size_t width = std::max<size_t>(d_, shape_.q_width());
+  ws.reserve(kPrefillChunk, width, info_.ffn_dim, info_.max_positions, pool_.size());
+}
+
+void DecoderOnly::grow_caches(size_t positions, LmState& st) const {
+  const size_t row_bytes = shape_.kv_width() * detail::dtype_size(st.cache_type);
+  for (size_t l = 0; l < st.k.size(); ++l) {
+    const size_t needed = st.ring[l] != 0 ? st.ring[l] : positions;
+    if (st.slots[l] >= needed) continue;
+    // Half as much again (within the limit): a sequence's caches grow O(log n) times.
+    const size_t slots = st.ring[l] != 0 ? needed
+                                         : std::min(st.max_positions, std::max(needed, st.slots[l] + st.slots[l] / 2));
+    st.k[l].resize(slots * row_bytes);
+    st.v[l].resize(slots * row_bytes);
+    st.slots[l] = slots;
+  }
+}
+
+void DecoderOnly::normalize(const detail::Norm& norm, const float* x, size_t rows, size_t d, float* y) const {
+  if (info_.norm_kind == NormKind::kRmsNorm) k_.rms_norm(x, rows, d, norm.gamma, info_.layer_norm_eps, y);
+  else k_.layer_norm(x, nullptr, rows, d, norm.gamma, norm.beta, info_.layer_norm_eps, y);
+}
+
+void DecoderOnly::forward(const int32_t* tokens, size_t n, LmState& st, Workspace& ws, float* logits,
+                          bool every_row) const {
+  for (size_t done = 0; done < n;) {
+    const size_t rows = std::min(kPrefillChunk, n - done);
+    const bool last = done + rows == n;
+    float* out = every_row ? logits + done * info_.vocab_size : (last ? logits : nullptr);
+    run_chunk(tokens + done, rows, st, ws, out, every_row);
+    done += rows;
+  }
+}
+
+void DecoderOnly::run_chunk(const int32_t* tokens, size_t n, LmState& st, Workspace& ws, float* logits,
+                            bool every_row) const {
+  const detail::Stack& dec = w_.decoder;
+  const size_t first = st.length, q_width = shape_.q_width(), kv_width = shape_.kv_width();
+  const size_t half = shape_.head_dim / 2, esize = detail::dtype_size(st.cache_type);
+  grow_caches(first + n, st);
+  for (size_t t = 0; t < st.rope_tables.size(); ++t)
+    for (size_t r = 0; r < n; ++r)
+      kernels::rope_angles(st.rope_tables[t], half, first + r, &st.rope_cos[t][r * half], &st.rope_sin[t][r * half]);
+
+  float* x = st.x.data();
+  layers::Context c = context(ws);
+  k_.embed(dec.embed_tokens, tokens, nullptr, n, nullptr, x);  // the embedding scale is folded in
+  for (size_t l = 0; l < dec.layers.size(); ++l) {
+    const detail::Layer& layer = dec.layers[l];
+    normalize(layer.self_attn_norm, x, n, d_, ws.normed.data());
+    layers::dense(c, layer.self_attn.q, ws.normed.data(), n, ws.q.data());
+    layers::dense(c, layer.self_attn.k, ws.normed.data(), n, ws.k.data());
+    layers::dense(c, layer.self_attn.v, ws.normed.data(), n, ws.v.data());
+    if (layer.q_norm.present()) {  // per head, before RoPE; q's gamma carries the attention scale
+      normalize(layer.q_norm, ws.q.data(), n * shape_.heads, shape_.head_dim, ws.q.data());
+      normalize(layer.k_norm, ws.k.data(), n * shape_.kv_heads, shape_.head_dim, ws.k.data());
+    }
+    if (layer.rope_inv_freq != nullptr) {
+      const size_t t = std::find(st.rope_tables.begin(), st.rope_tables.end(), layer.rope_inv_freq) -
+                       st.rope_tables.begin();
+      k_.rope(ws.q.data(), n, shape_.heads, shape_.head_dim, q_width, st.rope_cos[t].data(), st.rope_sin[t].data());
+      k_.rope(ws.k.data(), n, shape_.kv_heads, shape_.head_dim, kv_width, st.rope_cos[t].data(),
+              st.rope_sin[t].data());
+    }
+    // Store the chunk's K/V, then attend: position p sees keys max(0, p - window + 1)..p.
+    const size_t ring = st.ring[l], window = layer.sliding_window;
+    const size_t* key_rows = nullptr;
+    if (ring == 0) {
+      k_.store_as(ws.k.data(), n * kv_width, st.cache_type, &st.k[l][first * kv_width * esize]);
+      k_.store_as(ws.v.data(), n * kv_width, st.cache_type, &st.v[l][first * kv_width * esize]);
+      for (size_t r = 0; r < n; ++r) {
+        const size_t p = first + r, from = window != 0 && p + 1 > window ? p + 1 - window : 0;
+        st.keys[r] = {from, p + 1 - from};
+      }
+    } else {
+      for (size_t r = 0; r < n; ++r) {
+        const size_t slot = (first + r) % ring;
+        k_.store_as(ws.k.data() + r * kv_width, kv_width, st.cache_type, &st.k[l][slot * kv_width * esize]);
+        k_.store_as(ws.v.data() + r * kv_width, kv_width, st.cache_type, &st.v[l][slot * kv_width * esize]);
+      }
+      st.key_rows.clear();
+      for (size_t r = 0; r < n; ++r) {
+        const size_t p = first + r, from = p + 1 > window ? p + 1 - window : 0;
+        st.keys[r] = {st.key_rows.size(), p + 1 - from};
+        for (size_t j = from; j <= p; ++j) st.key_rows.push_back(j % ring);
+      }
+      key_rows = st.key_rows.data();
+    }
+    layers::attend_rows(c, ws.q.data(), st.k[l].data(), st.v[l].data(), st.cache_type, st.keys.data(), n, shape_,
+                        ws.context.data(), key_rows);
+    layers::dense(c, layer.self_attn.o, ws.context.data(), n, ws.out.data());
+    if (layer.post_attn_norm.present()) normalize(layer.post_attn_norm, ws.out.data(), n, d_, ws.out.data());
+    k_.add(ws.out.data(), x, n * d_);
+
+    normalize(layer.ffn_norm, x, n, d_, ws.normed.data());
+    layers::feed_forward(c, layer, info_.activation, ws.normed.data(), n, ws.out.data());
+    if (layer.post_ffn_norm.present()) normalize(layer.post_ffn_norm, ws.out.data(), n, d_, ws.out.data());
+    k_.add(ws.out.data(), x, n * d_);
+  }
+  st.length += n;
+  if (logits == nullptr) return;
+  // Only the rows whose logits are wanted go through the final norm and the projection.
+  const size_t from = every_row ? 0 : n - 1, rows = n - from;
+  normalize(dec.final_norm, x + from * d_, rows, d_, ws.normed.data());
+  layers::matmul(c, w_.output_proj, nullptr, ws.normed.data(), rows, logits);
+  if (info_.final_logit_softcap > 0) {  // 1 / cap is folded into the projection's input
+    const float cap = info_.final_logit_softcap;
+    for (size_t i = 0; i < rows * info_.vocab_size; ++i) logits[i] = cap * std::tanh(logits[i]);
+  }
+}
+
+}  // namespace petrel::models

@@ -1,0 +1,75 @@
+// The decoder-only graph (Gemma 3, Llama, Qwen): embed -> pre-norm layers of
+// grouped-query self-attention with rotary positions over a KV cache (full, or a
+// sliding window) and a (gated) feed-forward -> final norm -> output projection.
+// A prompt runs as matrix products over its tokens (prefill), each generated token as
+// vector products (a step); both are forward() over the tokens after the cache's.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "format/weights.h"
+#include "layers/layers.h"
+
+namespace petrel::models {
+
+// One sequence's KV caches. A full-attention layer's cache holds every position (slot
+// p: position p), growing by half as the sequence does, up to the session's limit; a
+// sliding-window layer's is a ring of window + kPrefillChunk slots (position p in slot
+// p mod size), so it never grows past the window: a chunk's queries still find the
+// window behind each of them.
+struct LmState {
+  size_t length = 0;         // positions in the caches
+  size_t max_positions = 0;  // the session's limit
+  DType cache_type = DType::kF32;
+  std::vector<layers::AlignedVector<uint8_t>> k, v;  // per layer [slots, kv_width]
+  std::vector<size_t> slots;                         // per layer: slots allocated
+  std::vector<size_t> ring;                          // per layer: ring size (0: a full cache)
+  // Per forward: keys per row, the ring slots they list, RoPE's cos/sin per row for each
+  // distinct frequency table, the hidden states.
+  std::vector<layers::KeyRange> keys;
+  std::vector<size_t> key_rows;
+  std::vector<const float*> rope_tables;
+  std::vector<std::vector<float>> rope_cos, rope_sin;
+  layers::AlignedVector<float> x;
+};
+
+class DecoderOnly {
+ public:
+  // Rows a forward runs at most at once: longer prompts run in chunks of this many.
+  static constexpr size_t kPrefillChunk = 128;
+
+  DecoderOnly(const detail::ModelWeights& weights, const kernels::KernelTable& kernels, threads::ThreadPool& pool);
+
+  // Empties `state` for a sequence of at most max_positions positions (<= the model's)
+  // with caches of cache_type (f32 or f16).
+  void start(size_t max_positions, DType cache_type, LmState& state) const;
+
+  // Sizes `ws` for forward() (once per session).
+  void reserve(layers::Workspace& ws) const;
+
+  // Runs tokens[0, n) at positions state.length.. (which must stay within
+  // max_positions; ids in the vocabulary: the caller checks), appending them to the
+  // caches. Writes the logits of the last token [vocab] to `logits`, or of every token
+  // [n, vocab] when every_row. Allocation-free once the caches have grown.
+  void forward(const int32_t* tokens, size_t n, LmState& state, layers::Workspace& ws, float* logits,
+               bool every_row = false) const;
+
+  size_t vocab_size() const { return info_.vocab_size; }
+
+ private:
+  void run_chunk(const int32_t* tokens, size_t n, LmState& st, layers::Workspace& ws, float* logits,
+                 bool every_row) const;
+  void grow_caches(size_t positions, LmState& st) const;
+  void normalize(const detail::Norm& norm, const float* x, size_t rows, size_t d, float* y) const;
+  layers::Context context(layers::Workspace& ws) const { return {k_, pool_, ws}; }
+
+  const detail::ModelWeights& w_;
+  const kernels::KernelTable& k_;
+  threads::ThreadPool& pool_;
+  const ModelInfo& info_;
+  layers::HeadShape shape_;
+  size_t d_;
+};
+
+}  // namespace petrel::models

@@ -1,0 +1,318 @@
+// Decoder-only language models (Gemma 3, Llama 3, Qwen2, Qwen3) against the PyTorch
+// oracle (tools/reference/make_decoder_only_fixtures.py, written from the transformers
+// source): logits of every prompt position (prefill), of each prompt's last position, of
+// each generated step, and the greedy ids, on every kernel path, in f32; int8 and int4
+// by their agreement with the f32 oracle.
+#include <algorithm>
+#include <fstream>
+#include <cmath>
+#include <random>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "convert/convert.h"
+#include "kernels/isa.h"
+#include "model_access.h"
+#include "models/decoder_only.h"
+#include "petrel/generator.h"
+#include "petrel/petrel.h"
+#include "support/test_support.h"
+#include "threads/thread_pool.h"
+
+using namespace petrel;
+using json = nlohmann::json;
+
+namespace {
+
+const std::vector<std::string> kFixtures = {"gemma3_f32", "gemma3_bf16", "llama3", "qwen2", "qwen3"};
+
+std::string lm_fixture_dir(const std::string& name) { return fixture_dir() + "/decoder_only/" + name; }
+
+json lm_expected(const std::string& name) {
+  std::ifstream in(lm_fixture_dir(name) + "/expected.json");
+  REQUIRE(in);
+  return json::parse(in);
+}
+
+std::string convert_lm(const std::string& name, DType dtype) {
+  return shared_file("lm-" + name + "-" + to_string(dtype) + ".petrel", [&](const std::string& out) {
+    convert::ConvertOptions o;
+    o.checkpoint_dir = lm_fixture_dir(name);
+    o.output_path = out;
+    o.linear_dtype = o.embedding_dtype = dtype;
+    convert::convert_checkpoint(o);
+  });
+}
+
+// max |a - b| / max(1, max |b|): relative to the logits' scale.
+double relative_error(const float* got, const std::vector<float>& want) {
+  double worst = 0, scale = 1;
+  for (size_t i = 0; i < want.size(); ++i) {
+    worst = std::max(worst, std::fabs(double(got[i]) - want[i]));
+    scale = std::max(scale, std::fabs(double(want[i])));
+  }
+  return worst / scale;
+}
+
+std::vector<std::vector<int32_t>> id_lists(const json& j) {
+  std::vector<std::vector<int32_t>> out;
+  for (const json& ids : j) out.push_back(ids.get<std::vector<int32_t>>());
+  return out;
+}
+
+const kernels::KernelTable& table_named(const std::string& isa) {
+  kernels::Isa id;
+  REQUIRE(kernels::parse_isa(isa, &id));
+  REQUIRE(kernels::table_for(id) != nullptr);
+  return *kernels::table_for(id);
+}
+
+// The graph on one kernel path, with its own state.
+struct Graph {
+  Graph(const Model& model, const std::string& isa)
+      : pool(1), graph(detail::ModelAccess::weights(model), table_named(isa), pool) {
+    graph.reserve(ws);
+  }
+  std::vector<float> run(const std::vector<int32_t>& tokens, bool every_row, bool restart = true) {
+    if (restart) graph.start(512, DType::kF32, state);
+    std::vector<float> logits((every_row ? tokens.size() : 1) * graph.vocab_size());
+    graph.forward(tokens.data(), tokens.size(), state, ws, logits.data(), every_row);
+    return logits;
+  }
+  threads::ThreadPool pool;
+  models::DecoderOnly graph;
+  models::LmState state;
+  layers::Workspace ws;
+};
+
+Generator make_generator(std::shared_ptr<const Model> model, const std::string& isa, size_t threads = 1) {
+  auto g = Generator::create(std::move(model), {isa, threads});
+  if (!g) FAIL(g.error().message);
+  return std::move(g.value());
+}
+
+}  // namespace
+
+TEST_CASE("decoder-only models match the PyTorch oracle in f32 on every kernel path", "[decoder_only][oracle]") {
+  for (const std::string& name : kFixtures) {
+    INFO(name);
+    const json e = lm_expected(name);
+    auto model = load_model(convert_lm(name, DType::kF32));
+    REQUIRE(model->info().decoder_only);
+    const auto prompts = id_lists(e["prompts"]);
+    const size_t vocab = model->info().vocab_size, max_new = e["max_new_tokens"];
+    for (const std::string& isa : model_test_isas()) {
+      INFO(isa);
+      Graph g(*model, isa);
+      // Prefill: every position of the longest prompt.
+      const auto all = g.run(prompts[2], true);
+      for (size_t t = 0; t < prompts[2].size(); ++t) {
+        INFO("prompt 2 position " << t);
+        CHECK(relative_error(&all[t * vocab], e["prompt_logits"][t].get<std::vector<float>>()) < 1e-4);
+      }
+      for (size_t p = 0; p < prompts.size(); ++p) {
+        INFO("prompt " << p);
+        CHECK(relative_error(g.run(prompts[p], false).data(), e["last_logits"][p].get<std::vector<float>>()) < 1e-4);
+      }
+      // Generated steps, one token at a time through the KV caches (teacher-forced along
+      // the oracle's greedy output of prompt 2).
+      g.run(prompts[2], false);
+      const auto greedy2 = e["greedy"][2].get<std::vector<int32_t>>();
+      for (size_t t = 1; t < e["step_logits"].size(); ++t) {
+        INFO("step " << t);
+        const auto logits = g.run({greedy2[t - 1]}, false, /*restart=*/false);
+        CHECK(relative_error(logits.data(), e["step_logits"][t].get<std::vector<float>>()) < 1e-4);
+      }
+      // Greedy generation through the public API, stopping at EOS and past it.
+      Generator generator = make_generator(model, isa);
+      GenerateOptions o;
+      o.max_new_tokens = max_new;
+      auto out = generator.generate(prompts, o);
+      REQUIRE(out);
+      for (size_t p = 0; p < prompts.size(); ++p) {
+        INFO("prompt " << p);
+        CHECK(out.value()[p].ids == e["greedy"][p].get<std::vector<int32_t>>());
+      }
+      o.ignore_eos = true;
+      out = generator.generate(prompts, o);
+      REQUIRE(out);
+      for (size_t p = 0; p < prompts.size(); ++p) CHECK(out.value()[p].ids == e["greedy_ignore_eos"][p].get<std::vector<int32_t>>());
+    }
+  }
+}
+
+// Prefill in one call equals the same tokens one at a time: across chunks of
+// kPrefillChunk and the sliding-window layers' rings wrapping (window 6), the caches
+// hold the same keys at the same positions.
+TEST_CASE("decoder-only prefill in chunks equals token-by-token decoding", "[decoder_only]") {
+  std::mt19937 rng(7);
+  for (const std::string& name : {std::string("gemma3_f32"), std::string("llama3")}) {
+    INFO(name);
+    auto model = load_model(convert_lm(name, DType::kF32));
+    std::uniform_int_distribution<int32_t> id(3, static_cast<int32_t>(model->info().vocab_size) - 1);
+    std::vector<int32_t> tokens(models::DecoderOnly::kPrefillChunk * 2 + 17);
+    for (int32_t& t : tokens) t = id(rng);
+    Graph whole(*model, kernels::isa_name(kernels::best_isa())), steps(*model, kernels::isa_name(kernels::best_isa()));
+    const auto every = whole.run(tokens, true);
+    steps.graph.start(512, DType::kF32, steps.state);
+    const size_t vocab = model->info().vocab_size;
+    double worst = 0;
+    for (size_t t = 0; t < tokens.size(); ++t) {
+      const auto one = steps.run({tokens[t]}, false, /*restart=*/false);
+      worst = std::max(worst, relative_error(one.data(), std::vector<float>(&every[t * vocab], &every[(t + 1) * vocab])));
+    }
+    CHECK(worst < 1e-5);
+  }
+}
+
+// Quantized weights: the oracle's greedy choices, teacher-forced, mostly survive. Random
+// models 48-64 wide have nearly flat logits, and int4's noise (one scale per 32 weights)
+// is large beside their margins, so its floor is low (measured: 131 of 240 agree); the
+// en-de model's are the real quality tests of the quantizers.
+TEST_CASE("int8 and int4 decoder-only models agree with the f32 oracle", "[decoder_only][oracle]") {
+  for (DType dtype : {DType::kInt8, DType::kInt4}) {
+    size_t agree = 0, total = 0;
+    for (const std::string& name : kFixtures) {
+      const json e = lm_expected(name);
+      auto model = load_model(convert_lm(name, dtype));
+      Graph g(*model, kernels::isa_name(kernels::best_isa()));
+      const auto prompts = id_lists(e["prompts"]);
+      const size_t vocab = model->info().vocab_size;
+      for (size_t p = 0; p < prompts.size(); ++p) {
+        std::vector<int32_t> tokens = prompts[p];
+        const auto greedy = e["greedy_ignore_eos"][p].get<std::vector<int32_t>>();
+        tokens.insert(tokens.end(), greedy.begin(), greedy.end() - 1);
+        const auto logits = g.run(tokens, true);
+        for (size_t t = 0; t < greedy.size(); ++t) {
+          const float* row = &logits[(prompts[p].size() - 1 + t) * vocab];
+          agree += std::max_element(row, row + vocab) - row == greedy[t];
+          ++total;
+        }
+      }
+    }
+    INFO(to_string(dtype) << ": " << agree << " of " << total << " teacher-forced greedy choices agree");
+    WARN(to_string(dtype) << ": " << agree << " of " << total << " teacher-forced greedy choices agree");
+    CHECK(agree >= total * (dtype == DType::kInt8 ? 0.9 : 0.5));
+  }
+}
+
+TEST_CASE("decoder-only generation refuses bad prompts and options by name", "[decoder_only]") {
+  auto model = load_model(convert_lm("qwen3", DType::kF32));
+  Generator g = make_generator(model, "");
+  auto expect_error = [&](const std::vector<std::vector<int32_t>>& prompts, const GenerateOptions& o,
+                          const std::string& words) {
+    auto r = g.generate(prompts, o);
+    REQUIRE_FALSE(r);
+    INFO(r.error().message);
+    CHECK(r.error().message.find(words) != std::string::npos);
+  };
+  expect_error({{}}, {}, "prompt 0: empty");
+  expect_error({{5, 7}, {5, 136}}, {}, "prompt 1, position 1: id 136 is outside the vocabulary");
+  expect_error({std::vector<int32_t>(512, 7)}, {}, "no room to generate");
+  GenerateOptions o;
+  o.max_new_tokens = 100000;
+  expect_error({{5}}, o, "max_new_tokens");
+  o = {};
+  o.temperature = 0.0f;
+  o.do_sample = true;
+  expect_error({{5}}, o, "temperature");
+  // A translator is not a generator, and the other way round.
+  auto t = Translator::create(model);
+  REQUIRE_FALSE(t);
+  CHECK(t.error().message.find("decoder-only") != std::string::npos);
+}
+
+TEST_CASE("decoder-only files record their folds and structure", "[decoder_only]") {
+  const auto gemma_model = load_model(convert_lm("gemma3_bf16", DType::kInt8));
+  const ModelInfo& gemma = gemma_model->info();
+  CHECK(gemma.architecture == "decoder-only");
+  CHECK(gemma.norm_kind == NormKind::kRmsNorm);
+  CHECK(gemma.num_kv_heads == 1);
+  CHECK(gemma.head_dim == 16);
+  CHECK(gemma.sliding_window_layers == 3);  // sliding_window_pattern 3 over 4 layers: S S F S
+  CHECK(gemma.final_logit_softcap == 5.0f);
+  CHECK(gemma.activation == Activation::kGeluTanh);
+  CHECK(gemma.lm.eos_ids == lm_expected("gemma3_bf16")["eos_token_ids"].get<std::vector<int32_t>>());
+  auto fold = [&](const ModelInfo& info, const std::string& what) {
+    auto it = std::find_if(info.folds.begin(), info.folds.end(), [&](const FoldInfo& f) { return f.what == what; });
+    REQUIRE(it != info.folds.end());
+    return *it;
+  };
+  // √56 = 7.483..., rounded to bf16 as transformers multiplies in the weights' dtype.
+  CHECK(fold(gemma, "embed_scale").value == 7.46875);
+  CHECK(fold(gemma, "embed_scale").value == lm_expected("gemma3_bf16")["embed_scale"].get<double>());
+  CHECK(fold(gemma, "attention_scale").value == Approx(1 / std::sqrt(20.0)));  // query_pre_attn_scalar 20
+  CHECK(fold(gemma, "attention_scale").targets[0].find("q_norm") != std::string::npos);
+  const auto f32_model = load_model(convert_lm("gemma3_f32", DType::kInt8));
+  const ModelInfo& f32 = f32_model->info();
+  CHECK(fold(f32, "embed_scale").value == Approx(std::sqrt(48.0)).epsilon(1e-7));
+  CHECK(f32.sliding_window_layers == 2);  // layer_types S F S, not the ignored _sliding_window_pattern
+  const auto llama_model = load_model(convert_lm("llama3", DType::kInt8));
+  const ModelInfo& llama = llama_model->info();
+  CHECK(fold(llama, "attention_scale").targets[0].find("self_attn.q.weight") != std::string::npos);
+  CHECK_FALSE(llama.tied_output);
+  CHECK(load_model(convert_lm("qwen2", DType::kInt8))->info().sliding_window_layers == 0);  // use_sliding_window false
+}
+
+TEST_CASE("C API: a language model's session generates what the C++ Generator does, streaming each token",
+          "[decoder_only][capi]") {
+  const std::string path = convert_lm("gemma3_f32", DType::kInt8);
+  const json e = lm_expected("gemma3_f32");
+  const auto prompt = e["prompts"][2].get<std::vector<int32_t>>();
+  petrel_model* model = nullptr;
+  REQUIRE(petrel_model_load(path.c_str(), &model) == PETREL_OK);
+  CHECK(petrel_model_is_decoder_only(model) == 1);
+  petrel_session* session = nullptr;
+  REQUIRE(petrel_session_create(model, nullptr, 1, &session) == PETREL_OK);
+
+  GenerateOptions cpp;
+  cpp.max_new_tokens = 9;
+  cpp.do_sample = true;
+  cpp.top_k = 20u;
+  cpp.temperature = 0.8f;
+  cpp.seed = 1234;
+  auto want = make_generator(load_model(path), "").generate({prompt}, cpp);
+  REQUIRE(want);
+
+  petrel_generate_options o;
+  petrel_generate_options_init(&o);
+  o.max_new_tokens = 9;
+  o.do_sample = 1;
+  o.top_k = 20;
+  o.temperature = 0.8f;
+  o.seed = 1234;
+  struct Seen {
+    std::vector<int32_t> last;
+    size_t events = 0, finals = 0;
+  } seen;
+  o.on_token = [](void* data, const petrel_token_event* ev) {
+    auto* s = static_cast<Seen*>(data);
+    s->events += !ev->final;
+    s->finals += ev->final != 0;
+    s->last.assign(ev->ids, ev->ids + ev->length);
+    return 1;
+  };
+  o.on_token_data = &seen;
+  petrel_result* result = nullptr;
+  REQUIRE(petrel_generate(session, prompt.data(), prompt.size(), &o, &result) == PETREL_OK);
+  size_t n = 0;
+  const int32_t* ids = petrel_result_ids(result, 0, 0, &n);
+  REQUIRE(ids != nullptr);
+  CHECK(std::vector<int32_t>(ids, ids + n) == want.value()[0].ids);
+  CHECK(seen.events == n);
+  CHECK(seen.finals == 1);
+  CHECK(seen.last == want.value()[0].ids);
+  petrel_result_free(result);
+
+  // A language model's session does not translate; a bad struct_size is refused by name.
+  const int32_t* inputs[] = {prompt.data()};
+  const size_t lengths[] = {prompt.size()};
+  CHECK(petrel_translate_ids(session, inputs, lengths, 1, nullptr, &result) == PETREL_INVALID_ARGUMENT);
+  CHECK(std::string(petrel_last_error()).find("petrel_generate") != std::string::npos);
+  o.struct_size = 8;
+  CHECK(petrel_generate(session, prompt.data(), prompt.size(), &o, &result) == PETREL_INVALID_ARGUMENT);
+  CHECK(std::string(petrel_last_error()).find("struct_size") != std::string::npos);
+  petrel_session_free(session);
+  petrel_model_free(model);
+}

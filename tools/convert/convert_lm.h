@@ -1,0 +1,20 @@
+// petrel-convert for decoder-only language models: Hugging Face Gemma 3 (gemma3_text),
+// Llama (Llama 3.x, SmolLM2) and Qwen2 / Qwen3 checkpoints -> one .petrel file.
+#pragma once
+
+#include <string>
+
+#include "convert/checkpoint_file.h"
+#include "convert/config_reader.h"
+#include "convert/convert.h"
+
+namespace petrel::convert {
+
+// The model_types convert_decoder_only reads.
+bool is_decoder_only_type(const std::string& model_type);
+
+// Throws ConvertError naming the file and tensor on any problem.
+ConvertReport convert_decoder_only(const ConvertOptions& options, const ConfigReader& config,
+                                   const ConfigReader* generation_config, const CheckpointFile& weights);
+
+}  // namespace petrel::convert
