@@ -1,6 +1,7 @@
 // Kernel benchmarks: every kernel on every kernel path this machine runs, at the
 // shapes of a Transformer-base model (d_model 512, FFN 2048, vocab 58101) and a
-// small one (d_model 256, FFN 1024). Rates are GB/s (memory-bound shapes) or GOP/s
+// small one (d_model 256, FFN 1024); and the sampler (scalar, one path) at Gemma 3's
+// vocabulary. Rates are GB/s (memory-bound shapes) or GOP/s
 // (compute-bound shapes); compare with bench/probe's limits (bench/README.md).
 #include <benchmark/benchmark.h>
 
@@ -9,6 +10,7 @@
 #include <random>
 
 #include "convert/quantize.h"
+#include "decode/sampling.h"
 #include "kernels/isa.h"
 #include "kernels/kernels.h"
 #include "layers/aligned_vector.h"
@@ -188,7 +190,40 @@ void activation_bench(benchmark::State& state, Isa isa, Activation act) {
   set_rate(state, "GB/s", double(n * 4 * 2));
 }
 
+// One next-token choice over Gemma 3's vocabulary (262,144), as a decoder-only model
+// makes per generated token. Logits N(0, sd^2): sd 4 is peaked, about a trained
+// model's (top-p 0.95 keeps ~1% of the vocabulary), sd 1 nearly flat (it keeps ~75%),
+// top-p alone's worst case. "kept": the tokens the draw chose among.
+void sampling_bench(benchmark::State& state, decode::SamplingOptions options, float sd) {
+  constexpr size_t kGemmaVocab = 262144;
+  std::vector<float> logits(kGemmaVocab);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, sd);
+  for (float& x : logits) x = normal(rng);
+  decode::Sampler sampler(options);
+  // Temperature 1 and no repetition penalty: next() leaves the logits as they are.
+  for (auto _ : state) benchmark::DoNotOptimize(sampler.next(logits.data(), kGemmaVocab, nullptr, 0));
+  state.counters["kept"] = static_cast<double>(sampler.kept_ids().size());
+}
+
+void register_sampling() {
+  decode::SamplingOptions greedy, gemma, top_p;
+  gemma.sample = top_p.sample = true;
+  gemma.top_k = 64;
+  gemma.top_p = top_p.top_p = 0.95f;
+  for (float sd : {4.0f, 1.0f}) {
+    const std::string d = "_sd" + std::to_string(static_cast<int>(sd));
+    benchmark::RegisterBenchmark(("sampling/greedy/262144" + d).c_str(), sampling_bench, greedy, sd)
+        ->Unit(benchmark::kMicrosecond)->UseRealTime();
+    benchmark::RegisterBenchmark(("sampling/top_k64_top_p0.95/262144" + d).c_str(), sampling_bench, gemma, sd)
+        ->Unit(benchmark::kMicrosecond)->UseRealTime();
+    benchmark::RegisterBenchmark(("sampling/top_p0.95/262144" + d).c_str(), sampling_bench, top_p, sd)
+        ->Unit(benchmark::kMicrosecond)->UseRealTime();
+  }
+}
+
 void register_all() {
+  register_sampling();
   for (Isa isa : runnable_isas()) {
     const std::string p = std::string(isa_name(isa)) + "/";
     for (DType dtype : {DType::kInt4, DType::kInt8, DType::kF32}) {

@@ -15,6 +15,7 @@
 
 #include "convert/convert.h"
 #include "convert/quantize.h"
+#include "decode/sampling.h"
 #include "petrel/translator.h"
 #include "support/test_support.h"
 
@@ -119,6 +120,40 @@ size_t allocations_of(Translator& translator, const std::vector<std::vector<int3
   return allocations.load();
 }
 }  // namespace
+
+// The sampler runs once per generated token: its scratch grows on the first call only.
+TEST_CASE("Sampler::next allocates nothing after its first call", "[runtime][memory][sampling]") {
+  constexpr size_t n = 262144;
+  std::vector<float> logits(n);
+  for (size_t i = 0; i < n; ++i) logits[i] = static_cast<float>((i * 2654435761u) % 1000) / 100.0f;
+  const std::vector<int32_t> seen = {3, 1, 4, 1, 5, 9, 2, 6};
+  for (int setting = 0; setting < 6; ++setting) {
+    decode::SamplingOptions o;
+    o.sample = setting > 0;
+    o.repetition_penalty = 1.1f;
+    o.temperature = setting == 5 ? 0.7f : 1.0f;
+    o.top_k = setting == 1 ? 64 : setting == 2 ? 20000 : 0;  // a heap, and nth_element
+    o.top_p = setting == 1 || setting == 3 ? 0.95f : 1.0f;
+    o.min_p = setting == 4 ? 0.05f : 0.0f;
+    decode::Sampler sampler(o);
+    std::vector<float> work = logits;
+    allocations = 0;
+    counting = true;
+    (void)sampler.next(work.data(), n, seen.data(), seen.size());
+    counting = false;
+    INFO("setting " << setting);
+    CHECK(allocations.load() > 0);  // the counter sees the scratch growing
+    allocations = 0;
+    counting = true;
+    for (int call = 0; call < 3; ++call) {
+      work = logits;  // same size: no allocation
+      (void)sampler.next(work.data(), n, seen.data(), seen.size());
+      (void)sampler.next(work.data(), n / 2, seen.data(), seen.size());  // smaller: none either
+    }
+    counting = false;
+    CHECK(allocations.load() == 0);
+  }
+}
 
 TEST_CASE("the decode loop does not allocate", "[runtime][memory]") {
   // Converted once: the GENERATEs below run this body 32 times.
