@@ -6,12 +6,16 @@
 #include <algorithm>
 #include <fstream>
 #include <cmath>
+#include <cstring>
+#include <functional>
 #include <random>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
 #include "convert/convert.h"
+#include "format/model_file.h"
+#include "petrel_generated.h"
 #include "kernels/isa.h"
 #include "model_access.h"
 #include "models/decoder_only.h"
@@ -315,4 +319,96 @@ TEST_CASE("C API: a language model's session generates what the C++ Generator do
   CHECK(std::string(petrel_last_error()).find("struct_size") != std::string::npos);
   petrel_session_free(session);
   petrel_model_free(model);
+}
+
+// The loader's checks of what decoder-only files add (format 1.7): each hostile value is
+// refused naming its field.
+TEST_CASE("crafted hostile decoder-only fields are rejected by name", "[decoder_only][format]") {
+  std::vector<uint8_t> bytes = read_bytes(convert_lm("gemma3_f32", DType::kInt8));
+  fb::Model* m = fb::GetMutableModel(bytes.data() + 4);
+  auto expect_rejected = [&](const std::string& a, const std::string& b) {
+    auto r = load_bytes(bytes);
+    REQUIRE_FALSE(r.has_value());
+    INFO(r.error().message);
+    CHECK(r.error().message.find(a) != std::string::npos);
+    CHECK(r.error().message.find(b) != std::string::npos);
+  };
+  auto layer = [&](uint32_t i) { return m->mutable_decoder()->mutable_layers()->GetMutableObject(i); };
+  auto tensor_data = [&](int32_t index) {
+    const fb::Tensor* t = m->tensors()->Get(static_cast<uint32_t>(index));
+    uint32_t flatbuffer_size;
+    std::memcpy(&flatbuffer_size, bytes.data(), 4);
+    return bytes.data() + detail::data_section_start(flatbuffer_size) + t->data()->offset();
+  };
+  SECTION("K/V heads that do not divide the query heads") {
+    REQUIRE(m->mutate_num_kv_heads(3));
+    expect_rejected("num_heads 4", "not a multiple of num_kv_heads 3");
+  }
+  SECTION("a head width the tensors do not have") {
+    REQUIRE(m->mutate_head_dim(20));
+    expect_rejected("decoder.layers.0.self_attn.q", "expected [80, 48]");
+  }
+  SECTION("a sliding window past every position") {
+    REQUIRE(layer(0)->mutate_sliding_window(0xffffffffu));
+    expect_rejected("decoder.layers.0.sliding_window", "out of range");
+  }
+  SECTION("a layer without its rotary frequencies") {
+    REQUIRE(layer(1)->mutate_rope_inv_freq(-1));
+    expect_rejected("decoder.layers.1.rope_inv_freq", "missing");
+  }
+  SECTION("non-finite rotary frequencies") {
+    const float nan = std::nanf("");
+    std::memcpy(tensor_data(layer(1)->rope_inv_freq()) + 4, &nan, 4);  // the full-attention layer's own table
+    expect_rejected("decoder.layers.1.rope_inv_freq[1]", "not finite");
+  }
+  SECTION("an unknown norm kind") {
+    REQUIRE(m->mutate_norm_kind(static_cast<fb::NormKind>(7)));
+    expect_rejected("norm_kind", "unknown value");
+  }
+  SECTION("an EOS outside the vocabulary") {
+    m->mutable_lm()->mutable_eos_ids()->Mutate(0, 128);
+    expect_rejected("lm.eos_ids", "not a token id");
+  }
+  SECTION("a sampling default out of range") {
+    REQUIRE(m->mutable_lm()->mutate_temperature(-1.0f));
+    expect_rejected("lm.temperature", "out of range");
+  }
+  SECTION("a soft cap that is not a number") {
+    REQUIRE(m->mutate_final_logit_softcap(std::nanf("")));
+    expect_rejected("final_logit_softcap", "0..1e6");
+  }
+  SECTION("an encoder-decoder file claiming to be decoder-only") {
+    REQUIRE(m->mutate_architecture(fb::Architecture::EncoderDecoder));
+    expect_rejected("encoder-decoder models need", "num_kv_heads");
+  }
+}
+
+// Converter refusals name the file and key (a checkpoint is untrusted input too).
+TEST_CASE("the converter refuses what decoder-only configs may not say, by key", "[decoder_only][convert]") {
+  TempDir tmp;
+  auto refused = [&](const std::string& fixture, const std::function<void(json&)>& edit, const std::string& words) {
+    const std::string dir = tmp.file(fixture + "-edited");
+    copy_dir(lm_fixture_dir(fixture), dir);
+    json config = json::parse(std::ifstream(dir + "/config.json"));
+    edit(config);
+    std::ofstream(dir + "/config.json") << config.dump();
+    convert::ConvertOptions o;
+    o.checkpoint_dir = dir;
+    o.output_path = tmp.file("out.petrel");
+    try {
+      convert::convert_checkpoint(o);
+      FAIL("converted: " << words);
+    } catch (const convert::ConvertError& e) {
+      INFO(e.what());
+      CHECK(std::string(e.what()).find(words) != std::string::npos);
+    }
+    std::system(("rm -rf '" + dir + "'").c_str());
+  };
+  refused("llama3", [](json& c) { c["rope_scaling"]["rope_type"] = "yarn"; }, "rope scaling type 'yarn'");
+  refused("llama3", [](json& c) { c["hidden_act"] = "relu2"; }, "activation 'relu2'");
+  refused("llama3", [](json& c) { c["num_key_value_heads"] = 3; }, "not a multiple of num_key_value_heads");
+  refused("llama3", [](json& c) { c["partial_rotary_factor"] = 0.5; }, "partial_rotary_factor");
+  refused("gemma3_f32", [](json& c) { c["layer_types"] = {"sliding_attention"}; }, "layer_types");
+  refused("gemma3_f32", [](json& c) { c["hidden_size"] = 64; }, "model.embed_tokens.weight");
+  refused("qwen3", [](json& c) { c["eos_token_id"] = 1000; }, "key 'eos_token_id' must hold token ids below vocab_size 136");
 }
