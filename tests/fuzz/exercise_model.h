@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/utf8.h"
+#include "petrel/generator.h"
 #include "petrel/translator.h"
 
 namespace petrel::fuzz {
@@ -122,6 +123,32 @@ inline void exercise(const std::shared_ptr<const Model>& loaded,
                 batch.end());
 
   const size_t steps = std::min<size_t>(3, info.max_positions);
+  if (info.decoder_only) {  // a language model generates: greedy, and sampling with every filter
+    GenerateOptions greedy_lm, sampled;
+    greedy_lm.max_new_tokens = sampled.max_new_tokens = steps;
+    greedy_lm.do_sample = false;
+    sampled.do_sample = true;
+    sampled.top_k = 5u;
+    sampled.top_p = 0.9f;
+    sampled.min_p = 0.05f;
+    sampled.repetition_penalty = 1.3f;
+    sampled.kv_cache_f16 = true;
+    for (const std::string& isa : isas) {
+      auto created = Generator::create(loaded, {isa, 1});
+      require(created.has_value(), "a generator on every runnable kernel path");
+      for (const GenerateOptions* o : {&greedy_lm, &sampled}) {
+        auto result = created.value().generate(batch, *o);
+        if (!result) {
+          require(result.error().code == ErrorCode::kFormat || result.error().code == ErrorCode::kInvalidArgument,
+                  "a loaded language model generates, or reports non-finite logits or a prompt too long");
+          continue;
+        }
+        for (const Generation& g : result.value())
+          for (int32_t id : g.ids) require(id >= 0 && static_cast<uint32_t>(id) < info.vocab_size, "generated ids are tokens");
+      }
+    }
+    return;
+  }
   TranslateOptions greedy;
   greedy.beam_size = 1;
   greedy.max_new_tokens = steps;

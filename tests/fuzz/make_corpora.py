@@ -367,6 +367,27 @@ def marian_seeds(convert, work):
         write("fuzz_checkpoint_json", name + ".json", json_input(files))
 
 
+# Decoder-only language models (format 1.7): the oracle fixtures of
+# tools/reference/make_decoder_only_fixtures.py converted, each kind of layer (sliding
+# windows, q/k norms, biases, soft cap, GQA) at int8 or int4, and their config.json /
+# generation_config.json for the converter's checks.
+LM_SEEDS = {"gemma3_f32": "int8", "gemma3_bf16": "int4", "llama3": "int8", "qwen2": "int4", "qwen3": "f16"}
+
+
+def lm_seeds(convert, work):
+    for name, dtype in LM_SEEDS.items():
+        ckpt = os.path.join(ROOT, "tests", "fixtures", "decoder_only", name)
+        out = os.path.join(work, "lm-" + name + ".petrel")
+        subprocess.run([convert, ckpt, "-o", out, "--quiet", "--quantize", dtype, "--embeddings", dtype], check=True)
+        with open(out, "rb") as f:
+            write("fuzz_model_file", "lm-" + name + ".petrel", f.read())
+        files = {}
+        for f in ("config.json", "generation_config.json"):
+            with open(os.path.join(ckpt, f), encoding="utf-8") as text:
+                files[f] = text.read()
+        write("fuzz_checkpoint_json", "lm-" + name + ".json", json_input(files))
+
+
 # fuzz_text's inputs: a control byte (bit 0 model, bit 1 beam, bit 2 streamed text,
 # bit 3 sentence splitting), then the text.
 TEXTS = {
@@ -502,6 +523,7 @@ def main():
             if lex:
                 write("fuzz_shortlist", name + ".s2t", bytes([3, 1]) + files["lex.s2t"].encode())
         marian_seeds(convert, work)
+        lm_seeds(convert, work)
         for name, model in list(SPM_MODELS.items()) + list(trained_spm_models(work).items()):
             write("fuzz_spm_model", name + ".spm", model)
         text_seeds()

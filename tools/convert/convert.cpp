@@ -1151,7 +1151,14 @@ ConvertReport convert_checkpoint(const ConvertOptions& options) {
 
 CheckedVocabulary check_checkpoint_json(const CheckpointJson& files, const ConvertOptions& options) {
   const std::string& dir = options.checkpoint_dir;
-  CheckpointConfig c = read_config(ConfigReader(dir + "/config.json", files.config), options);
+  const ConfigReader config_json(dir + "/config.json", files.config);
+  if (is_decoder_only_type(config_json.text("model_type", ""))) {  // a language model: no vocabulary files yet
+    std::optional<ConfigReader> generation;
+    if (files.generation_config) generation.emplace(dir + "/generation_config.json", *files.generation_config);
+    check_decoder_only_json(config_json, generation ? &*generation : nullptr);
+    return {{}, {}, false, config_json.text("model_type", "")};
+  }
+  CheckpointConfig c = read_config(config_json, options);
   if (files.generation_config)
     read_generation(ConfigReader(dir + "/generation_config.json", *files.generation_config), c,
                     /*from_generation_config=*/true);

@@ -415,6 +415,10 @@ bool is_decoder_only_type(const std::string& model_type) {
   return model_type == "gemma3_text" || model_type == "llama" || model_type == "qwen2" || model_type == "qwen3";
 }
 
+void check_decoder_only_json(const ConfigReader& config, const ConfigReader* generation_config) {
+  read_lm_config(config, generation_config);
+}
+
 ConvertReport convert_decoder_only(const ConvertOptions& options, const ConfigReader& config,
                                    const ConfigReader* generation_config, const CheckpointFile& weights) {
   if (options.norm || options.positions != PositionChoice::kAuto || options.embed_scale || !options.shortlist_path.empty())

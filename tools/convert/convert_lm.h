@@ -13,6 +13,9 @@ namespace petrel::convert {
 // The model_types convert_decoder_only reads.
 bool is_decoder_only_type(const std::string& model_type);
 
+// config.json and generation_config.json checked as convert_decoder_only checks them.
+void check_decoder_only_json(const ConfigReader& config, const ConfigReader* generation_config);
+
 // Throws ConvertError naming the file and tensor on any problem.
 ConvertReport convert_decoder_only(const ConvertOptions& options, const ConfigReader& config,
                                    const ConfigReader* generation_config, const CheckpointFile& weights);
