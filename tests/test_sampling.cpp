@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "decode/sampling.h"
+#include "kernels/isa.h"
 #include "support/test_support.h"
 
 namespace petrel::sampling_tests {
@@ -174,11 +175,18 @@ TEST_CASE("greedy is the argmax (the first index among ties) and ignores the sam
   CHECK(next_of(sampler, {1.0f, 3.0f, 3.0f, 2.0f}) == 1);
   CHECK(next_of(sampler, {-INFINITY, -1.0f, -INFINITY}) == 1);
   CHECK(sampler.kept_ids().empty());
-  for (uint64_t seed = 0; seed < 20; ++seed) {
-    std::vector<float> logits = pcg_logits(1000, seed, 4.0f);
-    logits[seed * 37 % 1000] = logits[seed * 11 % 1000] = 9.0f;  // a tie for the max
-    const auto want = std::max_element(logits.begin(), logits.end()) - logits.begin();  // the first max
-    CHECK(next_of(sampler, logits) == want);
+  // With every kernel path's top-k doing the argmax (as the Generator runs it): the same choice.
+  std::vector<Sampler> samplers = {Sampler(greedy)};
+  for (petrel::kernels::Isa isa : petrel::kernels::runnable_isas())
+    samplers.emplace_back(greedy, petrel::kernels::table_for(isa)->top_k);
+  for (Sampler& s : samplers) {
+    for (uint64_t seed = 0; seed < 20; ++seed) {
+      std::vector<float> logits = pcg_logits(1000 + seed, seed, 4.0f);
+      logits[seed * 37 % 1000] = logits[seed * 11 % 1000] = 9.0f;  // a tie for the max
+      const auto want = std::max_element(logits.begin(), logits.end()) - logits.begin();  // the first max
+      CHECK(next_of(s, logits) == want);
+    }
+    CHECK(next_of(s, {-INFINITY, -1.0f, -INFINITY}) == 1);
   }
 }
 

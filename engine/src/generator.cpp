@@ -125,7 +125,7 @@ Status Generator::Impl::run(size_t index, const std::vector<int32_t>& prompt, co
   so.min_p = *o.min_p;
   so.repetition_penalty = *o.repetition_penalty;
   so.seed = o.seed;
-  decode::Sampler sampler(so);
+  decode::Sampler sampler(so, kernels.top_k);
   const std::vector<int32_t>& eos = info.lm.eos_ids;
   const text::Tokenizer* tokenizer = detail::ModelAccess::tokenizer(*model);
 

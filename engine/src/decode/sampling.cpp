@@ -127,8 +127,9 @@ Status check(const SamplingOptions& o) {
   return Status::ok();
 }
 
-Sampler::Sampler(const SamplingOptions& options)
-    : options_(options), random_(options.seed), top_p_threshold_(one_minus_as_transformers(options.top_p)) {}
+Sampler::Sampler(const SamplingOptions& options, TopK top_k)
+    : options_(options), top_k_(top_k), random_(options.seed),
+      top_p_threshold_(one_minus_as_transformers(options.top_p)) {}
 
 void Sampler::apply_repetition_penalty(float* logits, size_t n, const int32_t* seen, size_t seen_count) {
   if (penalized_.size() < n) penalized_.resize(n, 0);
@@ -330,6 +331,11 @@ int32_t Sampler::next(float* logits, size_t n, const int32_t* seen, size_t seen_
   if (n == 0) return -1;
   if (options_.repetition_penalty != 1.0f) apply_repetition_penalty(logits, n, seen, seen_count);
   if (!options_.sample) {
+    if (top_k_ != nullptr) {  // the same choice among finite logits (ties: the lower id)
+      int32_t id = 0;
+      float value = 0;
+      if (top_k_(logits, n, 1, &id, &value) == 1) return id;
+    }
     // The first index of the max, NaN skipped (0 when all are NaN).
     size_t best = 0;
     while (best + 1 < n && std::isnan(logits[best])) ++best;
