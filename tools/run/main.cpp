@@ -208,7 +208,11 @@ int main(int argc, char** argv) {
                 "error on standard error (and a blank line, or an object with \"error\") and the run goes\n"
                 "on, exiting with status 1 at the end:\n"
                 "    cat file | petrel-run model.petrel > translated\n"
-                "Output hypotheses exclude the start token and the final EOS.");
+                "Output hypotheses exclude the start token and the final EOS.\n"
+                "A language model (decoder-only: Gemma 3, Llama, Qwen) continues each input (--ids, or lines\n"
+                "of ids) instead: greedy, or sampled (--sample, --temperature, --top-k, --top-p, --min-p,\n"
+                "--repetition-penalty, --seed; defaults from its generation_config.json); the output is the\n"
+                "generated ids, a final EOS included; --stream prints each id as it comes.");
   p.flag("text", "TEXT", "one input as text (repeatable)", true);
   p.flag("ids", "\"ID ...\"", "one input as space-separated token ids (repeatable)", true);
   p.flag("input", "FILE", "inputs, one per line ('-': standard input, the default)");
@@ -538,9 +542,12 @@ int main(int argc, char** argv) {
           continue;
         }
         auto r = generator.generate({prompt}, run);
-        if (!r) {
-          report(i, from_lines ? source_name + " line " + std::to_string(i + 1) + ": " + r.error().message
-                               : r.error().message);
+        if (!r) {  // prompts run one per call: "prompt 0" is this input (report names --ids inputs itself)
+          std::string message = r.error().message;
+          if (message.compare(0, 10, "prompt 0, ") == 0 || message.compare(0, 10, "prompt 0: ") == 0)
+            message = from_lines ? source_name + " line " + std::to_string(i + 1) + message.substr(8)
+                                 : message.substr(10);
+          report(i, message);
           continue;
         }
         const GenerateTimings& t = generator.last_timings();
