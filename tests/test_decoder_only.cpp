@@ -412,3 +412,47 @@ TEST_CASE("the converter refuses what decoder-only configs may not say, by key",
   refused("gemma3_f32", [](json& c) { c["hidden_size"] = 64; }, "model.embed_tokens.weight");
   refused("qwen3", [](json& c) { c["eos_token_id"] = 1000; }, "key 'eos_token_id' must hold token ids below vocab_size 136");
 }
+
+// A multimodal Gemma 3 checkpoint (Gemma3ForConditionalGeneration): its text tower, in
+// either layout transformers has saved, converts to the same model as the text-only
+// checkpoint, the vision tower left out.
+TEST_CASE("a multimodal gemma3 checkpoint's text tower converts, in both layouts", "[decoder_only][convert]") {
+  TempDir tmp;
+  const json e = lm_expected("gemma3_f32");
+  const auto tensors = read_checkpoint(lm_fixture_dir("gemma3_f32") + "/model.safetensors");
+  json text_config = json::parse(std::ifstream(lm_fixture_dir("gemma3_f32") + "/config.json"));
+  json config = {{"model_type", "gemma3"}, {"architectures", {"Gemma3ForConditionalGeneration"}},
+                 {"eos_token_id", text_config["eos_token_id"]}, {"vision_config", {{"hidden_size", 8}}}};
+  text_config.erase("eos_token_id");  // taken from the top level, as a real multimodal config has it
+  text_config["model_type"] = "gemma3_text";
+  config["text_config"] = text_config;
+  for (const std::string layout : {"model.language_model.", "language_model.model."}) {
+    INFO(layout);
+    const std::string dir = tmp.file("mm-" + std::to_string(layout.size()) + layout.substr(0, 5));
+    REQUIRE(std::system(("mkdir -p '" + dir + "'").c_str()) == 0);
+    std::map<std::string, RawTensor> renamed;
+    for (const auto& [name, t] : tensors) renamed[layout + name.substr(std::string("model.").size())] = t;
+    const std::string vision = layout == "model.language_model." ? "model.vision_tower." : "vision_tower.";
+    renamed[vision + "patch_embedding.weight"] = {{2, 3}, {1, 2, 3, 4, 5, 6}};
+    renamed["multi_modal_projector.mm_input_projection_weight"] = {{3}, {1, 2, 3}};
+    write_checkpoint(dir + "/model.safetensors", renamed);
+    std::ofstream(dir + "/config.json") << config.dump();
+    std::ofstream(dir + "/generation_config.json") << std::ifstream(lm_fixture_dir("gemma3_f32") + "/generation_config.json").rdbuf();
+    convert::ConvertOptions o;
+    o.checkpoint_dir = dir;
+    o.output_path = dir + "/m.petrel";
+    o.linear_dtype = o.embedding_dtype = DType::kF32;
+    const convert::ConvertReport report = convert::convert_checkpoint(o);
+    CHECK(std::any_of(report.notes.begin(), report.notes.end(),
+                      [](const std::string& n) { return n.find("2 vision tensors left out") != std::string::npos; }));
+    auto model = load_model(o.output_path);
+    CHECK(model->info().model_type == "gemma3");
+    auto out = make_generator(model, "").generate(id_lists(e["prompts"]), [&] {
+      GenerateOptions g;
+      g.max_new_tokens = e["max_new_tokens"];
+      return g;
+    }());
+    REQUIRE(out);
+    for (size_t p = 0; p < out.value().size(); ++p) CHECK(out.value()[p].ids == e["greedy"][p].get<std::vector<int32_t>>());
+  }
+}

@@ -19,6 +19,10 @@ constexpr const char* kProducer = "petrel-convert 0.1.0";
 // modeling_qwen3.py, modeling_rope_utils.py).
 struct LmConfig {
   std::string model_type;
+  // Where the text model's tensors are: "model." (a causal LM), or a multimodal gemma3
+  // checkpoint's text tower ("model.language_model.", legacy "language_model.model.").
+  std::string prefix = "model.", lm_head = "lm_head.weight";
+  bool multimodal = false;
   bool gemma = false;     // Gemma 3: x (1 + w) norms, four norms per layer, scaled embeddings
   bool qk_norm = false;   // Gemma 3, Qwen3
   bool qkv_bias = false;  // Qwen2 (always), attention_bias elsewhere
@@ -103,23 +107,36 @@ float embed_scale_in(const std::string& dtype, double scale) {
   return f;
 }
 
-LmConfig read_lm_config(const ConfigReader& r, const ConfigReader* generation) {
+LmConfig read_lm_config(const ConfigReader& top, const ConfigReader* generation) {
   LmConfig c;
-  c.model_type = r.text("model_type", "");
-  c.gemma = c.model_type == "gemma3_text";
+  c.model_type = top.text("model_type", "");
+  // A multimodal Gemma 3 (Gemma3ForConditionalGeneration): its text tower, configured by
+  // text_config (Gemma3TextConfig's defaults for what it leaves out).
+  std::optional<ConfigReader> text_config;
+  if (c.model_type == "gemma3") {
+    const nlohmann::json& raw = top.raw();
+    if (!raw.contains("text_config") || !raw["text_config"].is_object())
+      throw ConvertError(top.path() + ": a gemma3 config needs a text_config object");
+    text_config.emplace(top.path() + " text_config", raw["text_config"].dump());
+    c.multimodal = true;
+  }
+  const ConfigReader& r = text_config ? *text_config : top;
+  c.gemma = c.model_type == "gemma3_text" || c.multimodal;
   const bool qwen2 = c.model_type == "qwen2", qwen3 = c.model_type == "qwen3";
   c.qk_norm = c.gemma || qwen3;
-  c.hidden = r.positive("hidden_size");
-  c.ffn = r.positive("intermediate_size");
-  c.layers = r.positive("num_hidden_layers");
-  c.heads = r.positive("num_attention_heads");
-  c.kv_heads = r.positive("num_key_value_heads", c.heads);
-  c.vocab = r.positive("vocab_size");
-  c.max_positions = r.positive("max_position_embeddings");
+  // Gemma3TextConfig's defaults fill what a multimodal text_config leaves out.
+  auto or_gemma = [&](uint32_t v) { return c.multimodal ? std::optional<uint32_t>(v) : std::nullopt; };
+  c.hidden = r.positive("hidden_size", or_gemma(2304));
+  c.ffn = r.positive("intermediate_size", or_gemma(9216));
+  c.layers = r.positive("num_hidden_layers", or_gemma(26));
+  c.heads = r.positive("num_attention_heads", or_gemma(8));
+  c.kv_heads = r.positive("num_key_value_heads", c.multimodal ? 4 : c.heads);
+  c.vocab = r.positive("vocab_size", or_gemma(262208));
+  c.max_positions = r.positive("max_position_embeddings", or_gemma(131072));
   if (c.heads % c.kv_heads != 0)
     throw ConvertError(r.path() + ": num_attention_heads " + std::to_string(c.heads) +
                        " is not a multiple of num_key_value_heads " + std::to_string(c.kv_heads));
-  c.head_dim = r.positive("head_dim", c.hidden / c.heads);
+  c.head_dim = r.positive("head_dim", c.multimodal ? 256 : c.hidden / c.heads);
   if (c.head_dim % 2 != 0) throw ConvertError(r.path() + ": head_dim must be even (rotary positions)");
   c.eps = static_cast<float>(r.number("rms_norm_eps", 1e-6));
   if (!(c.eps > 0 && c.eps < 1)) throw ConvertError(r.path() + ": rms_norm_eps must be in (0, 1)");
@@ -128,7 +145,7 @@ LmConfig read_lm_config(const ConfigReader& r, const ConfigReader* generation) {
   else if (act == "silu" || act == "swish") c.activation = Activation::kSwish;
   else if (act == "gelu") c.activation = Activation::kGelu;
   else throw ConvertError(r.path() + ": activation '" + act + "' is not supported (gelu_pytorch_tanh, silu, gelu are)");
-  c.tied = r.flag("tie_word_embeddings", c.gemma);
+  c.tied = r.flag("tie_word_embeddings", top.flag("tie_word_embeddings", c.gemma));
   c.qkv_bias = qwen2 || r.flag("attention_bias", false);
   c.mlp_bias = r.flag("mlp_bias", false);
   c.dtype = r.text("torch_dtype", r.text("dtype", "float32"));
@@ -188,9 +205,11 @@ LmConfig read_lm_config(const ConfigReader& r, const ConfigReader* generation) {
     const auto ids = from.tokens(key, c.vocab);
     return ids.empty() ? -1 : ids.front();
   };
-  c.bos = one(r, "bos_token_id");
-  c.pad = one(r, "pad_token_id");
+  // Special tokens: the text config's, else (multimodal) the top-level config's.
+  c.bos = one(r, "bos_token_id") >= 0 ? one(r, "bos_token_id") : one(top, "bos_token_id");
+  c.pad = one(r, "pad_token_id") >= 0 ? one(r, "pad_token_id") : one(top, "pad_token_id");
   c.eos = r.tokens("eos_token_id", c.vocab);
+  if (c.eos.empty()) c.eos = top.tokens("eos_token_id", c.vocab);
   if (generation != nullptr) {
     const ConfigReader& g = *generation;
     if (auto eos = g.tokens("eos_token_id", c.vocab); !eos.empty()) c.eos = eos;
@@ -224,11 +243,23 @@ class LmConverter : TensorOutput {
     const float embed_scale = c_.gemma ? embed_scale_in(c_.dtype, std::sqrt(double(c_.hidden))) : 1.0f;
     const DType output_dtype = c_.tied ? options_.output_dtype.value_or(options_.embedding_dtype)
                                        : options_.output_dtype.value_or(options_.linear_dtype);
-    src_.open("model.embed_tokens.weight", {c_.vocab, d});
-    const int32_t embed = matrix("embed_tokens", src_.rows("model.embed_tokens.weight"), c_.vocab, d,
+    if (c_.multimodal) {  // the text tower's layout decides the names; the vision tower is left out
+      if (src_.has("language_model.model.embed_tokens.weight")) {
+        prefix_ = "language_model.model.";
+        lm_head_ = "language_model.lm_head.weight";
+      } else {
+        prefix_ = "model.language_model.";
+      }
+      const size_t skipped = src_.skip({"vision_tower.", "multi_modal_projector.", "model.vision_tower.",
+                                        "model.multi_modal_projector."});
+      report_.notes.push_back("gemma3 (multimodal): the text tower (" + prefix_ + "*) converted, " +
+                              std::to_string(skipped) + " vision tensors left out");
+    }
+    const std::string embed_name = prefix_ + "embed_tokens.weight";
+    src_.open(embed_name, {c_.vocab, d});
+    const int32_t embed = matrix("embed_tokens", src_.rows(embed_name), c_.vocab, d,
                                  c_.tied ? output_dtype : options_.embedding_dtype, embed_scale,
-                                 c_.tied ? detail::Layout::kPanel16 : detail::Layout::kRowMajor,
-                                 "model.embed_tokens.weight");
+                                 c_.tied ? detail::Layout::kPanel16 : detail::Layout::kRowMajor, embed_name);
     if (embed_scale != 1.0f)
       folds_.push_back({"embed_scale", embed_scale, {"embed_tokens"},
                         "sqrt(hidden_size) rounded to " + c_.dtype + " (Gemma3TextScaledWordEmbedding)"});
@@ -247,7 +278,7 @@ class LmConverter : TensorOutput {
 
     std::vector<flatbuffers::Offset<fb::Layer>> layers;
     for (uint32_t i = 0; i < c_.layers; ++i) {
-      const std::string hf = "model.layers." + std::to_string(i), name = "decoder.layers." + std::to_string(i);
+      const std::string hf = prefix_ + "layers." + std::to_string(i), name = "decoder.layers." + std::to_string(i);
       // The attention scale goes into W_q, or with a q norm (which would undo it) into its gamma.
       const float q_scale = c_.qk_norm ? 1.0f : static_cast<float>(c_.attention_scale);
       auto q = linear(hf + ".self_attn.q_proj", name + ".self_attn.q", q_width, d, c_.qkv_bias, q_scale);
@@ -291,7 +322,7 @@ class LmConverter : TensorOutput {
       lb.add_rope_inv_freq(c_.window[i] != 0 ? rope_sliding : rope_full);
       layers.push_back(lb.Finish());
     }
-    auto final_norm = norm("model.norm", "decoder.final_norm", d, final_norm_scale_);
+    auto final_norm = norm(prefix_ + "norm", "decoder.final_norm", d, final_norm_scale_);
     if (final_norm_scale_ != 1.0f && c_.tied)
       folds_.push_back({"output_unscale", final_norm_scale_, {"decoder.final_norm.gamma"},
                         "1/embed_scale" + std::string(c_.final_softcap > 0 ? " and 1/final_logit_softcapping" : "") +
@@ -301,17 +332,17 @@ class LmConverter : TensorOutput {
 
     int32_t output_proj = -1;
     if (!c_.tied) {
-      src_.open("lm_head.weight", {c_.vocab, d});
-      output_proj = matrix("output_proj", src_.rows("lm_head.weight"), c_.vocab, d, output_dtype, softcap_scale,
-                           detail::Layout::kPanel16, "lm_head.weight");
+      src_.open(lm_head_, {c_.vocab, d});
+      output_proj = matrix("output_proj", src_.rows(lm_head_), c_.vocab, d, output_dtype, softcap_scale,
+                           detail::Layout::kPanel16, lm_head_);
       if (softcap_scale != 1.0f)
         folds_.push_back({"softcap_unscale", softcap_scale, {"output_proj"},
                           "1/final_logit_softcapping folded into the output projection"});
-    } else if (src_.has("lm_head.weight")) {  // a tied checkpoint may store the table twice
-      src_.open("lm_head.weight", {c_.vocab, d});
-      if (!src_.same_values("lm_head.weight", "model.embed_tokens.weight", c_.vocab, d))
-        throw ConvertError(src_.path() + ": tie_word_embeddings is true but lm_head.weight differs from "
-                           "model.embed_tokens.weight");
+    } else if (src_.has(lm_head_)) {  // a tied checkpoint may store the table twice
+      src_.open(lm_head_, {c_.vocab, d});
+      if (!src_.same_values(lm_head_, embed_name, c_.vocab, d))
+        throw ConvertError(src_.path() + ": tie_word_embeddings is true but " + lm_head_ + " differs from " +
+                           embed_name);
     }
     folds_.push_back({"attention_scale", c_.attention_scale, scale_targets_,
                       std::string(c_.gemma ? "query_pre_attn_scalar^-1/2" : "1/sqrt(head_dim)") +
@@ -405,6 +436,7 @@ class LmConverter : TensorOutput {
   }
 
   const LmConfig& c_;
+  std::string prefix_ = c_.prefix, lm_head_ = c_.lm_head;
   std::vector<std::string> scale_targets_;
   float final_norm_scale_ = 1.0f;
 };
@@ -412,7 +444,8 @@ class LmConverter : TensorOutput {
 }  // namespace
 
 bool is_decoder_only_type(const std::string& model_type) {
-  return model_type == "gemma3_text" || model_type == "llama" || model_type == "qwen2" || model_type == "qwen3";
+  return model_type == "gemma3_text" || model_type == "gemma3" || model_type == "llama" || model_type == "qwen2" ||
+         model_type == "qwen3";
 }
 
 void check_decoder_only_json(const ConfigReader& config, const ConfigReader* generation_config) {

@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
   cli::Parser p("petrel-convert", "CHECKPOINT_DIR -o MODEL.petrel [options]",
                 "Converts a Hugging Face translation checkpoint -- MarianMT (opus-mt), M2M100, NLLB-200 or\n"
                 "mBART-50; config.json's model_type (marian, m2m_100, mbart) decides the structure -- or a\n"
-                "decoder-only language model (gemma3_text, llama, qwen2, qwen3) into one\n"
+                "decoder-only language model (gemma3_text, the text tower of gemma3, llama, qwen2, qwen3) into one\n"
                 "Petrel model file. CHECKPOINT_DIR holds config.json [+ generation_config.json] and\n"
                 "model.safetensors or pytorch_model.bin (or shards with their *.index.json), and for text its\n"
                 "tokenizer files: Marian's source.spm, target.spm, vocab.json [+ target_vocab.json]; M2M100's\n"

@@ -84,6 +84,16 @@ class Source {
   std::optional<float> activation_scale(const std::string& name) const { return st_.activation_scale(name); }
   bool stored_int8(const std::string& name) const { return st_.has(name) && st_.info(name).dtype == kInt8DType; }
 
+  // Counts every tensor whose name starts with one of `prefixes` as read without reading
+  // it (a multimodal checkpoint's vision tower, which a text model leaves out); returns how many.
+  size_t skip(const std::vector<std::string>& prefixes) {
+    size_t n = 0;
+    for (const std::string& name : st_.names())
+      for (const std::string& p : prefixes)
+        if (name.compare(0, p.size(), p) == 0 && consumed_.insert(name).second) ++n;
+    return n;
+  }
+
   void check_all_consumed(const std::string& model_type) const {
     for (const std::string& name : st_.names())
       if (!consumed_.count(name))
