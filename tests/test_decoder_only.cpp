@@ -78,8 +78,9 @@ struct Graph {
       : pool(1), graph(detail::ModelAccess::weights(model), table_named(isa), pool) {
     graph.reserve(ws);
   }
-  std::vector<float> run(const std::vector<int32_t>& tokens, bool every_row, bool restart = true) {
-    if (restart) graph.start(512, DType::kF32, state);
+  std::vector<float> run(const std::vector<int32_t>& tokens, bool every_row, bool restart = true,
+                         DType cache = DType::kF32) {
+    if (restart) graph.start(512, cache, state);
     std::vector<float> logits((every_row ? tokens.size() : 1) * graph.vocab_size());
     graph.forward(tokens.data(), tokens.size(), state, ws, logits.data(), every_row);
     return logits;
@@ -118,6 +119,9 @@ TEST_CASE("decoder-only models match the PyTorch oracle in f32 on every kernel p
       for (size_t p = 0; p < prompts.size(); ++p) {
         INFO("prompt " << p);
         CHECK(relative_error(g.run(prompts[p], false).data(), e["last_logits"][p].get<std::vector<float>>()) < 1e-4);
+        // An f16 KV cache: keys and values rounded to 2^-11, logits within about that of their scale.
+        CHECK(relative_error(g.run(prompts[p], false, true, DType::kF16).data(),
+                             e["last_logits"][p].get<std::vector<float>>()) < 2e-3);
       }
       // Generated steps, one token at a time through the KV caches (teacher-forced along
       // the oracle's greedy output of prompt 2).
@@ -128,16 +132,25 @@ TEST_CASE("decoder-only models match the PyTorch oracle in f32 on every kernel p
         const auto logits = g.run({greedy2[t - 1]}, false, /*restart=*/false);
         CHECK(relative_error(logits.data(), e["step_logits"][t].get<std::vector<float>>()) < 1e-4);
       }
-      // Greedy generation through the public API, stopping at EOS and past it.
-      Generator generator = make_generator(model, isa);
+      // Greedy generation through the public API, stopping at EOS and past it; matrix
+      // products split over threads give the same sums.
       GenerateOptions o;
       o.max_new_tokens = max_new;
+      for (size_t threads : subset_stride() > 1 ? thread_counts({1}) : thread_counts({1, 3})) {
+        INFO(threads << " threads");
+        auto out = make_generator(model, isa, threads).generate(prompts, o);
+        REQUIRE(out);
+        for (size_t p = 0; p < prompts.size(); ++p) {
+          INFO("prompt " << p);
+          CHECK(out.value()[p].ids == e["greedy"][p].get<std::vector<int32_t>>());
+          const auto eos = e["eos_token_ids"].get<std::vector<int32_t>>();
+          const auto& ids = out.value()[p].ids;
+          CHECK(out.value()[p].ended_on_eos == (std::find(eos.begin(), eos.end(), ids.back()) != eos.end()));
+        }
+      }
+      Generator generator = make_generator(model, isa);
       auto out = generator.generate(prompts, o);
       REQUIRE(out);
-      for (size_t p = 0; p < prompts.size(); ++p) {
-        INFO("prompt " << p);
-        CHECK(out.value()[p].ids == e["greedy"][p].get<std::vector<int32_t>>());
-      }
       o.ignore_eos = true;
       out = generator.generate(prompts, o);
       REQUIRE(out);
