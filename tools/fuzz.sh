@@ -39,7 +39,7 @@ if [[ ! "$parallel" =~ ^[1-9][0-9]*$ ]]; then
   echo "tools/fuzz.sh: --parallel takes a count of targets (1 or more), not '$parallel'" >&2
   exit 2
 fi
-all=(fuzz_model_file fuzz_convert fuzz_safetensors fuzz_checkpoint_json fuzz_shortlist fuzz_pytorch_checkpoint
+all=(fuzz_model_file fuzz_convert fuzz_convert_lm fuzz_safetensors fuzz_checkpoint_json fuzz_shortlist fuzz_pytorch_checkpoint
      fuzz_spm_model fuzz_text fuzz_binary_shortlist fuzz_marian_model)
 [[ ${#targets[@]} -eq 0 ]] && targets=("${all[@]}")
 for t in "${targets[@]}"; do

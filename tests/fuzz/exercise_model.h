@@ -27,7 +27,14 @@ inline void require(bool ok, const char* what) {
 }
 
 inline void require_loader_promises(const ModelInfo& info) {
-  require(info.d_model > 0 && info.num_heads > 0 && info.d_model % info.num_heads == 0, "heads divide d_model");
+  // Heads: d_model / num_heads each (encoder-decoder), or head_dim each over num_kv_heads
+  // K/V heads that divide them (decoder-only: grouped-query attention).
+  require(info.d_model > 0 && info.num_heads > 0 && info.head_dim > 0 && info.num_kv_heads > 0 &&
+              info.num_heads % info.num_kv_heads == 0,
+          "head counts and widths are positive, K/V heads divide the query heads");
+  require(info.decoder_only || (info.num_kv_heads == info.num_heads && info.num_heads * info.head_dim == info.d_model),
+          "encoder-decoder heads divide d_model");
+  for (int32_t id : info.lm.eos_ids) require(id >= 0 && static_cast<uint32_t>(id) < info.vocab_size, "EOS ids are tokens");
   require(info.vocab_size > 0 && info.target_vocab_size > 0 && info.max_positions > 0, "sizes are positive");
   for (int32_t id : {info.pad_id, info.eos_id, info.decoder_start_id})
     require(id >= 0 && static_cast<uint32_t>(id) < info.target_vocab_size, "special tokens are target ids");
@@ -36,7 +43,8 @@ inline void require_loader_promises(const ModelInfo& info) {
   require(info.vocab.empty() || info.vocab.size() == info.vocab_size, "the vocabulary covers the source ids");
   // Every string handed out is UTF-8 (so JSON writers and C callers get text).
   using detail::is_valid_utf8;
-  bool text = is_valid_utf8(info.producer) && is_valid_utf8(info.source) && is_valid_utf8(info.shortlist.source);
+  bool text = is_valid_utf8(info.producer) && is_valid_utf8(info.source) && is_valid_utf8(info.shortlist.source) &&
+              is_valid_utf8(info.model_type);
   for (const auto& t : info.tensors) text = text && is_valid_utf8(t.name);
   for (const auto& token : info.vocab) text = text && is_valid_utf8(token);
   const TokenizerInfo& tokenizer = info.tokenizer;

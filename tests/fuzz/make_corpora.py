@@ -374,6 +374,18 @@ def marian_seeds(convert, work):
 LM_SEEDS = {"gemma3_f32": "int8", "gemma3_bf16": "int4", "llama3": "int8", "qwen2": "int4", "qwen3": "f16"}
 
 
+# fuzz_convert_lm's recipes (its first 13 bytes, see fuzz_convert_lm.cpp), then weight bytes:
+# each family, tied and not, GQA, sliding windows, soft cap, RoPE scalings, int4/int8/f16.
+LM_RECIPES = {
+    "gemma_sliding_softcap_int4": [0 | 4 | 8, 47, 3, 2, 7, 0x82, 33, 50, 30, 5 | 64, 3 | 8, 30, 2 | 16],
+    "gemma_types_f16": [0, 9, 1, 0, 2, 2 | 0x80 | 8, 5, 9, 7, 2, 1 | 4, 36, 3],
+    "llama3_untied_int8": [1 | 16, 64, 5, 1, 11, 1, 70, 61, 39, 128 + 3, 2 | 8, 40, 6],
+    "qwen2_bias_tied": [2 | 4, 17, 2, 1, 3, 3 | 0x80, 17, 13, 12, 1, 2, 39, 0],
+    "qwen3_qk_norm_odd_sizes": [3, 1, 3, 0, 0, 0, 1, 2, 1, 0, 0, 41, 2 | 4],
+    "odd_head_dim_refused": [1, 30, 2, 0, 0x80 | 4, 0, 10, 10, 10, 0, 0, 40, 0],
+}
+
+
 def lm_seeds(convert, work):
     for name, dtype in LM_SEEDS.items():
         ckpt = os.path.join(ROOT, "tests", "fixtures", "decoder_only", name)
@@ -524,6 +536,9 @@ def main():
                 write("fuzz_shortlist", name + ".s2t", bytes([3, 1]) + files["lex.s2t"].encode())
         marian_seeds(convert, work)
         lm_seeds(convert, work)
+        lm_rng = random.Random(2811)
+        for name, recipe in LM_RECIPES.items():
+            write("fuzz_convert_lm", name + ".recipe", bytes(recipe) + bytes(lm_rng.randrange(256) for _ in range(4096)))
         for name, model in list(SPM_MODELS.items()) + list(trained_spm_models(work).items()):
             write("fuzz_spm_model", name + ".spm", model)
         text_seeds()
