@@ -16,6 +16,7 @@
 #include "convert/convert.h"
 #include "convert/quantize.h"
 #include "decode/sampling.h"
+#include "petrel/generator.h"
 #include "petrel/translator.h"
 #include "support/test_support.h"
 
@@ -181,6 +182,43 @@ TEST_CASE("the decode loop does not allocate", "[runtime][memory]") {
   INFO("beam " << beam << ", threads " << threads << ", shortlist " << shortlist << ", f16 cache " << half_cache
                << ", streaming " << streaming << ": " << short_run << " allocations for 4 steps, " << long_run
                << " for 40");
+  CHECK(long_run == short_run);
+}
+
+// A language model's generation: allocations per call, not per token (the caches and
+// buffers grow on the first calls, then a longer generation costs no more than a short one).
+TEST_CASE("a language model's generation loop does not allocate per token", "[runtime][memory][decoder_only]") {
+  static const std::shared_ptr<const Model> model = [] {
+    static TempDir tmp;
+    convert::ConvertOptions o;
+    o.checkpoint_dir = fixture_dir() + "/decoder_only/gemma3_f32";  // sliding-window rings and full caches
+    o.output_path = tmp.file("lm.petrel");
+    convert::convert_checkpoint(o);
+    return load_model(o.output_path);
+  }();
+  const bool sample = GENERATE(false, true);
+  const bool half_cache = GENERATE(false, true);
+  auto created = Generator::create(model, {"", 1});
+  REQUIRE(created.has_value());
+  auto run = [&](size_t steps) {
+    GenerateOptions o;
+    o.max_new_tokens = steps;
+    o.ignore_eos = true;
+    o.do_sample = sample;
+    o.top_k = 10u;
+    o.kv_cache_f16 = half_cache;
+    allocations = 0;
+    counting = true;
+    auto r = created.value().generate({{5, 9, 13, 17, 21}}, o);
+    counting = false;
+    REQUIRE(r.has_value());
+    REQUIRE(r.value()[0].ids.size() == steps);
+    return allocations.load();
+  };
+  run(60);  // grow every buffer
+  const size_t short_run = run(4), long_run = run(60);
+  INFO("sample " << sample << ", f16 cache " << half_cache << ": " << short_run << " allocations for 4 tokens, "
+                 << long_run << " for 60");
   CHECK(long_run == short_run);
 }
 

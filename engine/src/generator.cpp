@@ -135,6 +135,7 @@ Status Generator::Impl::run(size_t index, const std::vector<int32_t>& prompt, co
   timings.prompt_tokens += prompt.size();
   start = std::chrono::steady_clock::now();
   out.ids.clear();
+  out.ids.reserve(max_new);  // the loop below allocates nothing once the caches have grown
   out.ended_on_eos = false;
   auto event = [&](bool final) {
     TokenEvent e;
