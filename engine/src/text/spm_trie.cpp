@@ -1,5 +1,9 @@
 #include "text/spm_trie.h"
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -103,6 +107,47 @@ std::vector<int32_t> sorted_ids(const Pieces& pieces) {
   for (size_t i = 0; i < keys.size(); ++i) order[i] = keys[i].id;
   return order;
 }
+
+// `count` zeroed words of scratch. From a megabyte on, on Linux, they are mapped and
+// offered transparent huge pages: NLLB's 2 MiB then costs one page fault instead of 512
+// (0.5-0.9 ms of CPU in a 9 ms load, measured). Elsewhere, or if the mapping fails, a
+// vector; where huge pages are off, the mapping faults 4 KiB pages as the vector would.
+class ZeroedWords {
+ public:
+  explicit ZeroedWords(size_t count) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    constexpr size_t kHuge = size_t{2} << 20;
+    if (count >= kHuge / 16 && count < (SIZE_MAX - 2 * kHuge) / 8) {
+      const size_t bytes = (count * 8 + kHuge - 1) / kHuge * kHuge;
+      void* base = ::mmap(nullptr, bytes + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (base != MAP_FAILED) {
+        mapped_ = base;
+        mapped_size_ = bytes + kHuge;
+        const uintptr_t at = (reinterpret_cast<uintptr_t>(base) + kHuge - 1) / kHuge * kHuge;  // huge-page aligned
+        ::madvise(reinterpret_cast<void*>(at), bytes, MADV_HUGEPAGE);  // a hint: refused, 4 KiB pages
+        data_ = reinterpret_cast<uint64_t*>(at);
+        return;
+      }
+    }
+#endif
+    own_.assign(count, 0);
+    data_ = own_.data();
+  }
+  ~ZeroedWords() {
+#if defined(__linux__)
+    if (mapped_ != nullptr) ::munmap(mapped_, mapped_size_);
+#endif
+  }
+  ZeroedWords(const ZeroedWords&) = delete;
+  ZeroedWords& operator=(const ZeroedWords&) = delete;
+  uint64_t& operator[](size_t i) { return data_[i]; }
+
+ private:
+  std::vector<uint64_t> own_;
+  void* mapped_ = nullptr;
+  size_t mapped_size_ = 0;
+  uint64_t* data_ = nullptr;
+};
 
 }  // namespace
 
@@ -261,7 +306,7 @@ std::string PieceTrie::adopt(const Pieces& pieces, const detail::StoredPieceTrie
   // is a run of nodes, and the next level starts at the children of a level's first node.
   // One pass: a node's word is set by its parent, met before it in a valid trie (where
   // one is not, the node's parent is met later and refused then, or its path check fails).
-  std::vector<uint64_t> up(last, 0);
+  ZeroedWords up(last);
   std::vector<bool> ended(pieces.size(), false);
   size_t ended_count = 0;
   size_t depth = 0, level_end = 1;  // node n is `depth` deep; the next level starts at level_end
