@@ -119,6 +119,43 @@ TEST_CASE("C API: one model, four threads with a session each, as sequential run
   petrel_model_free(model);
 }
 
+TEST_CASE("C API: sessions made at once by four threads on a model just loaded", "[capi][threads]") {
+  // The generated position tables are made by the first session, not at load: here
+  // four threads race to be first (run under the tsan preset to see the ordering).
+  const std::string path = fixture_dir() + "/portable/post_swish_concat_tied-f32.petrel";
+  petrel_options options;
+  petrel_options_init(&options);
+  options.max_new_tokens = 12;
+  petrel_model* reference = nullptr;
+  REQUIRE(petrel_model_load(path.c_str(), &reference) == PETREL_OK);
+  petrel_session* sequential = nullptr;
+  REQUIRE(petrel_session_create(reference, nullptr, 1, &sequential) == PETREL_OK);
+  const auto expected = translate_c(sequential, options);
+  REQUIRE_FALSE(expected.empty());
+  petrel_session_free(sequential);
+  petrel_model_free(reference);
+
+  petrel_model* model = nullptr;
+  REQUIRE(petrel_model_load(path.c_str(), &model) == PETREL_OK);
+  constexpr int kThreads = 4;
+  std::vector<int> mismatches(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      petrel_session* session = nullptr;
+      if (petrel_session_create(model, nullptr, 1, &session) != PETREL_OK) {
+        mismatches[t] = -1;
+        return;
+      }
+      mismatches[t] += translate_c(session, options) != expected;
+      petrel_session_free(session);
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) CHECK(mismatches[t] == 0);
+  petrel_model_free(model);
+}
+
 TEST_CASE("C API: a text translation with no hypothesis is an error, not a read past the end", "[capi]") {
   // A shortlist whose only always-allowed token is EOS, a source word with no
   // candidates, and EOS held back by min_new_tokens: search finishes the sentence

@@ -456,6 +456,28 @@ TEST_CASE("PieceTrie adopts a stored trie of the longest pieces, and refuses one
   CHECK(built_copy.find(longest) == 0);
 }
 
+TEST_CASE("PieceTrie::adopt checks every label of a path, in the first 8 bytes and past them", "[sentencepiece]") {
+  // Pieces of several depths, some longer than the 8 bytes a node's path word holds.
+  // Siblings' labels differ by 2 or more, so label + 1 keeps them in order.
+  const std::vector<std::string_view> pieces = {"abcdefghijk", "abcdefghijm", "abcdefghi", "ab", "c", "cdefghijklmno", "e"};
+  PieceTrie built;
+  REQUIRE(built.build(pieces).first < 0);
+  const std::vector<detail::PieceTrieNode> nodes(built.nodes(), built.nodes() + built.node_count());
+  const std::vector<unsigned char> labels(built.labels(), built.labels() + built.node_count());
+  REQUIRE(PieceTrie().adopt(pieces, {nodes.data(), labels.data(), nodes.size()}).empty());
+  // Each label in turn changed (still in order among its siblings): a piece below it
+  // (every node here is on a piece's path) is refused, named by its node.
+  size_t refused = 0;
+  for (size_t n = 1; n + 1 < nodes.size(); ++n) {
+    std::vector<unsigned char> changed = labels;
+    ++changed[n];
+    const std::string problem = PieceTrie().adopt(pieces, {nodes.data(), changed.data(), nodes.size()});
+    CHECK_THAT(problem, Contains("but its path is not pieces["));
+    refused += !problem.empty();
+  }
+  CHECK(refused == nodes.size() - 2);
+}
+
 TEST_CASE("Pieces longer than kMaxPieceBytes are refused by create and by the .spm reader, by piece", "[sentencepiece]") {
   const std::string longest(detail::kMaxPieceBytes, 'a');
   const std::string too_long = longest + "b";

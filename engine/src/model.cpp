@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "format/crc32.h"
 #include "format/model_file.h"
@@ -111,8 +112,8 @@ class AlignedCopy final : public Storage {
   size_t size_;
 };
 
-// Sinusoidal tables above this many floats are refused: they are generated at load
-// time from two header fields, so a 10 KB hostile file could otherwise cost 256 MB
+// Sinusoidal tables above this many floats are refused: they are generated (on first
+// use) from two header fields, so a 10 KB hostile file could otherwise cost 256 MB
 // and a second of sin/cos per table. 2^22 (16 MB) is 4096 positions at d_model 1024,
 // four times the longest of the model families Petrel reads (NLLB, tc-big: 1024).
 constexpr uint64_t kMaxGeneratedTable = 1ull << 22;
@@ -124,9 +125,41 @@ struct Model::Impl {
   std::string name;  // the path or the caller's name, for messages
   ModelInfo info;
   detail::ModelWeights weights;
+  // Generated sinusoid tables (4 MiB for NLLB: a third of a load's page faults) are
+  // made on first use of the weights, not at load; call_once orders that write before
+  // every reader, so the Model stays shareable across threads.
+  std::once_flag positions_once;
   std::vector<float> encoder_positions, decoder_positions;
   std::unique_ptr<text::Tokenizer> tokenizer;
+
+  void make_position_tables();
 };
+
+namespace {
+
+bool generated(const detail::Stack& stack) {
+  return stack.positions.kind == PositionKind::kSinusoidalInterleaved ||
+         stack.positions.kind == PositionKind::kSinusoidalConcatenated;
+}
+
+}  // namespace
+
+void Model::Impl::make_position_tables() {
+  auto make_table = [&](detail::Stack& stack, std::vector<float>& table) {
+    if (!generated(stack)) return;
+    table.resize(size_t{info.max_positions} * info.d_model);  // the size was checked at load
+    kernels::sinusoidal_table(stack.positions, info.max_positions, info.d_model, table.data());
+    stack.position_table = table.data();
+  };
+  make_table(weights.encoder, encoder_positions);
+  const auto& ep = weights.encoder.positions;
+  const auto& dp = weights.decoder.positions;
+  if (ep.kind == dp.kind && ep.frequency == dp.frequency && ep.first_index == dp.first_index &&
+      !encoder_positions.empty())
+    weights.decoder.position_table = encoder_positions.data();  // same table
+  else
+    make_table(weights.decoder, decoder_positions);
+}
 
 Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Model::~Model() = default;
@@ -152,7 +185,11 @@ Status Model::verify_data() const {
 }
 
 namespace detail {
-const ModelWeights& ModelAccess::weights(const Model& model) { return model.impl_->weights; }
+const ModelWeights& ModelAccess::weights(const Model& model) {
+  Model::Impl& impl = *model.impl_;
+  std::call_once(impl.positions_once, [&impl] { impl.make_position_tables(); });
+  return impl.weights;
+}
 const text::Tokenizer* ModelAccess::tokenizer(const Model& model) { return model.impl_->tokenizer.get(); }
 ModelAccess::Bytes ModelAccess::file_bytes(const Model& model) {
   return {model.impl_->storage->data(), model.impl_->storage->size()};
@@ -174,30 +211,14 @@ static Result<std::shared_ptr<const Model>> finish_load(std::unique_ptr<Storage>
   impl->weights = std::move(bound.value().weights);
   impl->weights.info = &impl->info;
 
+  // Generated tables are made on first use (Impl::make_position_tables); their size is
+  // checked here, so a file that would need too large a one fails to load.
   const ModelInfo& info = impl->info;
-  auto make_table = [&](detail::Stack& stack, std::vector<float>& table) -> Status {
-    if (stack.positions.kind != PositionKind::kSinusoidalInterleaved &&
-        stack.positions.kind != PositionKind::kSinusoidalConcatenated)
-      return Status::ok();
-    uint64_t n = uint64_t{info.max_positions} * info.d_model;
-    if (n > kMaxGeneratedTable)
+  for (const detail::Stack* stack : {&impl->weights.encoder, &impl->weights.decoder}) {
+    const uint64_t n = uint64_t{info.max_positions} * info.d_model;
+    if (generated(*stack) && n > kMaxGeneratedTable)
       return Error{ErrorCode::kFormat, name + ": max_positions x d_model = " + std::to_string(n) +
                                            " is too large for a generated position table"};
-    table.resize(n);
-    kernels::sinusoidal_table(stack.positions, info.max_positions, info.d_model, table.data());
-    stack.position_table = table.data();
-    return Status::ok();
-  };
-  Status s = make_table(impl->weights.encoder, impl->encoder_positions);
-  if (!s) return s.error();
-  const auto& ep = impl->weights.encoder.positions;
-  const auto& dp = impl->weights.decoder.positions;
-  if (ep.kind == dp.kind && ep.frequency == dp.frequency && ep.first_index == dp.first_index &&
-      !impl->encoder_positions.empty()) {
-    impl->weights.decoder.position_table = impl->encoder_positions.data();  // same table
-  } else {
-    s = make_table(impl->weights.decoder, impl->decoder_positions);
-    if (!s) return s.error();
   }
   if (bound.value().marian_tokenizer) {
     auto tokenizer = text::MarianTokenizer::create(std::move(*bound.value().marian_tokenizer), name);

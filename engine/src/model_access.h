@@ -19,6 +19,8 @@ namespace petrel::detail {
 
 struct ModelAccess {
   using Impl = Model::Impl;  // defined in model.cpp
+  // The first call (from any thread; the others wait) generates the sinusoid position
+  // tables, which loading leaves out.
   static const ModelWeights& weights(const Model& model);
   // Built when the model loaded; null when the file carries no text tokenizer.
   static const text::Tokenizer* tokenizer(const Model& model);

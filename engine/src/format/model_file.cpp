@@ -202,11 +202,10 @@ Result<SentencePieceSpec> bind_sentencepiece(const fb::SentencePieceModel* spm, 
   SentencePieceSpec spec;
   spec.algorithm = static_cast<SpmAlgorithm>(spm->algorithm());
   spec.pieces = std::move(pieces.value());
-  // Copied whole (little-endian floats and bytes as the host holds them; the types'
-  // values are checked by SentencePiece::create).
-  spec.scores.assign(spm->scores()->data(), spm->scores()->data() + n);
-  const auto* types = reinterpret_cast<const PieceType*>(spm->types()->data());
-  spec.types.assign(types, types + n);
+  // Viewed in place (little-endian floats, aligned by the Verifier, and bytes as the
+  // host holds them; the types' values are checked by SentencePiece::create).
+  spec.stored_scores = spm->scores()->data();
+  spec.stored_types = reinterpret_cast<const PieceType*>(spm->types()->data());
   if (const auto* map = spm->precompiled_charsmap())
     spec.precompiled_charsmap = {reinterpret_cast<const char*>(map->data()), map->size()};
   spec.add_dummy_prefix = spm->add_dummy_prefix();

@@ -37,20 +37,24 @@ Result<SentencePiece> SentencePiece::create(SentencePieceSpec spec, const std::s
   const size_t n = spec.pieces.size();
   if (n == 0) return format_error(where, "pieces: the model has no pieces");
   if (n > static_cast<size_t>(INT32_MAX)) return format_error(where, "pieces: more than 2^31 - 1 pieces");
-  if (spec.scores.size() != n)
-    return format_error(where, "scores: " + std::to_string(spec.scores.size()) + " scores for " +
-                                   std::to_string(n) + " pieces");
+  // (Stored scores and types are one per piece: the loader checked their sizes.)
+  const size_t score_count = spec.stored_scores ? n : spec.scores.size();
+  const size_t type_count = spec.stored_types ? n : spec.types.size();
+  if (score_count != n)
+    return format_error(where, "scores: " + std::to_string(score_count) + " scores for " + std::to_string(n) +
+                                   " pieces");
   size_t piece_bytes = 0;  // the trie numbers its nodes (at most one per byte) in 32 bits
   for (std::string_view p : spec.pieces) piece_bytes += p.size();
   if (piece_bytes >= (size_t{1} << 31)) return format_error(where, "pieces: more than 2 GiB of piece text");
-  if (spec.types.size() != n)
-    return format_error(where, "types: " + std::to_string(spec.types.size()) + " types for " + std::to_string(n) +
+  if (type_count != n)
+    return format_error(where, "types: " + std::to_string(type_count) + " types for " + std::to_string(n) +
                                    " pieces");
 
   sp.algorithm_ = spec.algorithm;
   sp.pieces_ = spec.pieces;
-  sp.scores_ = std::move(spec.scores);  // a caller that hands its spec over copies nothing
-  sp.types_ = std::move(spec.types);
+  // A caller that hands its spec over copies nothing; a file's are viewed.
+  sp.scores_ = spec.stored_scores ? ArrayView<float>(spec.stored_scores) : ArrayView<float>(std::move(spec.scores));
+  sp.types_ = spec.stored_types ? ArrayView<PieceType>(spec.stored_types) : ArrayView<PieceType>(std::move(spec.types));
   sp.byte_fallback_ = spec.byte_fallback;
   sp.unk_surface_ = std::string(spec.unk_surface);
   sp.remove_extra_whitespaces_ = spec.remove_extra_whitespaces;

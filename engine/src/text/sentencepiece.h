@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "format/tokenizer_tables.h"
@@ -139,10 +140,31 @@ class SentencePiece : private Normalizer::SymbolMatcher {
   template <class PieceAt>
   void decode_impl(size_t count, PieceAt piece_at, std::string& out) const;
 
+  // An array either owned or viewed (a model file's); copies keep viewing valid storage.
+  template <class T>
+  class ArrayView {
+   public:
+    ArrayView() = default;
+    explicit ArrayView(const T* viewed) : data_(viewed) {}
+    explicit ArrayView(std::vector<T> owned) : own_(std::move(owned)), data_(own_.data()) {}
+    ArrayView(const ArrayView& o) : own_(o.own_), data_(o.own_.empty() ? o.data_ : own_.data()) {}
+    ArrayView(ArrayView&& o) noexcept : own_(std::move(o.own_)), data_(o.data_) {}  // a moved vector keeps its data
+    ArrayView& operator=(ArrayView o) noexcept {
+      own_.swap(o.own_);
+      std::swap(data_, o.data_);
+      return *this;
+    }
+    const T& operator[](size_t i) const { return data_[i]; }
+
+   private:
+    std::vector<T> own_;
+    const T* data_ = nullptr;
+  };
+
   SpmAlgorithm algorithm_ = SpmAlgorithm::kUnigram;
   StringTable pieces_;
-  std::vector<float> scores_;
-  std::vector<PieceType> types_;
+  ArrayView<float> scores_;
+  ArrayView<PieceType> types_;
   PieceTrie trie_;  // every piece, of every type
   Normalizer normalizer_;
   bool has_user_defined_ = false;
