@@ -390,6 +390,14 @@ TEST_CASE("crafted hostile decoder-only fields are rejected by name", "[decoder_
     REQUIRE(m->mutate_final_logit_softcap(std::nanf("")));
     expect_rejected("final_logit_softcap", "0..1e6");
   }
+  SECTION("positions a decoder-only model does not use") {
+    REQUIRE(m->mutable_decoder()->mutable_positions()->mutate_kind(fb::PositionKind::Learned));
+    expect_rejected("decoder.positions", "rotary");
+  }
+  SECTION("a final logits bias a decoder-only model would ignore") {
+    REQUIRE(m->mutate_final_logits_bias(layer(0)->rope_inv_freq()));
+    expect_rejected("final_logits_bias", "has none");
+  }
   SECTION("an encoder-decoder file claiming to be decoder-only") {
     REQUIRE(m->mutate_architecture(fb::Architecture::EncoderDecoder));
     expect_rejected("encoder-decoder models need", "num_kv_heads");

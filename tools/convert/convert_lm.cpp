@@ -396,6 +396,7 @@ class LmConverter : TensorOutput {
     mb.add_decoder_start_id(c_.bos >= 0 ? c_.bos : eos0);
     mb.add_decoder(decoder);
     mb.add_output_proj(output_proj);
+    mb.add_final_logits_bias(-1);  // written all the same: a file states every field it relies on
     mb.add_final_logit_softcap(c_.final_softcap);
     mb.add_folds(folds_vec);
     mb.add_lm(lm);

@@ -777,6 +777,7 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
   auto bind_decoder_only_parts = [&](const fb::Layer& l, const std::string& lr, Layer& layer) -> Status {
     if (l.cross_attn() != nullptr || l.cross_attn_norm() != nullptr)
       return fail(lr + ".cross_attn: a decoder-only model's layers have no cross-attention");
+    if (l.ssru() != nullptr) return fail(lr + ".ssru: a decoder-only model's layers attend (no SSRU)");
     if ((l.q_norm() == nullptr) != (l.k_norm() == nullptr)) return fail(lr + ": q_norm and k_norm come together");
     Status st = bind.optional_norm(l.q_norm(), lr + ".q_norm", info.head_dim, &layer.q_norm);
     if (st) st = bind.optional_norm(l.k_norm(), lr + ".k_norm", info.head_dim, &layer.k_norm);
@@ -871,7 +872,15 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
   };
   ModelWeights& w = out.weights;
   if (info.decoder_only) {
+    // What only encoder-decoder models use is refused rather than ignored.
     if (m->encoder() != nullptr) return fail("encoder: a decoder-only model has none");
+    if (m->final_logits_bias() != -1) return fail("final_logits_bias: a decoder-only model has none");
+    if (m->shortlist() != nullptr) return fail("shortlist: a decoder-only model has none");
+    const fb::Stack* dec = m->decoder();
+    if (dec != nullptr && dec->embed_norm() != nullptr) return fail("decoder.embed_norm: a decoder-only model has none");
+    if (dec != nullptr && dec->positions()->kind() != fb::PositionKind::Rotary &&
+        dec->positions()->kind() != fb::PositionKind::None)
+      return fail("decoder.positions: a decoder-only model's positions are rotary (or none)");
     if (info.norm != NormPlacement::kPre) return fail("field 'norm': decoder-only models are pre-norm");
     if (info.target_vocab_size != info.vocab_size) return fail("target_vocab_size: a decoder-only model has one vocabulary");
   } else {
