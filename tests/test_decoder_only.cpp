@@ -477,3 +477,55 @@ TEST_CASE("a multimodal gemma3 checkpoint's text tower converts, in both layouts
     for (size_t p = 0; p < out.value().size(); ++p) CHECK(out.value()[p].ids == e["greedy"][p].get<std::vector<int32_t>>());
   }
 }
+
+// transformers 5 saves RoPE as rope_parameters (one object, or Gemma 3's one per layer
+// type): the same model as the older rope_theta / rope_scaling / rope_local_base_freq keys.
+TEST_CASE("rope_parameters (transformers 5 configs) convert to the same model", "[decoder_only][convert]") {
+  TempDir tmp;
+  auto greedy_with = [&](const std::string& fixture, const std::function<void(json&)>& edit) {
+    const std::string dir = tmp.file(fixture + "-v5");
+    copy_dir(lm_fixture_dir(fixture), dir);
+    json config = json::parse(std::ifstream(dir + "/config.json"));
+    edit(config);
+    std::ofstream(dir + "/config.json") << config.dump();
+    convert::ConvertOptions o;
+    o.checkpoint_dir = dir;
+    o.output_path = dir + "/m.petrel";
+    o.linear_dtype = o.embedding_dtype = DType::kF32;
+    convert::convert_checkpoint(o);
+    const json e = lm_expected(fixture);
+    GenerateOptions g;
+    g.max_new_tokens = e["max_new_tokens"];
+    auto out = make_generator(load_model(o.output_path), "").generate(id_lists(e["prompts"]), g);
+    REQUIRE(out);
+    for (size_t p = 0; p < out.value().size(); ++p) CHECK(out.value()[p].ids == e["greedy"][p].get<std::vector<int32_t>>());
+  };
+  greedy_with("llama3", [](json& c) {
+    json params = c["rope_scaling"];
+    params["rope_theta"] = c["rope_theta"];
+    c["rope_parameters"] = params;
+    c.erase("rope_scaling");
+    c.erase("rope_theta");
+  });
+  greedy_with("gemma3_f32", [](json& c) {
+    c["rope_parameters"] = {{"full_attention", {{"rope_type", "default"}, {"rope_theta", c["rope_theta"]}}},
+                            {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", c["rope_local_base_freq"]}}}};
+    c.erase("rope_theta");
+    c.erase("rope_local_base_freq");
+  });
+  // And the values are read, not defaulted: the stored frequencies follow a changed theta
+  // (pair i turns at theta^(-2i / head_dim); head_dim 16).
+  const std::string dir = tmp.file("gemma-theta");
+  copy_dir(lm_fixture_dir("gemma3_f32"), dir);
+  json config = json::parse(std::ifstream(dir + "/config.json"));
+  config["rope_parameters"] = {{"full_attention", {{"rope_theta", 5000.0}}}, {"sliding_attention", {{"rope_theta", 123.0}}}};
+  std::ofstream(dir + "/config.json") << config.dump();
+  convert::ConvertOptions o;
+  o.checkpoint_dir = dir;
+  o.output_path = dir + "/m.petrel";
+  convert::convert_checkpoint(o);
+  auto model = load_model(o.output_path);
+  const auto& layers = detail::ModelAccess::weights(*model).decoder.layers;  // S F S
+  CHECK(layers[0].rope_inv_freq[1] == Approx(std::pow(123.0, -2.0 / 16)).epsilon(1e-6));
+  CHECK(layers[1].rope_inv_freq[1] == Approx(std::pow(5000.0, -2.0 / 16)).epsilon(1e-6));
+}

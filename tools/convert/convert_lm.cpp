@@ -186,19 +186,48 @@ LmConfig read_lm_config(const ConfigReader& top, const ConfigReader* generation)
   for (uint32_t i = 0; i < c.layers; ++i) c.window.push_back(sliding[i] ? window : 0);
 
   // RoPE: global layers rope_theta with rope_scaling; Gemma 3's sliding layers
-  // rope_local_base_freq, unscaled.
-  const double theta = r.number("rope_theta", c.gemma ? 1e6 : 10000.0);
-  c.rope_full = default_inv_freq(theta, c.head_dim);
-  c.rope_full_note = "theta " + std::to_string(theta);
-  apply_rope_scaling(raw.contains("rope_scaling") ? raw["rope_scaling"] : nlohmann::json(), r.path(), c.rope_full,
-                     c.rope_full_note);
-  if (c.gemma) {
-    const double local = r.number("rope_local_base_freq", 10000.0);
-    c.rope_sliding = default_inv_freq(local, c.head_dim);
-    c.rope_sliding_note = "theta " + std::to_string(local);
+  // rope_local_base_freq, unscaled. Configs saved by transformers 5 say the same in
+  // rope_parameters: one object (rope_type, rope_theta, the scaling's keys), or Gemma 3's
+  // one per layer type.
+  auto rope_of = [&](const nlohmann::json& params, const std::string& where, double default_theta,
+                     std::vector<float>& inv_freq, std::string& note) {
+    if (!params.is_object()) throw ConvertError(where + " must be an object");
+    double theta = default_theta;
+    if (params.contains("rope_theta")) {
+      if (!params["rope_theta"].is_number() || !(params["rope_theta"].get<double>() > 0))
+        throw ConvertError(where + ".rope_theta must be a positive number");
+      theta = params["rope_theta"].get<double>();
+    }
+    inv_freq = default_inv_freq(theta, c.head_dim);
+    note = "theta " + std::to_string(theta);
+    apply_rope_scaling(params, where, inv_freq, note);
+  };
+  if (raw.contains("rope_parameters") && !raw["rope_parameters"].is_null()) {
+    const nlohmann::json& params = raw["rope_parameters"];
+    const std::string where = r.path() + ": rope_parameters";
+    if (params.is_object() && params.contains("full_attention")) {
+      rope_of(params["full_attention"], where + ".full_attention", 1e6, c.rope_full, c.rope_full_note);
+      if (!params.contains("sliding_attention")) throw ConvertError(where + ": full_attention without sliding_attention");
+      rope_of(params["sliding_attention"], where + ".sliding_attention", 10000.0, c.rope_sliding, c.rope_sliding_note);
+    } else {
+      rope_of(params, where, c.gemma ? 1e6 : 10000.0, c.rope_full, c.rope_full_note);
+      c.rope_sliding = c.rope_full;
+      c.rope_sliding_note = c.rope_full_note;
+    }
   } else {
-    c.rope_sliding = c.rope_full;
-    c.rope_sliding_note = c.rope_full_note;
+    const double theta = r.number("rope_theta", c.gemma ? 1e6 : 10000.0);
+    c.rope_full = default_inv_freq(theta, c.head_dim);
+    c.rope_full_note = "theta " + std::to_string(theta);
+    apply_rope_scaling(raw.contains("rope_scaling") ? raw["rope_scaling"] : nlohmann::json(), r.path(), c.rope_full,
+                       c.rope_full_note);
+    if (c.gemma) {
+      const double local = r.number("rope_local_base_freq", 10000.0);
+      c.rope_sliding = default_inv_freq(local, c.head_dim);
+      c.rope_sliding_note = "theta " + std::to_string(local);
+    } else {
+      c.rope_sliding = c.rope_full;
+      c.rope_sliding_note = c.rope_full_note;
+    }
   }
 
   auto one = [&](const ConfigReader& from, const char* key) {
