@@ -273,7 +273,7 @@ TEST_CASE("decoder-only files record their folds and structure", "[decoder_only]
 }
 
 TEST_CASE("C API: a language model's session generates what the C++ Generator does, streaming each token",
-          "[decoder_only][capi]") {
+          "[decoder_only]") {
   const std::string path = convert_lm("gemma3_f32", DType::kInt8);
   const json e = lm_expected("gemma3_f32");
   const auto prompt = e["prompts"][2].get<std::vector<int32_t>>();
