@@ -25,6 +25,7 @@
 #include "threads/thread_pool.h"
 
 using namespace petrel;
+using namespace petrel::test;
 using json = nlohmann::json;
 
 namespace {
@@ -49,27 +50,10 @@ std::string convert_lm(const std::string& name, DType dtype) {
   });
 }
 
-// max |a - b| / max(1, max |b|): relative to the logits' scale.
-double relative_error(const float* got, const std::vector<float>& want) {
-  double worst = 0, scale = 1;
-  for (size_t i = 0; i < want.size(); ++i) {
-    worst = std::max(worst, std::fabs(double(got[i]) - want[i]));
-    scale = std::max(scale, std::fabs(double(want[i])));
-  }
-  return worst / scale;
-}
-
 std::vector<std::vector<int32_t>> id_lists(const json& j) {
   std::vector<std::vector<int32_t>> out;
   for (const json& ids : j) out.push_back(ids.get<std::vector<int32_t>>());
   return out;
-}
-
-const kernels::KernelTable& table_named(const std::string& isa) {
-  kernels::Isa id;
-  REQUIRE(kernels::parse_isa(isa, &id));
-  REQUIRE(kernels::table_for(id) != nullptr);
-  return *kernels::table_for(id);
 }
 
 // The graph on one kernel path, with its own state.
@@ -90,6 +74,15 @@ struct Graph {
   models::LmState state;
   layers::Workspace ws;
 };
+
+// A copy of decoder-only fixture `fixture` at `dir` with its config.json edited.
+std::string edited_fixture(const std::string& fixture, const std::string& dir, const std::function<void(json&)>& edit) {
+  copy_dir(lm_fixture_dir(fixture), dir);
+  json config = json::parse(std::ifstream(dir + "/config.json"));
+  edit(config);
+  std::ofstream(dir + "/config.json") << config.dump();
+  return dir;
+}
 
 Generator make_generator(std::shared_ptr<const Model> model, const std::string& isa, size_t threads = 1) {
   auto g = Generator::create(std::move(model), {isa, threads});
@@ -408,11 +401,7 @@ TEST_CASE("crafted hostile decoder-only fields are rejected by name", "[decoder_
 TEST_CASE("the converter refuses what decoder-only configs may not say, by key", "[decoder_only][convert]") {
   TempDir tmp;
   auto refused = [&](const std::string& fixture, const std::function<void(json&)>& edit, const std::string& words) {
-    const std::string dir = tmp.file(fixture + "-edited");
-    copy_dir(lm_fixture_dir(fixture), dir);
-    json config = json::parse(std::ifstream(dir + "/config.json"));
-    edit(config);
-    std::ofstream(dir + "/config.json") << config.dump();
+    const std::string dir = edited_fixture(fixture, tmp.file(fixture + "-edited"), edit);
     convert::ConvertOptions o;
     o.checkpoint_dir = dir;
     o.output_path = tmp.file("out.petrel");
@@ -483,11 +472,7 @@ TEST_CASE("a multimodal gemma3 checkpoint's text tower converts, in both layouts
 TEST_CASE("rope_parameters (transformers 5 configs) convert to the same model", "[decoder_only][convert]") {
   TempDir tmp;
   auto greedy_with = [&](const std::string& fixture, const std::function<void(json&)>& edit) {
-    const std::string dir = tmp.file(fixture + "-v5");
-    copy_dir(lm_fixture_dir(fixture), dir);
-    json config = json::parse(std::ifstream(dir + "/config.json"));
-    edit(config);
-    std::ofstream(dir + "/config.json") << config.dump();
+    const std::string dir = edited_fixture(fixture, tmp.file(fixture + "-v5"), edit);
     convert::ConvertOptions o;
     o.checkpoint_dir = dir;
     o.output_path = dir + "/m.petrel";
@@ -515,11 +500,9 @@ TEST_CASE("rope_parameters (transformers 5 configs) convert to the same model", 
   });
   // And the values are read, not defaulted: the stored frequencies follow a changed theta
   // (pair i turns at theta^(-2i / head_dim); head_dim 16).
-  const std::string dir = tmp.file("gemma-theta");
-  copy_dir(lm_fixture_dir("gemma3_f32"), dir);
-  json config = json::parse(std::ifstream(dir + "/config.json"));
-  config["rope_parameters"] = {{"full_attention", {{"rope_theta", 5000.0}}}, {"sliding_attention", {{"rope_theta", 123.0}}}};
-  std::ofstream(dir + "/config.json") << config.dump();
+  const std::string dir = edited_fixture("gemma3_f32", tmp.file("gemma-theta"), [](json& c) {
+    c["rope_parameters"] = {{"full_attention", {{"rope_theta", 5000.0}}}, {"sliding_attention", {{"rope_theta", 123.0}}}};
+  });
   convert::ConvertOptions o;
   o.checkpoint_dir = dir;
   o.output_path = dir + "/m.petrel";

@@ -101,23 +101,6 @@ Translator make_translator(std::shared_ptr<const Model> model, const std::string
   return std::move(t.value());
 }
 
-const kernels::KernelTable& table_named(const std::string& isa) {
-  kernels::Isa id;
-  REQUIRE(kernels::parse_isa(isa, &id));
-  REQUIRE(kernels::table_for(id) != nullptr);
-  return *kernels::table_for(id);
-}
-
-
-// max |a - b| / max(1, max |b|): relative to the tensor's scale.
-double relative_error(const float* got, const std::vector<float>& want) {
-  double worst = 0, scale = 1;
-  for (size_t i = 0; i < want.size(); ++i) {
-    worst = std::max(worst, std::fabs(double(got[i]) - want[i]));
-    scale = std::max(scale, std::fabs(double(want[i])));
-  }
-  return worst / scale;
-}
 
 // The first decoder step (the start token for every sentence at once, caches of
 // cache_type): the worst relative error of a sentence's logits against the oracle's.

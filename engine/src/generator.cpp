@@ -36,6 +36,19 @@ detail::CheckedSize generation_bytes(const ModelInfo& info, size_t positions, si
 }
 
 std::string mib(uint64_t bytes) { return std::to_string((bytes + (1u << 20) - 1) >> 20) + " MiB"; }
+
+// The sampler's options of resolved GenerateOptions (every optional set).
+decode::SamplingOptions sampling_options(const GenerateOptions& o) {
+  decode::SamplingOptions s;
+  s.sample = *o.do_sample;
+  s.temperature = *o.temperature;
+  s.top_k = *o.top_k;
+  s.top_p = *o.top_p;
+  s.min_p = *o.min_p;
+  s.repetition_penalty = *o.repetition_penalty;
+  s.seed = o.seed;
+  return s;
+}
 }  // namespace
 
 Result<GenerateOptions> resolve_generate_options(const Model& model, const GenerateOptions& options) {
@@ -55,15 +68,7 @@ Result<GenerateOptions> resolve_generate_options(const Model& model, const Gener
   o.top_p = o.top_p.value_or(d.top_p);
   o.min_p = o.min_p.value_or(d.min_p);
   o.repetition_penalty = o.repetition_penalty.value_or(d.repetition_penalty);
-  decode::SamplingOptions s;
-  s.sample = *o.do_sample;
-  s.temperature = *o.temperature;
-  s.top_k = *o.top_k;
-  s.top_p = *o.top_p;
-  s.min_p = *o.min_p;
-  s.repetition_penalty = *o.repetition_penalty;
-  s.seed = o.seed;
-  if (Status st = decode::check(s); !st) return st.error();
+  if (Status st = decode::check(sampling_options(o)); !st) return st.error();
   return o;
 }
 
@@ -117,15 +122,7 @@ Status Generator::Impl::run(size_t index, const std::vector<int32_t>& prompt, co
   logits.resize(info.vocab_size);
   sequence.assign(prompt.begin(), prompt.end());
   sequence.reserve(positions);
-  decode::SamplingOptions so;
-  so.sample = *o.do_sample;
-  so.temperature = *o.temperature;
-  so.top_k = *o.top_k;
-  so.top_p = *o.top_p;
-  so.min_p = *o.min_p;
-  so.repetition_penalty = *o.repetition_penalty;
-  so.seed = o.seed;
-  decode::Sampler sampler(so, kernels.top_k);
+  decode::Sampler sampler(sampling_options(o), kernels.top_k);
   const std::vector<int32_t>& eos = info.lm.eos_ids;
   const text::Tokenizer* tokenizer = detail::ModelAccess::tokenizer(*model);
 

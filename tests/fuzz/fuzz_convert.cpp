@@ -32,23 +32,6 @@ const petrel::fuzz::ScratchDir& scratch() {
   return s;
 }
 
-// The weights: int8 steps from the input's tail (cycled; zeros without one) times 2^exponent.
-class Weights {
- public:
-  Weights(const uint8_t* data, size_t size, int exponent)
-      : data_(data), size_(size), scale_(std::ldexp(1.0f, exponent)) {}
-  float next() {
-    if (size_ == 0) return 0.0f;
-    const auto step = static_cast<int8_t>(data_[at_++ % size_]);
-    return static_cast<float>(step) * scale_;
-  }
-
- private:
-  const uint8_t* data_;
-  size_t size_, at_ = 0;
-  float scale_;
-};
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -74,7 +57,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const char* embedding_dtype = kDtypes[(r[8] / 9) % 3];
   const int32_t pad = r[9] % target_vocab, eos = (r[9] / 16) % target_vocab;
   const bool generation = r[10] & 1, with_vocab = (r[10] & 2) && !separate_vocab, shortlist = with_vocab && (r[10] & 4);
-  Weights weights(data + kRecipeBytes, size - kRecipeBytes, r[12] % 160 - 64);  // up to 2^95: overflows in use
+  fuzz::Weights weights(data + kRecipeBytes, size - kRecipeBytes, r[12] % 160 - 64);  // up to 2^95: overflows in use
   static const char* const kModelTypes[] = {"marian", "m2m_100", "mbart"};
   const auto family = static_cast<fuzz::Family>(r[13] % 3);
   const bool marian = family == fuzz::Family::kMarian;

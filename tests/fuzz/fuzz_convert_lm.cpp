@@ -55,18 +55,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int exponent = r[11] % 100 - 40;
   const int32_t eos = r[12] % vocab, eos2 = (r[12] / 8) % vocab;
 
-  // Weights: int8 steps from the input's tail (cycled; zeros without one) times 2^exponent.
-  const uint8_t* tail = data + kRecipeBytes;
-  const size_t tail_size = size - kRecipeBytes;
-  size_t at = 0;
-  const float scale = std::ldexp(1.0f, exponent);
-  auto next = [&] { return tail_size == 0 ? 0.0f : static_cast<float>(static_cast<int8_t>(tail[at++ % tail_size])) * scale; };
+  fuzz::Weights weights(data + kRecipeBytes, size - kRecipeBytes, exponent);
   fuzz::Tensors tensors;
   auto add = [&](const std::string& name, std::vector<uint64_t> shape) {
     size_t n = 1;
     for (uint64_t s : shape) n *= s;
     std::vector<float> values(n);
-    for (float& v : values) v = next();
+    for (float& v : values) v = weights.next();
     tensors[name] = {std::move(shape), std::move(values)};
   };
   const uint64_t q_width = uint64_t{heads} * head_dim, kv_width = uint64_t{kv_heads} * head_dim;

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -63,6 +64,24 @@ inline std::string read_file(const std::string& path) {
   require(static_cast<bool>(in), "scratch files can be read");
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
+
+// A fuzz recipe's weights: int8 steps from the input's tail (cycled; zeros without one)
+// times 2^exponent, so values can be tiny, huge or overflow in use.
+class Weights {
+ public:
+  Weights(const uint8_t* data, size_t size, int exponent)
+      : data_(data), size_(size), scale_(std::ldexp(1.0f, exponent)) {}
+  float next() {
+    if (size_ == 0) return 0.0f;
+    const auto step = static_cast<int8_t>(data_[at_++ % size_]);
+    return static_cast<float>(step) * scale_;
+  }
+
+ private:
+  const uint8_t* data_;
+  size_t size_, at_ = 0;
+  float scale_;
+};
 
 // name -> (shape, f32 values)
 using Tensors = std::map<std::string, std::pair<std::vector<uint64_t>, std::vector<float>>>;

@@ -1,5 +1,10 @@
 #include "support/test_support.h"
 
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "kernels/isa.h"
+
 #include "petrel/translator.h"
 #include "threads/thread_pool.h"
 
@@ -152,6 +157,22 @@ std::vector<size_t> thread_counts(std::initializer_list<size_t> wanted) {
   for (size_t n : wanted)
     if (n <= threads::kMaxThreads) out.push_back(n);
   return out;
+}
+
+double relative_error(const float* got, const std::vector<float>& want) {
+  double worst = 0, scale = 1;
+  for (size_t i = 0; i < want.size(); ++i) {
+    worst = std::max(worst, std::fabs(double(got[i]) - want[i]));
+    scale = std::max(scale, std::fabs(double(want[i])));
+  }
+  return worst / scale;
+}
+
+const kernels::KernelTable& table_named(const std::string& isa) {
+  kernels::Isa id;
+  REQUIRE(kernels::parse_isa(isa, &id));
+  REQUIRE(kernels::table_for(id) != nullptr);
+  return *kernels::table_for(id);
 }
 
 std::shared_ptr<const Model> load_model(const std::string& path) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "convert/convert.h"
+#include "kernels/kernels.h"
 #include "petrel/model.h"
 
 namespace petrel::test {
@@ -52,6 +53,11 @@ std::vector<size_t> thread_counts(std::initializer_list<size_t> wanted);
 // The bundled en-de model (tools/en-de-model) converted with dtype weights and
 // embeddings: once per dtype and process, into a process-wide temporary directory.
 std::string en_de_model_path(DType dtype = DType::kInt8);
+// max |got - want| / max(1, max |want|): an error relative to the values' scale (logits,
+// encoder states) over want.size() values.
+double relative_error(const float* got, const std::vector<float>& want);
+// The kernel table of a path this CPU runs ("avx2", ...); fails the test otherwise.
+const kernels::KernelTable& table_named(const std::string& isa);
 // Model::load, throwing the loader's message on failure (Catch reports it).
 std::shared_ptr<const Model> load_model(const std::string& path);
 

@@ -452,6 +452,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "petrel-run: %s%s\n", where.c_str(), message.c_str());
     emit({{"index", index}, {"error", where + message}}, "");
   };
+  // The run's summary as JSON (--json: with every result; --json-lines: its last line);
+  // false when the output is plain text (the caller prints timing to standard error).
+  auto print_summary = [&](nlohmann::json& summary) {
+    if (json) {
+      summary["results"] = results;
+      std::cout << json_text(summary) << "\n";
+    } else if (json_lines) {
+      std::cout << json_text({{"summary", summary}}) << "\n";
+    }
+    return json || json_lines;
+  };
   std::vector<Input> window;
   size_t base = 0;  // the index of the window's first input
   // The engine numbers a call's inputs from 1 ("input 3 has ..."); a line's error names its line.
@@ -583,12 +594,7 @@ int main(int argc, char** argv) {
                          {"run_s", ms_since(run_start) / 1000}};
     summary["inputs"] = base;
     summary["failed"] = failed;
-    if (json) {
-      summary["results"] = results;
-      std::cout << json_text(summary) << "\n";
-    } else if (json_lines) {
-      std::cout << json_text({{"summary", summary}}) << "\n";
-    } else if (!quiet) {
+    if (!print_summary(summary) && !quiet) {
       std::fprintf(stderr, "load %.1f ms, prompt %zu tokens in %.1f ms, %zu tokens generated in %.1f ms (%.1f tokens/s, %s, %zu thread%s)\n",
                    load_ms, prompt_tokens, prefill_ms, tokens, generate_ms, generate_ms > 0 ? tokens / (generate_ms / 1000) : 0.0,
                    generator.isa(), threads, threads == 1 ? "" : "s");
@@ -764,12 +770,7 @@ int main(int argc, char** argv) {
                        {"decode_steps", steps},  {"tokens_per_s", tokens_per_s}, {"run_s", run_seconds}};
   summary["inputs"] = inputs;
   summary["failed"] = failed;
-  if (json) {
-    summary["results"] = results;
-    std::cout << json_text(summary) << "\n";
-  } else if (json_lines) {
-    std::cout << json_text({{"summary", summary}}) << "\n";
-  } else if (!quiet) {
+  if (!print_summary(summary) && !quiet) {
     if (run_seconds > 0)
       std::fprintf(stderr, "load %.1f ms, %zu inputs in %.2f s (%.1f inputs/s, %.0f tokens/s, %s, %zu worker%s x %zu thread%s)\n",
                    load_ms, inputs, run_seconds, inputs / run_seconds, tokens_per_s, isa.c_str(), sessions,
