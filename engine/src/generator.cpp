@@ -22,8 +22,13 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 }
 
 // The bytes of the buffers one prompt's generation grows (KV caches, activations, logits).
-detail::CheckedSize generation_bytes(const ModelInfo& info, size_t positions, size_t threads, size_t cache_element) {
+detail::CheckedSize generation_bytes(const detail::ModelWeights& w, size_t positions, size_t threads,
+                                     size_t cache_element) {
   using detail::CheckedSize;
+  const ModelInfo& info = *w.info;
+  // A sliding-window layer's ring lists each chunk row's keys: up to a window per row.
+  size_t widest_window = 0;
+  for (const detail::Layer& layer : w.decoder.layers) widest_window = std::max(widest_window, layer.sliding_window);
   const uint64_t width = std::max<uint64_t>(info.d_model, uint64_t{info.num_heads} * info.head_dim);
   const uint64_t chunk = models::DecoderOnly::kPrefillChunk, widest = std::max<uint64_t>(width, info.ffn_dim) + 32;
   CheckedSize total;
@@ -31,6 +36,7 @@ detail::CheckedSize generation_bytes(const ModelInfo& info, size_t positions, si
   total += CheckedSize(chunk) * (8 * width + 2 * info.ffn_dim) * 4;  // layer workspace
   total += CheckedSize(chunk) * (widest + widest / 8) * threads;    // int8 activations per thread
   total += CheckedSize(positions) * 4 * threads;                    // attention scores
+  total += CheckedSize(chunk) * std::min(positions, widest_window) * sizeof(size_t);  // ring key lists
   total += CheckedSize(info.vocab_size) * 4 * 2;                    // logits, sampler scratch
   return total;
 }
@@ -110,7 +116,7 @@ Status Generator::Impl::run(size_t index, const std::vector<int32_t>& prompt, co
   const size_t positions = prompt.size() + max_new;
   const DType cache_type = o.kv_cache_f16 ? DType::kF16 : DType::kF32;
   const detail::CheckedSize bytes =
-      generation_bytes(info, positions, pool.size(), detail::dtype_size(cache_type));
+      generation_bytes(weights, positions, pool.size(), detail::dtype_size(cache_type));
   if (!bytes.ok() || bytes.value() > kMaxRequestBytes)
     return Error{ErrorCode::kOutOfMemory, which + ": " + std::to_string(positions) + " positions need " +
                                               (bytes.ok() ? mib(bytes.value()) : std::string("more than 2^64 bytes")) +
