@@ -718,14 +718,6 @@ TEST_CASE("text round trip through the model's vocabulary", "[runtime]") {
   CHECK_THAT(bad.error().message, Contains("'z'") && Contains("zz"));
 }
 
-namespace {
-std::string ids_text(const std::vector<int32_t>& ids) {
-  std::string s;
-  for (int32_t id : ids) s += (s.empty() ? "" : " ") + std::to_string(id);
-  return s;
-}
-}  // namespace
-
 TEST_CASE("petrel-run --json reproduces the oracle's greedy and beam outputs", "[cli]") {
   const std::string name = GENERATE(from_range(logic_fixtures(kFixtures)));
   INFO(name);

@@ -29,6 +29,9 @@ struct petrel_result {
   std::vector<petrel::Translation> translations;
   std::vector<std::vector<std::string>> texts;  // per input and hypothesis; empty for ids
 };
+struct petrel_conversation {
+  petrel::Conversation conversation;
+};
 
 namespace {
 
@@ -144,6 +147,74 @@ petrel::Result<petrel::TranslateOptions> to_cpp(const petrel_options* o) {
     }
   }
   return t;
+}
+
+// A malloc'ed copy for the caller (petrel_string_free).
+petrel_status copy_string(const std::string& text, char** out) {
+  *out = static_cast<char*>(std::malloc(text.size() + 1));
+  if (*out == nullptr) return fail({petrel::ErrorCode::kOutOfMemory, "out of memory"});
+  std::memcpy(*out, text.c_str(), text.size() + 1);
+  return PETREL_OK;
+}
+
+// The first version of petrel_generate_options ended at on_token_data.
+constexpr size_t kGenerateOptionsV1 = offsetof(petrel_generate_options, stream_text);
+
+petrel::Result<petrel::GenerateOptions> to_cpp(const petrel_generate_options* o) {
+  petrel::GenerateOptions g;
+  if (o == nullptr) return g;
+  if (o->struct_size != sizeof(petrel_generate_options) && o->struct_size != kGenerateOptionsV1)
+    return petrel::Error{petrel::ErrorCode::kInvalidArgument,
+                         "petrel_generate_options.struct_size is " + std::to_string(o->struct_size) + ", expected " +
+                             std::to_string(sizeof(petrel_generate_options)) +
+                             ": initialise the options with petrel_generate_options_init"};
+  g.max_new_tokens = o->max_new_tokens;
+  if (o->do_sample >= 0) g.do_sample = o->do_sample != 0;
+  if (!std::isnan(o->temperature)) g.temperature = o->temperature;
+  if (o->top_k >= 0) g.top_k = static_cast<uint32_t>(o->top_k);
+  if (!std::isnan(o->top_p)) g.top_p = o->top_p;
+  if (!std::isnan(o->min_p)) g.min_p = o->min_p;
+  if (!std::isnan(o->repetition_penalty)) g.repetition_penalty = o->repetition_penalty;
+  g.seed = o->seed;
+  g.ignore_eos = o->ignore_eos != 0;
+  g.kv_cache_f16 = o->kv_cache_f16 != 0;
+  if (o->struct_size >= sizeof(petrel_generate_options)) {
+    g.stream_text = o->stream_text != 0;
+    if (o->stop_count > 0 && o->stop == nullptr)
+      return petrel::Error{petrel::ErrorCode::kInvalidArgument, "petrel_generate_options.stop: NULL with stop_count > 0"};
+    if (o->stop_count > 1024)
+      return petrel::Error{petrel::ErrorCode::kInvalidArgument, "petrel_generate_options.stop_count: more than 1024"};
+    for (size_t i = 0; i < o->stop_count; ++i) {
+      if (o->stop[i] == nullptr)
+        return petrel::Error{petrel::ErrorCode::kInvalidArgument, "petrel_generate_options.stop[" + std::to_string(i) + "]: NULL"};
+      g.stop.emplace_back(o->stop[i]);
+    }
+  }
+  if (o->on_token != nullptr) {
+    const petrel_token_fn fn = o->on_token;
+    void* const data = o->on_token_data;
+    // The event's strings are NUL-terminated copies: a piece or delta views a longer text.
+    g.on_token = [fn, data, piece = std::string(), text = std::string(), delta = std::string()](
+                     const petrel::TokenEvent& e) mutable {
+      piece.assign(e.piece);
+      text.assign(e.text);
+      delta.assign(e.text_delta);
+      const bool has_text = e.text.data() != nullptr;
+      petrel_token_event c{e.input, e.ids, e.length, piece.c_str(), 0, e.final ? 1 : 0,
+                           has_text ? text.c_str() : nullptr, has_text ? delta.c_str() : nullptr, 0};
+      return fn(data, &c) != 0;
+    };
+  }
+  return g;
+}
+
+// A text generation as a result: one input, one hypothesis, its ids and text.
+petrel_result* text_result(petrel::TextGeneration g) {
+  auto r = std::make_unique<petrel_result>();
+  r->translations.resize(1);
+  r->translations[0].hypotheses.push_back({std::move(g.ids), 0.0, g.ended_on_eos});
+  r->texts.push_back({std::move(g.text)});
+  return r.release();
 }
 
 petrel_status load(petrel::Result<std::shared_ptr<const petrel::Model>> loaded, petrel_model** model) {
@@ -347,11 +418,7 @@ petrel_status petrel_translate_text(petrel_session* session, const char* text, c
     if (hypotheses.empty())
       return invalid("petrel_translate_text: no token could be generated for this input (every candidate was "
                      "masked: min_new_tokens with a shortlist that allows only EOS?)");
-    const std::string& out = hypotheses[0].text;
-    *translation = static_cast<char*>(std::malloc(out.size() + 1));
-    if (*translation == nullptr) return fail({petrel::ErrorCode::kOutOfMemory, "out of memory"});
-    std::memcpy(*translation, out.c_str(), out.size() + 1);
-    return PETREL_OK;
+    return copy_string(hypotheses[0].text, translation);
   });
 }
 
@@ -447,35 +514,9 @@ petrel_status petrel_generate(petrel_session* session, const int32_t* prompt, si
       return invalid("petrel_generate: NULL argument");
     *result = nullptr;
     if (!session->generator) return invalid("petrel_generate: a translation model's session translates (petrel_translate_ids)");
-    petrel::GenerateOptions g;
-    if (o != nullptr) {
-      // Every field so far came with the first version of the struct: a smaller one is not one of ours.
-      if (o->struct_size != sizeof(petrel_generate_options))
-        return fail({petrel::ErrorCode::kInvalidArgument,
-                     "petrel_generate_options.struct_size is " + std::to_string(o->struct_size) + ", expected " +
-                         std::to_string(sizeof(petrel_generate_options)) +
-                         ": initialise the options with petrel_generate_options_init"});
-      g.max_new_tokens = o->max_new_tokens;
-      if (o->do_sample >= 0) g.do_sample = o->do_sample != 0;
-      if (!std::isnan(o->temperature)) g.temperature = o->temperature;
-      if (o->top_k >= 0) g.top_k = static_cast<uint32_t>(o->top_k);
-      if (!std::isnan(o->top_p)) g.top_p = o->top_p;
-      if (!std::isnan(o->min_p)) g.min_p = o->min_p;
-      if (!std::isnan(o->repetition_penalty)) g.repetition_penalty = o->repetition_penalty;
-      g.seed = o->seed;
-      g.ignore_eos = o->ignore_eos != 0;
-      g.kv_cache_f16 = o->kv_cache_f16 != 0;
-      if (o->on_token != nullptr) {
-        const petrel_token_fn fn = o->on_token;
-        void* const data = o->on_token_data;
-        g.on_token = [fn, data](const petrel::TokenEvent& e) {
-          petrel_token_event c{e.input, e.ids, e.length, e.piece.empty() ? "" : e.piece.data(), 0, e.final ? 1 : 0,
-                               nullptr, nullptr, 0};
-          return fn(data, &c) != 0;
-        };
-      }
-    }
-    auto generated = session->generator->generate({std::vector<int32_t>(prompt, prompt + length)}, g);
+    auto g = to_cpp(o);
+    if (!g) return fail(g.error());
+    auto generated = session->generator->generate({std::vector<int32_t>(prompt, prompt + length)}, g.value());
     if (!generated) return fail(generated.error());
     std::vector<petrel::Translation> out(1);
     const petrel::Generation& first = generated.value()[0];
@@ -484,5 +525,67 @@ petrel_status petrel_generate(petrel_session* session, const int32_t* prompt, si
     return PETREL_OK;
   });
 }
+
+petrel_status petrel_generate_text(petrel_session* session, const char* prompt, const petrel_generate_options* o,
+                                   petrel_result** result) {
+  return guarded([&] {
+    if (session == nullptr || result == nullptr || prompt == nullptr) return invalid("petrel_generate_text: NULL argument");
+    *result = nullptr;
+    if (!session->generator) return invalid("petrel_generate_text: a translation model's session translates");
+    auto g = to_cpp(o);
+    if (!g) return fail(g.error());
+    auto generated = session->generator->generate_text(prompt, g.value());
+    if (!generated) return fail(generated.error());
+    *result = text_result(std::move(generated.value()));
+    return PETREL_OK;
+  });
+}
+
+petrel_status petrel_apply_chat_template(petrel_session* session, const char* const* roles, const char* const* contents,
+                                         size_t count, int add_generation_prompt, char** text) {
+  return guarded([&] {
+    if (session == nullptr || text == nullptr || (count > 0 && (roles == nullptr || contents == nullptr)))
+      return invalid("petrel_apply_chat_template: NULL argument");
+    *text = nullptr;
+    if (!session->generator) return invalid("petrel_apply_chat_template: a translation model has no chat template");
+    std::vector<petrel::ChatMessage> messages(count);
+    for (size_t i = 0; i < count; ++i) {
+      if (roles[i] == nullptr || contents[i] == nullptr) return invalid("petrel_apply_chat_template: NULL message");
+      messages[i] = {roles[i], contents[i]};
+    }
+    auto rendered = session->generator->apply_chat_template(messages, add_generation_prompt != 0);
+    if (!rendered) return fail(rendered.error());
+    return copy_string(rendered.value(), text);
+  });
+}
+
+petrel_status petrel_conversation_new(petrel_session* session, const char* system, petrel_conversation** conversation) {
+  return guarded([&] {
+    if (session == nullptr || conversation == nullptr) return invalid("petrel_conversation_new: NULL argument");
+    *conversation = nullptr;
+    if (!session->generator) return invalid("petrel_conversation_new: a translation model does not chat");
+    auto created = petrel::Conversation::create(*session->generator, system ? system : "");
+    if (!created) return fail(created.error());
+    *conversation = new petrel_conversation{std::move(created.value())};
+    return PETREL_OK;
+  });
+}
+
+petrel_status petrel_conversation_reply(petrel_conversation* conversation, const char* message,
+                                        const petrel_generate_options* o, petrel_result** result) {
+  return guarded([&] {
+    if (conversation == nullptr || message == nullptr || result == nullptr)
+      return invalid("petrel_conversation_reply: NULL argument");
+    *result = nullptr;
+    auto g = to_cpp(o);
+    if (!g) return fail(g.error());
+    auto reply = conversation->conversation.reply(message, g.value());
+    if (!reply) return fail(reply.error());
+    *result = text_result(std::move(reply.value()));
+    return PETREL_OK;
+  });
+}
+
+void petrel_conversation_free(petrel_conversation* conversation) { delete conversation; }
 
 }  // extern "C"

@@ -9,6 +9,8 @@
 #include "decode/sampling.h"
 #include "model_access.h"
 #include "models/decoder_only.h"
+#include "text/chat_template.h"
+#include "text/hf_tokenizer.h"
 #include "text/tokenizer.h"
 #include "threads/thread_pool.h"
 
@@ -55,6 +57,87 @@ decode::SamplingOptions sampling_options(const GenerateOptions& o) {
   s.seed = o.seed;
   return s;
 }
+constexpr size_t kMaxStopStrings = 16, kMaxStopBytes = 256;
+
+// The text of generated ids as they come, as transformers' TextStreamer and TGI make
+// it: a window of the newest tokens decoded without and with the newest one, the
+// difference taken once it does not end in an incomplete character (U+FFFD); a stop
+// string ends the text, and text that may still become one is held back.
+class TextStream {
+ public:
+  TextStream(const text::HfTokenizer& tokenizer, const std::vector<std::string>& stop)
+      : tokenizer_(tokenizer), stop_(stop) {}
+
+  // After a token was added to `ids`: true when a stop string has appeared.
+  Result<bool> update(const std::vector<int32_t>& ids) {
+    auto before = tokenizer_.decode_ids(ids.data() + prefix_, read_ - prefix_, true);
+    if (!before) return before.error();
+    auto after = tokenizer_.decode_ids(ids.data() + prefix_, ids.size() - prefix_, true);
+    if (!after) return after.error();
+    const std::string& now = after.value();
+    if (now.size() <= before.value().size() || ends_with_replacement(now)) return false;
+    const size_t searched_from = text_.size() > kMaxStopBytes ? text_.size() - kMaxStopBytes : 0;
+    text_.append(now, before.value().size(), std::string::npos);
+    prefix_ = read_;
+    read_ = ids.size();
+    for (const std::string& s : stop_) {
+      const size_t at = text_.find(s, searched_from);
+      if (at != std::string::npos) {
+        text_.resize(at);
+        stopped_ = true;
+      }
+    }
+    return stopped_;
+  }
+  // The text not shown yet that cannot be the start of a stop string (all of it when
+  // `final`), marked shown.
+  std::string_view take_delta(bool final) {
+    size_t end = text_.size();
+    if (!final && !stopped_)
+      for (const std::string& s : stop_)
+        for (size_t k = std::min(s.size() - 1, text_.size()); k > 0; --k)
+          if (text_.compare(text_.size() - k, k, s, 0, k) == 0) {
+            end = std::min(end, text_.size() - k);
+            break;
+          }
+    end = std::max(end, shown_);
+    std::string_view delta(text_.data() + shown_, end - shown_);
+    shown_ = end;
+    return delta;
+  }
+  const std::string& text() const { return text_; }
+  bool stopped() const { return stopped_; }
+
+ private:
+  static bool ends_with_replacement(const std::string& s) {
+    return s.size() >= 3 && s.compare(s.size() - 3, 3, "\xef\xbf\xbd") == 0;
+  }
+  const text::HfTokenizer& tokenizer_;
+  const std::vector<std::string>& stop_;
+  size_t prefix_ = 0, read_ = 0;  // ids [prefix_, read_) were decoded last time
+  std::string text_;
+  size_t shown_ = 0;
+  bool stopped_ = false;
+};
+
+// The model's tokenizer.json tokenizer, or an error saying the model has none.
+Result<const text::HfTokenizer*> text_tokenizer(const Model& model) {
+  const auto* t = dynamic_cast<const text::HfTokenizer*>(detail::ModelAccess::tokenizer(model));
+  if (t == nullptr)
+    return Error{ErrorCode::kInvalidArgument,
+                 model.info().source + ": the model has no tokenizer (convert it with its tokenizer.json) : give ids"};
+  return t;
+}
+
+Status check_stop_strings(const std::vector<std::string>& stop) {
+  if (stop.size() > kMaxStopStrings)
+    return Error{ErrorCode::kInvalidArgument, "stop: more than " + std::to_string(kMaxStopStrings) + " strings"};
+  for (size_t i = 0; i < stop.size(); ++i)
+    if (stop[i].empty() || stop[i].size() > kMaxStopBytes)
+      return Error{ErrorCode::kInvalidArgument,
+                   "stop[" + std::to_string(i) + "]: must be 1.." + std::to_string(kMaxStopBytes) + " bytes"};
+  return Status::ok();
+}
 }  // namespace
 
 Result<GenerateOptions> resolve_generate_options(const Model& model, const GenerateOptions& options) {
@@ -78,13 +161,26 @@ Result<GenerateOptions> resolve_generate_options(const Model& model, const Gener
   return o;
 }
 
+// A sequence's KV caches and the tokens they hold: the Generator's own (restarted for
+// every prompt) or a Conversation's (kept between turns).
+struct LmSession {
+  models::LmState state;
+  std::vector<int32_t> cached;  // the tokens in the caches, in order
+  bool keep = false;            // reuse the caches' common prefix with the next prompt
+};
+
 struct Generator::Impl {
   Impl(std::shared_ptr<const Model> m, const kernels::KernelTable& k, size_t threads, ActivationScales scales)
       : model(std::move(m)), kernels(k), pool(threads), weights(detail::weights_for(*model, scales)),
         graph(weights, k, pool) {}
   Result<std::vector<Generation>> generate(const std::vector<std::vector<int32_t>>& prompts,
                                            const GenerateOptions& options);
-  Status run(size_t index, const std::vector<int32_t>& prompt, const GenerateOptions& o, Generation& out);
+  // Generates after `prompt` in `session`; with `stream` (text generation), also the
+  // text, stopping at a stop string. Returns how many prompt tokens the caches held.
+  Result<size_t> run(size_t index, const std::vector<int32_t>& prompt, const GenerateOptions& o, Generation& out,
+                     LmSession& session, TextStream* stream);
+  Result<TextGeneration> generate_text(const std::vector<int32_t>& prompt, const GenerateOptions& options,
+                                       LmSession& session);
 
   std::shared_ptr<const Model> model;
   const kernels::KernelTable& kernels;
@@ -92,14 +188,14 @@ struct Generator::Impl {
   detail::ModelWeights weights;
   models::DecoderOnly graph;
   layers::Workspace workspace;
-  models::LmState state;
+  LmSession session;
   std::vector<float> logits;
   std::vector<int32_t> sequence;  // prompt + generated, for the repetition penalty
   GenerateTimings timings;
 };
 
-Status Generator::Impl::run(size_t index, const std::vector<int32_t>& prompt, const GenerateOptions& o,
-                            Generation& out) {
+Result<size_t> Generator::Impl::run(size_t index, const std::vector<int32_t>& prompt, const GenerateOptions& o,
+                                    Generation& out, LmSession& session, TextStream* stream) {
   const ModelInfo& info = model->info();
   const std::string which = "prompt " + std::to_string(index);
   if (prompt.empty()) return Error{ErrorCode::kInvalidArgument, which + ": empty"};
@@ -123,7 +219,17 @@ Status Generator::Impl::run(size_t index, const std::vector<int32_t>& prompt, co
                                               " of working memory; the limit is " + mib(kMaxRequestBytes) +
                                               ": use a smaller max_new_tokens"};
 
-  graph.start(positions, cache_type, state);
+  // The caches' tokens that begin the prompt stay (at least one prompt token is run:
+  // its logits give the first new token).
+  models::LmState& state = session.state;
+  size_t reused = 0;
+  if (session.keep && state.cache_type == cache_type && !session.cached.empty()) {
+    const size_t limit = std::min(session.cached.size(), prompt.size() - 1);
+    while (reused < limit && session.cached[reused] == prompt[reused]) ++reused;
+    if (reused == 0 || !graph.rewind(reused, state)) reused = 0;
+  }
+  if (reused == 0) graph.start(session.keep ? info.max_positions : positions, cache_type, state);
+  session.cached.resize(reused);
   graph.reserve(workspace);
   logits.resize(info.vocab_size);
   sequence.assign(prompt.begin(), prompt.end());
@@ -133,9 +239,10 @@ Status Generator::Impl::run(size_t index, const std::vector<int32_t>& prompt, co
   const text::Tokenizer* tokenizer = detail::ModelAccess::tokenizer(*model);
 
   auto start = std::chrono::steady_clock::now();
-  graph.forward(prompt.data(), prompt.size(), state, workspace, logits.data());
+  graph.forward(prompt.data() + reused, prompt.size() - reused, state, workspace, logits.data());
+  session.cached.insert(session.cached.end(), prompt.begin() + static_cast<std::ptrdiff_t>(reused), prompt.end());
   timings.prefill_ms += ms_since(start);
-  timings.prompt_tokens += prompt.size();
+  timings.prompt_tokens += prompt.size() - reused;
   start = std::chrono::steady_clock::now();
   out.ids.clear();
   out.ids.reserve(max_new);  // the loop below allocates nothing once the caches have grown
@@ -147,6 +254,10 @@ Status Generator::Impl::run(size_t index, const std::vector<int32_t>& prompt, co
     e.length = out.ids.size();
     e.final = final;
     if (tokenizer != nullptr && !out.ids.empty()) e.piece = tokenizer->output_token(out.ids.back()).value_or("");
+    if (stream != nullptr && o.stream_text) {
+      e.text = stream->text();
+      e.text_delta = stream->take_delta(final);
+    }
     return o.on_token(e);
   };
   for (size_t step = 0; step < max_new; ++step) {
@@ -157,17 +268,25 @@ Status Generator::Impl::run(size_t index, const std::vector<int32_t>& prompt, co
     out.ids.push_back(token);
     sequence.push_back(token);
     const bool is_eos = !o.ignore_eos && std::find(eos.begin(), eos.end(), token) != eos.end();
+    bool stop = false;
+    if (stream != nullptr) {
+      auto stopped = stream->update(out.ids);
+      if (!stopped) return stopped.error();
+      stop = stopped.value();
+    }
     if (o.on_token && !event(false)) break;
     if (is_eos) {
       out.ended_on_eos = true;
       break;
     }
-    if (step + 1 < max_new) graph.forward(&token, 1, state, workspace, logits.data());
+    if (stop || step + 1 == max_new) break;
+    graph.forward(&token, 1, state, workspace, logits.data());
+    session.cached.push_back(token);
   }
   if (o.on_token) event(true);
   timings.generate_ms += ms_since(start);
   timings.generated_tokens += out.ids.size();
-  return Status::ok();
+  return reused;
 }
 
 Result<std::vector<Generation>> Generator::Impl::generate(const std::vector<std::vector<int32_t>>& prompts,
@@ -178,9 +297,41 @@ Result<std::vector<Generation>> Generator::Impl::generate(const std::vector<std:
   try {
     std::vector<Generation> out(prompts.size());
     for (size_t i = 0; i < prompts.size(); ++i)
-      if (Status s = run(i, prompts[i], resolved.value(), out[i]); !s) return s.error();
+      if (auto r = run(i, prompts[i], resolved.value(), out[i], session, nullptr); !r) return r.error();
     return out;
   } catch (const std::bad_alloc&) {  // the API never throws: memory ran out while buffers grew
+    return Error{ErrorCode::kOutOfMemory, "out of memory"};
+  }
+}
+
+Result<TextGeneration> Generator::Impl::generate_text(const std::vector<int32_t>& prompt,
+                                                      const GenerateOptions& options, LmSession& lm) {
+  auto tokenizer = text_tokenizer(*model);
+  if (!tokenizer) return tokenizer.error();
+  auto resolved = resolve_generate_options(*model, options);
+  if (!resolved) return resolved.error();
+  if (Status s = check_stop_strings(options.stop); !s) return s.error();
+  timings = {};
+  try {
+    TextStream stream(*tokenizer.value(), options.stop);
+    Generation generation;
+    auto reused = run(0, prompt, resolved.value(), generation, lm, &stream);
+    if (!reused) return reused.error();
+    TextGeneration out;
+    out.ended_on_eos = generation.ended_on_eos;
+    out.ended_on_stop = stream.stopped();
+    out.ids = std::move(generation.ids);
+    out.prompt_tokens = prompt.size();
+    out.reused_tokens = reused.value();
+    if (out.ended_on_stop) {
+      out.text = stream.text();
+    } else {  // all of it, whatever the stream held back
+      auto text = tokenizer.value()->decode_ids(out.ids.data(), out.ids.size(), true);
+      if (!text) return text.error();
+      out.text = std::move(text.value());
+    }
+    return out;
+  } catch (const std::bad_alloc&) {
     return Error{ErrorCode::kOutOfMemory, "out of memory"};
   }
 }
@@ -205,9 +356,83 @@ Result<std::vector<Generation>> Generator::generate(const std::vector<std::vecto
                                                     const GenerateOptions& options) {
   return impl_->generate(prompts, options);
 }
+Result<TextGeneration> Generator::generate_text(std::string_view prompt, const GenerateOptions& options) {
+  auto tokenizer = text_tokenizer(*impl_->model);
+  if (!tokenizer) return tokenizer.error();
+  auto ids = tokenizer.value()->encode_text(prompt, true);
+  if (!ids) return ids.error();
+  impl_->session.keep = false;
+  return impl_->generate_text(ids.value(), options, impl_->session);
+}
+
+Result<std::string> Generator::apply_chat_template(const std::vector<ChatMessage>& messages,
+                                                   bool add_generation_prompt) const {
+  const LanguageModelDefaults& lm = impl_->model->info().lm;
+  if (lm.chat_template.empty())
+    return Error{ErrorCode::kInvalidArgument,
+                 impl_->model->info().source + ": the model has no chat template (tokenizer_config.json's chat_template)"};
+  auto parsed = text::ChatTemplate::parse(lm.chat_template);
+  if (!parsed) return Error{parsed.error().code, "chat template: " + parsed.error().message};
+  text::ChatTemplateInputs inputs;
+  for (const ChatMessage& m : messages) inputs.messages.push_back({m.role, m.content});
+  inputs.add_generation_prompt = add_generation_prompt;
+  inputs.strings = {{"bos_token", lm.bos_token}, {"eos_token", lm.eos_token}};
+  auto text = parsed.value().render(inputs);
+  if (!text) return Error{text.error().code, "chat template: " + text.error().message};
+  return text;
+}
+
 const GenerateTimings& Generator::last_timings() const { return impl_->timings; }
 const Model& Generator::model() const { return *impl_->model; }
 const char* Generator::isa() const { return impl_->kernels.isa; }
 size_t Generator::threads() const { return impl_->pool.size(); }
+
+}  // namespace petrel
+
+namespace petrel {
+
+struct Conversation::Impl {
+  Generator::Impl& generator;
+  const Generator& owner;
+  std::vector<ChatMessage> messages;
+  LmSession session;
+};
+
+Result<Conversation> Conversation::create(Generator& generator, std::string_view system) {
+  auto tokenizer = text_tokenizer(*generator.impl_->model);
+  if (!tokenizer) return tokenizer.error();
+  std::unique_ptr<Impl> impl(new Impl{*generator.impl_, generator, {}, {}});
+  if (!system.empty()) impl->messages.push_back({"system", std::string(system)});
+  impl->session.keep = true;
+  auto probe = generator.apply_chat_template(impl->messages, true);  // the template parses and renders
+  if (!probe) return probe.error();
+  return Conversation(std::move(impl));
+}
+
+Conversation::Conversation(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Conversation::~Conversation() = default;
+Conversation::Conversation(Conversation&&) noexcept = default;
+Conversation& Conversation::operator=(Conversation&&) noexcept = default;
+const std::vector<ChatMessage>& Conversation::messages() const { return impl_->messages; }
+
+Result<TextGeneration> Conversation::reply(std::string_view user_message, const GenerateOptions& options) {
+  std::vector<ChatMessage> messages = impl_->messages;
+  messages.push_back({"user", std::string(user_message)});
+  auto prompt = impl_->owner.apply_chat_template(messages, true);
+  if (!prompt) return prompt.error();
+  auto tokenizer = text_tokenizer(*impl_->generator.model);
+  if (!tokenizer) return tokenizer.error();
+  auto ids = tokenizer.value()->encode_text(prompt.value(), false);  // the template wrote the special tokens
+  if (!ids) return ids.error();
+  auto reply = impl_->generator.generate_text(ids.value(), options, impl_->session);
+  if (!reply) {
+    impl_->session.state.length = 0;  // whatever the caches hold now, the next turn starts afresh
+    impl_->session.cached.clear();
+    return reply.error();
+  }
+  messages.push_back({"assistant", reply.value().text});
+  impl_->messages = std::move(messages);
+  return reply;
+}
 
 }  // namespace petrel

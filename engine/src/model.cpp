@@ -17,6 +17,7 @@
 #include "kernels/positions.h"
 #include "model_access.h"
 #include "text/fairseq_tokenizer.h"
+#include "text/hf_tokenizer.h"
 #include "text/marian_tokenizer.h"
 #include "text/spm_ids_tokenizer.h"
 #include "text/marian_words_tokenizer.h"
@@ -228,6 +229,10 @@ static Result<std::shared_ptr<const Model>> finish_load(std::unique_ptr<Storage>
     impl->tokenizer = std::make_unique<text::MarianWordsTokenizer>(std::move(*bound.value().marian_words_tokenizer));
   } else if (bound.value().spm_ids_tokenizer) {
     auto tokenizer = text::SentencePieceIdsTokenizer::create(std::move(*bound.value().spm_ids_tokenizer), name);
+    if (!tokenizer) return tokenizer.error();
+    impl->tokenizer = std::move(tokenizer.value());
+  } else if (bound.value().hf_tokenizer) {
+    auto tokenizer = text::HfTokenizer::create(std::move(*bound.value().hf_tokenizer), name);
     if (!tokenizer) return tokenizer.error();
     impl->tokenizer = std::move(tokenizer.value());
   } else if (bound.value().fairseq_tokenizer) {

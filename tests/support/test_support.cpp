@@ -47,6 +47,12 @@ std::optional<std::string> xz_decompress(const std::string& path) {
   return out;
 }
 
+std::string ids_text(const std::vector<int32_t>& ids) {
+  std::string s;
+  for (int32_t id : ids) s += (s.empty() ? "" : " ") + std::to_string(id);
+  return s;
+}
+
 std::string fixture_dir() { return PETREL_FIXTURES_DIR; }
 std::string oracle_dir(const std::string& name) { return fixture_dir() + "/oracle/" + name; }
 

@@ -97,6 +97,7 @@ Result<std::shared_ptr<const Model>> load_bytes(const std::vector<uint8_t>& byte
 // An oracle fixture's "inputs" (token ids per sentence), and a JSON array of strings.
 std::vector<std::vector<int32_t>> inputs_of(const nlohmann::json& expected);
 std::vector<std::string> strings(const nlohmann::json& array);
+std::string ids_text(const std::vector<int32_t>& ids);  // "12 7 3"
 void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes);
 void copy_dir(const std::string& from, const std::string& to);
 bool exists(const std::string& path);

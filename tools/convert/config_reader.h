@@ -140,6 +140,23 @@ class ConfigReader {
     }
     return out;
   }
+  // A list of tokens (additional_special_tokens): strings, or AddedToken objects
+  // ({"content": ...}) as older transformers saved them; empty when absent or null.
+  std::vector<std::string> token_list(const std::string& key) const {
+    std::vector<std::string> out;
+    if (!j_.contains(key) || j_[key].is_null()) return out;
+    const nlohmann::json& v = j_[key];
+    if (!v.is_array()) throw ConvertError(path_ + ": key '" + key + "' must be a list of tokens");
+    for (size_t i = 0; i < v.size(); ++i) {
+      const nlohmann::json& e = v[i];
+      const nlohmann::json* content =
+          e.is_string() ? &e : e.is_object() && e.contains("content") ? &e["content"] : nullptr;
+      if (content == nullptr || !content->is_string())
+        throw ConvertError(path_ + ": " + key + "[" + std::to_string(i) + "] is not a token");
+      out.push_back(content->get<std::string>());
+    }
+    return out;
+  }
   const nlohmann::json& raw() const { return j_; }
   const std::string& path() const { return path_; }
 

@@ -3,7 +3,9 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <optional>
 
+#include "convert/hf_tokenizer.h"
 #include "convert/tensor_output.h"
 #include "core/utf8.h"
 #include "kernels/half.h"
@@ -105,6 +107,61 @@ float embed_scale_in(const std::string& dtype, double scale) {
   }
   if (dtype == "float16") return kernels::half_to_float(kernels::float_to_half(f));
   return f;
+}
+
+// A language model's text side: tokenizer.json and the chat template with the token
+// texts it reads (tokenizer_config.json's bos_token / eos_token: a string, or an
+// AddedToken object as older transformers saved it).
+struct LmText {
+  std::optional<HfTokenizerFiles> tokenizer;
+  std::string chat_template, chat_template_from, bos_token, eos_token;
+};
+
+LmText read_lm_text(const std::string& dir) {
+  LmText t;
+  if (file_exists(dir + "/tokenizer.json")) t.tokenizer = read_hf_tokenizer_files(dir);
+  const std::string config_path = dir + "/tokenizer_config.json";
+  std::optional<ConfigReader> config;
+  if (t.tokenizer && t.tokenizer->tokenizer_config) config.emplace(config_path, *t.tokenizer->tokenizer_config);
+  else if (file_exists(config_path)) config.emplace(config_path, read_text(config_path, ""));
+  if (config) {
+    auto token_text = [&](const char* key) -> std::string {
+      const nlohmann::json& j = config->raw();
+      if (!j.contains(key) || j[key].is_null()) return "";
+      const nlohmann::json& v = j[key];
+      if (v.is_string()) return v.get<std::string>();
+      if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
+      throw ConvertError(config_path + ": key '" + key + "' must be a token's text, got " + json_excerpt(v));
+    };
+    t.bos_token = token_text("bos_token");
+    t.eos_token = token_text("eos_token");
+    const nlohmann::json& j = config->raw();
+    if (j.contains("chat_template") && !j["chat_template"].is_null()) {
+      const nlohmann::json& v = j["chat_template"];
+      t.chat_template_from = "tokenizer_config.json";
+      if (v.is_string()) {
+        t.chat_template = v.get<std::string>();
+      } else if (v.is_array()) {  // named templates: the one called "default"
+        for (const nlohmann::json& named : v)
+          if (named.is_object() && named.value("name", "") == "default" && named.contains("template") &&
+              named["template"].is_string())
+            t.chat_template = named["template"].get<std::string>();
+        if (t.chat_template.empty())
+          throw ConvertError(config_path + ": chat_template lists no template named 'default'");
+      } else {
+        throw ConvertError(config_path + ": chat_template must be a string or a list of named templates");
+      }
+    }
+  }
+  if (file_exists(dir + "/chat_template.jinja")) {  // transformers >= 4.43 saves it apart; it wins
+    t.chat_template = read_text(dir + "/chat_template.jinja", "");
+    t.chat_template_from = "chat_template.jinja";
+  }
+  for (const std::string* s : {&t.chat_template, &t.bos_token, &t.eos_token})
+    if (!detail::is_valid_utf8(*s)) throw ConvertError(dir + ": the chat template or its token texts are not UTF-8");
+  if (t.chat_template.size() > (size_t{1} << 20))
+    throw ConvertError(dir + ": the chat template is longer than 1 MiB");
+  return t;
 }
 
 LmConfig read_lm_config(const ConfigReader& top, const ConfigReader* generation) {
@@ -398,8 +455,29 @@ class LmConverter : TensorOutput {
     auto source = fbb_.CreateString(detail::to_valid_utf8(dir.substr(dir.find_last_of('/') + 1)));
     auto model_type = fbb_.CreateString(c_.model_type);
     auto eos = fbb_.CreateVector(c_.eos);
+    const LmText text = read_lm_text(options_.checkpoint_dir);
+    flatbuffers::Offset<fb::Tokenizer> tokenizer;
+    if (text.tokenizer) {
+      HfTokenizerSummary summary;
+      tokenizer = write_hf_tokenizer(fbb_, *text.tokenizer, c_.vocab, &summary);
+      report_.notes.push_back("tokenizer.json: BPE, " + std::to_string(summary.tokens) + " tokens, " +
+                              std::to_string(summary.merges) + " merges, " + std::to_string(summary.added_tokens) +
+                              " added tokens" +
+                              (summary.dropped_added ? " (" + std::to_string(summary.dropped_added) +
+                                                           " beyond the model's vocabulary left out)"
+                                                     : "") +
+                              "; " + summary.pipeline);
+    } else {
+      report_.notes.push_back("no tokenizer.json: the model takes and gives token ids only");
+    }
+    if (!text.chat_template.empty())
+      report_.notes.push_back("chat template: " + std::to_string(text.chat_template.size()) + " bytes from " +
+                              text.chat_template_from);
+    auto chat_template = text.chat_template.empty() ? 0 : fbb_.CreateString(text.chat_template);
+    auto bos_token = text.bos_token.empty() ? 0 : fbb_.CreateString(text.bos_token);
+    auto eos_token = text.eos_token.empty() ? 0 : fbb_.CreateString(text.eos_token);
     auto lm = fb::CreateLanguageModel(fbb_, c_.bos, eos, c_.do_sample, c_.temperature, c_.top_k, c_.top_p, c_.min_p,
-                                      c_.repetition_penalty, c_.max_new_tokens);
+                                      c_.repetition_penalty, c_.max_new_tokens, chat_template, bos_token, eos_token);
     auto tensors = writer_.tensor_table();
 
     fb::ModelBuilder mb(fbb_);
@@ -429,6 +507,7 @@ class LmConverter : TensorOutput {
     mb.add_final_logit_softcap(c_.final_softcap);
     mb.add_folds(folds_vec);
     mb.add_lm(lm);
+    if (!tokenizer.IsNull()) mb.add_tokenizer(tokenizer);
     mb.add_model_type(model_type);
     mb.add_tensors(tensors);
     mb.add_data_size(writer_.data_size());

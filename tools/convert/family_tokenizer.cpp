@@ -64,22 +64,6 @@ std::string family_of(const std::string& tokenizer_class) {
   return "";
 }
 
-// additional_special_tokens: strings, or AddedToken objects ({"content": ...}) as older
-// transformers saved them.
-std::vector<std::string> token_list(const ConfigReader& r, const std::string& key) {
-  const json& v = r.raw()[key];
-  if (!v.is_array()) throw ConvertError(r.path() + ": key '" + key + "' must be a list of tokens");
-  std::vector<std::string> out;
-  for (size_t i = 0; i < v.size(); ++i) {
-    const json& e = v[i];
-    const json* content = e.is_string() ? &e : e.is_object() && e.contains("content") ? &e["content"] : nullptr;
-    if (content == nullptr || !content->is_string())
-      throw ConvertError(r.path() + ": " + key + "[" + std::to_string(i) + "] is not a token");
-    out.push_back(content->get<std::string>());
-  }
-  return out;
-}
-
 }  // namespace
 
 std::optional<FamilyTokenizer> read_family_tokenizer(const std::string& dir, const std::string& model_type,
@@ -148,7 +132,7 @@ std::optional<FamilyTokenizer> family_tokenizer_from(const FamilyTokenizerFiles&
   } else {
     if (t.family == "nllb" && tc.raw().contains("additional_special_tokens") &&
         !tc.raw()["additional_special_tokens"].is_null()) {
-      for (std::string& c : token_list(tc, "additional_special_tokens"))
+      for (std::string& c : tc.token_list("additional_special_tokens"))
         if (c != kBos && c != kPad && c != kEos && c != kUnk && c != kMask) codes.push_back(std::move(c));
     } else {
       codes = words(t.family == "nllb" ? kNllbLanguages : kMbart50Languages);

@@ -6,6 +6,7 @@
 
 #include "common/cli.h"
 #include "petrel/model.h"
+#include "petrel/generator.h"
 #include "petrel/translator.h"
 
 using namespace petrel;
@@ -41,6 +42,12 @@ static nlohmann::json tokenizer_json(const TokenizerInfo& t) {
     j["target"] = spm(t.target);
     j["separate_target_vocab"] = t.separate_target_vocab;
     j["language_codes"] = t.language_codes;
+  }
+  if (t.kind == "huggingface") {
+    j["merges"] = t.merges;
+    j["added_tokens"] = t.added_tokens;
+    j["special_tokens"] = t.special_tokens;
+    j["pipeline"] = t.pipeline;
   }
   if (t.kind == "fairseq") {
     j["family"] = t.family;
@@ -84,9 +91,15 @@ int main(int argc, char** argv) {
   }
   char checksum[16] = "";
   if (m.data_crc32) std::snprintf(checksum, sizeof checksum, "0x%08x", *m.data_crc32);
-  // The path a Translator would use here (PETREL_ISA honoured).
-  auto translator = Translator::create(loaded.value());
-  const std::string isa = translator ? translator.value().isa() : "error: " + translator.error().message;
+  // The path a Translator (a language model: a Generator) would use here (PETREL_ISA honoured).
+  std::string isa;
+  if (m.decoder_only) {
+    auto generator = Generator::create(loaded.value());
+    isa = generator ? generator.value().isa() : "error: " + generator.error().message;
+  } else {
+    auto translator = Translator::create(loaded.value());
+    isa = translator ? translator.value().isa() : "error: " + translator.error().message;
+  }
   const bool tensors = !p.has("no-tensors");
   uint64_t tensor_bytes = 0;
   for (const auto& t : m.tensors) tensor_bytes += t.bytes;
@@ -160,7 +173,10 @@ int main(int argc, char** argv) {
                              {"do_sample", m.lm.do_sample}, {"temperature", m.lm.temperature},
                              {"top_k", m.lm.top_k},         {"top_p", m.lm.top_p},
                              {"min_p", m.lm.min_p},         {"repetition_penalty", m.lm.repetition_penalty},
-                             {"max_new_tokens", m.lm.max_new_tokens}};
+                             {"max_new_tokens", m.lm.max_new_tokens},
+                             {"chat_template", !m.lm.chat_template.empty()},
+                             {"bos_token", m.lm.bos_token},
+                             {"eos_token", m.lm.eos_token}};
     for (const auto& f : m.folds)
       j["folds"].push_back({{"what", f.what}, {"value", f.value}, {"targets", f.targets}, {"note", f.note}});
     if (tensors) {
@@ -230,6 +246,21 @@ int main(int argc, char** argv) {
   if (m.tokenizer.kind == "marian-words")
     std::printf("  tokenizer         Marian C++ word vocabulary (words split at spaces)%s\n",
                 m.tokenizer.separate_target_vocab ? "; separate target vocabulary" : "");
+  if (m.tokenizer.kind == "huggingface") {
+    std::string specials;
+    for (size_t i = 0; i < m.tokenizer.special_tokens.size() && i < 12; ++i)
+      specials += (i ? " " : "") + m.tokenizer.special_tokens[i];
+    if (m.tokenizer.special_tokens.size() > 12)
+      specials += " ... (" + std::to_string(m.tokenizer.special_tokens.size()) + ")";
+    std::printf("  tokenizer         tokenizer.json: %u tokens, %u merges, %u added tokens; %s\n", m.vocab_size,
+                m.tokenizer.merges, m.tokenizer.added_tokens, m.tokenizer.pipeline.c_str());
+    std::printf("  special tokens    %s\n", specials.c_str());
+    if (m.decoder_only)
+      std::printf("  chat template     %s\n", m.lm.chat_template.empty()
+                                                  ? "none"
+                                                  : (std::to_string(m.lm.chat_template.size()) + " bytes (bos_token " +
+                                                     m.lm.bos_token + ", eos_token " + m.lm.eos_token + ")").c_str());
+  }
   if (m.tokenizer.kind == "sentencepiece")
     std::printf("  tokenizer         Marian C++ (SentencePiece ids are the model's): source %s; target %s\n",
                 spm_text(m.tokenizer.source).c_str(), spm_text(m.tokenizer.target).c_str());

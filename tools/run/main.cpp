@@ -19,6 +19,7 @@
 #include "petrel/batch_translator.h"
 #include "petrel/generator.h"
 #include "petrel/translator.h"
+#include "run/chat.h"
 
 using namespace petrel;
 
@@ -209,12 +210,23 @@ int main(int argc, char** argv) {
                 "on, exiting with status 1 at the end:\n"
                 "    cat file | petrel-run model.petrel > translated\n"
                 "Output hypotheses exclude the start token and the final EOS.\n"
-                "A language model (decoder-only: Gemma 3, Llama, Qwen) continues each input (--ids, or lines\n"
-                "of ids) instead: greedy, or sampled (--sample, --temperature, --top-k, --top-p, --min-p,\n"
-                "--repetition-penalty, --seed; defaults from its generation_config.json); the output is the\n"
-                "generated ids, a final EOS included; --stream prints each id as it comes.");
+                "A language model (decoder-only: Gemma 3, Llama, Qwen) continues each input instead: text\n"
+                "(--prompt, or lines) when it was converted with its tokenizer.json, else ids (--ids, or\n"
+                "lines of ids); greedy, or sampled (--sample, --temperature, --top-k, --top-p, --min-p,\n"
+                "--repetition-penalty, --seed; defaults from its generation_config.json). The output is the\n"
+                "generated text (special tokens left out; --json adds the ids, a final EOS included) or ids;\n"
+                "--stream prints it as it comes. --chat holds a conversation on standard input, one message\n"
+                "per line, through the model's chat template, each reply streamed; the KV cache is kept\n"
+                "between turns, so a turn reads only its own tokens:\n"
+                "    petrel-run gemma-3-270m.petrel --prompt \"The capital of France is\" --max-new-tokens 20\n"
+                "    petrel-run gemma-3-270m.petrel --chat --system \"Answer briefly.\"");
   p.flag("text", "TEXT", "one input as text (repeatable)", true);
   p.flag("ids", "\"ID ...\"", "one input as space-separated token ids (repeatable)", true);
+  p.flag("prompt", "TEXT", "language models: a text to continue (repeatable)", true);
+  p.toggle("chat", "language models: a conversation, one user message per line of standard input");
+  p.flag("system", "TEXT", "--chat: the system message");
+  p.flag("stop", "TEXT", "language models: stop when the output text contains TEXT, which it then ends\n"
+                         "                              before (repeatable, at most 16)", true);
   p.flag("input", "FILE", "inputs, one per line ('-': standard input, the default)");
   p.toggle("no-split", "--input: translate each line whole, without splitting it into sentences");
   p.flag("max-batch-tokens", "N", "--input: source tokens per batch (default 1024)");
@@ -277,10 +289,16 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (p.positionals().size() != 1) throw cli::UsageError("expected one model file (see --help)");
-    if (p.has("ids") + p.has("text") + p.has("input") > 1)
-      throw cli::UsageError("give inputs with one of --ids, --text or --input");
+    if (p.has("ids") + p.has("text") + p.has("prompt") + p.has("input") + p.has("chat") > 1)
+      throw cli::UsageError("give inputs with one of --ids, --text, --prompt, --input or --chat");
+    if (p.has("system") && !p.has("chat")) throw cli::UsageError("--system applies with --chat");
+    if (p.has("chat"))
+      for (const char* f : {"stream", "json", "tokenize", "detokenize"})
+        if (p.has(f))
+          throw cli::UsageError("--" + std::string(f) + " does not apply with --chat (replies are streamed; "
+                                "--json-lines gives one object per reply)");
     // Options that do not apply to the mode asked for are refused, naming both.
-    const std::string given_mode = p.has("text") ? "--text" : p.has("ids") ? "--ids" : "";
+    const std::string given_mode = p.has("text") ? "--text" : p.has("ids") ? "--ids" : p.has("prompt") ? "--prompt" : "";
     const std::string other_mode = p.has("tokenize") ? "--tokenize" : p.has("detokenize") ? "--detokenize"
                                    : p.has("stream") ? "--stream" : "";
     auto refuse = [&](std::initializer_list<const char*> flags, const std::string& mode, const std::string& why) {
@@ -354,6 +372,8 @@ int main(int argc, char** argv) {
       given.push_back({ids, std::nullopt});
     }
     for (const auto& text : p.all("text")) given.push_back({text, std::nullopt});
+    for (const auto& text : p.all("prompt")) given.push_back({text, std::nullopt});
+    lm_options.stop = p.all("stop");
     // Sampling flags are checked here; which model type they apply to, after loading.
     if (p.has("sample") && p.has("greedy")) throw cli::UsageError("--sample or --greedy, not both");
     if (p.has("sample")) lm_options.do_sample = true;
@@ -390,13 +410,20 @@ int main(int argc, char** argv) {
   }
   const Model& model = *loaded.value();
   const bool has_text = model.info().has_text_tokenizer;
-  const bool from_lines = !p.has("ids") && !p.has("text");  // --input FILE, or standard input
-  const bool text_inputs = p.has("text") || (from_lines && has_text && !p.has("detokenize"));
+  const bool from_lines = !p.has("ids") && !p.has("text") && !p.has("prompt");  // --input FILE, or standard input
+  const bool text_inputs = p.has("text") || p.has("prompt") || (from_lines && has_text && !p.has("detokenize"));
+  if (p.has("prompt") && !model.info().decoder_only)
+    return fail("--prompt is for language models; translate text with --text"), 2;
+  if (p.has("text") && model.info().decoder_only)
+    return fail("--text is for translation models; give a language model its text with --prompt"), 2;
+  if ((p.has("chat") || p.has("stop")) && !(model.info().decoder_only && has_text))
+    return fail(std::string("--") + (p.has("chat") ? "chat" : "stop") +
+                " needs a language model converted with its tokenizer.json"), 2;
   if (text_inputs && !has_text) {
     fail(p.positionals()[0] + " carries no text tokenizer: give inputs with --ids");
     return 1;
   }
-  if (p.has("stream") && !text_inputs && !model.info().decoder_only)  // a language model streams ids
+  if (p.has("stream") && !text_inputs && !model.info().decoder_only)  // a language model may stream ids
     return fail("--stream prints text: it takes text inputs, not --ids"), 2;
 
   // Where inputs come from: the command line (one window), or lines.
@@ -530,9 +557,18 @@ int main(int argc, char** argv) {
     if (!created) return fail(created.error().message), 1;
     Generator& generator = created.value();
     GenerateOptions run = lm_options;
+    if (p.has("chat")) {
+      run::ChatSettings settings;
+      settings.system = p.get("system", "");
+      settings.json_lines = json_lines;
+      settings.quiet = quiet;
+      return run::run_chat(generator, run, settings, fd);
+    }
+    run.stream_text = text_inputs;
     if (p.has("stream"))
       run.on_token = [&](const TokenEvent& e) {
-        if (!e.final) std::printf("%s%d", e.length > 1 ? " " : "", e.ids[e.length - 1]);
+        if (text_inputs) std::fwrite(e.text_delta.data(), 1, e.text_delta.size(), stdout);
+        else if (!e.final) std::printf("%s%d", e.length > 1 ? " " : "", e.ids[e.length - 1]);
         std::fflush(stdout);
         return true;
       };
@@ -545,6 +581,30 @@ int main(int argc, char** argv) {
         Input& in = window[k];
         if (blank(in)) {
           emit({{"index", i}, {"input", nlohmann::json::array()}, {"hypotheses", nlohmann::json::array()}}, "");
+          continue;
+        }
+        if (text_inputs) {
+          if (in.error) {
+            report(i, *in.error);
+            continue;
+          }
+          auto r = generator.generate_text(in.text, run);
+          if (!r) {
+            report(i, (from_lines ? source_name + " line " + std::to_string(i + 1) + ": " : "") + r.error().message);
+            continue;
+          }
+          const GenerateTimings& t = generator.last_timings();
+          prefill_ms += t.prefill_ms;
+          generate_ms += t.generate_ms;
+          prompt_tokens += t.prompt_tokens;
+          tokens += t.generated_tokens;
+          const TextGeneration& g = r.value();
+          emit({{"index", i},
+                {"prompt", in.text},
+                {"prompt_tokens", g.prompt_tokens},
+                {"hypotheses",
+                 {{{"text", g.text}, {"ids", g.ids}, {"ended_on_eos", g.ended_on_eos}, {"ended_on_stop", g.ended_on_stop}}}}},
+               p.has("stream") ? std::string() : g.text);
           continue;
         }
         const std::vector<int32_t> prompt = parse_ids(in, i);

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "petrel/export.h"
@@ -38,11 +40,34 @@ struct GenerateOptions {
   // index, `ids` the tokens so far) and once at the end with `final` set. Return false
   // to stop.
   TokenCallback on_token;
+  // Text generation (generate_text, Conversation::reply) only:
+  // on_token's events carry the text so far (TokenEvent::text, text_delta): a delta
+  // appears once it is whole characters and cannot be the start of a stop string.
+  bool stream_text = false;
+  // Generation stops at the first of these strings in the output text, which then ends
+  // before it (as transformers' stop_strings). At most 16, each 1..256 bytes.
+  std::vector<std::string> stop;
+};
+
+// A message of a conversation: a role the model's chat template knows ("system",
+// "user", "assistant") and its text.
+struct ChatMessage {
+  std::string role;
+  std::string content;
 };
 
 struct Generation {
   std::vector<int32_t> ids;   // the generated tokens, prompt excluded, a final EOS included
   bool ended_on_eos = false;  // stopped on an EOS token, not at the length limit or by the callback
+};
+
+struct TextGeneration {
+  std::string text;           // the output as text: special tokens skipped, cut before a stop string
+  std::vector<int32_t> ids;   // the generated tokens (a final EOS included)
+  bool ended_on_eos = false;  // an EOS token ended it
+  bool ended_on_stop = false; // a stop string ended it
+  size_t prompt_tokens = 0;   // the prompt's tokens (a conversation's: the whole history so far)
+  size_t reused_tokens = 0;   // of those, how many the KV cache already held (a conversation's turns)
 };
 
 struct GenerateTimings {
@@ -70,6 +95,18 @@ class Generator {
   PETREL_API Result<std::vector<Generation>> generate(const std::vector<std::vector<int32_t>>& prompts,
                                                       const GenerateOptions& options = {});
 
+  // Text in, text out, with the model's tokenizer (a converted tokenizer.json): `prompt`
+  // is encoded with the tokenizer's special tokens (Gemma's BOS) and continued. Fails
+  // for a model without a tokenizer, and as generate() does.
+  PETREL_API Result<TextGeneration> generate_text(std::string_view prompt, const GenerateOptions& options = {});
+
+  // The model's chat template (tokenizer_config.json's) applied to `messages`, ending
+  // with the assistant's turn opened when add_generation_prompt, as
+  // transformers' apply_chat_template(tokenize=False) renders it. Errors name what the
+  // template refused (raise_exception) or does not support.
+  PETREL_API Result<std::string> apply_chat_template(const std::vector<ChatMessage>& messages,
+                                                     bool add_generation_prompt = true) const;
+
   PETREL_API const GenerateTimings& last_timings() const;
   PETREL_API const Model& model() const;
   PETREL_API const char* isa() const;
@@ -77,7 +114,30 @@ class Generator {
 
  private:
   struct Impl;
+  friend class Conversation;
   explicit Generator(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// A multi-turn chat with a language model: each reply renders the whole conversation
+// with the chat template, but runs only the tokens after what the KV cache already holds
+// (the previous turns), so a turn costs its own tokens, not the history's.
+class Conversation {
+ public:
+  // `generator` must outlive the conversation. `system`: a system message (empty: none).
+  PETREL_API static Result<Conversation> create(Generator& generator, std::string_view system = {});
+  PETREL_API ~Conversation();
+  PETREL_API Conversation(Conversation&&) noexcept;
+  PETREL_API Conversation& operator=(Conversation&&) noexcept;
+
+  // Adds the user's message, generates the assistant's reply and adds it. On an error
+  // the conversation is as it was before the call.
+  PETREL_API Result<TextGeneration> reply(std::string_view user_message, const GenerateOptions& options = {});
+  PETREL_API const std::vector<ChatMessage>& messages() const;
+
+ private:
+  struct Impl;
+  explicit Conversation(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -173,6 +173,10 @@ typedef struct petrel_generate_options {
   int kv_cache_f16;          /* nonzero: keys/values in half precision */
   petrel_token_fn on_token;  /* called after every generated token (input = 0) and once with final set */
   void* on_token_data;
+  /* Since format 1.8's library (petrel_generate_text, petrel_conversation_reply only): */
+  int stream_text;           /* nonzero: on_token's events carry text and text_delta */
+  const char* const* stop;   /* stop_count strings: generation ends at the first in the output text */
+  size_t stop_count;
 } petrel_generate_options;
 PETREL_API void petrel_generate_options_init_sized(petrel_generate_options* options, size_t size);
 #define petrel_generate_options_init(options) petrel_generate_options_init_sized((options), sizeof *(options))
@@ -183,6 +187,29 @@ PETREL_API int petrel_model_is_decoder_only(const petrel_model* model);
  * model's defaults. */
 PETREL_API petrel_status petrel_generate(petrel_session* session, const int32_t* prompt, size_t length,
                                          const petrel_generate_options* options, petrel_result** result);
+/* Text in, text out (a model converted with its tokenizer.json): `prompt` (UTF-8) is
+ * encoded with the tokenizer's special tokens and continued. The result holds one input
+ * with one hypothesis: petrel_result_text gives the generated text (special tokens left
+ * out, cut before a stop string), petrel_result_ids the generated ids. */
+PETREL_API petrel_status petrel_generate_text(petrel_session* session, const char* prompt,
+                                              const petrel_generate_options* options, petrel_result** result);
+/* The model's chat template applied to `count` messages (roles[i]: "system", "user",
+ * "assistant"; contents[i]: UTF-8), the assistant's turn opened when
+ * add_generation_prompt: a string the caller frees with petrel_string_free. */
+PETREL_API petrel_status petrel_apply_chat_template(petrel_session* session, const char* const* roles,
+                                                    const char* const* contents, size_t count,
+                                                    int add_generation_prompt, char** text);
+/* A multi-turn chat (Conversation in C++): each reply continues the KV cache of the
+ * conversation so far. The session must outlive it, and is not to be used by anything
+ * else while a reply runs. `system`: a system message, or NULL. */
+typedef struct petrel_conversation petrel_conversation;
+PETREL_API petrel_status petrel_conversation_new(petrel_session* session, const char* system,
+                                                 petrel_conversation** conversation);
+/* Adds the user's message, generates the reply (a result as petrel_generate_text's) and
+ * adds it to the conversation. */
+PETREL_API petrel_status petrel_conversation_reply(petrel_conversation* conversation, const char* message,
+                                                   const petrel_generate_options* options, petrel_result** result);
+PETREL_API void petrel_conversation_free(petrel_conversation* conversation);
 
 PETREL_API size_t petrel_result_inputs(const petrel_result* result);
 PETREL_API size_t petrel_result_hypotheses(const petrel_result* result, size_t input);

@@ -26,7 +26,7 @@ constexpr uint32_t kFormatMajor = 1;
 // 1.6: a tokenizer's strings as one blob and spans of it (loaded in place);
 // 1.7: decoder-only models (RMSNorm, RoPE, grouped-query and sliding-window attention,
 // gated feed-forward layers, generation defaults of language models)
-constexpr uint32_t kFormatMinor = 7;
+constexpr uint32_t kFormatMinor = 8;
 
 enum class DType { kF32, kF16, kInt8, kInt4 };
 enum class Activation { kRelu, kGelu, kSwish, kGeluTanh };
@@ -124,6 +124,8 @@ struct LanguageModelDefaults {
   float min_p = 0.0f;             // 0: off
   float repetition_penalty = 1.0f;
   uint32_t max_new_tokens = 0;    // 0: none given
+  std::string chat_template;      // Jinja, from tokenizer_config.json (empty: none)
+  std::string bos_token, eos_token;  // the texts the chat template reads as bos_token / eos_token
 };
 
 namespace detail {
@@ -219,12 +221,17 @@ struct TokenizerInfo {
   std::string kind = "none";  // "none", "words" (the demo's), "marian" (opus-mt: SentencePiece),
                               // "fairseq" (NLLB, M2M100, mBART-50: SentencePiece + language codes),
                               // "sentencepiece" (Marian C++ models: the SentencePiece ids are the model's),
-                              // "marian-words" (Marian C++ models with word vocabularies)
+                              // "marian-words" (Marian C++ models with word vocabularies),
+                              // "huggingface" (a language model's tokenizer.json: BPE)
   SentencePieceInfo source, target;         // marian, sentencepiece
   bool separate_target_vocab = false;       // marian: target_vocab.json
   std::vector<std::string> language_codes;  // ">>xx<<" tokens of the vocabulary; fairseq: its languages
   std::string family;                       // fairseq: "nllb", "m2m100", "mbart50"
   std::string default_source_language;      // fairseq: tokenizer_config.json's src_lang (empty: none)
+  // huggingface:
+  uint32_t merges = 0, added_tokens = 0;
+  std::vector<std::string> special_tokens;  // skipped when decoding (EOS, turn markers, ...)
+  std::string pipeline;                     // its steps, e.g. "NFC | Split ByteLevel | BPE | ByteLevel"
 };
 
 struct ModelInfo {

@@ -113,15 +113,20 @@ using Spans = flatbuffers::Vector<const fb::StringSpan*>;
 struct StringBlob {
   std::string_view bytes;
   bool present = false;
+  bool utf8_checked = true;  // false: the tokenizer checks what it outputs instead
 };
 
-// The blob, its UTF-8 checked once (absent: not present).
+// The blob, its UTF-8 checked once unless the tokenizer checks its output itself (a
+// tokenizer.json tokenizer: checking Gemma's 262,144 tokens would cost most of its
+// load time) (absent: not present).
 template <class Fail>
-Result<StringBlob> bind_string_blob(const fb::Tokenizer& tok, Fail fail) {
+Result<StringBlob> bind_string_blob(const fb::Tokenizer& tok, bool check_utf8, Fail fail) {
   StringBlob blob;
   if (const auto* strings = tok.strings()) {
     blob.bytes = {reinterpret_cast<const char*>(strings->data()), strings->size()};
     blob.present = true;
+    blob.utf8_checked = check_utf8;
+    if (!check_utf8) return blob;
     const std::string problem = utf8_problem(blob.bytes, "tokenizer.strings");
     if (!problem.empty()) return fail(problem);
   }
@@ -166,7 +171,8 @@ Result<StringTable> bind_strings(const Strings* strings, const Spans* spans, con
     // One branch for the usual span: inside, not too long, its first byte and the byte
     // after it (when in the blob) no continuation bytes.
     if ((end <= size) & (length <= longest) &&
-        (length == 0 || (((bytes[begin] & 0xc0) != 0x80) & (end == size || (bytes[end] & 0xc0) != 0x80))))
+        (length == 0 || !blob.utf8_checked ||
+         (((bytes[begin] & 0xc0) != 0x80) & (end == size || (bytes[end] & 0xc0) != 0x80))))
       continue;
     const std::string where = spans_field + "[" + std::to_string(i) + "]";
     const std::string range = "bytes [" + std::to_string(begin) + ", " + std::to_string(end) + ")";
@@ -254,7 +260,7 @@ struct TokenizerStrings {
 template <class Fail>
 Result<TokenizerStrings> bind_tokenizer_strings(const fb::Tokenizer& tok, uint32_t vocab_size, Fail fail) {
   TokenizerStrings out;
-  auto blob = bind_string_blob(tok, fail);
+  auto blob = bind_string_blob(tok, tok.kind() != fb::TokenizerKind::HuggingFace, fail);
   if (!blob) return blob.error();
   out.blob = blob.value();
   out.has_vocab = tok.vocab() != nullptr || tok.vocab_spans() != nullptr;
@@ -417,6 +423,187 @@ Result<FairseqTokenizerTables> bind_fairseq_parts(const fb::Tokenizer& tok, uint
     parts.default_source_language = tok.default_source_language()->string_view();
   }
   return parts;
+}
+
+// A tokenizer.json tokenizer: every id below vocab_size, every string UTF-8 and
+// bounded, the enums known, the hash tables' shapes sound (their slots and the merges'
+// ids are checked where the tokenizer reads them: a lookup is O(1), a load scan of
+// 500k merges would not be).
+template <class Fail>
+Result<HfTokenizerTables> bind_hf_parts(const fb::Tokenizer& tok, uint32_t vocab_size, const TokenizerStrings& strings,
+                                        Fail fail) {
+  HfTokenizerTables t;
+  const fb::HfTokenizer* hf = tok.hf();
+  if (hf == nullptr) return fail("tokenizer.hf: missing (kind HuggingFace)");
+  if (!strings.has_vocab) return fail("tokenizer.vocab: a HuggingFace tokenizer needs every token");
+  if (hf->model() != fb::HfModelKind::Bpe) return fail("tokenizer.hf.model: unknown value");
+  t.vocab = strings.vocab;
+  auto id_ok = [&](int32_t id) { return id >= 0 && static_cast<uint32_t>(id) < vocab_size; };
+  auto text = [&](const flatbuffers::String* s, const std::string& field, std::string_view& out) -> Status {
+    if (s == nullptr) return Status::ok();
+    if (s->size() > kMaxPieceBytes)
+      return fail(field + ": " + std::to_string(s->size()) + " bytes, more than " + std::to_string(kMaxPieceBytes));
+    const std::string problem = utf8_problem(s->string_view(), field);
+    if (!problem.empty()) return fail(problem);
+    out = s->string_view();
+    return Status::ok();
+  };
+  constexpr uint32_t kMaxSteps = 64;
+  auto count_ok = [&](const auto* v, const char* field) -> Status {
+    if (v != nullptr && v->size() > kMaxSteps)
+      return fail(std::string("tokenizer.hf.") + field + ": more than " + std::to_string(kMaxSteps) + " entries");
+    return Status::ok();
+  };
+  Status s = count_ok(hf->normalizers(), "normalizers");
+  if (s) s = count_ok(hf->pre_tokenizers(), "pre_tokenizers");
+  if (s) s = count_ok(hf->decoders(), "decoders");
+  if (s) s = count_ok(hf->prefix_ids(), "prefix_ids");
+  if (s) s = count_ok(hf->suffix_ids(), "suffix_ids");
+  if (!s) return s.error();
+  if (hf->normalizers()) {
+    for (uint32_t i = 0; i < hf->normalizers()->size(); ++i) {
+      const fb::HfNormalizer* n = hf->normalizers()->Get(i);
+      const std::string field = "tokenizer.hf.normalizers[" + std::to_string(i) + "]";
+      if (!enum_in_range(n->kind()) || n->kind() == static_cast<fb::HfNormalizerKind>(0))
+        return fail(field + ".kind: unknown value");
+      HfNormalizerStep step;
+      step.kind = static_cast<HfNormalizerKind>(n->kind());
+      step.pattern_is_regex = n->pattern_is_regex();
+      step.strip_left = n->strip_left();
+      step.strip_right = n->strip_right();
+      if (s) s = text(n->pattern(), field + ".pattern", step.pattern);
+      if (s) s = text(n->content(), field + ".content", step.content);
+      if (!s) return s.error();
+      if (step.kind == HfNormalizerKind::kReplace && step.pattern.empty()) return fail(field + ".pattern: empty");
+      t.normalizers.push_back(step);
+    }
+  }
+  if (hf->pre_tokenizers()) {
+    for (uint32_t i = 0; i < hf->pre_tokenizers()->size(); ++i) {
+      const fb::HfPreTokenizer* p = hf->pre_tokenizers()->Get(i);
+      const std::string field = "tokenizer.hf.pre_tokenizers[" + std::to_string(i) + "]";
+      if (!enum_in_range(p->kind()) || p->kind() == static_cast<fb::HfPreTokenizerKind>(0))
+        return fail(field + ".kind: unknown value");
+      if (!enum_in_range(p->behavior())) return fail(field + ".behavior: unknown value");
+      if (!enum_in_range(p->prepend_scheme())) return fail(field + ".prepend_scheme: unknown value");
+      HfPreTokenizerStep step;
+      step.kind = static_cast<HfPreTokenizerKind>(p->kind());
+      step.pattern_is_regex = p->pattern_is_regex();
+      step.behavior = static_cast<HfSplitBehavior>(p->behavior());
+      step.invert = p->invert();
+      step.add_prefix_space = p->add_prefix_space();
+      step.use_regex = p->use_regex();
+      step.prepend_scheme = static_cast<HfPrependScheme>(p->prepend_scheme());
+      step.individual_digits = p->individual_digits();
+      if (s) s = text(p->pattern(), field + ".pattern", step.pattern);
+      if (s) s = text(p->replacement(), field + ".replacement", step.replacement);
+      if (!s) return s.error();
+      if (step.kind == HfPreTokenizerKind::kSplit && step.pattern.empty()) return fail(field + ".pattern: empty");
+      t.pre_tokenizers.push_back(step);
+    }
+  }
+  if (hf->decoders()) {
+    for (uint32_t i = 0; i < hf->decoders()->size(); ++i) {
+      const fb::HfDecoder* d = hf->decoders()->Get(i);
+      const std::string field = "tokenizer.hf.decoders[" + std::to_string(i) + "]";
+      if (!enum_in_range(d->kind()) || d->kind() == static_cast<fb::HfDecoderKind>(0))
+        return fail(field + ".kind: unknown value");
+      HfDecoderStep step;
+      step.kind = static_cast<HfDecoderKind>(d->kind());
+      step.start = std::min<uint32_t>(d->start(), 1024);
+      step.stop = std::min<uint32_t>(d->stop(), 1024);
+      step.add_prefix_space = d->add_prefix_space();
+      if (s) s = text(d->pattern(), field + ".pattern", step.pattern);
+      if (s) s = text(d->content(), field + ".content", step.content);
+      if (s) s = text(d->replacement(), field + ".replacement", step.replacement);
+      if (!s) return s.error();
+      if ((step.kind == HfDecoderKind::kReplace && step.pattern.empty()) ||
+          (step.kind == HfDecoderKind::kStrip && step.content.empty()) ||
+          (step.kind == HfDecoderKind::kMetaspace && step.replacement.empty()))
+        return fail(field + ": its string is empty");
+      t.decoders.push_back(step);
+    }
+  }
+  if (hf->added_tokens()) {
+    if (hf->added_tokens()->size() > vocab_size) return fail("tokenizer.hf.added_tokens: more than vocab_size");
+    for (uint32_t i = 0; i < hf->added_tokens()->size(); ++i) {
+      const fb::HfAddedToken* a = hf->added_tokens()->Get(i);
+      const std::string field = "tokenizer.hf.added_tokens[" + std::to_string(i) + "]";
+      if (!id_ok(a->id())) return fail(field + ".id = " + std::to_string(a->id()) + " is not a token id");
+      HfAddedTokenEntry e;
+      e.id = a->id();
+      e.special = a->special();
+      e.lstrip = a->lstrip();
+      e.rstrip = a->rstrip();
+      if (s) s = text(a->content(), field + ".content", e.content);
+      if (!s) return s.error();
+      if (e.content.empty()) return fail(field + ".content: empty");
+      t.added_tokens.push_back(e);
+    }
+  }
+  auto ids = [&](const flatbuffers::Vector<int32_t>* v, const char* field, std::vector<int32_t>& out) -> Status {
+    if (v == nullptr) return Status::ok();
+    if (v->size() > vocab_size) return fail(std::string("tokenizer.hf.") + field + ": more than vocab_size entries");
+    for (uint32_t i = 0; i < v->size(); ++i) {
+      if (!id_ok(v->Get(i)))
+        return fail(std::string("tokenizer.hf.") + field + "[" + std::to_string(i) + "] = " +
+                    std::to_string(v->Get(i)) + " is not a token id (vocab_size " + std::to_string(vocab_size) + ")");
+      out.push_back(v->Get(i));
+    }
+    return Status::ok();
+  };
+  s = ids(hf->special_ids(), "special_ids", t.special_ids);
+  if (s) s = ids(hf->prefix_ids(), "prefix_ids", t.prefix_ids);
+  if (s) s = ids(hf->suffix_ids(), "suffix_ids", t.suffix_ids);
+  if (!s) return s.error();
+  if (hf->unk_id() != -1 && !id_ok(hf->unk_id()))
+    return fail("tokenizer.hf.unk_id = " + std::to_string(hf->unk_id()) + " is not a token id");
+  t.unk_id = hf->unk_id();
+  t.byte_fallback = hf->byte_fallback();
+  t.fuse_unk = hf->fuse_unk();
+  t.ignore_merges = hf->ignore_merges();
+  t.clean_up_spaces = hf->clean_up_spaces();
+  if (hf->merges()) {
+    static_assert(sizeof(BpeMergeEntry) == sizeof(fb::BpeMerge), "BpeMerge is viewed in place");
+    t.merges = reinterpret_cast<const BpeMergeEntry*>(hf->merges()->Data());
+    t.merge_count = hf->merges()->size();
+  }
+  auto table = [&](const flatbuffers::Vector<uint32_t>* slots, uint32_t max_probe, const char* field,
+                   HfHashTable& out) -> Status {
+    if (slots == nullptr || slots->size() == 0) return Status::ok();
+    const size_t capacity = slots->size();
+    if ((capacity & (capacity - 1)) != 0)
+      return fail(std::string("tokenizer.hf.") + field + ": " + std::to_string(capacity) +
+                  " slots, not a power of two");
+    if (max_probe >= capacity)
+      return fail(std::string("tokenizer.hf.") + field + ": max_probe " + std::to_string(max_probe) +
+                  " is not below its capacity");
+    out.slots = slots->data();
+    out.capacity = capacity;
+    out.max_probe = max_probe;
+    return Status::ok();
+  };
+  s = table(hf->merge_slots(), hf->merge_max_probe(), "merge_slots", t.merge_index);
+  if (s) s = table(hf->token_slots(), hf->token_max_probe(), "token_slots", t.token_index);
+  if (!s) return s.error();
+  return t;
+}
+
+// A tokenizer.json pipeline in a line: "NFC | Split(regex) ByteLevel | BPE | ByteLevel".
+std::string describe_hf(const HfTokenizerTables& t) {
+  static const char* const kNormalizers[] = {"", "NFC", "NFD", "NFKC", "NFKD", "Replace", "Prepend", "Strip", "Lowercase", "Precompiled"};
+  static const char* const kPreTokenizers[] = {"", "Split", "ByteLevel", "Metaspace", "Digits"};
+  static const char* const kDecoders[] = {"", "ByteLevel", "Replace", "ByteFallback", "Fuse", "Strip", "Metaspace"};
+  std::string out;
+  auto add = [&](const std::string& s) { out += (out.empty() || out.back() == ' ' ? "" : " ") + s; };
+  for (const HfNormalizerStep& n : t.normalizers) add(kNormalizers[static_cast<int>(n.kind)]);
+  add("|");
+  for (const HfPreTokenizerStep& p : t.pre_tokenizers)
+    add(std::string(kPreTokenizers[static_cast<int>(p.kind)]) + (p.pattern_is_regex ? "(regex)" : ""));
+  add(std::string("| BPE") + (t.byte_fallback ? " (byte fallback)" : "") + (t.ignore_merges ? " (ignore merges)" : "") +
+      " |");
+  for (const HfDecoderStep& d : t.decoders) add(kDecoders[static_cast<int>(d.kind)]);
+  return out;
 }
 
 class Binder {
@@ -949,6 +1136,18 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
       s = token(lm->bos_id(), "lm.bos_id", &d.bos_id);
       if (!s) return s.error();
     }
+    for (auto [field, value, dst, limit] :
+         {std::tuple{"lm.chat_template", lm->chat_template(), &d.chat_template, size_t{1} << 20},
+          std::tuple{"lm.bos_token", lm->bos_token(), &d.bos_token, kMaxPieceBytes},
+          std::tuple{"lm.eos_token", lm->eos_token(), &d.eos_token, kMaxPieceBytes}}) {
+      if (value == nullptr) continue;
+      if (value->size() > limit)
+        return fail(std::string(field) + ": " + std::to_string(value->size()) + " bytes, more than " +
+                    std::to_string(limit));
+      const std::string problem = utf8_problem(value->string_view(), field);
+      if (!problem.empty()) return fail(problem);
+      dst->assign(value->string_view());
+    }
     if (lm->eos_ids()) {
       if (lm->eos_ids()->size() > 64) return fail("lm.eos_ids: more than 64 ids");
       for (int32_t id : *lm->eos_ids()) {
@@ -1039,6 +1238,19 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
       out.fairseq_tokenizer = std::move(parts.value());
       info.has_text_tokenizer = true;
     }
+    if (tok->kind() == fb::TokenizerKind::HuggingFace) {
+      auto parts = bind_hf_parts(*tok, info.vocab_size, bound_strings, fail);
+      if (!parts) return parts.error();
+      TokenizerInfo& t = info.tokenizer;
+      t.kind = "huggingface";
+      t.merges = static_cast<uint32_t>(parts.value().merge_count);
+      t.added_tokens = static_cast<uint32_t>(parts.value().added_tokens.size());
+      t.pipeline = describe_hf(parts.value());
+      for (int32_t id : parts.value().special_ids)
+        t.special_tokens.push_back(to_valid_utf8(parts.value().vocab[static_cast<size_t>(id)]));
+      out.hf_tokenizer = std::move(parts.value());
+      info.has_text_tokenizer = true;
+    }
     if (bound_strings.has_vocab) {
       info.vocab = bound_strings.vocab;  // Model::load makes it keep the file alive
       info.has_text_tokenizer = tok->kind() != fb::TokenizerKind::None;
@@ -1050,6 +1262,14 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
   s = check_text_fields(info, fail);
   if (!s) return s.error();
   return out;
+}
+
+Result<HfTokenizerTables> bind_hf_tokenizer(const fb::Tokenizer& tok, uint32_t vocab_size, const std::string& name) {
+  auto fail = [&](const std::string& what) { return Error{ErrorCode::kFormat, name + ": " + what}; };
+  if (tok.kind() != fb::TokenizerKind::HuggingFace) return fail("tokenizer.kind: not HuggingFace");
+  auto strings = bind_tokenizer_strings(tok, vocab_size, fail);
+  if (!strings) return strings.error();
+  return bind_hf_parts(tok, vocab_size, strings.value(), fail);
 }
 
 Result<FairseqTokenizerTables> bind_fairseq_tokenizer(const fb::Tokenizer& tok, uint32_t vocab_size,

@@ -28,6 +28,7 @@ struct BoundModel {
   std::optional<FairseqTokenizerTables> fairseq_tokenizer;  // the same for NLLB, M2M100, mBART-50
   std::optional<SentencePieceIdsTables> spm_ids_tokenizer;  // and for Marian C++ models (bergamot's)
   std::optional<MarianWordsTables> marian_words_tokenizer;  // Marian C++ models with word vocabularies
+  std::optional<HfTokenizerTables> hf_tokenizer;            // language models' tokenizer.json
 };
 
 // `bytes` must stay alive and unchanged while the result is used, and be 64-byte
@@ -36,6 +37,10 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
 
 // A Fairseq tokenizer table checked and bound as bind_model_file does it, for a model
 // of `vocab_size` ids (tests bind a converter-written table alone with it).
+// A tokenizer.json tokenizer stored alone (a FlatBuffer whose root is a Tokenizer,
+// verified by the caller), for tests and tools; `name` prefixes errors.
+Result<HfTokenizerTables> bind_hf_tokenizer(const fb::Tokenizer& tok, uint32_t vocab_size, const std::string& name);
+
 Result<FairseqTokenizerTables> bind_fairseq_tokenizer(const fb::Tokenizer& tok, uint32_t vocab_size,
                                                              const std::string& name);
 

@@ -123,4 +123,83 @@ struct FairseqTokenizerTables {
   std::string_view default_source_language;  // empty: none
 };
 
+// A tokenizer.json tokenizer (text::HfTokenizer; format 1.8's Tokenizer.hf), as views.
+// Every id has been checked against vocab.size(); the hash tables' capacities are
+// powers of two with max_probe below them, their slots unchecked (a lookup checks the
+// slot it reads, so a corrupt table gives wrong tokens, never a bad read).
+enum class HfNormalizerKind : uint8_t { kNfc = 1, kNfd, kNfkc, kNfkd, kReplace, kPrepend, kStrip, kLowercase, kPrecompiled };
+enum class HfSplitBehavior : uint8_t { kRemoved = 0, kIsolated, kMergedWithPrevious, kMergedWithNext, kContiguous };
+enum class HfPrependScheme : uint8_t { kAlways = 0, kNever, kFirst };
+enum class HfPreTokenizerKind : uint8_t { kSplit = 1, kByteLevel, kMetaspace, kDigits };
+enum class HfDecoderKind : uint8_t { kByteLevel = 1, kReplace, kByteFallback, kFuse, kStrip, kMetaspace };
+
+struct HfNormalizerStep {
+  HfNormalizerKind kind = HfNormalizerKind::kNfc;
+  std::string_view pattern;  // Replace
+  bool pattern_is_regex = false;
+  std::string_view content;  // Replace, Prepend
+  bool strip_left = false, strip_right = false;
+  std::string_view precompiled_charsmap;
+};
+struct HfPreTokenizerStep {
+  HfPreTokenizerKind kind = HfPreTokenizerKind::kSplit;
+  std::string_view pattern;  // Split
+  bool pattern_is_regex = false;
+  HfSplitBehavior behavior = HfSplitBehavior::kIsolated;
+  bool invert = false;
+  bool add_prefix_space = false;  // ByteLevel, Metaspace
+  bool use_regex = true;          // ByteLevel
+  std::string_view replacement;   // Metaspace
+  HfPrependScheme prepend_scheme = HfPrependScheme::kAlways;
+  bool individual_digits = false;  // Digits
+};
+struct HfDecoderStep {
+  HfDecoderKind kind = HfDecoderKind::kByteLevel;
+  std::string_view pattern, content;  // Replace; Strip's content
+  uint32_t start = 0, stop = 0;       // Strip
+  std::string_view replacement;       // Metaspace
+  bool add_prefix_space = false;      // Metaspace
+};
+struct HfAddedTokenEntry {
+  int32_t id = -1;
+  std::string_view content;
+  bool special = false, lstrip = false, rstrip = false;
+};
+// FlatBuffers struct BpeMerge's layout (three little-endian int32), viewed in place.
+struct BpeMergeEntry {
+  int32_t left, right, result;
+};
+
+// The hash tables' keys (the converter builds them, the engine probes them).
+inline uint32_t hf_token_hash(std::string_view token) {  // FNV-1a, 32 bits
+  uint32_t h = 2166136261u;
+  for (unsigned char c : token) h = (h ^ c) * 16777619u;
+  return h;
+}
+inline uint32_t hf_merge_hash(int32_t left, int32_t right) {
+  const uint64_t key = (uint64_t{static_cast<uint32_t>(left)} << 32) | static_cast<uint32_t>(right);
+  return static_cast<uint32_t>((key * 0x9E3779B97F4A7C15ull) >> 32);
+}
+
+struct HfHashTable {
+  const uint32_t* slots = nullptr;  // entry index + 1; 0: empty
+  size_t capacity = 0;              // a power of two (0: no table)
+  uint32_t max_probe = 0;           // < capacity
+};
+
+struct HfTokenizerTables {
+  StringTable vocab;  // id -> token (ids without one: empty)
+  std::vector<HfNormalizerStep> normalizers;
+  std::vector<HfPreTokenizerStep> pre_tokenizers;
+  std::vector<HfDecoderStep> decoders;
+  std::vector<HfAddedTokenEntry> added_tokens;
+  std::vector<int32_t> special_ids, prefix_ids, suffix_ids;
+  int32_t unk_id = -1;
+  bool byte_fallback = false, fuse_unk = false, ignore_merges = false, clean_up_spaces = false;
+  const BpeMergeEntry* merges = nullptr;
+  size_t merge_count = 0;
+  HfHashTable merge_index;  // merge index + 1, keyed by hf_merge_hash(left, right)
+  HfHashTable token_index;  // id + 1, keyed by hf_token_hash(token)
+};
+
 }  // namespace petrel::detail

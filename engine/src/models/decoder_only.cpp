@@ -44,6 +44,16 @@ void DecoderOnly::start(size_t max_positions, DType cache_type, LmState& st) con
   st.x.resize(kPrefillChunk * d_);
 }
 
+bool DecoderOnly::rewind(size_t length, LmState& st) const {
+  if (length > st.length) return false;
+  // A ring of R slots holds positions [st.length - R, st.length); the next query at
+  // `length` needs the window behind it.
+  for (size_t l = 0; l < st.ring.size(); ++l)
+    if (st.ring[l] != 0 && st.length - length > st.ring[l] - w_.decoder.layers[l].sliding_window) return false;
+  st.length = length;
+  return true;
+}
+
 void DecoderOnly::reserve(Workspace& ws) const {
   const size_t width = std::max<size_t>(d_, shape_.q_width());
   ws.reserve(kPrefillChunk, width, info_.ffn_dim, info_.max_positions, pool_.size());

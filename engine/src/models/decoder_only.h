@@ -45,6 +45,11 @@ class DecoderOnly {
   // with caches of cache_type (f32 or f16).
   void start(size_t max_positions, DType cache_type, LmState& state) const;
 
+  // Drops the positions from `length` on, so a conversation re-reads only what changed.
+  // False (state unchanged) when `length` is beyond the caches or a sliding-window ring
+  // has overwritten keys the window behind `length` needs: then start() afresh.
+  bool rewind(size_t length, LmState& state) const;
+
   // Sizes `ws` for forward() (once per session).
   void reserve(layers::Workspace& ws) const;
 

@@ -1,12 +1,13 @@
 #include "text/special_tokens.h"
 
-#include <algorithm>
+#include <unordered_set>
 
 namespace petrel::text {
 
 SpecialTokenSplitter::SpecialTokenSplitter(const std::vector<std::pair<std::string_view, int32_t>>& specials) {
+  std::unordered_set<std::string_view> seen;  // Gemma 3 has 6,414 added tokens
   for (const auto& [text, id] : specials) {
-    if (std::find(texts_.begin(), texts_.end(), text) != texts_.end()) continue;
+    if (!seen.insert(text).second) continue;
     texts_.push_back(text);
     ids_.push_back(id);
   }

@@ -1,0 +1,637 @@
+#include "text/hf_tokenizer.h"
+
+#include <algorithm>
+#include <cstring>
+#include <queue>
+
+#include "core/unicode.h"
+#include "core/utf8.h"
+#include "text/hf_text.h"
+#include "text/unicode_normalize.h"
+
+namespace petrel::text {
+namespace {
+
+using detail::HfDecoderKind;
+using detail::HfNormalizerKind;
+using detail::HfPreTokenizerKind;
+using detail::HfSplitBehavior;
+
+// GPT-2's byte <-> character map (ByteLevel): printable Latin-1 bytes are their own
+// character, the other 68 bytes become U+0100.. in byte order.
+struct ByteLevelMap {
+  char32_t char_of[256];
+  int16_t byte_of[324];  // per code point below 324: its byte, or -1
+  ByteLevelMap() {
+    std::fill(std::begin(byte_of), std::end(byte_of), int16_t{-1});
+    char32_t next = 256;
+    for (int b = 0; b < 256; ++b) {
+      const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+      char_of[b] = printable ? static_cast<char32_t>(b) : next++;
+      byte_of[char_of[b]] = static_cast<int16_t>(b);
+    }
+  }
+};
+const ByteLevelMap& byte_level_map() {
+  static const ByteLevelMap map;
+  return map;
+}
+
+void append_utf8(std::string& out, char32_t c) {
+  if (c < 0x80) {
+    out.push_back(static_cast<char>(c));
+  } else if (c < 0x800) {
+    out.push_back(static_cast<char>(0xC0 | (c >> 6)));
+    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
+  } else if (c < 0x10000) {
+    out.push_back(static_cast<char>(0xE0 | (c >> 12)));
+    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
+  } else {
+    out.push_back(static_cast<char>(0xF0 | (c >> 18)));
+    out.push_back(static_cast<char>(0x80 | ((c >> 12) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
+  }
+}
+
+// Whitespace for Strip and an added token's lstrip/rstrip: Unicode White_Space (Rust
+// tokenizers' char::is_whitespace; JavaScript's trim also strips U+FEFF, not U+0085).
+std::string_view trim_left(std::string_view s) {
+  size_t at = 0;
+  while (at < s.size()) {
+    const detail::CodePoint c = detail::utf8_decode(s, at);
+    if (!detail::is_white_space(c.value)) break;
+    at += c.length;
+  }
+  return s.substr(at);
+}
+std::string_view trim_right(std::string_view s) {
+  size_t end = s.size();
+  while (end > 0) {
+    size_t start = end - 1;
+    while (start > 0 && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) --start;
+    if (!detail::is_white_space(detail::utf8_decode(s, start).value)) break;
+    end = start;
+  }
+  return s.substr(0, end);
+}
+
+void replace_all(std::string& text, std::string_view pattern, std::string_view content) {
+  if (pattern.empty() || text.find(pattern) == std::string::npos) return;
+  std::string out;
+  out.reserve(text.size());
+  size_t at = 0;
+  for (size_t hit; (hit = text.find(pattern, at)) != std::string::npos; at = hit + pattern.size()) {
+    out.append(text, at, hit - at);
+    out.append(content);
+  }
+  out.append(text, at, std::string::npos);
+  text.swap(out);
+}
+
+// The pieces of `text` around `matches` (sorted, disjoint byte ranges) as Split's
+// behaviour keeps them.
+void split_pieces(std::string_view text, const std::vector<std::pair<uint32_t, uint32_t>>& matches,
+                  HfSplitBehavior behavior, bool invert, std::vector<std::string>& out) {
+  auto emit = [&](size_t begin, size_t end) {
+    if (end > begin) out.emplace_back(text.substr(begin, end - begin));
+  };
+  if (invert) {  // transformers.js: the matches are the words
+    for (auto [b, e] : matches) emit(b, e);
+    return;
+  }
+  size_t start = 0;  // of the piece being built
+  for (size_t i = 0; i < matches.size(); ++i) {
+    const auto [b, e] = matches[i];
+    switch (behavior) {
+      case HfSplitBehavior::kRemoved:
+        emit(start, b);
+        start = e;
+        break;
+      case HfSplitBehavior::kIsolated:
+        emit(start, b);
+        emit(b, e);
+        start = e;
+        break;
+      case HfSplitBehavior::kMergedWithPrevious:
+        emit(start, e);
+        start = e;
+        break;
+      case HfSplitBehavior::kMergedWithNext:
+        emit(start, b);
+        start = b;
+        break;
+      case HfSplitBehavior::kContiguous: {
+        emit(start, b);
+        size_t end = e;
+        while (i + 1 < matches.size() && matches[i + 1].first == end) end = matches[++i].second;
+        emit(b, end);
+        start = end;
+        break;
+      }
+    }
+  }
+  emit(start, text.size());
+}
+
+void literal_matches(std::string_view text, std::string_view pattern, std::vector<std::pair<uint32_t, uint32_t>>& out) {
+  out.clear();
+  for (size_t at = 0, hit; (hit = text.find(pattern, at)) != std::string_view::npos; at = hit + pattern.size())
+    out.emplace_back(static_cast<uint32_t>(hit), static_cast<uint32_t>(hit + pattern.size()));
+}
+
+constexpr std::string_view kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+// transformers.js's ByteFallback test: six UTF-16 units "<0x..>", the two after "0x"
+// read by parseInt(., 16), which takes their leading hex digits.
+int byte_fallback_value(std::string_view token) {
+  if (token.size() != 6 || token.compare(0, 3, "<0x") != 0 || token[5] != '>') return -1;
+  auto hex = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1; };
+  const int hi = hex(token[3]), lo = hex(token[4]);
+  if (hi < 0) return -1;
+  return lo < 0 ? hi : hi * 16 + lo;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<HfTokenizer>> HfTokenizer::create(detail::HfTokenizerTables tables, const std::string& name) {
+  std::unique_ptr<HfTokenizer> t(new HfTokenizer(std::move(tables)));
+  const detail::HfTokenizerTables& tt = t->t_;
+  auto fail = [&](const std::string& what) { return Error{ErrorCode::kFormat, name + ": tokenizer.hf." + what}; };
+  const size_t n = tt.vocab.size();
+  for (size_t i = 0; i < tt.normalizers.size(); ++i) {
+    const detail::HfNormalizerStep& s = tt.normalizers[i];
+    if (s.kind == HfNormalizerKind::kLowercase || s.kind == HfNormalizerKind::kPrecompiled)
+      return fail("normalizers[" + std::to_string(i) + "]: this kind is not supported");
+    SplitRegex regex;
+    if (s.kind == HfNormalizerKind::kReplace && s.pattern_is_regex) {
+      auto r = SplitRegex::compile(s.pattern);
+      if (!r) return fail("normalizers[" + std::to_string(i) + "].pattern: " + r.error().message);
+      regex = std::move(r.value());
+    }
+    t->normalizer_regex_.push_back(std::move(regex));
+  }
+  for (size_t i = 0; i < tt.pre_tokenizers.size(); ++i) {
+    const detail::HfPreTokenizerStep& s = tt.pre_tokenizers[i];
+    SplitRegex regex;
+    if (s.kind == HfPreTokenizerKind::kSplit && s.pattern_is_regex) {
+      auto r = SplitRegex::compile(s.pattern);
+      if (!r) return fail("pre_tokenizers[" + std::to_string(i) + "].pattern: " + r.error().message);
+      regex = std::move(r.value());
+    }
+    if (s.kind == HfPreTokenizerKind::kByteLevel && s.use_regex && !t->byte_level_regex_) {
+      auto r = SplitRegex::compile(kGpt2Pattern);
+      if (!r) return fail("pre_tokenizers[" + std::to_string(i) + "]: GPT-2's pattern: " + r.error().message);
+      t->byte_level_regex_ = std::move(r.value());
+    }
+    if (s.kind == HfPreTokenizerKind::kByteLevel && i + 1 != tt.pre_tokenizers.size())
+      return fail("pre_tokenizers[" + std::to_string(i + 1) + "]: a step after ByteLevel is not supported");
+    t->pre_tokenizer_regex_.push_back(std::move(regex));
+  }
+  const ByteLevelMap& map = byte_level_map();
+  for (int b = 0; b < 256; ++b) {
+    std::string c;
+    append_utf8(c, map.char_of[b]);
+    t->byte_level_ids_[b] = t->token_id(c).value_or(-1);
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "<0x%02X>", b);
+    t->byte_fallback_ids_[b] = t->token_id(hex).value_or(-1);
+  }
+  t->special_.assign(n, false);
+  for (int32_t id : tt.special_ids) t->special_[static_cast<size_t>(id)] = true;
+  t->added_.assign(n, false);
+  std::vector<std::pair<std::string_view, int32_t>> added;
+  for (const detail::HfAddedTokenEntry& a : tt.added_tokens) {
+    t->added_[static_cast<size_t>(a.id)] = true;
+    added.emplace_back(a.content, a.id);
+  }
+  t->added_splitter_ = SpecialTokenSplitter(added);
+  return t;
+}
+
+std::optional<int32_t> HfTokenizer::token_id(std::string_view token) const {
+  const detail::HfHashTable& h = t_.token_index;
+  if (h.capacity == 0) return std::nullopt;
+  const size_t mask = h.capacity - 1;
+  const uint32_t hash = detail::hf_token_hash(token);
+  for (uint32_t probe = 0; probe <= h.max_probe; ++probe) {
+    const uint32_t slot = h.slots[(hash + probe) & mask];
+    if (slot == 0) return std::nullopt;
+    if (slot - 1 < t_.vocab.size() && t_.vocab[slot - 1] == token) return static_cast<int32_t>(slot - 1);
+  }
+  return std::nullopt;
+}
+
+int32_t HfTokenizer::merge_of(int32_t left, int32_t right) const {
+  const detail::HfHashTable& h = t_.merge_index;
+  if (h.capacity == 0) return -1;
+  const size_t mask = h.capacity - 1;
+  const uint32_t hash = detail::hf_merge_hash(left, right);
+  for (uint32_t probe = 0; probe <= h.max_probe; ++probe) {
+    const uint32_t slot = h.slots[(hash + probe) & mask];
+    if (slot == 0) return -1;
+    if (slot - 1 >= t_.merge_count) continue;  // a corrupt slot: never a merge
+    const detail::BpeMergeEntry& m = t_.merges[slot - 1];
+    if (m.left == left && m.right == right)
+      return m.result >= 0 && static_cast<size_t>(m.result) < t_.vocab.size() ? static_cast<int32_t>(slot - 1) : -1;
+  }
+  return -1;
+}
+
+bool HfTokenizer::is_special(int32_t id) const {
+  return id >= 0 && static_cast<size_t>(id) < special_.size() && special_[static_cast<size_t>(id)];
+}
+
+std::optional<std::string_view> HfTokenizer::output_token(int32_t id) const {
+  if (id < 0 || static_cast<size_t>(id) >= t_.vocab.size()) return std::nullopt;
+  const std::string_view token = t_.vocab[static_cast<size_t>(id)];
+  if (!detail::is_valid_utf8(token)) return std::nullopt;  // a corrupt file's token
+  return token;
+}
+
+Status HfTokenizer::normalize(std::string_view text, std::string& out) const {
+  out.assign(text);
+  std::string scratch;
+  std::vector<std::pair<uint32_t, uint32_t>> matches;
+  for (size_t i = 0; i < t_.normalizers.size(); ++i) {
+    const detail::HfNormalizerStep& s = t_.normalizers[i];
+    switch (s.kind) {
+      case HfNormalizerKind::kNfc:
+      case HfNormalizerKind::kNfd:
+      case HfNormalizerKind::kNfkc:
+      case HfNormalizerKind::kNfkd: {
+        static constexpr NormalizationForm kForms[] = {NormalizationForm::kNFC, NormalizationForm::kNFD,
+                                                       NormalizationForm::kNFKC, NormalizationForm::kNFKD};
+        text::normalize(out, kForms[static_cast<int>(s.kind) - 1], scratch);
+        out.swap(scratch);
+        break;
+      }
+      case HfNormalizerKind::kReplace:
+        if (!s.pattern_is_regex) {
+          replace_all(out, s.pattern, s.content);
+        } else {
+          normalizer_regex_[i].find_all(out, matches);
+          scratch.clear();
+          size_t at = 0;
+          for (auto [b, e] : matches) {
+            scratch.append(out, at, b - at);
+            scratch.append(s.content);
+            at = e;
+          }
+          scratch.append(out, at, std::string::npos);
+          out.swap(scratch);
+        }
+        break;
+      case HfNormalizerKind::kPrepend:
+        if (!out.empty()) out.insert(0, s.content);  // tokenizers leaves an empty text empty
+        break;
+      case HfNormalizerKind::kStrip: {
+        std::string_view v = out;
+        if (s.strip_left) v = trim_left(v);
+        if (s.strip_right) v = trim_right(v);
+        scratch.assign(v);
+        out.swap(scratch);
+        break;
+      }
+      default:
+        break;  // refused by create()
+    }
+    if (out.size() > kMaxTextBytes)
+      return Error{ErrorCode::kInvalidArgument,
+                   "text: longer than " + std::to_string(kMaxTextBytes) + " bytes once normalized"};
+  }
+  return Status::ok();
+}
+
+void HfTokenizer::pre_tokenize(std::string_view text, size_t section_index, std::vector<std::string>& words,
+                               bool& byte_level) const {
+  words.clear();
+  words.emplace_back(text);
+  byte_level = false;
+  std::vector<std::string> next;
+  std::vector<std::pair<uint32_t, uint32_t>> matches;
+  for (size_t i = 0; i < t_.pre_tokenizers.size(); ++i) {
+    const detail::HfPreTokenizerStep& s = t_.pre_tokenizers[i];
+    next.clear();
+    for (std::string& word : words) {
+      switch (s.kind) {
+        case HfPreTokenizerKind::kSplit:
+          if (s.pattern_is_regex)
+            pre_tokenizer_regex_[i].find_all(word, matches);
+          else
+            literal_matches(word, s.pattern, matches);
+          split_pieces(word, matches, s.behavior, s.invert, next);
+          break;
+        case HfPreTokenizerKind::kByteLevel: {
+          if (s.add_prefix_space && (word.empty() || word[0] != ' ')) word.insert(0, " ");
+          if (s.use_regex) {
+            byte_level_regex_->find_all(word, matches);
+            for (auto [b, e] : matches) next.emplace_back(word.substr(b, e - b));
+          } else {
+            next.push_back(std::move(word));
+          }
+          byte_level = true;  // the words stay bytes; encode_word maps them
+          break;
+        }
+        case HfPreTokenizerKind::kMetaspace: {
+          replace_all(word, " ", s.replacement);
+          const bool prepend = s.add_prefix_space && word.compare(0, s.replacement.size(), s.replacement) != 0 &&
+                               (s.prepend_scheme == detail::HfPrependScheme::kAlways ||
+                                (s.prepend_scheme == detail::HfPrependScheme::kFirst && section_index == 0));
+          if (prepend) word.insert(0, s.replacement);
+          next.push_back(std::move(word));
+          break;
+        }
+        case HfPreTokenizerKind::kDigits: {
+          // [^0-9]+|[0-9]+ (or each digit alone): JavaScript's \d is ASCII.
+          size_t start = 0;
+          for (size_t at = 0; at <= word.size(); ++at) {
+            const bool end = at == word.size();
+            const bool digit = !end && word[at] >= '0' && word[at] <= '9';
+            const bool prev_digit = at > start && word[at - 1] >= '0' && word[at - 1] <= '9';
+            if (at > start && (end || digit != prev_digit || (digit && s.individual_digits))) {
+              next.emplace_back(word, start, at - start);
+              start = at;
+            }
+          }
+          break;
+        }
+      }
+    }
+    words.swap(next);
+  }
+}
+
+// BPE over one word: symbols (bytes for ByteLevel words, else characters) merged by the
+// lowest-ranked merge first, the leftmost among equals; a heap makes it O(n log n).
+Status HfTokenizer::encode_word(std::string_view word, bool byte_level, std::vector<int32_t>& ids) const {
+  if (word.empty()) return Status::ok();
+  if (t_.ignore_merges) {
+    std::optional<int32_t> whole;
+    if (byte_level) {
+      std::string mapped;
+      for (unsigned char b : word) append_utf8(mapped, byte_level_map().char_of[b]);
+      whole = token_id(mapped);
+    } else {
+      whole = token_id(word);
+    }
+    if (whole) {
+      ids.push_back(*whole);
+      return Status::ok();
+    }
+  }
+  struct Symbol {
+    int32_t id;  // -1: a character without a token
+    uint32_t begin, end;
+    int32_t prev, next;  // -1: none; begin == end: merged away
+  };
+  std::vector<Symbol> symbols;
+  for (size_t at = 0; at < word.size();) {
+    size_t length = 1;
+    int32_t id;
+    if (byte_level) {
+      id = byte_level_ids_[static_cast<unsigned char>(word[at])];
+    } else {
+      length = detail::utf8_decode(word, at).length;
+      id = token_id(word.substr(at, length)).value_or(-1);
+    }
+    const int32_t index = static_cast<int32_t>(symbols.size());
+    symbols.push_back({id, static_cast<uint32_t>(at), static_cast<uint32_t>(at + length), index - 1, -1});
+    if (index > 0) symbols[index - 1].next = index;
+    at += length;
+  }
+  struct Candidate {
+    int32_t merge;  // its index is its rank
+    int32_t pos;    // the left symbol
+    bool operator>(const Candidate& o) const { return merge != o.merge ? merge > o.merge : pos > o.pos; }
+  };
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> queue;
+  auto consider = [&](int32_t pos) {
+    const int32_t next = symbols[pos].next;
+    if (next < 0 || symbols[pos].id < 0 || symbols[next].id < 0) return;
+    const int32_t merge = merge_of(symbols[pos].id, symbols[next].id);
+    if (merge >= 0) queue.push({merge, pos});
+  };
+  for (int32_t i = 0; i + 1 < static_cast<int32_t>(symbols.size()); ++i) consider(i);
+  while (!queue.empty()) {
+    const Candidate c = queue.top();
+    queue.pop();
+    Symbol& left = symbols[c.pos];
+    if (left.begin == left.end || left.next < 0 || left.id < 0) continue;  // merged away since
+    Symbol& right = symbols[left.next];
+    const detail::BpeMergeEntry& m = t_.merges[c.merge];
+    if (m.left != left.id || m.right != right.id) continue;  // a symbol changed since
+    left.id = m.result;
+    left.end = right.end;
+    right.begin = right.end;
+    left.next = right.next;
+    if (left.next >= 0) symbols[left.next].prev = c.pos;
+    if (left.prev >= 0) consider(left.prev);
+    consider(c.pos);
+  }
+  for (int32_t i = 0; i >= 0 && i < static_cast<int32_t>(symbols.size()); i = symbols[i].next) {
+    const Symbol& s = symbols[i];
+    if (s.id >= 0) {
+      ids.push_back(s.id);
+      continue;
+    }
+    bool bytes_known = t_.byte_fallback;
+    for (uint32_t b = s.begin; bytes_known && b < s.end; ++b)
+      bytes_known = byte_fallback_ids_[static_cast<unsigned char>(word[b])] >= 0;
+    if (bytes_known) {
+      for (uint32_t b = s.begin; b < s.end; ++b) ids.push_back(byte_fallback_ids_[static_cast<unsigned char>(word[b])]);
+    } else if (t_.unk_id >= 0) {
+      ids.push_back(t_.unk_id);
+    } else {
+      return Error{ErrorCode::kInvalidArgument,
+                   "text: the character '" + std::string(word.substr(s.begin, s.end - s.begin)) +
+                       "' has no token and the tokenizer has no unknown token"};
+    }
+  }
+  return Status::ok();
+}
+
+Result<std::vector<int32_t>> HfTokenizer::encode_text(std::string_view text, bool add_special_tokens) const {
+  if (text.size() > kMaxTextBytes)
+    return Error{ErrorCode::kInvalidArgument, "text: longer than " + std::to_string(kMaxTextBytes) + " bytes"};
+  if (const size_t bad = detail::utf8_invalid_at(text); bad != text.size())
+    return Error{ErrorCode::kInvalidArgument, "text: not valid UTF-8 (byte " + std::to_string(bad) + ")"};
+  std::vector<int32_t> ids;
+  if (add_special_tokens) ids.assign(t_.prefix_ids.begin(), t_.prefix_ids.end());
+  std::vector<TextSegment> segments;
+  added_splitter_.split(text, segments);
+  // transformers.js's sections: the non-empty segments; an added token's lstrip/rstrip
+  // trims the whitespace of the sections beside it.
+  std::vector<std::string_view> sections;
+  std::vector<int32_t> section_ids;
+  for (const TextSegment& s : segments) {
+    if (s.special_id < 0 && s.text.empty()) continue;
+    sections.push_back(s.text);
+    section_ids.push_back(s.special_id);
+  }
+  for (size_t i = 0; i < sections.size(); ++i) {
+    if (section_ids[i] < 0) continue;
+    const detail::HfAddedTokenEntry* a = nullptr;
+    for (const detail::HfAddedTokenEntry& e : t_.added_tokens)
+      if (e.id == section_ids[i]) a = &e;
+    if (a == nullptr) continue;
+    if (a->lstrip && i > 0 && section_ids[i - 1] < 0) sections[i - 1] = trim_right(sections[i - 1]);
+    if (a->rstrip && i + 1 < sections.size() && section_ids[i + 1] < 0) sections[i + 1] = trim_left(sections[i + 1]);
+  }
+  std::string normalized;
+  std::vector<std::string> words;
+  for (size_t i = 0; i < sections.size(); ++i) {
+    if (section_ids[i] >= 0) {
+      ids.push_back(section_ids[i]);
+      continue;
+    }
+    if (sections[i].empty()) continue;
+    Status s = normalize(sections[i], normalized);
+    if (!s) return s.error();
+    if (normalized.empty()) continue;
+    bool byte_level = false;
+    pre_tokenize(normalized, i, words, byte_level);
+    const size_t first = ids.size();
+    for (const std::string& word : words) {
+      s = encode_word(word, byte_level, ids);
+      if (!s) return s.error();
+    }
+    if (t_.fuse_unk && t_.unk_id >= 0) {  // runs of unknown tokens become one
+      size_t out = first;
+      for (size_t k = first; k < ids.size(); ++k)
+        if (!(ids[k] == t_.unk_id && out > first && ids[out - 1] == t_.unk_id)) ids[out++] = ids[k];
+      ids.resize(out);
+    }
+  }
+  if (add_special_tokens) ids.insert(ids.end(), t_.suffix_ids.begin(), t_.suffix_ids.end());
+  return ids;
+}
+
+Result<TokenizedText> HfTokenizer::tokenize(std::string_view text) const {
+  auto ids = encode_text(text, true);
+  if (!ids) return ids.error();
+  TokenizedText out;
+  out.ids = std::move(ids.value());
+  // The loader leaves the vocabulary's UTF-8 unchecked (format/model_file.cpp): what
+  // leaves the tokenizer is made valid here.
+  for (int32_t id : out.ids) out.pieces.push_back(detail::to_valid_utf8(t_.vocab[static_cast<size_t>(id)]));
+  return out;
+}
+
+Result<std::string> HfTokenizer::decode(const std::vector<int32_t>& ids) const {
+  return decode_ids(ids.data(), ids.size(), true);
+}
+
+Result<std::string> HfTokenizer::decode_ids(const int32_t* ids, size_t count, bool skip_special_tokens) const {
+  std::vector<std::string> tokens;
+  std::vector<bool> added;  // per token: an added token's text (ByteLevel keeps it)
+  tokens.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
+    const int32_t id = ids[i];
+    if (id < 0 || static_cast<size_t>(id) >= t_.vocab.size())
+      return Error{ErrorCode::kInvalidArgument, "ids[" + std::to_string(i) + "] = " + std::to_string(id) +
+                                                     " is not a token id (vocabulary of " +
+                                                     std::to_string(t_.vocab.size()) + ")"};
+    if (skip_special_tokens && special_[static_cast<size_t>(id)]) continue;
+    tokens.emplace_back(t_.vocab[static_cast<size_t>(id)]);
+    added.push_back(added_[static_cast<size_t>(id)]);
+  }
+  const ByteLevelMap& map = byte_level_map();
+  std::vector<std::string> next;
+  for (const detail::HfDecoderStep& d : t_.decoders) {
+    next.clear();
+    switch (d.kind) {
+      case HfDecoderKind::kByteLevel: {
+        // Runs of ordinary tokens: characters back to bytes (transformers.js reads a
+        // character outside the map as byte 0), bytes to text with U+FFFD for what is
+        // not UTF-8; an added token's text stays as it is.
+        std::string bytes;
+        std::vector<bool> next_added;
+        auto flush = [&] {
+          if (bytes.empty()) return;
+          next.push_back(detail::to_valid_utf8(bytes));
+          next_added.push_back(false);
+          bytes.clear();
+        };
+        for (size_t k = 0; k < tokens.size(); ++k) {
+          if (added[k]) {
+            flush();
+            next.push_back(std::move(tokens[k]));
+            next_added.push_back(true);
+            continue;
+          }
+          const std::string& token = tokens[k];
+          for (size_t at = 0; at < token.size();) {
+            const detail::CodePoint c = detail::utf8_decode(token, at);
+            at += c.length;
+            bytes.push_back(c.value < 324 && map.byte_of[c.value] >= 0 ? static_cast<char>(map.byte_of[c.value]) : '\0');
+          }
+        }
+        flush();
+        added.swap(next_added);
+        break;
+      }
+      case HfDecoderKind::kReplace:
+        for (std::string& token : tokens) replace_all(token, d.pattern, d.content);
+        continue;
+      case HfDecoderKind::kByteFallback: {
+        std::string bytes;
+        std::vector<bool> next_added;
+        for (size_t k = 0; k < tokens.size(); ++k) {
+          const int value = byte_fallback_value(tokens[k]);
+          if (value >= 0) {
+            bytes.push_back(static_cast<char>(value));
+            continue;
+          }
+          if (!bytes.empty()) {
+            next.push_back(detail::to_valid_utf8(bytes));
+            next_added.push_back(false);
+            bytes.clear();
+          }
+          next.push_back(std::move(tokens[k]));
+          next_added.push_back(added[k]);
+        }
+        if (!bytes.empty()) {
+          next.push_back(detail::to_valid_utf8(bytes));
+          next_added.push_back(false);
+        }
+        added.swap(next_added);
+        break;
+      }
+      case HfDecoderKind::kFuse: {
+        std::string all;
+        for (const std::string& token : tokens) all += token;
+        next.push_back(std::move(all));
+        added.assign(1, false);
+        break;
+      }
+      case HfDecoderKind::kStrip:
+        for (std::string& token : tokens) {
+          std::string_view v = token;
+          for (uint32_t k = 0; k < d.start && v.compare(0, d.content.size(), d.content) == 0; ++k)
+            v.remove_prefix(d.content.size());
+          for (uint32_t k = 0; k < d.stop && v.size() >= d.content.size() &&
+                               v.compare(v.size() - d.content.size(), d.content.size(), d.content) == 0;
+               ++k)
+            v.remove_suffix(d.content.size());
+          token = std::string(v);
+        }
+        continue;
+      case HfDecoderKind::kMetaspace:
+        for (size_t k = 0; k < tokens.size(); ++k) {
+          replace_all(tokens[k], d.replacement, " ");
+          if (d.add_prefix_space && k == 0 && !tokens[k].empty() && tokens[k][0] == ' ') tokens[k].erase(0, 1);
+        }
+        continue;
+    }
+    tokens.swap(next);
+  }
+  std::string text;
+  for (const std::string& token : tokens) text += token;
+  if (t_.clean_up_spaces) clean_up_tokenization(text);
+  if (!detail::is_valid_utf8(text)) text = detail::to_valid_utf8(text);  // a corrupt file's tokens
+  return text;
+}
+
+}  // namespace petrel::text

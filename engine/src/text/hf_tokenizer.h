@@ -1,0 +1,67 @@
+// A tokenizer.json tokenizer (Hugging Face tokenizers' format: Gemma 3, Llama 3, Qwen)
+// as transformers.js 3.7 runs it, the oracle its tests compare against: added tokens cut
+// out first (leftmost, longest), each other section normalized, pre-tokenized into
+// words, each word split by BPE merges (lowest rank first, leftmost among equals), the
+// post-processor's special tokens around the result; decoding runs the decoders over
+// the ids' tokens. Built from a model file's tables (format/tokenizer_tables.h), which
+// it views in place: loading builds nothing proportional to the vocabulary.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "format/tokenizer_tables.h"
+#include "text/special_tokens.h"
+#include "text/split_regex.h"
+#include "text/tokenizer.h"
+
+namespace petrel::text {
+
+class HfTokenizer : public Tokenizer {
+ public:
+  // Checks what the loader left to it (regex patterns compile, byte tokens) and names
+  // `name` in its errors.
+  static Result<std::unique_ptr<HfTokenizer>> create(detail::HfTokenizerTables tables, const std::string& name);
+
+  // The ids of `text`, with the post-processor's special tokens (add_special_tokens).
+  Result<TokenizedText> tokenize(std::string_view text) const override;
+  Result<std::vector<int32_t>> encode_text(std::string_view text, bool add_special_tokens) const;
+  // Ids as text; special tokens skipped (skip_special_tokens) unless asked for.
+  Result<std::string> decode(const std::vector<int32_t>& ids) const override;
+  Result<std::string> decode_ids(const int32_t* ids, size_t count, bool skip_special_tokens) const;
+  std::optional<std::string_view> output_token(int32_t id) const override;
+
+  size_t vocab_size() const { return t_.vocab.size(); }
+  // The id of a token's exact text (a vocabulary or added token), if any.
+  std::optional<int32_t> token_id(std::string_view token) const;
+  bool is_special(int32_t id) const;
+  const detail::HfTokenizerTables& tables() const { return t_; }
+
+  // Texts longer than this are refused (the work per byte is bounded, so this bounds a
+  // call's time and scratch memory).
+  static constexpr size_t kMaxTextBytes = size_t{64} << 20;
+
+ private:
+  explicit HfTokenizer(detail::HfTokenizerTables tables) : t_(std::move(tables)) {}
+  struct Word;
+  Status normalize(std::string_view text, std::string& out) const;
+  void pre_tokenize(std::string_view text, size_t section_index, std::vector<std::string>& words,
+                    bool& byte_level) const;
+  Status encode_word(std::string_view word, bool byte_level, std::vector<int32_t>& ids) const;
+  int32_t merge_of(int32_t left, int32_t right) const;  // merge index, or -1
+
+  detail::HfTokenizerTables t_;
+  SpecialTokenSplitter added_splitter_;
+  std::vector<SplitRegex> normalizer_regex_, pre_tokenizer_regex_;  // per step (unused for literal patterns)
+  std::optional<SplitRegex> byte_level_regex_;                       // GPT-2's pattern, when a ByteLevel step uses it
+  int32_t byte_level_ids_[256];  // ByteLevel: the token of each byte's character (-1: none)
+  int32_t byte_fallback_ids_[256];  // "<0xXX>" tokens (-1: none)
+  std::vector<bool> special_;       // per id
+  std::vector<bool> added_;         // per id: an added token (the ByteLevel decoder keeps its text)
+};
+
+}  // namespace petrel::text

@@ -1,0 +1,141 @@
+#!/usr/bin/python3
+"""Writes the seed corpus of fuzz_hf_tokenizer (tests/fuzz/corpus/fuzz_hf_tokenizer):
+small tokenizer.json files covering each supported step (Gemma-style Replace + Split +
+byte fallback, Qwen-style NFC + regex Split + ByteLevel, GPT-2's ByteLevel with its own
+regex, Metaspace + Digits + Strip + Prepend, added tokens with lstrip / rstrip, merges as
+"a b" strings) with texts that reach them. Input layout: text NUL tokenizer.json
+[NUL tokenizer_config.json].
+
+    /usr/bin/python3 tests/fuzz/make_hf_tokenizer_seeds.py
+"""
+import json
+import os
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "fuzz_hf_tokenizer")
+SPACE = "\u2581"
+
+
+def byte_level_chars():
+    printable = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+    out, extra = {}, 256
+    for b in range(256):
+        if b in printable:
+            out[b] = chr(b)
+        else:
+            out[b] = chr(extra)
+            extra += 1
+    return out
+
+
+def bpe(tokens, merges, **model):
+    vocab = {}
+    for t in tokens:
+        vocab.setdefault(t, len(vocab))
+    for a, b in merges:
+        vocab.setdefault(a + b, len(vocab))
+    m = {"type": "BPE", "vocab": vocab, "merges": [[a, b] for a, b in merges]}
+    m.update(model)
+    return m, vocab
+
+
+def added(vocab, contents, **flags):
+    out = []
+    for c in contents:
+        vocab.setdefault(c, len(vocab))
+        entry = {"id": vocab[c], "content": c, "single_word": False, "lstrip": False, "rstrip": False,
+                 "normalized": False, "special": True}
+        entry.update(flags.get(c, {}))
+        out.append(entry)
+    return out
+
+
+def gemma_style():
+    tokens = ["<pad>", "<eos>", "<bos>", "<unk>", SPACE, "\n"] + [chr(c) for c in range(97, 123)]
+    tokens += ["<0x%02X>" % b for b in range(256)]
+    model, vocab = bpe(tokens, [("t", "h"), ("th", "e"), (SPACE, "the"), ("i", "n"), (SPACE, "a")],
+                       unk_token="<unk>", byte_fallback=True, fuse_unk=True)
+    return {"version": "1.0", "added_tokens": added(vocab, ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>"]),
+            "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": SPACE},
+            "pre_tokenizer": {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious",
+                              "invert": False},
+            "post_processor": {"type": "TemplateProcessing",
+                               "single": [{"SpecialToken": {"id": "<bos>", "type_id": 0}},
+                                          {"Sequence": {"id": "A", "type_id": 0}}]},
+            "decoder": {"type": "Sequence", "decoders": [
+                {"type": "Replace", "pattern": {"String": SPACE}, "content": " "},
+                {"type": "ByteFallback"}, {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+            "model": model}
+
+
+def byte_level(regex, use_own_regex=False, ignore_merges=False):
+    chars = byte_level_chars()
+    tokens = [chars[b] for b in range(256)]
+    g = chars[ord(" ")]
+    model, vocab = bpe(tokens, [(g, "t"), ("h", "e"), (g + "t", "he"), ("i", "n"), (g, g), ("'", "s")],
+                       ignore_merges=ignore_merges)
+    pre = {"type": "ByteLevel", "add_prefix_space": use_own_regex, "trim_offsets": False, "use_regex": use_own_regex}
+    if regex:
+        pre = {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": False}, pre]}
+    return {"version": "1.0",
+            "added_tokens": added(vocab, ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+                                  **{"<|im_start|>": {"rstrip": True}, "<|im_end|>": {"lstrip": True}}),
+            "normalizer": {"type": "NFC"}, "pre_tokenizer": pre,
+            "post_processor": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
+                               "use_regex": False},
+            "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
+            "model": model}
+
+
+def metaspace():
+    tokens = ["<unk>", "<s>", "</s>", SPACE] + [chr(c) for c in range(97, 123)] + [str(d) for d in range(10)]
+    model, vocab = bpe(tokens, [("1", "2"), (SPACE, "a"), ("b", "c")], unk_token="<unk>")
+    model["merges"] = [" ".join(m) for m in model["merges"]]  # tokenizers < 0.20's layout
+    return {"version": "1.0", "added_tokens": added(vocab, ["<unk>", "<s>", "</s>"]),
+            "normalizer": {"type": "Sequence", "normalizers": [
+                {"type": "Strip", "strip_left": True, "strip_right": True}, {"type": "Prepend", "prepend": "x"},
+                {"type": "NFKC"}]},
+            "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+                {"type": "Digits", "individual_digits": True},
+                {"type": "Metaspace", "replacement": SPACE, "prepend_scheme": "first", "add_prefix_space": True,
+                 "split": False}]},
+            "post_processor": {"type": "TemplateProcessing",
+                               "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                                          {"Sequence": {"id": "A", "type_id": 0}},
+                                          {"SpecialToken": {"id": "</s>", "type_id": 0}}]},
+            "decoder": {"type": "Metaspace", "replacement": SPACE, "add_prefix_space": True},
+            "model": model}
+
+
+QWEN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|"
+        r"\s+(?!\S)|\s+")
+TEXTS = ["the thin theory", "Über 12 Äpfel, don't SHOUT!\n\n  trailing  ", "<start_of_turn>user\nhi\u00e9 e\u0301",
+         "<|im_start|>system\n  hello<|im_end|>  \n", "\u4f60\u597d\u4e16\u754c 123456 \U0001F600", "", "   ",
+         "a\tb\r\nc", "1234567890 bc abc"]
+TOKENIZERS = {
+    "gemma": gemma_style(),
+    "qwen": byte_level(QWEN),
+    "llama3": byte_level(QWEN.replace(r"\p{N}|", r"\p{N}{1,3}|"), ignore_merges=True),
+    "gpt2": byte_level(None, use_own_regex=True),
+    "metaspace": metaspace(),
+}
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    for name in os.listdir(OUT):
+        if name.startswith("seed-"):
+            os.remove(os.path.join(OUT, name))
+    for name, tokenizer in TOKENIZERS.items():
+        config = json.dumps({"clean_up_tokenization_spaces": name == "gpt2",
+                             "additional_special_tokens": ["<|im_start|>"]})
+        for i, text in enumerate(TEXTS):
+            data = text.encode() + b"\0" + json.dumps(tokenizer, ensure_ascii=False).encode()
+            if i % 2 == 0:
+                data += b"\0" + config.encode()
+            with open(os.path.join(OUT, f"seed-{name}-{i}"), "wb") as f:
+                f.write(data)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,603 @@
+// tokenizer.json tokenizers (text::HfTokenizer) against transformers.js: the real Gemma 3
+// and Qwen3 tokenizers on ~100,000 gettext messages in 20 locales
+// (tools/reference/make_hf_tokenizer_fixtures.py made the fixtures), converted by
+// petrel-convert's reader and bound as a model file's tokenizer is.
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <algorithm>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "convert/convert.h"
+#include "convert/convert_error.h"
+#include "convert/hf_tokenizer.h"
+#include "format/model_file.h"
+#include "model_access.h"
+#include "petrel/generator.h"
+#include "petrel/petrel.h"
+#include "petrel_generated.h"
+#include "support/test_support.h"
+#include "text/hf_tokenizer.h"
+
+namespace {
+
+std::string hf_fixture(const std::string& name) { return petrel::test::fixture_dir() + "/hf_tokenizer/" + name; }
+
+// A fixture tokenizer's files, decompressed (nothing when xz may be skipped and is missing).
+std::optional<petrel::convert::HfTokenizerFiles> hf_fixture_files(const std::string& name) {
+  petrel::convert::HfTokenizerFiles files;
+  files.dir = hf_fixture(name);
+  auto json = petrel::test::xz_decompress(files.dir + "/tokenizer.json.xz");
+  auto config = petrel::test::xz_decompress(files.dir + "/tokenizer_config.json.xz");
+  if (!json || !config) return std::nullopt;
+  files.tokenizer_json = std::move(*json);
+  files.tokenizer_config = std::move(*config);
+  return files;
+}
+
+// A converted tokenizer and the buffer it views.
+struct LoadedHfTokenizer {
+  std::vector<uint8_t> buffer;
+  std::unique_ptr<petrel::text::HfTokenizer> tokenizer;
+};
+
+LoadedHfTokenizer load_hf_tokenizer(const petrel::convert::HfTokenizerFiles& files, uint32_t vocab_size = 0) {
+  LoadedHfTokenizer out;
+  const std::string& dir = files.dir;
+  out.buffer = petrel::convert::hf_tokenizer_buffer(files, vocab_size);
+  flatbuffers::Verifier verifier(out.buffer.data(), out.buffer.size());
+  REQUIRE(verifier.VerifyBuffer<petrel::fb::Tokenizer>(nullptr));
+  const auto* root = flatbuffers::GetRoot<petrel::fb::Tokenizer>(out.buffer.data());
+  const uint32_t size = root->vocab_spans()->size();
+  auto tables = petrel::detail::bind_hf_tokenizer(*root, size, dir);
+  REQUIRE(tables);
+  auto tokenizer = petrel::text::HfTokenizer::create(std::move(tables.value()), dir);
+  if (!tokenizer) FAIL(tokenizer.error().message);
+  out.tokenizer = std::move(tokenizer.value());
+  return out;
+}
+
+std::string unescape_line(const std::string& line) {
+  std::string out;
+  for (size_t i = 0; i < line.size(); ++i) {
+    if (line[i] != '\\' || i + 1 == line.size()) {
+      out.push_back(line[i]);
+      continue;
+    }
+    const char c = line[++i];
+    out.push_back(c == 'n' ? '\n' : c == 't' ? '\t' : c);
+  }
+  return out;
+}
+
+struct ExpectedReader {
+  const std::string& bytes;
+  size_t at = 0;
+  uint32_t u32() {
+    REQUIRE(at + 4 <= bytes.size());
+    uint32_t v;
+    std::memcpy(&v, bytes.data() + at, 4);
+    at += 4;
+    return v;
+  }
+  uint32_t byte() {
+    REQUIRE(at < bytes.size());
+    return static_cast<unsigned char>(bytes[at++]);
+  }
+  std::string text() {
+    const uint32_t n = u32();
+    REQUIRE(at + n <= bytes.size());
+    std::string s = bytes.substr(at, n);
+    at += n;
+    return s;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("tokenizer.json: Gemma 3 and Qwen3 encode and decode real text as transformers.js does",
+          "[hf_tokenizer][hf_oracle]") {
+  using petrel::test::ids_text;
+  const std::string name = GENERATE(as<std::string>{}, "gemma3", "qwen3");
+  INFO(name);
+  const auto files = hf_fixture_files(name);
+  const auto lines_text = petrel::test::xz_decompress(hf_fixture("lines.txt.xz"));
+  const auto expected_text = petrel::test::xz_decompress(hf_fixture(name + "/expected.bin.xz"));
+  if (!files || !lines_text || !expected_text) return;  // PETREL_TEST_SKIP=xz
+  std::vector<std::string> lines;
+  {
+    std::istringstream in(*lines_text);
+    for (std::string line; std::getline(in, line);) lines.push_back(unescape_line(line));
+  }
+  REQUIRE(lines.size() >= 100000);
+  LoadedHfTokenizer loaded = load_hf_tokenizer(*files);
+  const petrel::text::HfTokenizer& tok = *loaded.tokenizer;
+  const std::string& expected_bytes = *expected_text;
+  ExpectedReader expected{expected_bytes};
+  size_t encode_wrong = 0, decode_wrong = 0, decode_special_wrong = 0;
+  std::string report;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    std::vector<int32_t> want(expected.u32());
+    for (int32_t& id : want) id = static_cast<int32_t>(expected.u32());
+    const uint32_t flags = expected.byte();
+    const std::string want_text = flags & 1 ? lines[i] : expected.text();
+    const std::string want_special_text = flags & 2 ? want_text : expected.text();
+    auto got = tok.encode_text(lines[i], true);
+    REQUIRE(got);
+    if (got.value() != want && ++encode_wrong <= 5)
+      report += "line " + std::to_string(i) + " '" + lines[i] + "'\n  want " + ids_text(want) + "\n  got  " +
+                ids_text(got.value()) + "\n";
+    auto text = tok.decode_ids(want.data(), want.size(), true);
+    REQUIRE(text);
+    if (text.value() != want_text && ++decode_wrong <= 5)
+      report += "decode line " + std::to_string(i) + ": want '" + want_text + "' got '" + text.value() + "'\n";
+    auto special_text = tok.decode_ids(want.data(), want.size(), false);
+    REQUIRE(special_text);
+    if (special_text.value() != want_special_text && ++decode_special_wrong <= 5)
+      report += "decode (specials kept) line " + std::to_string(i) + ": want '" + want_special_text + "' got '" +
+                special_text.value() + "'\n";
+  }
+  CHECK(expected.at == expected_bytes.size());
+  INFO(report);
+  CHECK(encode_wrong == 0);
+  CHECK(decode_wrong == 0);
+  CHECK(decode_special_wrong == 0);
+}
+
+// ---------------------------------------------------------------------------------
+// A language model with a tokenizer: the decoder-only fixture gemma3_f32 (128 ids, a
+// 6-token sliding window) with a small Gemma-style tokenizer.json made here (letters,
+// merges into the chat template's words) and Gemma 3's real chat template.
+namespace {
+
+using json = nlohmann::json;
+
+json small_tokenizer_json() {
+  json vocab = json::object();
+  std::vector<std::string> tokens = {"<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>",
+                                     "\xe2\x96\x81", "\n"};
+  for (char c = 'a'; c <= 'z'; ++c) tokens.emplace_back(1, c);
+  for (char c = 'A'; c <= 'Z'; ++c) tokens.emplace_back(1, c);
+  for (char c = '0'; c <= '9'; ++c) tokens.emplace_back(1, c);
+  for (const char* p : {".", ",", "!", "?", "'", ":"}) tokens.emplace_back(p);
+  // Merges, each of two tokens already listed; their results are tokens too.
+  const std::vector<std::pair<std::string, std::string>> merges = {
+      {"e", "r"}, {"u", "s"}, {"us", "er"}, {"m", "o"}, {"mo", "d"}, {"e", "l"}, {"mod", "el"},
+      {"t", "h"}, {"th", "e"}, {"\xe2\x96\x81", "the"}, {"i", "n"}, {"a", "n"}, {"o", "n"},
+      {"r", "e"}, {"\xe2\x96\x81", "a"}, {"s", "y"}, {"sy", "s"}, {"t", "e"}, {"sys", "te"},
+      {"syste", "m"}, {"\xe2\x96\x81", "i"}, {"\xe2\x96\x81i", "s"}, {"h", "i"}, {"\xe2\x96\x81", "t"}};
+  std::vector<json> merge_list;
+  for (const auto& [l, r] : merges) {
+    if (std::find(tokens.begin(), tokens.end(), l + r) == tokens.end()) tokens.push_back(l + r);
+    merge_list.push_back(json::array({l, r}));
+  }
+  REQUIRE(tokens.size() <= 128);
+  for (size_t i = 0; i < tokens.size(); ++i) vocab[tokens[i]] = i;
+  json added = json::array();
+  for (int id = 0; id < 6; ++id)
+    added.push_back({{"id", id}, {"content", tokens[static_cast<size_t>(id)]}, {"single_word", false},
+                     {"lstrip", false}, {"rstrip", false}, {"normalized", false}, {"special", true}});
+  return {{"version", "1.0"},
+          {"added_tokens", added},
+          {"normalizer", {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\xe2\x96\x81"}}},
+          {"pre_tokenizer",
+           {{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "MergedWithPrevious"}, {"invert", false}}},
+          {"post_processor",
+           {{"type", "TemplateProcessing"},
+            {"single", json::array({{{"SpecialToken", {{"id", "<bos>"}, {"type_id", 0}}}},
+                                    {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})}}},
+          {"decoder",
+           {{"type", "Sequence"},
+            {"decoders", json::array({{{"type", "Replace"}, {"pattern", {{"String", "\xe2\x96\x81"}}}, {"content", " "}},
+                                      {{"type", "ByteFallback"}},
+                                      {{"type", "Fuse"}}})}}},
+          {"model",
+           {{"type", "BPE"}, {"unk_token", "<unk>"}, {"fuse_unk", true}, {"byte_fallback", false}, {"vocab", vocab},
+            {"merges", merge_list}}}};
+}
+
+// gemma3_f32 converted with the small tokenizer and Gemma 3's chat template.
+std::string lm_with_tokenizer() {
+  return petrel::test::shared_file("lm-gemma3-text.petrel", [](const std::string& out) {
+    petrel::test::TempDir dir;
+    petrel::test::copy_dir(petrel::test::fixture_dir() + "/decoder_only/gemma3_f32", dir.path());
+    const auto gemma = hf_fixture_files("gemma3");
+    REQUIRE(gemma);
+    const json real_config = json::parse(*gemma->tokenizer_config);
+    const json config = {{"chat_template", real_config["chat_template"]},
+                         {"bos_token", "<bos>"},
+                         {"eos_token", "<end_of_turn>"},
+                         {"clean_up_tokenization_spaces", false}};
+    std::ofstream(dir.path() + "/tokenizer.json") << small_tokenizer_json().dump();
+    std::ofstream(dir.path() + "/tokenizer_config.json") << config.dump();
+    petrel::convert::ConvertOptions o;
+    o.checkpoint_dir = dir.path();
+    o.output_path = out;
+    o.linear_dtype = o.embedding_dtype = petrel::DType::kF32;
+    petrel::convert::convert_checkpoint(o);
+  });
+}
+
+}  // namespace
+
+TEST_CASE("Language models take text: generate_text is the ids path with the tokenizer on both ends",
+          "[hf_tokenizer][decoder_only]") {
+  if (!petrel::test::xz_decompress(hf_fixture("gemma3/tokenizer_config.json.xz"))) return;
+  auto model = petrel::test::load_model(lm_with_tokenizer());
+  CHECK(model->info().tokenizer.kind == "huggingface");
+  CHECK_FALSE(model->info().lm.chat_template.empty());
+  auto generator = petrel::Generator::create(model);
+  REQUIRE(generator);
+  petrel::GenerateOptions o;
+  o.do_sample = false;
+  o.max_new_tokens = 24;
+  o.ignore_eos = true;
+  const std::string prompt = "the system is in the user model";
+  auto text = generator.value().generate_text(prompt, o);
+  REQUIRE(text);
+  const auto* tok = dynamic_cast<const petrel::text::HfTokenizer*>(petrel::detail::ModelAccess::tokenizer(*model));
+  REQUIRE(tok != nullptr);
+  auto prompt_ids = tok->encode_text(prompt, true);
+  REQUIRE(prompt_ids);
+  CHECK(prompt_ids.value().front() == 2);  // <bos> from the post-processor
+  CHECK(text.value().prompt_tokens == prompt_ids.value().size());
+  auto ids = generator.value().generate({prompt_ids.value()}, o);
+  REQUIRE(ids);
+  CHECK(text.value().ids == ids.value()[0].ids);
+  CHECK(text.value().text == tok->decode_ids(ids.value()[0].ids.data(), ids.value()[0].ids.size(), true).value());
+
+  SECTION("streamed deltas add up to the text") {
+    std::string streamed;
+    petrel::GenerateOptions s = o;
+    s.stream_text = true;
+    s.on_token = [&](const petrel::TokenEvent& e) {
+      streamed.append(e.text_delta);
+      return true;
+    };
+    auto r = generator.value().generate_text(prompt, s);
+    REQUIRE(r);
+    CHECK(streamed == r.value().text);
+    CHECK(streamed == text.value().text);
+  }
+  SECTION("a stop string ends the text before it") {
+    const std::string& full = text.value().text;
+    REQUIRE(full.size() > 6);
+    const std::string stop = full.substr(full.size() / 2, 2);
+    petrel::GenerateOptions s = o;
+    s.stop = {stop};
+    s.stream_text = true;
+    std::string streamed;
+    s.on_token = [&](const petrel::TokenEvent& e) {
+      streamed.append(e.text_delta);
+      return true;
+    };
+    auto r = generator.value().generate_text(prompt, s);
+    REQUIRE(r);
+    CHECK(r.value().ended_on_stop);
+    CHECK(r.value().text == full.substr(0, full.find(stop)));
+    CHECK(streamed == r.value().text);  // nothing of the stop string was shown
+    s.stop = {std::string(300, 'x')};
+    CHECK_FALSE(generator.value().generate_text(prompt, s));
+  }
+}
+
+TEST_CASE("A conversation reuses its KV cache across turns and answers as a fresh run of the whole history",
+          "[hf_tokenizer][decoder_only]") {
+  if (!petrel::test::xz_decompress(hf_fixture("gemma3/tokenizer_config.json.xz"))) return;
+  auto model = petrel::test::load_model(lm_with_tokenizer());
+  auto generator = petrel::Generator::create(model);
+  REQUIRE(generator);
+  auto fresh = petrel::Generator::create(model);
+  REQUIRE(fresh);
+  const auto* tok = dynamic_cast<const petrel::text::HfTokenizer*>(petrel::detail::ModelAccess::tokenizer(*model));
+  petrel::GenerateOptions o;
+  o.do_sample = false;
+  o.max_new_tokens = GENERATE(as<size_t>{}, 5, 60);  // 60: the history outgrows the 6-token window's ring
+  o.kv_cache_f16 = false;
+  auto chat = petrel::Conversation::create(generator.value(), "the system");
+  REQUIRE(chat);
+  size_t reused_total = 0;
+  for (const char* message : {"hi the user", "is the model in", "the end"}) {
+    const std::vector<petrel::ChatMessage> before = chat.value().messages();
+    auto reply = chat.value().reply(message, o);
+    REQUIRE(reply);
+    reused_total += reply.value().reused_tokens;
+    // The same reply from a fresh Generator given the whole rendered history.
+    std::vector<petrel::ChatMessage> history = before;
+    history.push_back({"user", message});
+    auto rendered = fresh.value().apply_chat_template(history, true);
+    REQUIRE(rendered);
+    CHECK(rendered.value().rfind("<start_of_turn>model\n") == rendered.value().size() - 21);
+    auto ids = tok->encode_text(rendered.value(), false);
+    REQUIRE(ids);
+    CHECK(reply.value().prompt_tokens == ids.value().size());
+    auto want = fresh.value().generate({ids.value()}, o);
+    REQUIRE(want);
+    CHECK(reply.value().ids == want.value()[0].ids);
+  }
+  CHECK(reused_total > 0);
+  CHECK(chat.value().messages().size() == 7);  // system + 3 x (user, assistant)
+  CHECK(chat.value().messages()[2].role == "assistant");
+}
+
+TEST_CASE("The chat template's refusals and a model without a tokenizer are errors", "[hf_tokenizer][decoder_only]") {
+  if (!petrel::test::xz_decompress(hf_fixture("gemma3/tokenizer_config.json.xz"))) return;
+  auto model = petrel::test::load_model(lm_with_tokenizer());
+  auto generator = petrel::Generator::create(model);
+  REQUIRE(generator);
+  // Gemma's template: roles must alternate user/assistant.
+  auto bad = generator.value().apply_chat_template({{"user", "a"}, {"user", "b"}}, true);
+  REQUIRE_FALSE(bad);
+  CHECK_THAT(bad.error().message, Catch::Contains("alternate"));
+
+  auto plain = petrel::test::load_model(petrel::test::shared_file("lm-gemma3-ids.petrel", [](const std::string& out) {
+    petrel::convert::ConvertOptions o;
+    o.checkpoint_dir = petrel::test::fixture_dir() + "/decoder_only/gemma3_f32";
+    o.output_path = out;
+    petrel::convert::convert_checkpoint(o);
+  }));
+  auto ids_only = petrel::Generator::create(plain);
+  REQUIRE(ids_only);
+  auto text = ids_only.value().generate_text("hi", {});
+  REQUIRE_FALSE(text);
+  CHECK_THAT(text.error().message, Catch::Contains("no tokenizer"));
+  CHECK_FALSE(petrel::Conversation::create(ids_only.value()));
+}
+
+TEST_CASE("A hostile tokenizer.json table is refused by field, and corrupt hash slots give tokens, not crashes",
+          "[hf_tokenizer]") {
+  petrel::convert::HfTokenizerFiles files;
+  files.dir = "small";
+  files.tokenizer_json = small_tokenizer_json().dump();
+  const std::vector<uint8_t> good = petrel::convert::hf_tokenizer_buffer(files);
+  auto mutated = [&](const std::function<bool(petrel::fb::Tokenizer*)>& change) {
+    std::vector<uint8_t> bytes = good;
+    auto* root = flatbuffers::GetMutableRoot<petrel::fb::Tokenizer>(bytes.data());
+    REQUIRE(change(root));
+    return bytes;
+  };
+  auto bind = [](const std::vector<uint8_t>& bytes) {
+    const auto* root = flatbuffers::GetRoot<petrel::fb::Tokenizer>(bytes.data());
+    return petrel::detail::bind_hf_tokenizer(*root, root->vocab_spans()->size(), "hostile.petrel");
+  };
+  REQUIRE(bind(good));
+  struct Case {
+    const char* field;
+    std::function<bool(petrel::fb::Tokenizer*)> change;
+  };
+  const std::vector<Case> cases = {
+      {"prefix_ids[0]", [](petrel::fb::Tokenizer* t) { t->mutable_hf()->mutable_prefix_ids()->Mutate(0, 5000);
+         return true;
+       }},
+      {"unk_id", [](petrel::fb::Tokenizer* t) { return t->mutable_hf()->mutate_unk_id(-7); }},
+      {"added_tokens[1].id",
+       [](petrel::fb::Tokenizer* t) { return t->mutable_hf()->mutable_added_tokens()->GetMutableObject(1)->mutate_id(128); }},
+      {"normalizers[0].kind",
+       [](petrel::fb::Tokenizer* t) {
+         return t->mutable_hf()->mutable_normalizers()->GetMutableObject(0)->mutate_kind(
+             static_cast<petrel::fb::HfNormalizerKind>(77));
+       }},
+      {"decoders[1].kind",
+       [](petrel::fb::Tokenizer* t) {
+         return t->mutable_hf()->mutable_decoders()->GetMutableObject(1)->mutate_kind(
+             static_cast<petrel::fb::HfDecoderKind>(0));
+       }},
+      {"merge_slots", [](petrel::fb::Tokenizer* t) { return t->mutable_hf()->mutate_merge_max_probe(1u << 30); }},
+      {"token_slots", [](petrel::fb::Tokenizer* t) { return t->mutable_hf()->mutate_token_max_probe(1u << 30); }},
+  };
+  for (const Case& c : cases) {
+    INFO(c.field);
+    auto bound = bind(mutated(c.change));
+    REQUIRE_FALSE(bound);
+    CHECK_THAT(bound.error().message, Catch::Contains("hostile.petrel") && Catch::Contains(c.field));
+  }
+  // Slots and merges pointing anywhere: lookups check what they read.
+  std::vector<uint8_t> scrambled = mutated([](petrel::fb::Tokenizer* t) {
+    auto* hf = t->mutable_hf();
+    for (uint32_t i = 0; i < hf->merge_slots()->size(); ++i) hf->mutable_merge_slots()->Mutate(i, i * 2654435761u);
+    for (uint32_t i = 0; i < hf->token_slots()->size(); ++i) hf->mutable_token_slots()->Mutate(i, i % 7 ? i * 40503u : 0);
+    for (uint32_t i = 0; i < hf->merges()->size(); ++i) {
+      auto* m = hf->mutable_merges()->GetMutableObject(i);
+      m->mutate_result(static_cast<int32_t>(i * 1000003u));
+    }
+    return true;
+  });
+  auto tables = bind(scrambled);
+  REQUIRE(tables);
+  auto tokenizer = petrel::text::HfTokenizer::create(std::move(tables.value()), "scrambled");
+  REQUIRE(tokenizer);
+  auto ids = tokenizer.value()->encode_text("the system is in the user model", true);
+  if (ids)
+    for (int32_t id : ids.value()) CHECK((id >= 0 && id < 128));
+}
+
+TEST_CASE("petrel-convert refuses tokenizer.json features it does not run, naming the JSON path", "[hf_tokenizer]") {
+  struct Case {
+    const char* expect;
+    std::function<void(json&)> change;
+  };
+  const std::vector<Case> cases = {
+      {"model.type: 'Unigram' is not supported", [](json& j) { j["model"]["type"] = "Unigram"; }},
+      {"normalizer.type: normalizer 'Lowercase' is not supported", [](json& j) { j["normalizer"] = {{"type", "Lowercase"}}; }},
+      {"pre_tokenizer", [](json& j) {
+         j["pre_tokenizer"] = {{"type", "Sequence"},
+                               {"pretokenizers", json::array({{{"type", "ByteLevel"}}, {{"type", "Digits"}}})}};
+       }},
+      {"model.merges[0]: token 'zz' is not in the vocabulary", [](json& j) { j["model"]["merges"][0] = {"zz", "a"}; }},
+      {"model.merges[1]: must be", [](json& j) { j["model"]["merges"][1] = 7; }},
+      {"model.vocab: id 3 is given twice", [](json& j) { j["model"]["vocab"]["dup"] = 3; }},
+      {"added_tokens[0].single_word", [](json& j) { j["added_tokens"][0]["single_word"] = true; }},
+      {"post_processor", [](json& j) { j["post_processor"] = {{"type", "BertProcessing"}}; }},
+      {"decoder", [](json& j) { j["decoder"] = {{"type", "WordPiece"}}; }},
+      {"model.dropout", [](json& j) { j["model"]["dropout"] = 0.1; }},
+  };
+  for (const Case& c : cases) {
+    INFO(c.expect);
+    json j = small_tokenizer_json();
+    c.change(j);
+    petrel::convert::HfTokenizerFiles files;
+    files.dir = "ckpt";
+    files.tokenizer_json = j.dump();
+    try {
+      petrel::convert::hf_tokenizer_buffer(files);
+      FAIL("accepted");
+    } catch (const petrel::convert::ConvertError& e) {
+      CHECK_THAT(e.what(), Catch::Contains("ckpt/tokenizer.json") && Catch::Contains(c.expect));
+    }
+  }
+}
+
+TEST_CASE("Tokenizing is linear in the text: megabytes of one character, of spaces, of digits",
+          "[hf_tokenizer]") {
+  // One word for Gemma-style BPE (no spaces), one long run for each regex branch: a
+  // quadratic pass would not finish within the test's time limit.
+  petrel::convert::HfTokenizerFiles files;
+  files.dir = "small";
+  files.tokenizer_json = small_tokenizer_json().dump();
+  LoadedHfTokenizer loaded = load_hf_tokenizer(files);
+  for (const std::string& text : {std::string(4 << 20, 'e'), std::string(4 << 20, ' '), std::string(2 << 20, '7'),
+                                  [] {
+                                    std::string s;
+                                    while (s.size() < (4u << 20)) s += "user ";
+                                    return s;
+                                  }()}) {
+    auto ids = loaded.tokenizer->encode_text(text, true);
+    REQUIRE(ids);
+    CHECK(ids.value().size() > 1);
+    auto back = loaded.tokenizer->decode_ids(ids.value().data(), ids.value().size(), true);
+    REQUIRE(back);
+    CHECK(back.value() == text);
+  }
+  CHECK_FALSE(loaded.tokenizer->encode_text(std::string(petrel::text::HfTokenizer::kMaxTextBytes + 1, 'a'), true));
+  CHECK_FALSE(loaded.tokenizer->encode_text("bad \xff utf-8", true));
+}
+
+TEST_CASE("petrel-run --prompt, --stream and --chat on a language model with a tokenizer", "[hf_tokenizer][cli]") {
+  using petrel::test::run_command;
+  if (!petrel::test::can_run_programs() || !petrel::test::xz_decompress(hf_fixture("gemma3/tokenizer_config.json.xz")))
+    return;
+  const std::string model = lm_with_tokenizer();
+  auto loaded = petrel::test::load_model(model);
+  auto generator = petrel::Generator::create(loaded);
+  REQUIRE(generator);
+  petrel::GenerateOptions o;
+  o.do_sample = false;
+  o.max_new_tokens = 12;
+  auto want = generator.value().generate_text("the user", o);
+  REQUIRE(want);
+  int status = -1;
+  const std::string out =
+      run_command(PETREL_RUN + " " + model + " --prompt 'the user' --greedy --max-new-tokens 12 --json", &status, true);
+  REQUIRE(status == 0);
+  const json j = json::parse(out);
+  CHECK(j["results"][0]["hypotheses"][0]["text"] == want.value().text);
+  CHECK(j["results"][0]["hypotheses"][0]["ids"].get<std::vector<int32_t>>() == want.value().ids);
+  const std::string streamed =
+      run_command(PETREL_RUN + " " + model + " --prompt 'the user' --greedy --max-new-tokens 12 --stream --quiet", &status, true);
+  CHECK(status == 0);
+  CHECK(streamed == want.value().text + "\n");
+
+  petrel::test::TempDir tmp;
+  std::ofstream(tmp.file("chat.txt")) << "hi the user\nis the model in\n";
+  const std::string chat = run_command(PETREL_RUN + " " + model + " --chat --system 'the system' --greedy " +
+                                           "--max-new-tokens 6 --json-lines < " + tmp.file("chat.txt"),
+                                       &status, true);
+  REQUIRE(status == 0);
+  std::istringstream lines(chat);
+  std::vector<json> replies;
+  for (std::string line; std::getline(lines, line);) replies.push_back(json::parse(line));
+  REQUIRE(replies.size() == 2);
+  CHECK(replies[0]["reused_tokens"] == 0);
+  CHECK(replies[1]["reused_tokens"].get<size_t>() > 0);
+  auto conversation = petrel::Conversation::create(generator.value(), "the system");
+  REQUIRE(conversation);
+  petrel::GenerateOptions six = o;
+  six.max_new_tokens = 6;
+  CHECK(conversation.value().reply("hi the user", six).value().text == replies[0]["text"]);
+  CHECK(conversation.value().reply("is the model in", six).value().text == replies[1]["text"]);
+
+  for (const auto& [flags, expect] : std::vector<std::pair<std::string, std::string>>{
+           {"--text 'a'", "--text is for translation models"},
+           {"--system x --prompt a", "--system applies with --chat"},
+           {"--chat --json", "--json does not apply with --chat"},
+           {"--prompt a --stop ''", "stop[0]"}}) {
+    INFO(flags);
+    const std::string err = run_command(PETREL_RUN + " " + model + " " + flags + " --max-new-tokens 2", &status);
+    CHECK(status != 0);
+    CHECK_THAT(err, Catch::Contains(expect));
+  }
+  const std::string plain = petrel::test::shared_file("lm-gemma3-ids.petrel", [](const std::string& out_path) {
+    petrel::convert::ConvertOptions c;
+    c.checkpoint_dir = petrel::test::fixture_dir() + "/decoder_only/gemma3_f32";
+    c.output_path = out_path;
+    petrel::convert::convert_checkpoint(c);
+  });
+  const std::string err = run_command(PETREL_RUN + " " + plain + " --chat < /dev/null", &status);
+  CHECK(status != 0);
+  CHECK_THAT(err, Catch::Contains("--chat needs a language model converted with its tokenizer.json"));
+}
+
+TEST_CASE("The C API generates from text, renders the chat template and holds a conversation",
+          "[hf_tokenizer][decoder_only]") {
+  if (!petrel::test::xz_decompress(hf_fixture("gemma3/tokenizer_config.json.xz"))) return;
+  const std::string path = lm_with_tokenizer();
+  petrel_model* model = nullptr;
+  REQUIRE(petrel_model_load(path.c_str(), &model) == PETREL_OK);
+  petrel_session* session = nullptr;
+  REQUIRE(petrel_session_create(model, nullptr, 1, &session) == PETREL_OK);
+  petrel_generate_options o;
+  petrel_generate_options_init(&o);
+  o.do_sample = 0;
+  o.max_new_tokens = 10;
+  std::string streamed;
+  o.stream_text = 1;
+  o.on_token = [](void* data, const petrel_token_event* e) {
+    static_cast<std::string*>(data)->append(e->text_delta ? e->text_delta : "<null>");
+    return 1;
+  };
+  o.on_token_data = &streamed;
+  petrel_result* result = nullptr;
+  REQUIRE(petrel_generate_text(session, "the user", &o, &result) == PETREL_OK);
+  const char* text = petrel_result_text(result, 0, 0);
+  REQUIRE(text != nullptr);
+  CHECK(streamed == text);
+  size_t length = 0;
+  CHECK(petrel_result_ids(result, 0, 0, &length) != nullptr);
+  CHECK(length > 0);
+  petrel_result_free(result);
+
+  const char* roles[] = {"user", "assistant", "user"};
+  const char* contents[] = {"hi", "hello", "bye"};
+  char* rendered = nullptr;
+  REQUIRE(petrel_apply_chat_template(session, roles, contents, 3, 1, &rendered) == PETREL_OK);
+  CHECK(std::string(rendered) ==
+        "<bos><start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\nhello<end_of_turn>\n"
+        "<start_of_turn>user\nbye<end_of_turn>\n<start_of_turn>model\n");
+  petrel_string_free(rendered);
+  CHECK(petrel_apply_chat_template(session, roles, contents, 2, 0, &rendered) == PETREL_OK);
+  petrel_string_free(rendered);
+
+  petrel_conversation* chat = nullptr;
+  REQUIRE(petrel_conversation_new(session, "the system", &chat) == PETREL_OK);
+  o.on_token = nullptr;
+  for (const char* message : {"hi the user", "the end"}) {
+    REQUIRE(petrel_conversation_reply(chat, message, &o, &result) == PETREL_OK);
+    CHECK(petrel_result_text(result, 0, 0) != nullptr);
+    petrel_result_free(result);
+  }
+  const char* stop[] = {""};
+  o.stop = stop;
+  o.stop_count = 1;
+  CHECK(petrel_conversation_reply(chat, "x", &o, &result) == PETREL_INVALID_ARGUMENT);
+  CHECK_THAT(petrel_last_error(), Catch::Contains("stop[0]"));
+  petrel_conversation_free(chat);
+  petrel_session_free(session);
+  petrel_model_free(model);
+}

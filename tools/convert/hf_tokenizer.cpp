@@ -1,0 +1,513 @@
+// tokenizer.json -> the model file's Tokenizer (kind HuggingFace). The semantics are
+// transformers.js 3.7's (the oracle, tools/reference/make_hf_tokenizer_fixtures.mjs):
+// what it reads is stored, what it would read differently from Hugging Face's Rust
+// tokenizers, or not at all, is refused by name rather than guessed.
+#include "convert/hf_tokenizer.h"
+
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <unordered_map>
+
+#include "convert/config_reader.h"
+#include "convert/family_tokenizer.h"
+#include "core/utf8.h"
+#include "format/tokenizer_tables.h"
+
+namespace petrel::convert {
+namespace {
+
+using json = nlohmann::json;
+
+// The model file's limits, checked here so a converted file always loads.
+constexpr uint32_t kMaxTokens = 1u << 24;
+constexpr size_t kMaxPipelineSteps = 64;
+const json kNoAddedTokens = json::array();
+
+class JsonAt {
+ public:
+  JsonAt(const std::string& file, const json& j, std::string path) : file_(file), j_(j), path_(std::move(path)) {}
+  [[noreturn]] void fail(const std::string& what) const {
+    throw ConvertError(file_ + ": " + (path_.empty() ? "" : path_ + ": ") + what);
+  }
+  const json& raw() const { return j_; }
+  const std::string& path() const { return path_; }
+  bool has(const char* key) const { return j_.is_object() && j_.contains(key) && !j_[key].is_null(); }
+  JsonAt at(const char* key) const {
+    if (!has(key)) fail(std::string("missing key '") + key + "'");
+    return JsonAt(file_, j_[key], path_.empty() ? std::string(key) : path_ + "." + key);
+  }
+  JsonAt at(size_t i) const { return JsonAt(file_, j_[i], path_ + "[" + std::to_string(i) + "]"); }
+  std::string text(const char* key, const std::string& fallback) const {
+    if (!has(key)) return fallback;
+    if (!j_[key].is_string()) at(key).fail("must be a string, got " + json_excerpt(j_[key]));
+    return j_[key].get<std::string>();
+  }
+  std::string text(const char* key) const {
+    if (!has(key)) fail(std::string("missing key '") + key + "'");
+    return text(key, "");
+  }
+  bool flag(const char* key, bool fallback) const {
+    if (!has(key)) return fallback;
+    if (!j_[key].is_boolean()) at(key).fail("must be true or false, got " + json_excerpt(j_[key]));
+    return j_[key].get<bool>();
+  }
+  uint32_t count(const char* key, uint32_t fallback) const {
+    if (!has(key)) return fallback;
+    if (!j_[key].is_number_unsigned() || j_[key].get<uint64_t>() > 1024)
+      at(key).fail("must be an integer 0..1024, got " + json_excerpt(j_[key]));
+    return j_[key].get<uint32_t>();
+  }
+  std::string type() const {
+    if (!j_.is_object()) fail("must be an object, got " + json_excerpt(j_));
+    return text("type");
+  }
+  // The steps of a component, "Sequence"s flattened (tokenizer.json nests them at most
+  // a few levels; the file's nesting is bounded by parse_json).
+  std::vector<JsonAt> steps(const char* sequence_key) const {
+    std::vector<JsonAt> out, stack{*this};
+    while (!stack.empty()) {
+      JsonAt step = stack.back();
+      stack.pop_back();
+      if (step.type() != "Sequence") {
+        out.push_back(step);
+        if (out.size() > kMaxPipelineSteps) fail("more than " + std::to_string(kMaxPipelineSteps) + " steps");
+        continue;
+      }
+      JsonAt list = step.at(sequence_key);
+      if (!list.raw().is_array()) list.fail("must be a list");
+      for (size_t i = list.raw().size(); i-- > 0;) stack.push_back(list.at(i));  // in order
+    }
+    return out;
+  }
+  // A Split/Replace pattern: {"String": s} or {"Regex": r}.
+  std::pair<std::string, bool> pattern() const {
+    JsonAt p = at("pattern");
+    if (p.has("String")) return {p.text("String"), false};
+    if (p.has("Regex")) return {p.text("Regex"), true};
+    p.fail("must be {\"String\": ...} or {\"Regex\": ...}, got " + json_excerpt(p.raw()));
+  }
+
+ private:
+  const std::string& file_;
+  const json& j_;
+  std::string path_;
+};
+
+struct Tokenizer {
+  std::vector<std::string> vocab;  // id -> token
+  std::unordered_map<std::string, int32_t> id_of;
+  std::vector<fb::BpeMerge> merges;
+  std::vector<uint32_t> merge_slots, token_slots;
+  uint32_t merge_max_probe = 0, token_max_probe = 0;
+};
+
+// Linear probing from the key's hash; `same(entry)` says an occupied slot holds the key
+// (then it is overwritten: the later entry wins, as in a JavaScript Map).
+template <class Same>
+uint32_t insert(std::vector<uint32_t>& slots, uint32_t hash, uint32_t entry, Same same) {
+  const size_t mask = slots.size() - 1;
+  for (uint32_t probe = 0;; ++probe) {
+    uint32_t& slot = slots[(hash + probe) & mask];
+    if (slot == 0 || same(slot - 1)) {
+      slot = entry + 1;
+      return probe;
+    }
+  }
+}
+
+size_t capacity_for(size_t entries) {
+  size_t capacity = 16;
+  while (capacity < 2 * entries) capacity *= 2;
+  return capacity;
+}
+
+flatbuffers::Offset<flatbuffers::String> optional_string(flatbuffers::FlatBufferBuilder& fbb, const std::string& s) {
+  return fbb.CreateString(s);
+}
+
+}  // namespace
+
+flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBuilder& fbb, const HfTokenizerFiles& files,
+                                                      uint32_t vocab_size, HfTokenizerSummary* summary) {
+  const std::string file = files.dir + "/tokenizer.json";
+  const json root = parse_json(file, files.tokenizer_json);
+  const JsonAt top(file, root, "");
+  if (!root.is_object()) top.fail("not a JSON object");
+  HfTokenizerSummary sum;
+  Tokenizer t;
+
+  // The model: BPE only (Unigram and WordPiece tokenizer.json files are refused by name).
+  const JsonAt model = top.at("model");
+  const std::string model_type = model.has("type") ? model.text("type") : "";
+  if (model_type != "BPE") model.at("type").fail("'" + model_type + "' is not supported (only BPE)");
+  if (!model.text("continuing_subword_prefix", "").empty() || !model.text("end_of_word_suffix", "").empty())
+    model.fail("continuing_subword_prefix / end_of_word_suffix are not supported");
+  if (model.has("dropout") && !(model.raw()["dropout"].is_number() && model.raw()["dropout"].get<double>() == 0))
+    model.at("dropout").fail("BPE dropout is not supported (it samples a different split per call)");
+
+  const JsonAt vocab = model.at("vocab");
+  if (!vocab.raw().is_object()) vocab.fail("must map tokens to ids");
+  const JsonAt added = top.has("added_tokens") ? top.at("added_tokens") : JsonAt(file, kNoAddedTokens, "added_tokens");
+  if (!added.raw().is_array()) added.fail("must be a list");
+
+  // Ids: the model's vocabulary, then the added tokens over it (as transformers.js).
+  uint32_t largest = 0;
+  auto id_value = [&](const JsonAt& at, const json& v) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= kMaxTokens)
+      at.fail("ids must be integers 0.." + std::to_string(kMaxTokens - 1) + ", got " + json_excerpt(v));
+    return v.get<uint32_t>();
+  };
+  for (auto it = vocab.raw().begin(); it != vocab.raw().end(); ++it) largest = std::max(largest, id_value(vocab, *it));
+  const uint32_t model_tokens = largest + 1;
+  if (vocab_size == 0) {
+    for (size_t i = 0; i < added.raw().size(); ++i) largest = std::max(largest, id_value(added.at(i), added.at(i).at("id").raw()));
+    vocab_size = largest + 1;
+  }
+  if (model_tokens > vocab_size)
+    vocab.fail("holds ids up to " + std::to_string(model_tokens - 1) + ", beyond the model's vocab_size " +
+               std::to_string(vocab_size));
+  t.vocab.assign(vocab_size, std::string());
+  std::vector<bool> seen(vocab_size, false);
+  for (auto it = vocab.raw().begin(); it != vocab.raw().end(); ++it) {
+    const uint32_t id = it->get<uint32_t>();
+    if (seen[id]) vocab.fail("id " + std::to_string(id) + " is given twice");
+    if (!detail::is_valid_utf8(it.key())) vocab.fail("token of id " + std::to_string(id) + " is not UTF-8");
+    seen[id] = true;
+    t.vocab[id] = it.key();
+    t.id_of[it.key()] = static_cast<int32_t>(id);
+  }
+
+  struct Added {
+    int32_t id;
+    std::string content;
+    bool special, lstrip, rstrip;
+  };
+  std::vector<Added> added_tokens;
+  for (size_t i = 0; i < added.raw().size(); ++i) {
+    const JsonAt a = added.at(i);
+    const uint32_t id = id_value(a.at("id"), a.at("id").raw());
+    const std::string content = a.text("content");
+    if (content.empty() || !detail::is_valid_utf8(content)) a.at("content").fail("must be non-empty UTF-8");
+    if (a.flag("single_word", false)) a.at("single_word").fail("single-word added tokens are not supported");
+    if (a.flag("normalized", false) && !a.flag("special", false))
+      a.at("normalized").fail("added tokens matched after normalization are not supported");
+    if (id >= vocab_size) {
+      ++sum.dropped_added;
+      continue;
+    }
+    t.vocab[id] = content;
+    t.id_of[content] = static_cast<int32_t>(id);
+    added_tokens.push_back({static_cast<int32_t>(id), content, a.flag("special", false), a.flag("lstrip", false),
+                            a.flag("rstrip", false)});
+  }
+  sum.added_tokens = static_cast<uint32_t>(added_tokens.size());
+  for (const std::string& token : t.vocab) sum.tokens += token.empty() ? 0 : 1;
+
+  // Merges: "left right" strings (tokenizers < 0.20) or [left, right] pairs.
+  const JsonAt merges = model.at("merges");
+  if (!merges.raw().is_array()) merges.fail("must be a list");
+  auto token_id = [&](const JsonAt& at, const std::string& token) {
+    auto it = t.id_of.find(token);
+    if (it == t.id_of.end()) at.fail("token '" + detail::to_valid_utf8(token) + "' is not in the vocabulary");
+    return it->second;
+  };
+  t.merges.reserve(merges.raw().size());
+  for (size_t i = 0; i < merges.raw().size(); ++i) {
+    const JsonAt m = merges.at(i);
+    std::string left, right;
+    if (m.raw().is_string()) {
+      const std::string s = m.raw().get<std::string>();
+      const size_t space = s.find(' ');
+      if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos)
+        m.fail("must be two tokens separated by one space, got " + json_excerpt(m.raw()));
+      left = s.substr(0, space);
+      right = s.substr(space + 1);
+    } else if (m.raw().is_array() && m.raw().size() == 2 && m.raw()[0].is_string() && m.raw()[1].is_string()) {
+      left = m.raw()[0].get<std::string>();
+      right = m.raw()[1].get<std::string>();
+    } else {
+      m.fail("must be \"left right\" or [left, right], got " + json_excerpt(m.raw()));
+    }
+    const int32_t left_id = token_id(m, left), right_id = token_id(m, right);
+    t.merges.emplace_back(left_id, right_id, token_id(m, left + right));
+  }
+  sum.merges = static_cast<uint32_t>(t.merges.size());
+  t.merge_slots.assign(capacity_for(t.merges.size()), 0);
+  for (uint32_t i = 0; i < t.merges.size(); ++i) {
+    const fb::BpeMerge& m = t.merges[i];
+    const uint32_t probe = insert(t.merge_slots, detail::hf_merge_hash(m.left(), m.right()), i, [&](uint32_t j) {
+      return t.merges[j].left() == m.left() && t.merges[j].right() == m.right();
+    });
+    t.merge_max_probe = std::max(t.merge_max_probe, probe);
+  }
+  t.token_slots.assign(capacity_for(t.id_of.size()), 0);
+  for (const auto& [token, id] : t.id_of) {
+    const uint32_t probe = insert(t.token_slots, detail::hf_token_hash(token), static_cast<uint32_t>(id),
+                                  [&](uint32_t j) { return t.vocab[j] == token; });
+    t.token_max_probe = std::max(t.token_max_probe, probe);
+  }
+
+  // tokenizer_config.json: clean-up and the extra special tokens.
+  bool clean_up_spaces = true;  // transformers.js's default
+  std::vector<int32_t> special_ids;
+  for (const Added& a : added_tokens)
+    if (a.special) special_ids.push_back(a.id);
+  if (files.tokenizer_config) {
+    const ConfigReader config(files.dir + "/tokenizer_config.json", *files.tokenizer_config);
+    clean_up_spaces = config.flag("clean_up_tokenization_spaces", true);
+    for (const std::string& token : config.token_list("additional_special_tokens"))
+      if (auto it = t.id_of.find(token); it != t.id_of.end()) special_ids.push_back(it->second);
+  }
+  std::sort(special_ids.begin(), special_ids.end());
+  special_ids.erase(std::unique(special_ids.begin(), special_ids.end()), special_ids.end());
+
+  std::vector<std::string> pipeline;
+  // Normalizers.
+  std::vector<flatbuffers::Offset<fb::HfNormalizer>> normalizers;
+  if (top.has("normalizer")) {
+    for (const JsonAt& n : top.at("normalizer").steps("normalizers")) {
+      const std::string type = n.type();
+      pipeline.push_back(type);
+      flatbuffers::Offset<flatbuffers::String> pattern, content;
+      bool is_regex = false;
+      if (type == "Replace") {
+        auto [p, regex] = n.pattern();
+        if (p.empty()) n.at("pattern").fail("must not be empty");
+        is_regex = regex;
+        pattern = optional_string(fbb, p);
+        content = optional_string(fbb, n.text("content"));
+      } else if (type == "Prepend") {
+        content = optional_string(fbb, n.text("prepend"));
+      }
+      static const std::map<std::string, fb::HfNormalizerKind> kinds = {
+          {"NFC", fb::HfNormalizerKind::Nfc},         {"NFD", fb::HfNormalizerKind::Nfd},
+          {"NFKC", fb::HfNormalizerKind::Nfkc},       {"NFKD", fb::HfNormalizerKind::Nfkd},
+          {"Replace", fb::HfNormalizerKind::Replace}, {"Prepend", fb::HfNormalizerKind::Prepend},
+          {"Strip", fb::HfNormalizerKind::Strip}};
+      auto kind = kinds.find(type);
+      if (kind == kinds.end()) n.at("type").fail("normalizer '" + type + "' is not supported");
+      fb::HfNormalizerBuilder nb(fbb);
+      nb.add_kind(kind->second);
+      if (!pattern.IsNull()) nb.add_pattern(pattern);
+      nb.add_pattern_is_regex(is_regex);
+      if (!content.IsNull()) nb.add_content(content);
+      nb.add_strip_left(type == "Strip" && n.flag("strip_left", false));
+      nb.add_strip_right(type == "Strip" && n.flag("strip_right", false));
+      normalizers.push_back(nb.Finish());
+    }
+  }
+  pipeline.push_back("|");
+
+  // Pre-tokenizers.
+  std::vector<flatbuffers::Offset<fb::HfPreTokenizer>> pre_tokenizers;
+  if (top.has("pre_tokenizer")) {
+    bool byte_level = false;
+    for (const JsonAt& p : top.at("pre_tokenizer").steps("pretokenizers")) {
+      const std::string type = p.type();
+      if (byte_level) p.fail("a pre-tokenizer after ByteLevel is not supported");
+      byte_level = type == "ByteLevel";
+      pipeline.push_back(type);
+      flatbuffers::Offset<flatbuffers::String> pattern, replacement;
+      bool is_regex = false;
+      fb::HfSplitBehavior behavior = fb::HfSplitBehavior::Isolated;
+      fb::HfPrependScheme scheme = fb::HfPrependScheme::Always;
+      fb::HfPreTokenizerKind kind;
+      if (type == "Split") {
+        kind = fb::HfPreTokenizerKind::Split;
+        auto [text, regex] = p.pattern();
+        if (text.empty()) p.at("pattern").fail("must not be empty");
+        pattern = fbb.CreateString(text);
+        is_regex = regex;
+        static const std::map<std::string, fb::HfSplitBehavior> behaviors = {
+            {"Removed", fb::HfSplitBehavior::Removed},
+            {"Isolated", fb::HfSplitBehavior::Isolated},
+            {"MergedWithPrevious", fb::HfSplitBehavior::MergedWithPrevious},
+            {"MergedWithNext", fb::HfSplitBehavior::MergedWithNext},
+            {"Contiguous", fb::HfSplitBehavior::Contiguous}};
+        auto b = behaviors.find(p.text("behavior", "Isolated"));
+        if (b == behaviors.end()) p.at("behavior").fail("unknown value " + json_excerpt(p.at("behavior").raw()));
+        behavior = b->second;
+      } else if (type == "ByteLevel") {
+        kind = fb::HfPreTokenizerKind::ByteLevel;
+      } else if (type == "Metaspace") {
+        kind = fb::HfPreTokenizerKind::Metaspace;
+        replacement = fbb.CreateString(p.text("replacement"));
+        const std::string s = p.text("prepend_scheme", "always");
+        if (s == "always") scheme = fb::HfPrependScheme::Always;
+        else if (s == "never") scheme = fb::HfPrependScheme::Never;
+        else if (s == "first") scheme = fb::HfPrependScheme::First;
+        else p.at("prepend_scheme").fail("unknown value '" + s + "'");
+        if (p.flag("split", false)) p.at("split").fail("Metaspace with split: true is not supported");
+      } else if (type == "Digits") {
+        kind = fb::HfPreTokenizerKind::Digits;
+      } else {
+        p.at("type").fail("pre-tokenizer '" + type + "' is not supported");
+      }
+      fb::HfPreTokenizerBuilder b(fbb);
+      b.add_kind(kind);
+      if (!pattern.IsNull()) b.add_pattern(pattern);
+      b.add_pattern_is_regex(is_regex);
+      b.add_behavior(behavior);
+      b.add_invert(p.flag("invert", false));
+      // transformers.js reads Metaspace's add_prefix_space (absent: false); prepend_scheme decides when.
+      b.add_add_prefix_space(p.flag("add_prefix_space", false));
+      b.add_use_regex(p.flag("use_regex", true));
+      if (!replacement.IsNull()) b.add_replacement(replacement);
+      b.add_prepend_scheme(scheme);
+      b.add_individual_digits(p.flag("individual_digits", false));
+      pre_tokenizers.push_back(b.Finish());
+    }
+  }
+  pipeline.push_back("| BPE |");
+
+  // The post-processor: special tokens around a single sequence.
+  std::vector<int32_t> prefix_ids, suffix_ids;
+  if (top.has("post_processor")) {
+    for (const JsonAt& p : top.at("post_processor").steps("processors")) {
+      const std::string type = p.type();
+      if (type == "ByteLevel") continue;  // offsets only
+      if (type != "TemplateProcessing") p.at("type").fail("post-processor '" + type + "' is not supported");
+      const JsonAt single = p.at("single");
+      if (!single.raw().is_array()) single.fail("must be a list");
+      bool after = false;
+      for (size_t i = 0; i < single.raw().size(); ++i) {
+        const JsonAt item = single.at(i);
+        if (item.has("Sequence")) {
+          if (item.at("Sequence").text("id") != "A") item.fail("a single sequence template names sequence A only");
+          if (after) item.fail("sequence A appears twice");
+          after = true;
+        } else if (item.has("SpecialToken")) {
+          // transformers.js adds the SpecialToken's id string through the vocabulary.
+          const JsonAt special = item.at("SpecialToken");
+          const int32_t id = token_id(special, special.text("id"));
+          (after ? suffix_ids : prefix_ids).push_back(id);
+        } else {
+          item.fail("must be a Sequence or a SpecialToken");
+        }
+      }
+      pipeline.push_back("Template(" + std::to_string(prefix_ids.size()) + "+" + std::to_string(suffix_ids.size()) + ")");
+    }
+  }
+
+  // Decoders.
+  std::vector<flatbuffers::Offset<fb::HfDecoder>> decoders;
+  if (top.has("decoder")) {
+    for (const JsonAt& d : top.at("decoder").steps("decoders")) {
+      const std::string type = d.type();
+      pipeline.push_back(type);
+      flatbuffers::Offset<flatbuffers::String> pattern, content, replacement;
+      fb::HfDecoderKind kind;
+      if (type == "ByteLevel") {
+        kind = fb::HfDecoderKind::ByteLevel;
+      } else if (type == "Replace") {
+        kind = fb::HfDecoderKind::Replace;
+        auto [p, regex] = d.pattern();
+        if (regex) d.at("pattern").fail("a Replace decoder with a regex is not supported");
+        if (p.empty()) d.at("pattern").fail("must not be empty");
+        pattern = fbb.CreateString(p);
+        content = fbb.CreateString(d.text("content"));
+      } else if (type == "ByteFallback") {
+        kind = fb::HfDecoderKind::ByteFallback;
+      } else if (type == "Fuse") {
+        kind = fb::HfDecoderKind::Fuse;
+      } else if (type == "Strip") {
+        kind = fb::HfDecoderKind::Strip;
+        const std::string c = d.text("content");
+        // transformers.js compares one UTF-16 unit of the token with it.
+        if (c.empty() || detail::utf8_sequence(c, 0) != c.size() || c.size() == 4)
+          d.at("content").fail("must be one character of the Basic Multilingual Plane");
+        content = fbb.CreateString(c);
+      } else if (type == "Metaspace") {
+        kind = fb::HfDecoderKind::Metaspace;
+        replacement = fbb.CreateString(d.text("replacement"));
+      } else {
+        d.at("type").fail("decoder '" + type + "' is not supported");
+      }
+      fb::HfDecoderBuilder b(fbb);
+      b.add_kind(kind);
+      if (!pattern.IsNull()) b.add_pattern(pattern);
+      if (!content.IsNull()) b.add_content(content);
+      b.add_start(type == "Strip" ? d.count("start", 0) : 0);
+      b.add_stop(type == "Strip" ? d.count("stop", 0) : 0);
+      if (!replacement.IsNull()) b.add_replacement(replacement);
+      b.add_add_prefix_space(type == "Metaspace" && d.flag("add_prefix_space", false));
+      decoders.push_back(b.Finish());
+    }
+  }
+
+  std::vector<flatbuffers::Offset<fb::HfAddedToken>> added_offsets;
+  for (const Added& a : added_tokens)
+    added_offsets.push_back(fb::CreateHfAddedToken(fbb, a.id, fbb.CreateString(a.content), a.special, a.lstrip, a.rstrip));
+
+  int32_t unk_id = -1;
+  if (model.has("unk_token")) {
+    auto it = t.id_of.find(model.text("unk_token"));
+    if (it == t.id_of.end()) model.at("unk_token").fail("is not in the vocabulary");
+    unk_id = it->second;
+  }
+
+  auto added_vector = fbb.CreateVector(added_offsets);
+  auto normalizer_vector = fbb.CreateVector(normalizers);
+  auto pre_vector = fbb.CreateVector(pre_tokenizers);
+  auto decoder_vector = fbb.CreateVector(decoders);
+  auto special_vector = fbb.CreateVector(special_ids);
+  auto prefix_vector = fbb.CreateVector(prefix_ids);
+  auto suffix_vector = fbb.CreateVector(suffix_ids);
+  auto merge_vector = fbb.CreateVectorOfStructs(t.merges);
+  auto merge_slots = fbb.CreateVector(t.merge_slots);
+  auto token_slots = fbb.CreateVector(t.token_slots);
+  fb::HfTokenizerBuilder hb(fbb);
+  hb.add_model(fb::HfModelKind::Bpe);
+  hb.add_normalizers(normalizer_vector);
+  hb.add_pre_tokenizers(pre_vector);
+  hb.add_decoders(decoder_vector);
+  hb.add_added_tokens(added_vector);
+  hb.add_special_ids(special_vector);
+  hb.add_prefix_ids(prefix_vector);
+  hb.add_suffix_ids(suffix_vector);
+  hb.add_unk_id(unk_id);
+  hb.add_byte_fallback(model.flag("byte_fallback", false));
+  hb.add_fuse_unk(model.flag("fuse_unk", false));
+  hb.add_ignore_merges(model.flag("ignore_merges", false));
+  hb.add_clean_up_spaces(clean_up_spaces);
+  hb.add_merges(merge_vector);
+  hb.add_merge_slots(merge_slots);
+  hb.add_merge_max_probe(t.merge_max_probe);
+  hb.add_token_slots(token_slots);
+  hb.add_token_max_probe(t.token_max_probe);
+  const auto hf = hb.Finish();
+
+  TokenizerStrings strings(fbb, StringLayout::kSpans);
+  const TokenizerStrings::Table vocab_table = strings.add(t.vocab);
+  const auto blob = strings.blob();
+  fb::TokenizerBuilder b(fbb);
+  b.add_kind(fb::TokenizerKind::HuggingFace);
+  TokenizerStrings::add_vocab(b, vocab_table);
+  TokenizerStrings::add_blob(b, blob);
+  b.add_unk_id(unk_id);
+  b.add_hf(hf);
+  if (summary != nullptr) {
+    for (const std::string& step : pipeline) sum.pipeline += (sum.pipeline.empty() ? "" : " ") + step;
+    *summary = sum;
+  }
+  return b.Finish();
+}
+
+HfTokenizerFiles read_hf_tokenizer_files(const std::string& dir) {
+  HfTokenizerFiles files;
+  files.dir = dir;
+  files.tokenizer_json = read_text(dir + "/tokenizer.json", "");
+  const std::string config = dir + "/tokenizer_config.json";
+  if (file_exists(config)) files.tokenizer_config = read_text(config, "");
+  return files;
+}
+
+std::vector<uint8_t> hf_tokenizer_buffer(const HfTokenizerFiles& files, uint32_t vocab_size,
+                                         HfTokenizerSummary* summary) {
+  flatbuffers::FlatBufferBuilder fbb(1 << 20);
+  fbb.Finish(write_hf_tokenizer(fbb, files, vocab_size, summary));
+  return {fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize()};
+}
+
+}  // namespace petrel::convert

@@ -1,0 +1,88 @@
+#include "run/chat.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace petrel::run {
+namespace {
+
+// One line of `fd` (without its newline); false at the end. A line read byte by byte
+// from the descriptor, so nothing past it is consumed (a coprocess writes a message and
+// waits for the reply).
+bool read_line(int fd, std::string& line) {
+  line.clear();
+  char c;
+  for (;;) {
+    const ssize_t n = ::read(fd, &c, 1);
+    if (n <= 0) return !line.empty();
+    if (c == '\n') return true;
+    line.push_back(c);
+  }
+}
+
+}  // namespace
+
+int run_chat(Generator& generator, const GenerateOptions& options, const ChatSettings& settings, int fd) {
+  auto created = Conversation::create(generator, settings.system);
+  if (!created) {
+    std::fprintf(stderr, "petrel-run: %s\n", created.error().message.c_str());
+    return 1;
+  }
+  Conversation& chat = created.value();
+  const bool interactive = isatty(fd) && !settings.quiet;
+  GenerateOptions turn = options;
+  if (!settings.json_lines) {
+    turn.stream_text = true;
+    turn.on_token = [](const TokenEvent& e) {
+      std::fwrite(e.text_delta.data(), 1, e.text_delta.size(), stdout);
+      std::fflush(stdout);
+      return true;
+    };
+  }
+  int status = 0;
+  std::string line;
+  for (size_t index = 0;; ++index) {
+    if (interactive) std::fputs("> ", stderr);
+    if (!read_line(fd, line)) break;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) {
+      --index;
+      continue;
+    }
+    auto reply = chat.reply(line, turn);
+    if (!reply) {
+      std::fprintf(stderr, "petrel-run: message %zu: %s\n", index + 1, reply.error().message.c_str());
+      if (settings.json_lines) std::printf("%s\n", nlohmann::json{{"index", index}, {"error", reply.error().message}}.dump().c_str());
+      std::fflush(stdout);
+      status = 1;
+      continue;
+    }
+    const TextGeneration& r = reply.value();
+    const GenerateTimings& t = generator.last_timings();
+    if (settings.json_lines) {
+      nlohmann::json j = {{"index", index},
+                          {"text", r.text},
+                          {"ids", r.ids},
+                          {"ended_on_eos", r.ended_on_eos},
+                          {"ended_on_stop", r.ended_on_stop},
+                          {"prompt_tokens", r.prompt_tokens},
+                          {"reused_tokens", r.reused_tokens},
+                          {"prefill_ms", t.prefill_ms},
+                          {"generate_ms", t.generate_ms}};
+      std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    } else {
+      std::printf("\n");
+    }
+    std::fflush(stdout);
+    if (!settings.quiet && !settings.json_lines)
+      std::fprintf(stderr, "[%zu tokens of history reused, %zu read in %.1f ms; %zu generated in %.1f ms (%.1f tokens/s)]\n",
+                   r.reused_tokens, r.prompt_tokens - r.reused_tokens, t.prefill_ms, r.ids.size(), t.generate_ms,
+                   t.generate_ms > 0 ? r.ids.size() / (t.generate_ms / 1000) : 0.0);
+  }
+  return status;
+}
+
+}  // namespace petrel::run

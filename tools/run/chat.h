@@ -1,0 +1,20 @@
+// petrel-run --chat: a multi-turn conversation with a language model on standard input
+// and output (one user message per line), each reply streamed as it is generated.
+#pragma once
+
+#include <string>
+
+#include "petrel/generator.h"
+
+namespace petrel::run {
+
+struct ChatSettings {
+  std::string system;        // --system (empty: none)
+  bool json_lines = false;   // one JSON object per reply instead of streamed text
+  bool quiet = false;        // no prompt marks or timing on standard error
+};
+
+// Reads messages from `fd` until its end; returns the process exit status.
+int run_chat(Generator& generator, const GenerateOptions& options, const ChatSettings& settings, int fd);
+
+}  // namespace petrel::run
