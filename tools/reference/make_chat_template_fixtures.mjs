@@ -187,4 +187,58 @@ for (const spec of templates) {
   fs.writeFileSync(path.join(fixtureDir, `${spec.name}.json`), JSON.stringify(out, null, 1) + "\n");
   console.log(`${spec.name}: ${cases.length} cases, ${cases.filter((c) => c.expected_error !== undefined).length} refused`);
 }
+// --- snippets: one small template per case for what the real templates do not reach
+// (whitespace rules, filters, slices, numbers, tojson); messages fixed. Rendered the
+// same way; transformers.js's 0.2.2 engine parses few of them, jinja2 is the oracle then.
+const snippetMessages = [s("Be brief."), u("héllo 👋"), a("Hi"), u("你好 e\u0301")];
+const snippets = [
+  ["lstrip_trim_blocks", "  {% if true %}\n  yes\n  {% endif %}\nafter\n"],
+  ["dash_markers", "a  {%- if true -%}  b  {%- endif -%}  c\n  {{- ' d ' -}}  e"],
+  ["comments", "{{ 'x' }}\n{# comment #}\nline\n  {#- c -#}  end\n    {# indented #}\nlast"],
+  ["loop_variables", "{% for m in messages %}{{ loop.index }}/{{ loop.length }}/{{ loop.revindex0 }}:{{ m.role }}{% if not loop.last %},{% endif %}{% endfor %}"],
+  ["slices", "{{ messages[1:] | length }} {{ 'héllo wörld'[::-1] }} {{ 'abcdef'[1:4] }} {{ 'abcdef'[-2:] }} {{ [1,2,3,4,5][::2] }} {{ [1,2,3][5:] }} {{ 'abc'[-10:2] }}"],
+  ["arithmetic", "{{ 7 // 2 }} {{ -7 // 2 }} {{ 7 % 3 }} {{ -7 % 3 }} {{ 7 / 2 }} {{ 1 + 2 * 3 }} {{ 'a' ~ 1 ~ none }} {{ 0.1 + 0.2 }} {{ 1e20 }} {{ 2.5e-5 }} {{ 1.5 * 2 }} {{ -(3) }}"],
+  ["string_methods", "{{ '  x  '.strip() }}|{{ 'xxhixx'.strip('x') }}|{{ '\\n\\nhi\\n'.lstrip('\\n') }}|{{ 'a,b,,c'.split(',') }}|{{ ' a  b '.split() }}|{{ 'Hello'.startswith('He') }}|{{ 'Hello'.endswith(('x','lo')) }}|{{ 'hello world'.title() }}|{{ 'aaa'.replace('a','b',2) }}|{{ 'HeLLo'.lower() }}{{ 'HeLLo'.upper() }}|{{ 'a</think>b</think>c'.split('</think>')[-1] }}"],
+  ["filters", "{{ messages | map(attribute='role') | join(', ') }}|{{ messages | selectattr('role','equalto','user') | list | length }}|{{ undefined_var | default('dflt') }}|{{ '' | default('e', true) }}|{{ ' 5 ' | int + 1 }}|{{ 'x' | int }}|{{ 3.7 | int }}|{{ 'abc' | capitalize }}|{{ [3,1] | first }}{{ [3,1] | last }}|{{ {'a': 1, 'b': [1, 2]} | items | list }}|{{ 'a-b' | replace('-', '+') }}|{{ [1, 2, 3] | reject('equalto', 2) | list }}|{{ messages | length }}|{{ 'abc' | list }}|{{ none | string }}"],
+  ["tojson", "{{ {'name': 'f', 'args': {'x': [1, 2.5, true, none, 'é\"\\n\\u0001']}} | tojson }}\n{{ {'a': [1, {'b': 2}], 'c': {}} | tojson(indent=4) }}\n{{ [] | tojson(indent=2) }}{{ messages[1] | tojson }}"],
+  ["namespace_scoping", "{% set ns = namespace(count=0, last='') %}{% set outer = 'o' %}{% for m in messages %}{% set ns.count = ns.count + 1 %}{% set outer = m.role %}{% set ns.last = m.role %}{% endfor %}{{ ns.count }} {{ ns.last }} {{ outer }}"],
+  ["tests", "{{ x is defined }} {{ messages is iterable }} {{ messages[0] is mapping }} {{ 'a' is string }} {{ 1 is number }} {{ none is none }} {{ true is true }} {{ 1 is odd }} {{ 4 is divisibleby 2 }} {{ messages[0].content is not none }} {{ 'ab' is lower }} {{ 1.0 is integer }} {{ x is undefined }}"],
+  ["loop_filter_else", "{% for m in messages if m.role == 'user' %}{{ loop.index }}{{ m.content }}{% else %}none{% endfor %}|{% for x in [] %}x{% else %}empty{% endfor %}"],
+  ["conditional_in", "{{ 'yes' if 'b' in 'abc' else 'no' }} {{ 'k' in {'k': 1} }} {{ 2 not in [1, 2] }} {{ 'x' if false }}|{{ 1 < 2 < 3 }} {{ 3 > 2 > 2 }} {{ not 1 == 2 }} {{ [] or 'fallback' }} {{ 0 and 1 }}"],
+  ["dict_methods", "{% set d = {'a': 1, 'b': 2} %}{{ d.get('a') }} {{ d.get('z', 'none') }} {{ d.get('z') }} {% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %}{{ d.keys() | list }} {{ d.values() | list }}{{ d['b'] }}{{ d.b }}"],
+  ["value_output", "{{ [1, 'a', none, true, 1.5, \"it's\"] }} {{ {'k': 'v'} }} {{ none }} {{ true }} {{ 10 / 4 }} {{ -0.0 }} {{ 1e16 }} {{ 123456789.0 }} {{ 1/3 }}"],
+  ["break_continue_range", "{% for i in range(10) %}{% if i == 2 %}{% continue %}{% endif %}{% if i == 5 %}{% break %}{% endif %}{{ i }}{% endfor %}|{{ range(2, 10, 3) | list }}|{{ range(3, 0, -1) | list }}"],
+  ["crlf", "line1\r\n{% if true %}\r\nx\r\n{% endif %}\r\nend\r\n"],
+  ["plus_markers", "  {%+ if true +%}\nkeep\n  {%- endif %}\n  {{ 'v' }}"],
+  ["trailing_newlines", "a\n\n"],
+  ["code_points", "{% for m in messages %}{{ m.content | length }},{{ m.content[0] }},{{ m.content[-1] }};{% endfor %}"],
+  ["raise", "before{{ raise_exception('custom ' ~ 'failure') }}"],
+  ["string_escapes", "{{ '\\u00e9\\x41\\t|\\\\|\\'' }}{{ \"it's\" }}{{ 'a' 'b' }}"],
+  ["previtem_nextitem", "{% for m in messages %}{{ loop.previtem.role if loop.previtem is defined else '-' }}>{{ loop.nextitem.role if loop.nextitem is defined else '-' }}{{ loop.nextitem | default('-') is string }} {% endfor %}"],
+  ["title_filter", "{{ 'hello-world foo(bar) x_y' | title }}"],
+  ["list_accumulate", "{% set ns = namespace(items=[]) %}{% for m in messages %}{% set ns.items = ns.items + [m.role] %}{% endfor %}{{ ns.items | join('|') }} {{ ns.items | tojson }}"],
+  ["strip_unicode_space", "[{{ '\\u3000 x\\u00a0' | trim }}][{{ '\\u2003y\\u2003'.strip() }}]"],
+];
+const snippetTokenizer = tokenizers.qwen3 ?? loadTokenizer("qwen3");
+const snippetStrings = stringsFor(snippetTokenizer, {});
+const snippetCases = [];
+for (const [name, template] of snippets) {
+  const c = { name, template, inputs: { messages: snippetMessages, add_generation_prompt: true, strings: Object.entries(snippetStrings), flags: [] } };
+  const py = renderWithPython(template, [c]);
+  const r = py.results[0];
+  let js;
+  try {
+    js = { output: snippetTokenizer.apply_chat_template(snippetMessages, { tokenize: false, add_generation_prompt: true, chat_template: template }) };
+  } catch (e) {
+    js = { error: e.message };
+  }
+  if (js.output !== undefined && js.output === r.output) c.oracle = "transformers.js and jinja2 agree";
+  else c.oracle = `jinja2 ${py.jinja2} with Python transformers' settings` + (js.output !== undefined ? ` (transformers.js differs: ${JSON.stringify(js.output)})` : ` (transformers.js: ${js.error})`);
+  if (r.output !== undefined) c.expected = r.output;
+  else c.expected_error = r.error;
+  snippetCases.push(c);
+}
+fs.writeFileSync(path.join(fixtureDir, "snippets.json"), JSON.stringify({ cases: snippetCases }, null, 1) + "\n");
+console.log(`snippets: ${snippetCases.length} cases`);
+
 if (disagreements) console.error(`${disagreements} case(s) where the two oracles disagree (kept transformers.js's answer, jinja2's beside it)`);

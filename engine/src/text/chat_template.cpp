@@ -159,6 +159,7 @@ using Kind = Value::Kind;
 struct ListData {
   std::vector<Value> items;
   int depth = 1;
+  bool is_tuple = false;  // only str() tells a tuple from a list
 };
 struct DictData {
   std::vector<std::pair<std::string, Value>> entries;  // insertion order, as Python's dict
@@ -1058,7 +1059,9 @@ class Parser {
             out = std::move(items[0]);
             return true;
           }
-          return make(out, ExprKind::kList, t.offset, std::move(items));
+          if (!make(out, ExprKind::kList, t.offset, std::move(items))) return false;
+          out->name = "tuple";
+          return true;
         }
         if (t.text == "[") {
           std::vector<ExprPtr> items;
@@ -1172,7 +1175,7 @@ class Renderer {
     out = Value::of_string(std::move(s));
     return true;
   }
-  bool make_list(size_t offset, std::vector<Value> items, Value& out) {
+  bool make_list(size_t offset, std::vector<Value> items, Value& out, bool is_tuple = false) {
     if (items.size() > ChatTemplate::kMaxOutputBytes)
       return fail(offset, "a list longer than " + std::to_string(ChatTemplate::kMaxOutputBytes) + " items", ErrorCode::kOutOfMemory);
     if (!charge(1 + items.size()) || !account(offset, 64 + items.size() * sizeof(Value))) return false;
@@ -1184,6 +1187,7 @@ class Renderer {
     if (list->depth > kMaxValueDepth)
       return fail(offset, "lists or dicts nested more than " + std::to_string(kMaxValueDepth) + " deep");
     list->items = std::move(items);
+    list->is_tuple = is_tuple;
     out = Value{};
     out.kind = Kind::kList;
     out.list = std::move(list);
@@ -1446,14 +1450,15 @@ class Renderer {
         }
         return true;
       case Kind::kList: {
-        out += '[';
+        out += v.list->is_tuple ? '(' : '[';
         bool first = true;
         for (const Value& item : v.list->items) {
           if (!first) out += ", ";
           first = false;
           if (!repr(offset, item, out)) return false;
         }
-        out += ']';
+        if (v.list->is_tuple && v.list->items.size() == 1) out += ',';
+        out += v.list->is_tuple ? ')' : ']';
         return true;
       }
       case Kind::kDict: {
@@ -1678,7 +1683,7 @@ class Renderer {
         std::vector<Value> items(e.args.size());
         for (size_t i = 0; i < e.args.size(); ++i)
           if (!eval(*e.args[i], items[i])) return false;
-        return make_list(e.offset, std::move(items), out);
+        return make_list(e.offset, std::move(items), out, e.name == "tuple");
       }
       case ExprKind::kDict: {
         std::vector<std::pair<std::string, Value>> entries;
@@ -2214,7 +2219,7 @@ class Renderer {
           items.push_back(v);
         } else if (m == "items") {
           Value pair;
-          if (!make_list(e.offset, {Value::of_string(k), v}, pair)) return false;
+          if (!make_list(e.offset, {Value::of_string(k), v}, pair, true)) return false;
           items.push_back(std::move(pair));
         }
       }
@@ -2352,7 +2357,7 @@ class Renderer {
       std::vector<Value> items;
       for (const auto& [k, value] : v.dict->entries) {
         Value pair;
-        if (!make_list(offset, {Value::of_string(k), value}, pair)) return false;
+        if (!make_list(offset, {Value::of_string(k), value}, pair, true)) return false;
         items.push_back(std::move(pair));
       }
       return make_list(offset, std::move(items), out);
