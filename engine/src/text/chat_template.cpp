@@ -333,7 +333,7 @@ class Lexer {
         after = skip_after(end + 2, end_marker, true);
       } else {
         tokens.push_back({type == '{' ? Tok::kVarBegin : Tok::kBlockBegin, "", tag});
-        Status s = lex_tag(tokens, inner, type == '{', &after);
+        Status s = lex_tag(tokens, tag, inner, type == '{', &after);
         if (!s) return s;
       }
       line_starting = after > 0 && src_[after - 1] == '\n';
@@ -361,15 +361,14 @@ class Lexer {
     return after;
   }
 
-  Status lex_tag(std::vector<Token>& tokens, size_t pos, bool variable, size_t* after) {
+  Status lex_tag(std::vector<Token>& tokens, size_t tag, size_t pos, bool variable, size_t* after) {
     std::vector<char> brackets;
     const char* close = variable ? "}}" : "%}";
     while (true) {
       while (pos < src_.size() && (src_[pos] == ' ' || src_[pos] == '\t' || src_[pos] == '\n' || src_[pos] == '\r' ||
                                    src_[pos] == '\f' || src_[pos] == '\v'))
         ++pos;
-      if (pos >= src_.size()) return fail(tokens.back().kind == Tok::kVarBegin || tokens.back().kind == Tok::kBlockBegin ? tokens.back().offset : pos,
-                                          std::string("unterminated tag (no '") + close + "')");
+      if (pos >= src_.size()) return fail(tag, std::string("unterminated tag (no '") + close + "')");
       if (brackets.empty()) {
         char marker = '\0';
         size_t at = pos;
@@ -743,8 +742,9 @@ class Parser {
     int& depth;
   };
   bool too_deep() {
-    return recursion_ > kMaxExpressionDepth &&
-           failed(peek().offset, "expression nested more than " + std::to_string(kMaxExpressionDepth) + " deep");
+    if (recursion_ <= kMaxExpressionDepth) return false;
+    fail(peek().offset, "expression nested more than " + std::to_string(kMaxExpressionDepth) + " deep");
+    return true;
   }
 
   bool parse_expression(ExprPtr& out) {
@@ -1316,8 +1316,13 @@ class Renderer {
   bool render_for(const Node& node, int depth) {
     Value iterable;
     if (!eval(*node.expr, iterable)) return false;
-    std::vector<Value> items;
-    if (!iterate(node.offset, iterable, items)) return false;
+    // A list is immutable: the loop reads it in place; anything else becomes one.
+    if (!iterable.is(Kind::kList)) {
+      std::vector<Value> materialized;
+      if (!iterate(node.offset, iterable, materialized) || !make_list(node.offset, std::move(materialized), iterable))
+        return false;
+    }
+    std::shared_ptr<const ListData> sequence = iterable.list;
     scopes_.emplace_back();
     struct PopScope {
       ~PopScope() { scopes.pop_back(); }
@@ -1325,14 +1330,17 @@ class Renderer {
     } pop{scopes_};
     if (node.loop_filter) {  // filtered first: loop.index and loop.length count what passes
       std::vector<Value> kept;
-      for (Value& item : items) {
+      for (const Value& item : sequence->items) {
         if (!charge(1) || !bind_targets(node, item)) return false;
         Value keep;
         if (!eval(*node.loop_filter, keep)) return false;
-        if (truthy(keep)) kept.push_back(std::move(item));
+        if (truthy(keep)) kept.push_back(item);
       }
-      items = std::move(kept);
+      Value filtered;
+      if (!make_list(node.offset, std::move(kept), filtered)) return false;
+      sequence = filtered.list;
     }
+    const std::vector<Value>& items = sequence->items;
     const int64_t length = static_cast<int64_t>(items.size());
     for (int64_t i = 0; i < length; ++i) {
       if (!charge(1)) return false;
@@ -1350,7 +1358,12 @@ class Renderer {
           {"depth", Value::of_int(1)},
           {"depth0", Value::of_int(0)},
       };
-      if (!make_dict(node.offset, std::move(entries), false, loop)) return false;
+      // Not counted as built: each turn's replaces the last, so at most one per open loop lives.
+      auto loop_data = std::make_shared<DictData>();
+      loop_data->entries = std::move(entries);
+      loop_data->depth = 1 + std::max(depth_of(loop_data->entries[7].second), depth_of(loop_data->entries[8].second));
+      loop.kind = Kind::kDict;
+      loop.dict = std::move(loop_data);
       set_variable("loop", std::move(loop));
       if (!bind_targets(node, items[static_cast<size_t>(i)])) return false;
       Flow flow = Flow::kNormal;
