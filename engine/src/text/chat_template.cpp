@@ -58,7 +58,19 @@ std::vector<char32_t> code_points(std::string_view s) {
   }
   return out;
 }
-// Byte offsets of each code point's start, plus s.size().
+// The number of code points (an ill-formed sequence is one, as utf8_decode reads it).
+size_t count_code_points(std::string_view s) {
+  size_t n = 0;
+  for (size_t at = 0; at < s.size(); ++n) at += static_cast<uint8_t>(s[at]) < 0x80 ? 1 : detail::utf8_decode(s, at).length;
+  return n;
+}
+// The start of the code point that ends at `end` (> 0), as a forward walk splits it.
+size_t previous_code_point_start(std::string_view s, size_t end) {
+  size_t start = end - 1;
+  while (start > 0 && end - start < 4 && (static_cast<uint8_t>(s[start]) & 0xc0) == 0x80) --start;
+  return detail::utf8_decode(s, start).length == end - start ? start : end - 1;
+}
+// Byte offsets of each code point's start, plus s.size() (8 bytes per byte of s).
 std::vector<size_t> code_point_starts(std::string_view s) {
   std::vector<size_t> out;
   for (size_t at = 0; at < s.size(); at += detail::utf8_decode(s, at).length) out.push_back(at);
@@ -164,6 +176,7 @@ struct ListData {
 struct DictData {
   std::vector<std::pair<std::string, Value>> entries;  // insertion order, as Python's dict
   bool is_namespace = false;  // namespace(): attributes assignable, not a mapping
+  bool is_loop = false;       // a for loop's `loop`, updated in place each turn (as Jinja's)
   int depth = 1;
   const Value* find(std::string_view key) const {
     for (const auto& [k, v] : entries)
@@ -178,6 +191,9 @@ int depth_of(const Value& v) {
   return 0;
 }
 bool is_namespace(const Value& v) { return v.is(Kind::kDict) && v.dict->is_namespace; }
+// The two mutable values never go into a list, dict or namespace: no value can then
+// reach itself, and a container's depth, fixed when it is built, stays true.
+bool is_mutable(const Value& v) { return v.is(Kind::kDict) && (v.dict->is_namespace || v.dict->is_loop); }
 bool is_number(const Value& v) { return v.is(Kind::kInt) || v.is(Kind::kFloat) || v.is(Kind::kBool); }
 double as_double(const Value& v) {
   return v.is(Kind::kFloat) ? v.number : v.is(Kind::kBool) ? (v.boolean ? 1 : 0) : static_cast<double>(v.integer);
@@ -1181,7 +1197,7 @@ class Renderer {
     if (!charge(1 + items.size()) || !account(offset, 64 + items.size() * sizeof(Value))) return false;
     auto list = std::make_shared<ListData>();
     for (const Value& v : items) {
-      if (is_namespace(v)) return fail(offset, "a namespace cannot be put in a list");
+      if (is_mutable(v)) return fail(offset, "a namespace or loop cannot be put in a list");
       list->depth = std::max(list->depth, depth_of(v) + 1);
     }
     if (list->depth > kMaxValueDepth)
@@ -1198,7 +1214,7 @@ class Renderer {
     auto dict = std::make_shared<DictData>();
     dict->is_namespace = is_ns;
     for (auto& [key, value] : entries) {
-      if (is_namespace(value)) return fail(offset, "a namespace cannot be put in a dict or namespace");
+      if (is_mutable(value)) return fail(offset, "a namespace or loop cannot be put in a dict or namespace");
       dict->depth = std::max(dict->depth, depth_of(value) + 1);
       bool replaced = false;
       for (auto& [k, v] : dict->entries)
@@ -1298,7 +1314,7 @@ class Renderer {
     const Value* target = lookup(node.target);
     if (!target || !is_namespace(*target))
       return fail(node.offset, "'{% set " + node.target + "." + node.attribute + " %}' needs '" + node.target + "' to be a namespace()");
-    if (is_namespace(v)) return fail(node.offset, "a namespace cannot be put in a namespace");
+    if (is_mutable(v)) return fail(node.offset, "a namespace or loop cannot be put in a namespace");
     DictData& ns = *target->dict;
     ns.depth = std::max(ns.depth, depth_of(v) + 1);
     if (ns.depth > kMaxValueDepth)
@@ -1342,29 +1358,27 @@ class Renderer {
     }
     const std::vector<Value>& items = sequence->items;
     const int64_t length = static_cast<int64_t>(items.size());
+    Value loop;
+    loop.kind = Kind::kDict;
+    loop.dict = std::make_shared<DictData>();
+    loop.dict->is_loop = true;
+    for (const char* key : {"index", "index0", "revindex", "revindex0", "first", "last", "length", "previtem", "nextitem", "depth", "depth0"})
+      loop.dict->entries.emplace_back(key, Value{});
+    loop.dict->entries[9].second = Value::of_int(1);
+    loop.dict->entries[10].second = Value::of_int(0);
+    set_variable("loop", loop);
     for (int64_t i = 0; i < length; ++i) {
-      if (!charge(1)) return false;
-      Value loop;
-      std::vector<std::pair<std::string, Value>> entries = {
-          {"index", Value::of_int(i + 1)},
-          {"index0", Value::of_int(i)},
-          {"revindex", Value::of_int(length - i)},
-          {"revindex0", Value::of_int(length - i - 1)},
-          {"first", Value::of_bool(i == 0)},
-          {"last", Value::of_bool(i == length - 1)},
-          {"length", Value::of_int(length)},
-          {"previtem", i > 0 ? items[static_cast<size_t>(i - 1)] : Value{}},
-          {"nextitem", i + 1 < length ? items[static_cast<size_t>(i + 1)] : Value{}},
-          {"depth", Value::of_int(1)},
-          {"depth0", Value::of_int(0)},
-      };
-      // Not counted as built: each turn's replaces the last, so at most one per open loop lives.
-      auto loop_data = std::make_shared<DictData>();
-      loop_data->entries = std::move(entries);
-      loop_data->depth = 1 + std::max(depth_of(loop_data->entries[7].second), depth_of(loop_data->entries[8].second));
-      loop.kind = Kind::kDict;
-      loop.dict = std::move(loop_data);
-      set_variable("loop", std::move(loop));
+      if (!charge(8)) return false;
+      auto& entries = loop.dict->entries;
+      entries[0].second = Value::of_int(i + 1);
+      entries[1].second = Value::of_int(i);
+      entries[2].second = Value::of_int(length - i);
+      entries[3].second = Value::of_int(length - i - 1);
+      entries[4].second = Value::of_bool(i == 0);
+      entries[5].second = Value::of_bool(i == length - 1);
+      entries[6].second = Value::of_int(length);
+      entries[7].second = i > 0 ? items[static_cast<size_t>(i - 1)] : Value{};
+      entries[8].second = i + 1 < length ? items[static_cast<size_t>(i + 1)] : Value{};
       if (!bind_targets(node, items[static_cast<size_t>(i)])) return false;
       Flow flow = Flow::kNormal;
       if (!render_body(node.body, depth + 1, flow)) return false;
@@ -1510,10 +1524,17 @@ class Renderer {
         out += std::isnan(v.number) ? "NaN" : std::isinf(v.number) ? (v.number < 0 ? "-Infinity" : "Infinity") : python_float(v.number);
         return true;
       case Kind::kString: {
-        if (!charge(v.str().size() / 64)) return false;
+        if (!charge(v.str().size() / 2)) return false;
         const std::string& s = v.str();
         out += '"';
         for (size_t at = 0; at < s.size();) {
+          size_t run = at;  // plain ASCII goes over as it is
+          while (run < s.size() && static_cast<uint8_t>(s[run]) >= 0x20 && static_cast<uint8_t>(s[run]) < 0x80 && s[run] != '"' && s[run] != '\\') ++run;
+          if (run > at) {
+            out.append(s, at, run - at);
+            at = run;
+            continue;
+          }
           const detail::CodePoint cp = detail::utf8_decode(s, at);
           const char32_t c = cp.value;
           if (c == '"') out += "\\\"";
@@ -1858,12 +1879,12 @@ class Renderer {
         return true;
       }
       const std::string& s = object.str();
-      if (!charge(1 + s.size() / 16)) return false;
-      const std::vector<size_t> starts = code_point_starts(s);
-      const int64_t size = static_cast<int64_t>(starts.size()) - 1;
-      if (index < 0) index += size;
-      if (index >= 0 && index < size)
-        out = Value::of_string(s.substr(starts[static_cast<size_t>(index)], starts[static_cast<size_t>(index) + 1] - starts[static_cast<size_t>(index)]));
+      if (!charge(1 + s.size() / (index < 0 ? 2 : 8))) return false;
+      if (index < 0) index += static_cast<int64_t>(count_code_points(s));
+      if (index < 0) return true;
+      size_t at = 0;
+      for (int64_t i = 0; i < index && at < s.size(); ++i) at += detail::utf8_decode(s, at).length;
+      if (at < s.size()) out = Value::of_string(s.substr(at, detail::utf8_decode(s, at).length));
       return true;
     }
     return true;  // undefined, none, numbers: undefined
@@ -1891,7 +1912,7 @@ class Renderer {
     if (object.is(Kind::kList)) {
       length = static_cast<int64_t>(object.list->items.size());
     } else if (object.is(Kind::kString)) {
-      if (!charge(1 + object.str().size() / 16)) return false;
+      if (!charge(1 + object.str().size() / 2) || !account(e.offset, object.str().size() * sizeof(size_t))) return false;
       starts = code_point_starts(object.str());
       length = static_cast<int64_t>(starts.size()) - 1;
     } else if (object.is(Kind::kUndefined)) {
@@ -2048,24 +2069,28 @@ class Renderer {
 
   // str.strip / lstrip / rstrip with an optional set of characters.
   bool strip(size_t offset, const std::string& s, const Value* chars, bool left, bool right, Value& out) {
-    if (!charge(1 + s.size() / 16)) return false;
     std::vector<char32_t> set;
-    if (chars && !chars->is(Kind::kNone) && !chars->is(Kind::kUndefined)) {
+    const bool whitespace = !chars || chars->is(Kind::kNone) || chars->is(Kind::kUndefined);
+    if (!whitespace) {
       if (!chars->is(Kind::kString)) return fail(offset, std::string("strip() takes a string, not a ") + kind_name(*chars));
       set = code_points(chars->str());
-      if (!charge(set.size() * (1 + s.size() / 16))) return false;
     }
-    const bool whitespace = !chars || chars->is(Kind::kNone) || chars->is(Kind::kUndefined);
+    if (!charge(1 + s.size() / 2 * (1 + set.size()))) return false;
     const auto strips = [&](char32_t c) {
       return whitespace ? detail::is_python_space(c) : std::find(set.begin(), set.end(), c) != set.end();
     };
-    const std::vector<size_t> starts = code_point_starts(s);
-    size_t first = 0, last = starts.size() - 1;  // code point range [first, last)
-    if (left)
-      while (first < last && strips(detail::utf8_decode(s, starts[first]).value)) ++first;
-    if (right)
-      while (last > first && strips(detail::utf8_decode(s, starts[last - 1]).value)) --last;
-    return make_string(offset, s.substr(starts[first], starts[last] - starts[first]), out);
+    size_t first = 0, last = s.size();
+    while (left && first < last) {
+      const detail::CodePoint cp = detail::utf8_decode(s, first);
+      if (!strips(cp.value)) break;
+      first += cp.length;
+    }
+    while (right && last > first) {
+      const size_t start = previous_code_point_start(s, last);
+      if (!strips(detail::utf8_decode(s, start).value)) break;
+      last = start;
+    }
+    return make_string(offset, s.substr(first, last - first), out);
   }
 
   bool split(size_t offset, const std::string& s, const std::vector<Value>& args, Value& out) {
@@ -2077,6 +2102,7 @@ class Renderer {
     }
     std::vector<Value> parts;
     if (args.empty() || args[0].is(Kind::kNone)) {  // runs of whitespace, ends dropped
+      if (!charge(s.size() / 2) || !account(offset, s.size() * sizeof(size_t))) return false;
       const std::vector<size_t> starts = code_point_starts(s);
       size_t i = 0;
       const size_t n = starts.size() - 1;
@@ -2125,6 +2151,7 @@ class Renderer {
     const std::string& to = args[1].str();
     std::string result;
     if (from.empty()) {  // Python: `to` before every character and at the end
+      if (!charge(1 + s.size() / 2) || !account(offset, s.size() * sizeof(size_t))) return false;
       const std::vector<size_t> starts = code_point_starts(s);
       for (size_t i = 0; i + 1 < starts.size() + 1; ++i) {
         if (count >= 0 && static_cast<int64_t>(i) >= count) {
@@ -2163,6 +2190,7 @@ class Renderer {
     for (const Value& c : candidates) {
       if (!c.is(Kind::kString)) return fail(offset, std::string("startswith()/endswith() take strings, not a ") + kind_name(c));
       const std::string& p = c.str();
+      if (!charge(p.size() / 16)) return false;
       if (p.size() <= s.size() && s.compare(ends ? s.size() - p.size() : 0, p.size(), p) == 0) {
         out = Value::of_bool(true);
         return true;
@@ -2278,8 +2306,8 @@ class Renderer {
       switch (v.kind) {
         case Kind::kUndefined: out = Value::of_int(0); return true;
         case Kind::kString:
-          if (!charge(v.str().size() / 16)) return false;
-          out = Value::of_int(static_cast<int64_t>(code_point_starts(v.str()).size() - 1));
+          if (!charge(v.str().size() / 2)) return false;
+          out = Value::of_int(static_cast<int64_t>(count_code_points(v.str())));
           return true;
         case Kind::kList: out = Value::of_int(static_cast<int64_t>(v.list->items.size())); return true;
         case Kind::kDict: out = Value::of_int(static_cast<int64_t>(v.dict->entries.size())); return true;
@@ -2382,6 +2410,7 @@ class Renderer {
     }
     if (f == "list" || f == "reverse") {
       if (f == "reverse" && v.is(Kind::kString)) {
+        if (!charge(1 + v.str().size() / 2) || !account(offset, v.str().size() * sizeof(size_t))) return false;
         const std::vector<size_t> starts = code_point_starts(v.str());
         std::string s;
         for (size_t i = starts.size() - 1; i > 0; --i) s.append(v.str(), starts[i - 1], starts[i] - starts[i - 1]);
