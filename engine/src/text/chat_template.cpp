@@ -2110,10 +2110,8 @@ class Renderer {
       while (true) {
         while (i < n && space(i)) ++i;
         if (i == n) break;
-        if (max_split >= 0 && static_cast<int64_t>(parts.size()) == max_split) {
-          size_t end = n;
-          while (end > i && space(end - 1)) --end;
-          parts.push_back(Value::of_string(s.substr(starts[i], starts[end] - starts[i])));
+        if (max_split >= 0 && static_cast<int64_t>(parts.size()) == max_split) {  // the rest as it is
+          parts.push_back(Value::of_string(s.substr(starts[i])));
           break;
         }
         size_t j = i;
@@ -2385,7 +2383,7 @@ class Renderer {
       } else {
         ok = false;
       }
-      if (!ok || std::isnan(d) || (f == "int" && !(std::fabs(d) < 9.2e18))) {
+      if (!ok || (f == "int" && !(std::fabs(d) < 9.2e18))) {  // (NaN fails the int test too)
         out = otherwise;
         return true;
       }
