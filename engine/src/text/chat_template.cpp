@@ -1448,7 +1448,7 @@ class Renderer {
     if (out.size() > ChatTemplate::kMaxOutputBytes)
       return fail(offset, "a string longer than " + std::to_string(ChatTemplate::kMaxOutputBytes) + " bytes", ErrorCode::kOutOfMemory);
     switch (v.kind) {
-      case Kind::kUndefined: return true;
+      case Kind::kUndefined: out += "Undefined"; return true;  // (a top-level undefined prints as "")
       case Kind::kNone: out += "None"; return true;
       case Kind::kBool: out += v.boolean ? "True" : "False"; return true;
       case Kind::kInt: out += std::to_string(v.integer); return true;
@@ -1915,11 +1915,9 @@ class Renderer {
       if (!charge(1 + object.str().size() / 2) || !account(e.offset, object.str().size() * sizeof(size_t))) return false;
       starts = code_point_starts(object.str());
       length = static_cast<int64_t>(starts.size()) - 1;
-    } else if (object.is(Kind::kUndefined)) {
+    } else {  // Jinja: what cannot be sliced gives undefined
       out = Value{};
       return true;
-    } else {
-      return fail(e.offset, std::string("cannot slice a ") + kind_name(object));
     }
     // CPython's PySlice_AdjustIndices.
     const auto adjust = [&](int64_t v, bool is_given, int64_t fallback) {
@@ -1944,7 +1942,7 @@ class Renderer {
       std::vector<Value> items;
       items.reserve(picks.size());
       for (int64_t i : picks) items.push_back(object.list->items[static_cast<size_t>(i)]);
-      return make_list(e.offset, std::move(items), out);
+      return make_list(e.offset, std::move(items), out, object.list->is_tuple);
     }
     std::string s;
     for (int64_t i : picks) s.append(object.str(), starts[static_cast<size_t>(i)], starts[static_cast<size_t>(i) + 1] - starts[static_cast<size_t>(i)]);
@@ -2019,7 +2017,7 @@ class Renderer {
       }
       std::vector<Value> items;
       for (int64_t i = 0; i < times; ++i) items.insert(items.end(), sequence.list->items.begin(), sequence.list->items.end());
-      return make_list(e.offset, std::move(items), out);
+      return make_list(e.offset, std::move(items), out, sequence.list->is_tuple);
     }
     return fail(e.offset, "unsupported operand types for '" + op + "': " + kind_name(a) + " and " + kind_name(b));
   }
@@ -2328,6 +2326,10 @@ class Renderer {
         return subscript(offset, v, Value::of_int(f == "first" ? 0 : -1), out);
       }
       if (v.is(Kind::kUndefined)) return true;
+      if (v.is(Kind::kDict) && !v.dict->is_namespace) {  // a dict's first or last key
+        if (!v.dict->entries.empty()) out = Value::of_string(f == "first" ? v.dict->entries.front().first : v.dict->entries.back().first);
+        return true;
+      }
       return fail(offset, "|" + f + " of a " + kind_name(v));
     }
     if (f == "join") {
@@ -2493,7 +2495,7 @@ class Renderer {
     else if (t == "false") result = v.is(Kind::kBool) && !v.boolean;
     else if (t == "iterable") result = v.is(Kind::kUndefined) || v.is(Kind::kString) || v.is(Kind::kList) || (v.is(Kind::kDict) && !v.dict->is_namespace);
     else if (t == "mapping") result = v.is(Kind::kDict) && !v.dict->is_namespace;
-    else if (t == "sequence") result = v.is(Kind::kString) || v.is(Kind::kList) || (v.is(Kind::kDict) && !v.dict->is_namespace);
+    else if (t == "sequence") result = v.is(Kind::kUndefined) || v.is(Kind::kString) || v.is(Kind::kList) || (v.is(Kind::kDict) && !v.dict->is_namespace);
     else if (t == "lower" || t == "upper") {
       std::string s;
       if (!to_text(offset, v, s)) return false;
@@ -2504,6 +2506,9 @@ class Renderer {
         if (t == "lower" ? upper : lower) all = false;
       }
       result = cased && all;
+    } else if ((t == "odd" || t == "even") && v.is(Kind::kFloat)) {  // Python: value % 2 == 1
+      const double r = std::fmod(v.number, 2.0);
+      result = t == "odd" ? (r == 1 || r == -1) : r == 0;
     } else if (t == "odd" || t == "even" || t == "divisibleby") {
       if (!is_integral(v)) return fail(offset, "'is " + t + "' needs an integer, not a " + kind_name(v));
       int64_t by = 2;
