@@ -39,7 +39,7 @@ petrel::Error chat_template_error(const std::string& source) {
   return rendered.error();
 }
 
-std::string repeated(const std::string& s, int times) {
+std::string chat_template_repeated(const std::string& s, int times) {
   std::string out;
   for (int i = 0; i < times; ++i) out += s;
   return out;
@@ -142,21 +142,21 @@ TEST_CASE("chat_template: what the subset lacks is refused at parse, naming the 
 
 TEST_CASE("chat_template: hostile nesting is refused at parse, without deep recursion", "[chat_template]") {
   const int deep = 40000;  // far past any limit (and the whole template under 1 MiB): recursion this deep would overflow the stack
-  const std::string nested_blocks = repeated("{% if true %}", deep) + repeated("{% endif %}", deep);
+  const std::string nested_blocks = chat_template_repeated("{% if true %}", deep) + chat_template_repeated("{% endif %}", deep);
   const std::string cases[] = {
       nested_blocks,
-      repeated("{% for x in y %}", 65) + repeated("{% endfor %}", 65),
-      "{{ " + repeated("(", deep) + "1" + repeated(")", deep) + " }}",
-      "{{ " + repeated("[", deep) + repeated("]", deep) + " }}",
-      "{{ " + repeated("{'a': ", deep) + "1" + repeated("}", deep) + " }}",
-      "{{ " + repeated("not ", deep) + "x }}",
-      "{{ " + repeated("- ", deep) + "1 }}",
-      "{{ 1" + repeated(" + 1", deep) + " }}",  // a left-deep chain built by a loop
-      "{{ x" + repeated("|trim", deep) + " }}",
-      "{{ x" + repeated(".a", deep) + " }}",
-      "{{ x" + repeated("[0]", deep) + " }}",
-      "{{ " + repeated("range(", deep) + repeated(")", deep) + " }}",
-      "{{ 1 if " + repeated("1 if 1 else ", deep) + "1 else 1 }}",
+      chat_template_repeated("{% for x in y %}", 65) + chat_template_repeated("{% endfor %}", 65),
+      "{{ " + chat_template_repeated("(", deep) + "1" + chat_template_repeated(")", deep) + " }}",
+      "{{ " + chat_template_repeated("[", deep) + chat_template_repeated("]", deep) + " }}",
+      "{{ " + chat_template_repeated("{'a': ", deep) + "1" + chat_template_repeated("}", deep) + " }}",
+      "{{ " + chat_template_repeated("not ", deep) + "x }}",
+      "{{ " + chat_template_repeated("- ", deep) + "1 }}",
+      "{{ 1" + chat_template_repeated(" + 1", deep) + " }}",  // a left-deep chain built by a loop
+      "{{ x" + chat_template_repeated("|trim", deep) + " }}",
+      "{{ x" + chat_template_repeated(".a", deep) + " }}",
+      "{{ x" + chat_template_repeated("[0]", deep) + " }}",
+      "{{ " + chat_template_repeated("range(", deep) + chat_template_repeated(")", deep) + " }}",
+      "{{ 1 if " + chat_template_repeated("1 if 1 else ", deep) + "1 else 1 }}",
   };
   for (const std::string& source : cases) {
     INFO(source.substr(0, 60));
@@ -166,7 +166,7 @@ TEST_CASE("chat_template: hostile nesting is refused at parse, without deep recu
     CHECK_THAT(parsed.error().message, Catch::Contains("nested more than"));
   }
   // Up to the limit is fine.
-  auto at_limit = petrel::text::ChatTemplate::parse(repeated("{% if true %}", 64) + "x" + repeated("{% endif %}", 64));
+  auto at_limit = petrel::text::ChatTemplate::parse(chat_template_repeated("{% if true %}", 64) + "x" + chat_template_repeated("{% endif %}", 64));
   REQUIRE(at_limit);
   auto rendered = at_limit.value().render({});
   REQUIRE(rendered);
