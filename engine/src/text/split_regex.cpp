@@ -933,7 +933,12 @@ uint64_t SplitRegex::run(std::string_view text, std::vector<std::pair<uint32_t, 
     bool matched = false;
     for (size_t at = from;;) {
       if (!matched) add_thread(*current, 0, at, static_cast<uint32_t>(at));
-      if (current->pcs.empty()) break;
+      if (current->pcs.empty()) {
+        if (matched || at >= n) break;
+        at += petrel::detail::utf8_decode(text, at).length;  // nothing starts here
+        current->clear();
+        continue;
+      }
       petrel::detail::CodePoint cp{0, 1};
       if (at < n) cp = petrel::detail::utf8_decode(text, at);
       next->clear();

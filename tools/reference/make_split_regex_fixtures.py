@@ -1,0 +1,169 @@
+#!/usr/bin/python3
+"""Writes tests/fixtures/split_regex/oracle.json, the oracle of [split_regex]: the matches
+JavaScript's RegExp (Node >= 20, flags "gu"; split_regex_oracle.mjs) finds for the
+pre-tokenizer patterns of real tokenizer.json files, over real text (the gettext catalogs
+Debian installs, gettext_catalogs.py, in many scripts) and hand-made edge cases.
+
+    /usr/bin/python3 tools/reference/make_split_regex_fixtures.py
+
+HF's tokenizers compiles these patterns with Oniguruma, which JS approximates; each
+pattern is given in Oniguruma syntax (what text::SplitRegex compiles) and translated for
+JS where the syntax differs:
+  (?i:'s|'t|...)  ->  (?:'([sS]|[tT]|...))  (as transformers.js does: JS has no (?i:...) groups)
+  $               ->  (?![^\\n])             (Oniguruma's $ is a line end: before any \\n too)
+  ^               ->  (?:(?<![\\s\\S])|(?<=\\n)(?=[\\s\\S]))  (Oniguruma's line start)
+Texts where JS and Oniguruma are known to disagree are left out of the comparison: those
+holding U+0085 (in Oniguruma's \\s, not in JS's), U+FEFF (in JS's \\s only), U+017F and
+U+212A (which (?i) matches to s and k in Oniguruma, not in the translation), and code
+points unassigned in Unicode 15.0 (the engine's tables; Node's ICU may be newer).
+
+Per pattern and corpus text the fixture stores a hash of the match list (FNV-1a 64 over
+the (begin, end) byte offsets as little-endian uint32s); for the edge cases, the full
+lists.
+"""
+import json
+import os
+import random
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gettext_catalogs import catalogs, messages  # noqa: E402
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+OUT = os.path.join(ROOT, "tests", "fixtures", "split_regex", "oracle.json")
+ORACLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "split_regex_oracle.mjs")
+
+CONTRACTIONS = "(?i:'s|'t|'re|'ve|'m|'ll|'d)"
+CONTRACTIONS_JS = "(?:'([sS]|[tT]|[rR][eE]|[vV][eE]|[mM]|[lL][lL]|[dD]))"
+LETTER_RUN = r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]"
+PATTERNS = {
+    "qwen2": CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+    "llama3": CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+    "gpt2": r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+",
+    "o200k": r"[^\r\n\p{L}\p{N}]?" + LETTER_RUN + r"*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+" + CONTRACTIONS + "?"
+             r"|[^\r\n\p{L}\p{N}]?" + LETTER_RUN + r"+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*" + CONTRACTIONS + "?"
+             r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+    "deepseek_digits": r"\p{N}{1,3}",
+    "deepseek_cjk": "[一-龥ࠀ-一가-퟿]+",
+    "deepseek_main": r"""[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"""
+                     r"""| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""",
+    "deepseek_coder": r"\s?[!-/:-~！-／：-～‘-‟　-。]+",
+    "deepseek_trailing": r"\s+$",
+    "deepseek_punct": r"[^\s\p{L}\p{N}]+",
+    "synthetic_lazy_anchor": r"^[ \t]*\p{L}+|\p{Lu}\p{Ll}*?\p{Ll}|[\p{P}\p{S}]{2,3}|\p{Nd}+|[^\n]",
+    "synthetic_empty": r"\p{L}*",
+}
+
+
+def to_js(pattern):
+    out = pattern.replace(CONTRACTIONS, CONTRACTIONS_JS)
+    # ^ and $ outside classes, unescaped (the patterns above have them only there).
+    result, i, in_class = [], 0, False
+    while i < len(out):
+        c = out[i]
+        if c == "\\":
+            result.append(out[i:i + 2])
+            i += 2
+            continue
+        if c == "[":
+            in_class = True
+        elif c == "]":
+            in_class = False
+        elif c == "$" and not in_class:
+            c = r"(?![^\n])"
+        elif c == "^" and not in_class:
+            c = r"(?:(?<![\s\S])|(?<=\n)(?=[\s\S]))"
+        result.append(c)
+        i += 1
+    return "".join(result)
+
+
+EDGE_CASES = [
+    "", " ", "\n", "Hello world", "I'm here, you're there. We'll see; they'd've gone",
+    "CAN'T WON'T I'LL SHE'D", "'''''' ''s 's", "a\r\nb\r\n\r\nc", "\t\ttabs\tand  spaces ",
+    "trailing spaces   ", "   leading", "x\n\n\n", "  \n  \n  ", "end with newline\n",
+    "1234567890 12 3 4567", "\u0661\u0662\u0663\u0664\u0665 \u0666\u0667 \u2460\u2461 \u00bd",
+    "\U0001F44D\U0001F3FD hi \U0001F468\u200d\U0001F469\u200d\U0001F467 \U0001F1E9\U0001F1EA!",
+    "e\u0301le\u0300ve a\u0308 \u0915\u094d\u0937", "\u01c4emal \u01c5 \u01c8a", "ABCdef GHIjk lMN",
+    "\u03b1\u03b2\u03b3 \u0391\u0392\u0393", "\u65e5\u672c\u8a9e\u306e\u30c6\u30ad\u30b9\u30c8\u3001\u3067\u3059\u3002",
+    "\ud55c\uad6d\uc5b4 \ud14d\uc2a4\ud2b8", "\u4e2d\u6587\uff0c\u6807\u70b9\uff01\u201c\u5f15\u53f7\u201d",
+    "x  \u3000 y", "a\u00a0b\u2009c", "line\u2028sep\u2029para", "tab\tsep\tvalues\n",
+    "https://example.com/path?q=1&r=two#frag", "foo.bar(baz)[0] = {'k': \"v\"};", "\\d+ \\s* [a-z]",
+    "\U0001D7D9\U0001D7DA\U0001D7DB", "\u00df \u1e9e STRASSE", "\u0149 \u01f0",
+    "   \n\n   \t\r\n x", "!!!???...", " ... ", "--a", "a--", "\r\r\n\n\r",
+    "\u05e9\u05dc\u05d5\u05dd \u05e2\u05d5\u05dc\u05dd", "\u0645\u0631\u062d\u0628\u0627 \u0628\u0627\u0644\u0639\u0627\u0644\u0645",
+    "\u0e2a\u0e27\u0e31\u0e2a\u0e14\u0e35", "\u10d2\u10d0\u10db\u10d0\u10e0\u10ef\u10dd\u10d1\u10d0",
+    "x" * 300 + " " * 300 + "1" * 300, "'" * 50 + "s", "\u00e9t\u00e9 d'\u00e9t\u00e9",
+]
+
+EXCLUDED = {0x85, 0xFEFF, 0x17F, 0x212A}
+LOCALES = ["de", "fr", "es", "pl", "tr", "vi", "ru", "uk", "el", "ar", "fa", "he", "hi", "bn", "ta", "th",
+           "ka", "hy", "am", "km", "ja", "zh_CN", "zh_TW", "ko", "si", "my", "en_GB"]
+PER_LOCALE = 100
+
+
+def assigned():
+    out = set()
+    first = None
+    with open("/usr/share/unicode/UnicodeData.txt", encoding="utf-8") as f:
+        for line in f:
+            fields = line.split(";")
+            cp, name = int(fields[0], 16), fields[1]
+            if name.endswith(", First>"):
+                first = cp
+            elif name.endswith(", Last>"):
+                out.update(range(first, cp + 1))
+            else:
+                out.add(cp)
+    return out
+
+
+def fnv(matches):
+    h = 0xCBF29CE484222325
+    for pair in matches:
+        for v in pair:
+            for byte in v.to_bytes(4, "little"):
+                h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return f"{h:016x}"
+
+
+def main():
+    ok = assigned()
+    rng = random.Random(20261126)
+    corpus, used_locales = [], []
+    for lang in LOCALES:
+        paths = catalogs(lang)
+        if not paths:
+            continue
+        texts = sorted({t for _, e in messages(paths) for t in [e.msgid] + e.msgstrs if t})
+        texts = [t for t in texts if all(ord(c) in ok and ord(c) not in EXCLUDED for c in t)]
+        if not texts:
+            continue
+        used_locales.append(lang)
+        corpus.extend(rng.sample(texts, min(PER_LOCALE, len(texts))))
+    names = list(PATTERNS)
+    request = {"patterns": [to_js(PATTERNS[n]) for n in names], "texts": corpus + EDGE_CASES}
+    result = subprocess.run(["node", ORACLE], input=json.dumps(request), capture_output=True, text=True, check=True)
+    matches = json.loads(result.stdout)
+    fixture = {
+        "about": "Made by tools/reference/make_split_regex_fixtures.py with " +
+                 subprocess.run(["node", "--version"], capture_output=True, text=True).stdout.strip() +
+                 " (ICU " + subprocess.run(["node", "-p", "process.versions.icu"], capture_output=True,
+                                          text=True).stdout.strip() + "); locales " + " ".join(used_locales),
+        "patterns": [{"name": n, "pattern": PATTERNS[n], "js": to_js(PATTERNS[n])} for n in names],
+        "texts": corpus,
+        "hashes": {n: " ".join(fnv(m) for m in matches[i][:len(corpus)]) for i, n in enumerate(names)},
+        "edge_cases": [{"text": t, "matches": {n: matches[i][len(corpus) + k] for i, n in enumerate(names)}}
+                       for k, t in enumerate(EDGE_CASES)],
+    }
+    os.makedirs(os.path.dirname(OUT), exist_ok=True)
+    with open(OUT, "w", encoding="utf-8") as f:
+        json.dump(fixture, f, ensure_ascii=False, separators=(",", ":"))
+        f.write("\n")
+    print(f"{len(corpus)} texts from {len(used_locales)} locales, {len(EDGE_CASES)} edge cases, "
+          f"{len(names)} patterns; {os.path.getsize(OUT)} bytes")
+
+
+if __name__ == "__main__":
+    main()
