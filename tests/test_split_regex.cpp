@@ -153,6 +153,9 @@ TEST_CASE("SplitRegex: priority, laziness, counted repetition, classes, escapes"
   CHECK(split_regex_pieces(R"(\p{Decimal_Number}\p{ Lu })", "1A 2b") == std::vector<std::string>{"1A"});
   CHECK(split_regex_pieces(R"((?<name>a)(?#comment)b(?=c))", "abc abd") == std::vector<std::string>{"ab"});
   CHECK(split_regex_pieces(R"(a(?![bc]|d))", "ab ac ad ae a") == std::vector<std::string>{"a", "a"});
+  CHECK(SplitRegex::compile(
+            R"((?i:ab|[^\x{1F600}-\x{1F64F}\p{^Lu}]){2,5}?|^\s*$|\A(?:x(?=y))+\z|(?<n>\u00e9)(?#c)\Z|[a-c[x-z]\d\w\h])")
+            .has_value());  // the fuzz seed hand-syntax.bin
   CHECK(split_regex_pieces("(a|b)*c", "ababc") == std::vector<std::string>{"ababc"});
   CHECK(split_regex_pieces("(a*)*b", "aab") == std::vector<std::string>{"aab"});
   CHECK(split_regex_pieces(kSplitGpt2, "I'm  fine\n") ==
