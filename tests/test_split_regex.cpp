@@ -201,6 +201,10 @@ TEST_CASE("SplitRegex refuses what it does not support, naming it", "[split_rege
   CHECK_THAT(split_regex_error(std::string(5000, '(') + std::string(5000, ')')), Catch::Matchers::Contains("nesting"));
   CHECK_THAT(split_regex_error(std::string(70000, 'a')), Catch::Matchers::Contains("64 KiB"));
   CHECK(split_regex_error(std::string(60000, 'a')).empty());
+  CHECK(split_regex_error("(?i)" + std::string(60000, 'k')).empty());
+  std::string stacked = "a";  // each level: a group and 5 quantifiers (? *? *? *? *): 2250 levels of syntax tree
+  for (int i = 0; i < 450; ++i) stacked = "(" + stacked + ")?*?*?*?*";
+  CHECK_THAT(split_regex_error(stacked), Catch::Matchers::Contains("groups and quantifiers"));
 }
 
 TEST_CASE("SplitRegex does linear work on adversarial inputs", "[split_regex]") {

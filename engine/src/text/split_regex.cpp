@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <string>
 
 #include "core/unicode.h"
@@ -20,6 +21,7 @@ constexpr size_t kMaxPatternBytes = 64 * 1024;
 constexpr uint32_t kMaxRepeat = 100000;         // Oniguruma's ONIG_MAX_REPEAT_NUM
 constexpr uint64_t kMaxProgram = 1u << 20;      // instructions
 constexpr size_t kMaxDepth = 500;               // groups, classes and stacked quantifiers
+constexpr uint32_t kMaxHeight = 2000;           // of the syntax tree
 constexpr uint32_t kInfinite = std::numeric_limits<uint32_t>::max();
 constexpr char32_t kMaxCodePoint = 0x10ffff;
 
@@ -178,6 +180,7 @@ struct Node {
   bool greedy = true;
   uint32_t set = 0;       // kSet, kAssert (lookahead)
   uint32_t min = 0, max = 0;
+  uint32_t height = 1;    // of the tree below: compiling recurses this deep
   std::vector<uint32_t> kids;
 };
 
@@ -246,16 +249,35 @@ class SplitRegexCompiler {
   }
 
   uint32_t add(Node n) {
+    for (const uint32_t kid : n.kids) n.height = std::max(n.height, nodes_[kid].height + 1);
+    if (n.height > kMaxHeight) return fail("nesting deeper than " + std::to_string(kMaxHeight) + " (groups and quantifiers)", at_);
     nodes_.push_back(std::move(n));
     return static_cast<uint32_t>(nodes_.size() - 1);
   }
-  uint32_t add_set(Ranges r, bool fold) {
-    if (fold) close_over_case(r);
+  // The index of a set (equal sets shared).
+  uint32_t intern(Ranges r) {
     normalize(r);
-    sets_.push_back(std::move(r));
+    const auto [it, added] = set_index_.emplace(std::move(r), static_cast<uint32_t>(sets_.size()));
+    if (added) sets_.push_back(it->first);
+    return it->second;
+  }
+  uint32_t add_set(Ranges r, bool fold) {
+    if (fold) {
+      if (r.size() == 1 && r[0].first == r[0].second) {  // a literal: its case orbit, cached
+        const char32_t c = r[0].first;
+        auto it = folded_literals_.find(c);
+        if (it == folded_literals_.end()) {
+          close_over_case(r);
+          it = folded_literals_.emplace(c, std::move(r)).first;
+        }
+        r = it->second;
+      } else {
+        close_over_case(r);
+      }
+    }
     Node n;
     n.kind = Node::Kind::kSet;
-    n.set = static_cast<uint32_t>(sets_.size() - 1);
+    n.set = intern(std::move(r));
     return add(std::move(n));
   }
   uint32_t add_assert(SplitRegex::Assertion a, uint32_t set = 0) {
@@ -710,10 +732,8 @@ class SplitRegexCompiler {
       for (const uint32_t kid : n.kids) one = one && add_kid(kid);
     }
     if (!one) return fail("a lookahead that is not one code point (a class or a character)", open_at);
-    normalize(r);
-    sets_.push_back(std::move(r));
     return add_assert(negative ? SplitRegex::Assertion::kNextNotIn : SplitRegex::Assertion::kNextIn,
-                      static_cast<uint32_t>(sets_.size() - 1));
+                      intern(std::move(r)));
   }
 
   uint32_t parse_atom(bool fold) {
@@ -839,6 +859,8 @@ class SplitRegexCompiler {
   Error error_{ErrorCode::kInvalidArgument, ""};
   std::vector<Node> nodes_;
   std::vector<Ranges> sets_;
+  std::map<Ranges, uint32_t> set_index_;
+  std::map<char32_t, Ranges> folded_literals_;
 };
 
 Result<SplitRegex> SplitRegex::compile(std::string_view pattern) { return SplitRegexCompiler(pattern).compile(); }
