@@ -15,9 +15,10 @@ engine/src/core/unicode_normalization_tables.h
   kCombiningClassStarts  Canonical_Combining_Class as (first << 8 | class) range starts.
   kDecompositionKeys / kDecompositionInfo / kDecompositionPool: the full (recursive)
                    canonical and compatibility decompositions of every code point that has
-                   one (Hangul syllables are algorithmic, not stored). Info is
-                   (canonical offset << 5 | canonical length, compatibility offset << 5 |
-                   compatibility length) into the pool; a canonical length 0 means none.
+                   one (Hangul syllables are algorithmic, not stored): one pool entry per
+                   key, its canonical decomposition or, when it has none, its compatibility
+                   one; kCompatibilityDiffers lists the few keys (16 in 15.0) whose
+                   compatibility decomposition is another.
   kCompositionKeys / kCompositionValues: the primary composites: (first << 21 | second)
                    -> composite for every canonical decomposition of two code points that
                    is not Full_Composition_Exclusion (DerivedNormalizationProps.txt).
@@ -153,14 +154,18 @@ enum GeneralCategory : uint8_t {{ {names} }};
             pool.extend(seq)
         return index[key]
 
-    keys, info = [], []
+    keys, info, differs, differs_info = [], [], [], []
     for c in sorted(single):
         canon = full(c, False)
         compat = full(c, True)
         assert len(canon) < 32 and len(compat) < 32
-        canon_info = place(canon) << 5 | len(canon) if canon != [c] else 0
-        info.append(canon_info)
-        info.append(place(compat) << 5 | len(compat))
+        if canon == [c]:  # compatibility only
+            info.append(place(compat) << 6 | len(compat) << 1 | 1)
+        else:
+            info.append(place(canon) << 6 | len(canon) << 1)
+            if compat != canon:
+                differs.append(c)
+                differs_info.append(place(compat) << 5 | len(compat))
         keys.append(c)
     exclusions = property_set("DerivedNormalizationProps.txt", "Full_Composition_Exclusion")
     compositions = sorted((single[c][1][0] << 21 | single[c][1][1], c) for c in single
@@ -178,8 +183,14 @@ namespace petrel::detail::unicode_tables {{
 {array("uint32_t", "kCombiningClassStarts", ccc_starts)}
 // The {len(keys)} code points with a decomposition, sorted.
 {array("uint32_t", "kDecompositionKeys", keys)}
-// Per key: (canonical offset << 5 | length; 0: none), (compatibility offset << 5 | length) into the pool.
+// Per key: (offset << 6 | length << 1 | compatibility only) into the pool: its canonical
+// decomposition, which is also its compatibility one unless listed below; or, with the low
+// bit set, its compatibility decomposition (it has no canonical one).
 {array("uint32_t", "kDecompositionInfo", info)}
+// The {len(differs)} keys whose full compatibility decomposition differs from their canonical one, sorted,
+// and (offset << 5 | length) of the former.
+{array("uint32_t", "kCompatibilityDiffers", differs)}
+{array("uint32_t", "kCompatibilityDiffersInfo", differs_info)}
 // Full decompositions, shared where equal: {len(pool)} code points.
 {array("uint32_t", "kDecompositionPool", pool)}
 // Primary composites: {len(compositions)} (first << 21 | second), sorted, and the composite of each.

@@ -51,10 +51,16 @@ void decompose(char32_t c, bool compatibility, std::vector<char32_t>& out) {
     out.push_back(c);
     return;
   }
-  const uint32_t info = tables::kDecompositionInfo[2 * static_cast<size_t>(it - keys) + (compatibility ? 1 : 0)];
-  if (info == 0) {
+  uint32_t info = tables::kDecompositionInfo[it - keys];
+  if ((info & 1u) != 0 && !compatibility) {  // a compatibility decomposition only
     out.push_back(c);
     return;
+  }
+  info >>= 1;
+  if (compatibility) {
+    const auto& differs = tables::kCompatibilityDiffers;
+    const auto d = std::lower_bound(differs, differs + count_of(differs), static_cast<uint32_t>(c));
+    if (d != differs + count_of(differs) && *d == c) info = tables::kCompatibilityDiffersInfo[d - differs];
   }
   const uint32_t* from = tables::kDecompositionPool + (info >> 5);
   out.insert(out.end(), from, from + (info & 31u));
