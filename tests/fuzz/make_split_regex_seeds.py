@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Writes fuzz_split_regex's seeds (tests/fuzz/corpus/fuzz_split_regex/hand-*): each real
-pre-tokenizer pattern of tests/fixtures/split_regex/oracle.json (made by
+pre-tokenizer pattern of tests/fixtures/split_regex/oracle.json, and its Oniguruma syntax probes (made by
 tools/reference/make_split_regex_fixtures.py) with a few of its texts, plus patterns
 using the rest of the syntax. An input is the pattern's length (2 bytes, little-endian),
 the pattern, then the text.
@@ -34,7 +34,7 @@ def main():
         fixture = json.load(f)
     texts = fixture["texts"]
     edges = [e["text"] for e in fixture["edge_cases"]]
-    for p in fixture["patterns"]:
+    for p in fixture["patterns"] + fixture["onig"]["patterns"]:
         for i, text in enumerate([texts[0], texts[len(texts) // 2], texts[-1], edges[4], edges[7], edges[16]]):
             write(f"{p['name']}_{i}.bin", p["pattern"], text)
     for name, (pattern, text) in EXTRA.items():

@@ -1,8 +1,10 @@
 #!/usr/bin/python3
 """Writes tests/fixtures/split_regex/oracle.json, the oracle of [split_regex]: the matches
-JavaScript's RegExp (Node >= 20, flags "gu"; split_regex_oracle.mjs) finds for the
+JavaScript's RegExp (Node >= 20, flags "gu"; split_regex_oracle.mjs) and Oniguruma itself
+(Debian's libonig5 through ctypes, onig_oracle.py: what HF's tokenizers runs) find for the
 pre-tokenizer patterns of real tokenizer.json files, over real text (the gettext catalogs
-Debian installs, gettext_catalogs.py, in many scripts) and hand-made edge cases.
+Debian installs, gettext_catalogs.py, in many scripts) and hand-made edge cases; and
+Oniguruma's matches for patterns probing the rest of the syntax (ONIG_PATTERNS).
 
     /usr/bin/python3 tools/reference/make_split_regex_fixtures.py
 
@@ -17,6 +19,10 @@ holding U+0085 (in Oniguruma's \\s, not in JS's), U+FEFF (in JS's \\s only), U+0
 U+212A (which (?i) matches to s and k in Oniguruma, not in the translation), and code
 points unassigned in Unicode 15.0 (the engine's tables; Node's ICU may be newer).
 
+The Oniguruma comparison ("onig") needs no translation and no exclusions but one: texts with
+code points new in Unicode 15.0 (libonig5 6.9.8 has 14.0 data, the engine 15.0) are
+skipped ("-"); it adds texts holding the characters left out of the JS comparison.
+
 Per pattern and corpus text the fixture stores a hash of the match list (FNV-1a 64 over
 the (begin, end) byte offsets as little-endian uint32s); for the edge cases, the full
 lists.
@@ -29,6 +35,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gettext_catalogs import catalogs, messages  # noqa: E402
+from onig_oracle import Onig  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 OUT = os.path.join(ROOT, "tests", "fixtures", "split_regex", "oracle.json")
@@ -97,6 +104,20 @@ EDGE_CASES = [
     "x" * 300 + " " * 300 + "1" * 300, "'" * 50 + "s", "\u00e9t\u00e9 d'\u00e9t\u00e9",
 ]
 
+# Oniguruma only: the syntax and semantics JS cannot check.
+ONIG_PATTERNS = {
+    "onig_case_folding": r"(?i:'s|'t|'re|'ve|'m|'ll|'d|k|[a-c]+|[^\p{L}\s]|\p{Lu}{2})",
+    "onig_isolated_option": r"a(?i)b|c|\p{Ll}+",
+    "onig_fixed_interval_optional": r"x{2}?|\p{N}{2,}?|\S{,3}",
+    "onig_anchors": r"^\s*\S+?$|\A\S|\S\Z|\s$|\z",
+    "onig_classes": r"\w+|\d+|\h+|[\W&&[^\s]]|[^\w\s]|.",
+    "onig_lookahead": r"\S+(?=\s)|\s+(?!\S)|\p{L}+(?![\p{L}\p{M}])|.",
+}
+ONIG_EDGE_CASES = [
+    "'s 'S '\u017f 'K '\u212a kelvin \u212a", "a\u0085 b\ufeffc \u0085\n", "aB C ab Ab aC abc", "xxx x 12345 99",
+    "x\nx\n", "  x\n y  \n", "na\u00efve_1 \u203f deadBEEF", "\u00df SS \u1e9e",
+]
+
 EXCLUDED = {0x85, 0xFEFF, 0x17F, 0x212A}
 LOCALES = ["de", "fr", "es", "pl", "tr", "vi", "ru", "uk", "el", "ar", "fa", "he", "hi", "bn", "ta", "th",
            "ka", "hy", "am", "km", "ja", "zh_CN", "zh_TW", "ko", "si", "my", "en_GB"]
@@ -128,20 +149,35 @@ def fnv(matches):
     return f"{h:016x}"
 
 
+def new_in_15():
+    """Code points assigned in Unicode 15.0 (DerivedAge.txt)."""
+    out = set()
+    with open("/usr/share/unicode/DerivedAge.txt", encoding="utf-8") as f:
+        for line in f:
+            fields = line.split("#")[0].split(";")
+            if len(fields) == 2 and fields[1].strip() == "15.0":
+                a, _, b = fields[0].strip().partition("..")
+                out.update(range(int(a, 16), int(b or a, 16) + 1))
+    return out
+
+
 def main():
     ok = assigned()
     rng = random.Random(20261126)
-    corpus, used_locales = [], []
+    extra_rng = random.Random(14)
+    corpus, extra, used_locales = [], [], []
     for lang in LOCALES:
         paths = catalogs(lang)
         if not paths:
             continue
-        texts = sorted({t for _, e in messages(paths) for t in [e.msgid] + e.msgstrs if t})
-        texts = [t for t in texts if all(ord(c) in ok and ord(c) not in EXCLUDED for c in t)]
+        all_texts = sorted({t for _, e in messages(paths) for t in [e.msgid] + e.msgstrs if t})
+        texts = [t for t in all_texts if all(ord(c) in ok and ord(c) not in EXCLUDED for c in t)]
         if not texts:
             continue
         used_locales.append(lang)
         corpus.extend(rng.sample(texts, min(PER_LOCALE, len(texts))))
+        left_out = [t for t in all_texts if any(ord(c) in EXCLUDED for c in t) and all(ord(c) in ok for c in t)]
+        extra.extend(extra_rng.sample(left_out, min(10, len(left_out))))
     names = list(PATTERNS)
     request = {"patterns": [to_js(PATTERNS[n]) for n in names], "texts": corpus + EDGE_CASES}
     result = subprocess.run(["node", ORACLE], input=json.dumps(request), capture_output=True, text=True, check=True)
@@ -157,12 +193,34 @@ def main():
         "edge_cases": [{"text": t, "matches": {n: matches[i][len(corpus) + k] for i, n in enumerate(names)}}
                        for k, t in enumerate(EDGE_CASES)],
     }
+
+    # Oniguruma: every pattern, the corpus and the texts JS could not check, more edge cases.
+    onig = Onig()
+    new = new_in_15()
+    all_patterns = dict(PATTERNS, **ONIG_PATTERNS)
+    onig_texts = corpus + extra
+    skipped = sum(1 for t in onig_texts if any(ord(c) in new for c in t))
+    fixture["onig"] = {
+        "about": f"Oniguruma {onig.version()} (Debian's libonig5, ONIG_SYNTAX_ONIGURUMA, ONIG_OPTION_NONE); "
+                 f"{skipped} texts with code points new in Unicode 15.0 skipped (\"-\")",
+        "patterns": [{"name": n, "pattern": p} for n, p in ONIG_PATTERNS.items()],
+        "extra_texts": extra,
+        "hashes": {},
+        "edge_cases": [{"text": t, "matches": {}} for t in EDGE_CASES + ONIG_EDGE_CASES],
+    }
+    for n, p in all_patterns.items():
+        regex = onig.compile(p)
+        fixture["onig"]["hashes"][n] = " ".join(
+            "-" * 16 if any(ord(c) in new for c in t) else fnv(onig.find_iter(regex, t)) for t in onig_texts)
+        for e in fixture["onig"]["edge_cases"]:
+            e["matches"][n] = [list(m) for m in onig.find_iter(regex, e["text"])]
     os.makedirs(os.path.dirname(OUT), exist_ok=True)
     with open(OUT, "w", encoding="utf-8") as f:
         json.dump(fixture, f, ensure_ascii=False, separators=(",", ":"))
         f.write("\n")
-    print(f"{len(corpus)} texts from {len(used_locales)} locales, {len(EDGE_CASES)} edge cases, "
-          f"{len(names)} patterns; {os.path.getsize(OUT)} bytes")
+    print(f"{len(corpus)} texts from {len(used_locales)} locales (+{len(extra)} for Oniguruma), "
+          f"{len(EDGE_CASES)} (+{len(ONIG_EDGE_CASES)}) edge cases, {len(names)} (+{len(ONIG_PATTERNS)}) patterns; "
+          f"{os.path.getsize(OUT)} bytes")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "core/unicode.h"
@@ -592,6 +593,19 @@ class SplitRegexCompiler {
     bool negate = false;
     if (peek() == '^' && more()) negate = true, ++at_;
     Ranges set;
+    // Class intersection (a&&b): the operands' ranges intersected (an empty operand is
+    // the empty set, as in Oniguruma: [a&&] matches nothing).
+    std::optional<Ranges> intersection;  // of the operands before the last &&
+    auto finish_operand = [&] {
+      normalize(set);
+      if (!intersection) return;
+      Ranges either = complement(*intersection);  // A & B = ~(~A | ~B)
+      const Ranges not_set = complement(set);
+      either.insert(either.end(), not_set.begin(), not_set.end());
+      normalize(either);
+      set = complement(either);
+      intersection.reset();
+    };
     bool first = true;
     while (true) {
       if (!more()) {
@@ -601,9 +615,17 @@ class SplitRegexCompiler {
       const char c = peek();
       if (c == ']' && !first) {
         ++at_;
+        finish_operand();
         break;
       }
       first = false;
+      if (c == '&' && peek(1) == '&') {
+        at_ += 2;
+        finish_operand();
+        intersection = std::move(set);
+        set.clear();
+        continue;
+      }
       if (c == '[') {
         if (peek(1) == ':') {
           fail("a POSIX bracket [:...:]", at_);
@@ -613,10 +635,6 @@ class SplitRegexCompiler {
         if (!parse_class(fold, nested)) return false;
         set.insert(set.end(), nested.begin(), nested.end());
         continue;
-      }
-      if (c == '&' && peek(1) == '&') {
-        fail("class intersection &&", at_);
-        return false;
       }
       char32_t low = 0;
       const size_t item_at = at_;
@@ -766,7 +784,7 @@ class SplitRegexCompiler {
         SplitRegex::Assertion anchor{};
         switch (parse_escape(false, ch, set, anchor)) {
           case Escape::kChar: return add_set(Ranges{{ch, ch}}, fold);
-          case Escape::kSet: return add_set(std::move(set), fold);
+          case Escape::kSet: return add_set(std::move(set), false);  // Oniguruma folds bracketed classes only
           case Escape::kAnchor: return add_assert(anchor);
           case Escape::kError: return kNone;
         }

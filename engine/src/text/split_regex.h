@@ -10,7 +10,7 @@
 // Zs, U+2028, U+2029: Oniguruma's Unicode \s), \d \D (Nd), \w \W (L, M, Nd, Pc), \h \H
 // (hex digit); \p{..} \P{..} \p{^..} with a General_Category (L, Lu, LC, N, Nd, ..., short
 // or long names: Letter, Decimal_Number, ...; case, spaces, `_` and `-` ignored) or Any;
-// groups (...), (?:...), (?<name>...), (?i:...), (?-i:...), (?i) (to the group's end), (?#..);
+// class intersection [a-z&&[^aeiou]]; groups (...), (?:...), (?<name>...), (?i:...), (?-i:...), (?i) (to the group's end), (?#..);
 // alternation; * + ? {n} {n,} {n,m} {,m} greedy and lazy (`??` `*?` `+?` `{n,m}?`; as in
 // Oniguruma, a `{n}` that is not an interval is literal text); anchors ^ and $ (Oniguruma's
 // line anchors: ^ at the start or after a \n that is not the last byte, $ at the end or
@@ -18,11 +18,13 @@
 // point (a class, a literal, an alternation of those): an assertion on the next code
 // point, `(?!X)` holding at the end of the text — which covers `\s+(?!\S)`.
 // (?i) is simple case folding (CaseFolding.txt C+S, closed over: `s` matches `S` and
-// U+017F, `k` U+212A), applied to literals and classes (a negated class is folded, then
-// negated); Oniguruma's multi-character folds (`ss` ~ U+00DF) are not.
+// U+017F, `k` U+212A), applied as Oniguruma does to literals and bracketed classes (a
+// negated one is folded, then negated) but not to a class escape outside brackets
+// ((?i)\p{Lu} is still upper case only; (?i)[\p{Lu}] is any cased letter); Oniguruma's
+// multi-character folds (`ss` ~ U+00DF) are not supported.
 // Refused with kInvalidArgument naming the construct and its offset: backreferences,
 // lookbehind, longer lookahead, atomic groups, possessive quantifiers, conditionals,
-// \b \B \G \K \R \X and other escapes, POSIX brackets and class intersection (&&),
+// \b \B \G \K \R \X and other escapes, POSIX brackets [:alpha:],
 // script properties (\p{Han}), unbalanced parentheses and brackets, bad ranges, repeat
 // counts above 100000, programs above 1M instructions, nesting deeper than 500,
 // patterns above 64 KiB, patterns that are not UTF-8.
