@@ -3,7 +3,9 @@
 // (tests/fixtures/split_regex/oracle.json, made by tools/reference/make_split_regex_fixtures.py
 // with Node and Debian's libonig5) for the Qwen2, Llama 3, GPT-2, o200k and DeepSeek
 // patterns over real text in 27 locales and hand-made edge cases, and Oniguruma's for
-// patterns probing the rest of the syntax; Oniguruma semantics where JS differs; linear work on adversarial inputs (VM steps
+// patterns probing the rest of the syntax and for 400 random patterns of the supported
+// syntax (whose repeated parts cannot match empty: split_regex.h); Oniguruma semantics
+// where JS differs; linear work on adversarial inputs (VM steps
 // counted, not time); refusals of what it does not support.
 #include <catch2/catch.hpp>
 #include <fstream>
@@ -154,6 +156,33 @@ TEST_CASE("SplitRegex gives Oniguruma's matches: the real patterns and the rest 
   }
   INFO(equal << " of " << compared << " (pattern, text) pairs equal, " << skipped << " skipped");
   CHECK(compared == patterns.size() * (texts.size() + onig.at("edge_cases").size()) - skipped);
+  CHECK(equal == compared);
+}
+
+TEST_CASE("SplitRegex gives Oniguruma's matches for random patterns of its syntax", "[split_regex]") {
+  std::ifstream in(petrel::test::fixture_dir() + "/split_regex/oracle.json");
+  REQUIRE(in);
+  const nlohmann::json onig = nlohmann::json::parse(in).at("onig");
+  const std::vector<std::string> texts = onig.at("random_texts");
+  size_t compared = 0, equal = 0, reported = 0;
+  for (const auto& p : onig.at("random_patterns")) {
+    const std::string pattern = p.at("pattern");
+    const std::string hashes = p.at("hashes");
+    const SplitRegex re = split_regex_compiled(pattern);
+    SplitMatches m;
+    for (size_t i = 0; i < texts.size(); ++i) {
+      re.find_all(texts[i], m);
+      ++compared;
+      if (split_regex_fnv(m) == hashes.substr(17 * i, 16)) {
+        ++equal;
+      } else if (++reported <= 20) {
+        std::string pieces;
+        for (const auto& [b, e] : m) pieces += "[" + texts[i].substr(b, e - b) + "]";
+        FAIL_CHECK(pattern << " differs on \"" << texts[i] << "\"\n  ours: " << pieces);
+      }
+    }
+  }
+  INFO(equal << " of " << compared << " equal");
   CHECK(equal == compared);
 }
 

@@ -149,6 +149,41 @@ def fnv(matches):
     return f"{h:016x}"
 
 
+def random_pattern(rng, depth=0):
+    """A random pattern of the supported syntax over a small alphabet, and whether it can
+    match empty. A part that can match empty is only made optional (?), never repeated:
+    Oniguruma leaves a loop on an empty iteration, which the engine does not (split_regex.h)."""
+    def atom():
+        r = rng.random()
+        if r < 0.3 or depth > 2:
+            return rng.choice(["a", "b", "A", " ", "'", "1", "\\n", "x"]), False
+        if r < 0.55:
+            return rng.choice([r"[ab]", r"[^a]", r"\s", r"\S", r"\p{L}", r"\p{N}", r"[^\s\p{L}]", r"\w", ".",
+                               r"[a-c\d]", r"\p{Lu}", r"[\p{Ll}']"]), False
+        if r < 0.8:
+            branches = [random_pattern(rng, depth + 1) for _ in range(rng.randint(1, 3))]
+            return (rng.choice(["(?:", "(", "(?i:"]) + "|".join(b for b, _ in branches) + ")",
+                    any(n for _, n in branches))
+        if r < 0.9:
+            return rng.choice(["^", "$", r"\A", r"\z", r"\Z"]), True
+        return rng.choice(["(?=", "(?!"]) + rng.choice(["a", r"\S", r"[ab]", r"\p{L}", r"\s"]) + ")", True
+    out, nullable = [], True
+    for _ in range(rng.randint(1, 4)):
+        a, a_nullable = atom()
+        assertion = a.startswith(("(?=", "(?!", "^", "$", "\\A", "\\z", "\\Z"))
+        if not assertion and rng.random() < 0.5:
+            q = rng.choice(["?"] if a_nullable else ["*", "+", "?", "{2}", "{1,3}", "{2,}", "{,2}"])
+            a += q + rng.choice(["", "", "?"])
+            a_nullable = a_nullable or q in ("*", "?", "{,2}")
+        out.append(a)
+        nullable = nullable and a_nullable
+    return "".join(out), nullable
+
+
+def random_text(rng):
+    return "".join(rng.choice("aAbB 1'\nx\u00e9\u017f") for _ in range(rng.randint(0, 24)))
+
+
 def new_in_15():
     """Code points assigned in Unicode 15.0 (DerivedAge.txt)."""
     out = set()
@@ -214,6 +249,19 @@ def main():
             "-" * 16 if any(ord(c) in new for c in t) else fnv(onig.find_iter(regex, t)) for t in onig_texts)
         for e in fixture["onig"]["edge_cases"]:
             e["matches"][n] = [list(m) for m in onig.find_iter(regex, e["text"])]
+    # Random patterns of the supported syntax against Oniguruma (a differential test).
+    rng = random.Random(7)
+    random_texts = [random_text(rng) for _ in range(12)]
+    random_patterns = []
+    while len(random_patterns) < 400:
+        p, _ = random_pattern(rng)
+        try:
+            regex = onig.compile(p)
+        except ValueError:
+            continue
+        random_patterns.append({"pattern": p, "hashes": " ".join(fnv(onig.find_iter(regex, t)) for t in random_texts)})
+    fixture["onig"]["random_texts"] = random_texts
+    fixture["onig"]["random_patterns"] = random_patterns
     os.makedirs(os.path.dirname(OUT), exist_ok=True)
     with open(OUT, "w", encoding="utf-8") as f:
         json.dump(fixture, f, ensure_ascii=False, separators=(",", ":"))

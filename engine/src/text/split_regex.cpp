@@ -424,7 +424,8 @@ class SplitRegexCompiler {
         return fail("a possessive quantifier", q_at);
       }
       if (atom == kNone) return fail("a quantifier with nothing to repeat", q_at);
-      if (nodes_[atom].kind == Node::Kind::kAssert) return fail("a quantifier on an assertion", q_at);
+      // Oniguruma refuses ^* and (?=a)*, takes (\Z){2}: a group may be repeated.
+      if (nodes_[atom].kind == Node::Kind::kAssert && p_[atom_at] != '(') return fail("a quantifier on an assertion", q_at);
       if (++stacked > kMaxDepth) return fail("too many stacked quantifiers", q_at);
       Node r;
       r.kind = Node::Kind::kRepeat;
@@ -434,7 +435,6 @@ class SplitRegexCompiler {
       r.kids.push_back(atom);
       atom = add(std::move(r));
     }
-    (void)atom_at;
     return atom;
   }
 

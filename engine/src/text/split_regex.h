@@ -29,6 +29,12 @@
 // counts above 100000, programs above 1M instructions, nesting deeper than 500,
 // patterns above 64 KiB, patterns that are not UTF-8.
 //
+// One difference from Oniguruma (none of the tokenizers' patterns meets it): a repeated
+// part that can match empty, like (a|b??)*: Oniguruma leaves the loop on an empty
+// iteration, at that iteration's priority; here an empty iteration is dropped (as in RE2
+// and Rust's regex), so a lower-priority way through the body that consumes may win.
+// Oniguruma's quirks kept: a(?i)b|c is a(?i:b|c); x{2}? is (?:x{2})?, not lazy.
+//
 // Where JavaScript (new RegExp(p, "u")) differs: its \s adds U+FEFF and lacks U+0085, its
 // \d and \w are ASCII, its ^ and $ are the text's ends (no "m" flag), its `.` also
 // excludes \r, U+2028, U+2029, and it has no (?i:...) groups.
