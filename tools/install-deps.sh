@@ -16,6 +16,7 @@ if [[ "${1:-}" == "--cross" ]]; then
   # Any Node.js >= 18 runs the WebAssembly tests; Debian's when there is none.
   command -v node >/dev/null || packages+=(nodejs)
 fi
+packages+=(unicode-data)  # /usr/share/unicode: tools/unicode's table generators (tests read committed fixtures)
 # clang and its runtimes (libFuzzer, sanitizers): the clang and fuzz presets, tools/fuzz.sh
 packages+=(clang libclang-rt-14-dev)
 
