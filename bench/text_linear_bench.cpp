@@ -8,7 +8,9 @@
 // (fixture models of tests/fixtures/sentencepiece, byte fallback and user-defined
 // symbols), decoding the encoded ids, MarianTokenizer tokenize and decode (special
 // tokens, >>xx<< codes, ▁ and clean-up rules), the sentence splitter, and the string
-// rules (space_symbols_to_spaces, clean_up_tokenization, python_strip).
+// rules (space_symbols_to_spaces, clean_up_tokenization, python_strip); language models'
+// tokenizer.json tokenizers (the real Gemma 3 and Qwen3 ones of tests/fixtures/hf_tokenizer:
+// encode and decode) and chat templates (Gemma 3's, rendering the text as a message).
 // Inputs: one repeated character, ">>"/"<<" runs, a line of '>', text without spaces,
 // periods between capitals without ASCII spaces, only combining marks, only ▁, " ." runs.
 //
@@ -20,12 +22,18 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "convert/convert_error.h"
 #include "convert/spm_model.h"
+#include "convert/hf_tokenizer.h"
+#include "format/model_file.h"
+#include "petrel_generated.h"
+#include "text/chat_template.h"
 #include "text/hf_text.h"
+#include "text/hf_tokenizer.h"
 #include "text/marian_tokenizer.h"
 #include "text/sentence_splitter.h"
 #include "text/sentencepiece.h"
@@ -65,7 +73,43 @@ struct Models {
   text::Normalizer normalizer;
   std::vector<int32_t> vocab_ids;
   std::unique_ptr<text::MarianTokenizer> marian;
+  // tokenizer.json tokenizers, viewing their converted buffers, and a chat template.
+  std::vector<uint8_t> gemma_buffer, qwen_buffer;
+  std::unique_ptr<text::HfTokenizer> gemma, qwen;
+  std::optional<text::ChatTemplate> chat;
 };
+
+std::string xz(const std::string& path) {
+  FILE* pipe = popen(("xz -dc '" + path + "'").c_str(), "r");
+  std::string text;
+  if (pipe) {
+    char buf[65536];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) text.append(buf, n);
+    if (pclose(pipe) != 0) text.clear();
+  }
+  return text;
+}
+
+bool load_hf(const std::string& dir, std::vector<uint8_t>& buffer, std::unique_ptr<text::HfTokenizer>& out) {
+  convert::HfTokenizerFiles files;
+  files.dir = dir;
+  files.tokenizer_json = xz(dir + "/tokenizer.json.xz");
+  files.tokenizer_config = xz(dir + "/tokenizer_config.json.xz");
+  try {
+    buffer = convert::hf_tokenizer_buffer(files);
+  } catch (const convert::ConvertError& e) {
+    std::cerr << e.what() << "\n";
+    return false;
+  }
+  const auto* root = flatbuffers::GetRoot<fb::Tokenizer>(buffer.data());
+  auto tables = detail::bind_hf_tokenizer(*root, root->vocab_spans()->size(), dir);
+  if (!tables) return false;
+  auto t = text::HfTokenizer::create(std::move(tables.value()), dir);
+  if (!t) return false;
+  out = std::move(t.value());
+  return true;
+}
 
 Models* load(const std::string& dir) {
   auto m = std::make_unique<Models>();
@@ -104,6 +148,27 @@ Models* load(const std::string& dir) {
     return nullptr;
   }
   m->marian = std::move(marian.value());
+  const std::string hf = PETREL_HF_FIXTURES_DIR;
+  if (!load_hf(hf + "/gemma3", m->gemma_buffer, m->gemma) || !load_hf(hf + "/qwen3", m->qwen_buffer, m->qwen))
+    return nullptr;
+  const std::string config = xz(hf + "/gemma3/tokenizer_config.json.xz");
+  const size_t key = config.find("\"chat_template\"");
+  if (key == std::string::npos) return nullptr;
+  std::string source;  // the JSON string's value, unescaped (\n, \", \\ are all it holds)
+  for (size_t i = config.find('"', config.find(':', key)) + 1; i < config.size() && config[i] != '"'; ++i) {
+    if (config[i] == '\\' && i + 1 < config.size()) {
+      const char c = config[++i];
+      source.push_back(c == 'n' ? '\n' : c);
+    } else {
+      source.push_back(config[i]);
+    }
+  }
+  auto chat = text::ChatTemplate::parse(source);
+  if (!chat) {
+    std::cerr << chat.error().message << "\n";
+    return nullptr;
+  }
+  m->chat.emplace(std::move(chat.value()));
   return m.release();
 }
 
@@ -165,6 +230,22 @@ void register_all(const Models& m) {
       add("marian_decode", [&m, ids](const std::string& t) {
         if (ids->empty()) *ids = ids_of(*m.bpe, t);
         benchmark::DoNotOptimize(m.marian->decode(*ids));
+      });
+      for (const auto& [name, tokenizer] : {std::pair{std::string("gemma3"), m.gemma.get()},
+                                            std::pair{std::string("qwen3"), m.qwen.get()}}) {
+        const text::HfTokenizer* t = tokenizer;
+        add(name + "_encode", [t](const std::string& text) { benchmark::DoNotOptimize(t->encode_text(text, true)); });
+        auto hf_ids = std::make_shared<std::vector<int32_t>>();
+        add(name + "_decode", [t, hf_ids](const std::string& text) {
+          if (hf_ids->empty()) *hf_ids = t->encode_text(text, true).value();
+          benchmark::DoNotOptimize(t->decode_ids(hf_ids->data(), hf_ids->size(), true));
+        });
+      }
+      add("chat_template", [&m](const std::string& t) {
+        text::ChatTemplateInputs in;
+        in.messages = {{"system", t}, {"user", t}, {"assistant", t}, {"user", t}};
+        in.strings = {{"bos_token", "<bos>"}};
+        benchmark::DoNotOptimize(m.chat->render(in));
       });
       add("split_sentences", [](const std::string& t) { benchmark::DoNotOptimize(text::split_sentences(t)); });
       add("hf_string_rules", [](const std::string& t) {
