@@ -15,33 +15,18 @@
 #include <string>
 #include <vector>
 
-#include "convert/hf_tokenizer.h"
-#include "format/model_file.h"
-#include "petrel_generated.h"
-#include "text/hf_tokenizer.h"
+#include "bench_support.h"
 
 using namespace petrel;
 
 namespace {
-
-std::string xz(const std::string& path) {
-  FILE* pipe = popen(("xz -dc '" + path + "'").c_str(), "r");
-  std::string text;
-  if (pipe) {
-    char buf[65536];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) text.append(buf, n);
-    if (pclose(pipe) != 0) text.clear();
-  }
-  return text;
-}
 
 const std::string kDir = PETREL_HF_FIXTURES_DIR;
 
 const std::vector<std::string>& lines() {
   static const std::vector<std::string> all = [] {
     std::vector<std::string> out;
-    std::istringstream in(xz(kDir + "/lines.txt.xz"));
+    std::istringstream in(bench::xz_decompress(kDir + "/lines.txt.xz"));
     for (std::string line; std::getline(in, line);) {
       std::string text;  // make_hf_tokenizer_fixtures.py's escapes
       for (size_t i = 0; i < line.size(); ++i) {
@@ -59,27 +44,11 @@ const std::vector<std::string>& lines() {
   return all;
 }
 
-struct Converted {
-  std::vector<uint8_t> buffer;
-  std::unique_ptr<text::HfTokenizer> tokenizer;
-};
-
-const Converted& converted(const std::string& name) {
-  static std::map<std::string, Converted> cache;
-  Converted& c = cache[name];
-  if (c.tokenizer) return c;
-  convert::HfTokenizerFiles files;
-  files.dir = kDir + "/" + name;
-  files.tokenizer_json = xz(files.dir + "/tokenizer.json.xz");
-  files.tokenizer_config = xz(files.dir + "/tokenizer_config.json.xz");
-  c.buffer = convert::hf_tokenizer_buffer(files);
-  const auto* root = flatbuffers::GetRoot<fb::Tokenizer>(c.buffer.data());
-  auto tables = detail::bind_hf_tokenizer(*root, root->vocab_spans()->size(), name);
-  if (!tables) throw std::runtime_error(tables.error().message);
-  auto t = text::HfTokenizer::create(std::move(tables.value()), name);
-  if (!t) throw std::runtime_error(t.error().message);
-  c.tokenizer = std::move(t.value());
-  return c;
+const bench::HfFixture& converted(const std::string& name) {
+  static std::map<std::string, bench::HfFixture> cache;
+  auto it = cache.find(name);
+  if (it == cache.end()) it = cache.emplace(name, bench::load_hf_fixture(kDir + "/" + name)).first;
+  return it->second;
 }
 
 void encode(benchmark::State& state, const std::string& name) {
@@ -114,7 +83,7 @@ void decode(benchmark::State& state, const std::string& name) {
 // Binding the stored tables and building the tokenizer (the model file's part of a
 // load, its bytes already in memory).
 void load(benchmark::State& state, const std::string& name) {
-  const Converted& c = converted(name);
+  const bench::HfFixture& c = converted(name);
   for (auto _ : state) {
     const auto* root = flatbuffers::GetRoot<fb::Tokenizer>(c.buffer.data());
     auto tables = detail::bind_hf_tokenizer(*root, root->vocab_spans()->size(), name);

@@ -28,9 +28,7 @@
 
 #include "convert/convert_error.h"
 #include "convert/spm_model.h"
-#include "convert/hf_tokenizer.h"
-#include "format/model_file.h"
-#include "petrel_generated.h"
+#include "bench_support.h"
 #include "text/chat_template.h"
 #include "text/hf_text.h"
 #include "text/hf_tokenizer.h"
@@ -74,42 +72,10 @@ struct Models {
   std::vector<int32_t> vocab_ids;
   std::unique_ptr<text::MarianTokenizer> marian;
   // tokenizer.json tokenizers, viewing their converted buffers, and a chat template.
-  std::vector<uint8_t> gemma_buffer, qwen_buffer;
-  std::unique_ptr<text::HfTokenizer> gemma, qwen;
+  bench::HfFixture gemma, qwen;
   std::optional<text::ChatTemplate> chat;
 };
 
-std::string xz(const std::string& path) {
-  FILE* pipe = popen(("xz -dc '" + path + "'").c_str(), "r");
-  std::string text;
-  if (pipe) {
-    char buf[65536];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) text.append(buf, n);
-    if (pclose(pipe) != 0) text.clear();
-  }
-  return text;
-}
-
-bool load_hf(const std::string& dir, std::vector<uint8_t>& buffer, std::unique_ptr<text::HfTokenizer>& out) {
-  convert::HfTokenizerFiles files;
-  files.dir = dir;
-  files.tokenizer_json = xz(dir + "/tokenizer.json.xz");
-  files.tokenizer_config = xz(dir + "/tokenizer_config.json.xz");
-  try {
-    buffer = convert::hf_tokenizer_buffer(files);
-  } catch (const convert::ConvertError& e) {
-    std::cerr << e.what() << "\n";
-    return false;
-  }
-  const auto* root = flatbuffers::GetRoot<fb::Tokenizer>(buffer.data());
-  auto tables = detail::bind_hf_tokenizer(*root, root->vocab_spans()->size(), dir);
-  if (!tables) return false;
-  auto t = text::HfTokenizer::create(std::move(tables.value()), dir);
-  if (!t) return false;
-  out = std::move(t.value());
-  return true;
-}
 
 Models* load(const std::string& dir) {
   auto m = std::make_unique<Models>();
@@ -149,9 +115,14 @@ Models* load(const std::string& dir) {
   }
   m->marian = std::move(marian.value());
   const std::string hf = PETREL_HF_FIXTURES_DIR;
-  if (!load_hf(hf + "/gemma3", m->gemma_buffer, m->gemma) || !load_hf(hf + "/qwen3", m->qwen_buffer, m->qwen))
+  try {
+    m->gemma = bench::load_hf_fixture(hf + "/gemma3");
+    m->qwen = bench::load_hf_fixture(hf + "/qwen3");
+  } catch (const std::exception& e) {
+    std::cerr << e.what() << "\n";
     return nullptr;
-  const std::string config = xz(hf + "/gemma3/tokenizer_config.json.xz");
+  }
+  const std::string config = bench::xz_decompress(hf + "/gemma3/tokenizer_config.json.xz");
   const size_t key = config.find("\"chat_template\"");
   if (key == std::string::npos) return nullptr;
   std::string source;  // the JSON string's value, unescaped (\n, \", \\ are all it holds)
@@ -231,8 +202,8 @@ void register_all(const Models& m) {
         if (ids->empty()) *ids = ids_of(*m.bpe, t);
         benchmark::DoNotOptimize(m.marian->decode(*ids));
       });
-      for (const auto& [name, tokenizer] : {std::pair{std::string("gemma3"), m.gemma.get()},
-                                            std::pair{std::string("qwen3"), m.qwen.get()}}) {
+      for (const auto& [name, tokenizer] : {std::pair{std::string("gemma3"), m.gemma.tokenizer.get()},
+                                            std::pair{std::string("qwen3"), m.qwen.tokenizer.get()}}) {
         const text::HfTokenizer* t = tokenizer;
         add(name + "_encode", [t](const std::string& text) { benchmark::DoNotOptimize(t->encode_text(text, true)); });
         auto hf_ids = std::make_shared<std::vector<int32_t>>();

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_support.h"
 #include "convert/convert_error.h"
 #include "convert/spm_model.h"
 #include "text/sentencepiece.h"
@@ -25,16 +26,8 @@ using namespace petrel;
 namespace {
 
 std::vector<std::string> read_corpus(const std::string& path) {
-  FILE* pipe = popen(("xz -dc '" + path + "'").c_str(), "r");
-  std::string text;
-  if (pipe) {
-    char buf[65536];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) text.append(buf, n);
-    if (pclose(pipe) != 0) text.clear();
-  }
   std::vector<std::string> lines;
-  std::istringstream in(text);
+  std::istringstream in(bench::xz_decompress(path));
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   return lines;
 }

@@ -575,6 +575,13 @@ int main(int argc, char** argv) {
     double prefill_ms = 0, generate_ms = 0;
     size_t prompt_tokens = 0;
     const auto run_start = std::chrono::steady_clock::now();
+    auto add_timings = [&] {
+      const GenerateTimings& t = generator.last_timings();
+      prefill_ms += t.prefill_ms;
+      generate_ms += t.generate_ms;
+      prompt_tokens += t.prompt_tokens;
+      tokens += t.generated_tokens;
+    };
     for (; next_window(from_lines ? 1 : given.size(), window); base += window.size()) {
       for (size_t k = 0; k < window.size(); ++k) {
         const size_t i = base + k;
@@ -593,11 +600,7 @@ int main(int argc, char** argv) {
             report(i, (from_lines ? source_name + " line " + std::to_string(i + 1) + ": " : "") + r.error().message);
             continue;
           }
-          const GenerateTimings& t = generator.last_timings();
-          prefill_ms += t.prefill_ms;
-          generate_ms += t.generate_ms;
-          prompt_tokens += t.prompt_tokens;
-          tokens += t.generated_tokens;
+          add_timings();
           const TextGeneration& g = r.value();
           emit({{"index", i},
                 {"prompt", in.text},
@@ -621,11 +624,7 @@ int main(int argc, char** argv) {
           report(i, message);
           continue;
         }
-        const GenerateTimings& t = generator.last_timings();
-        prefill_ms += t.prefill_ms;
-        generate_ms += t.generate_ms;
-        prompt_tokens += t.prompt_tokens;
-        tokens += t.generated_tokens;
+        add_timings();
         const Generation& g = r.value()[0];
         if (p.has("stream")) std::printf("\n");
         emit({{"index", i}, {"input", prompt}, {"hypotheses", {{{"ids", g.ids}, {"ended_on_eos", g.ended_on_eos}}}}},

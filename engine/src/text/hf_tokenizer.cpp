@@ -210,33 +210,37 @@ Result<std::unique_ptr<HfTokenizer>> HfTokenizer::create(detail::HfTokenizerTabl
   return t;
 }
 
-std::optional<int32_t> HfTokenizer::token_id(std::string_view token) const {
-  const detail::HfHashTable& h = t_.token_index;
-  if (h.capacity == 0) return std::nullopt;
-  const size_t mask = h.capacity - 1;
-  const uint32_t hash = detail::hf_token_hash(token);
-  for (uint32_t probe = 0; probe <= h.max_probe; ++probe) {
-    const uint32_t slot = h.slots[(hash + probe) & mask];
-    if (slot == 0) return std::nullopt;
-    if (slot - 1 < t_.vocab.size() && t_.vocab[slot - 1] == token) return static_cast<int32_t>(slot - 1);
+namespace {
+// The entry a converter-built table holds for a key: linear probing from `hash` over at
+// most max_probe + 1 slots, `matches(entry)` deciding; -1 when absent. Entries are
+// checked against `count` (a corrupt slot is never a match).
+template <class Matches>
+int64_t probe(const detail::HfHashTable& table, uint32_t hash, size_t count, Matches matches) {
+  if (table.capacity == 0) return -1;
+  const size_t mask = table.capacity - 1;
+  for (uint32_t i = 0; i <= table.max_probe; ++i) {
+    const uint32_t slot = table.slots[(hash + i) & mask];
+    if (slot == 0) return -1;
+    if (slot - 1 < count && matches(slot - 1)) return slot - 1;
   }
-  return std::nullopt;
+  return -1;
+}
+}  // namespace
+
+std::optional<int32_t> HfTokenizer::token_id(std::string_view token) const {
+  const int64_t id = probe(t_.token_index, detail::hf_token_hash(token), t_.vocab.size(),
+                           [&](uint32_t id) { return t_.vocab[id] == token; });
+  if (id < 0) return std::nullopt;
+  return static_cast<int32_t>(id);
 }
 
 int32_t HfTokenizer::merge_of(int32_t left, int32_t right) const {
-  const detail::HfHashTable& h = t_.merge_index;
-  if (h.capacity == 0) return -1;
-  const size_t mask = h.capacity - 1;
-  const uint32_t hash = detail::hf_merge_hash(left, right);
-  for (uint32_t probe = 0; probe <= h.max_probe; ++probe) {
-    const uint32_t slot = h.slots[(hash + probe) & mask];
-    if (slot == 0) return -1;
-    if (slot - 1 >= t_.merge_count) continue;  // a corrupt slot: never a merge
-    const detail::BpeMergeEntry& m = t_.merges[slot - 1];
-    if (m.left == left && m.right == right)
-      return m.result >= 0 && static_cast<size_t>(m.result) < t_.vocab.size() ? static_cast<int32_t>(slot - 1) : -1;
-  }
-  return -1;
+  const int64_t merge = probe(t_.merge_index, detail::hf_merge_hash(left, right), t_.merge_count, [&](uint32_t m) {
+    return t_.merges[m].left == left && t_.merges[m].right == right;
+  });
+  if (merge < 0) return -1;
+  const int32_t result = t_.merges[merge].result;
+  return result >= 0 && static_cast<size_t>(result) < t_.vocab.size() ? static_cast<int32_t>(merge) : -1;
 }
 
 bool HfTokenizer::is_special(int32_t id) const {
