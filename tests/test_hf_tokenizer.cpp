@@ -205,14 +205,15 @@ json small_tokenizer_json() {
             {"merges", merge_list}}}};
 }
 
-// gemma3_f32 converted with the small tokenizer and Gemma 3's chat template.
-std::string lm_with_tokenizer() {
-  return petrel::test::shared_file("lm-gemma3-text.petrel", [](const std::string& out) {
+// gemma3_f32 converted with the small tokenizer and the chat template of the real
+// tokenizer `chat` (gemma3 or qwen3).
+std::string lm_with_tokenizer(const std::string& chat = "gemma3") {
+  return petrel::test::shared_file("lm-gemma3-text-" + chat + ".petrel", [&](const std::string& out) {
     petrel::test::TempDir dir;
     petrel::test::copy_dir(petrel::test::fixture_dir() + "/decoder_only/gemma3_f32", dir.path());
-    const auto gemma = hf_fixture_files("gemma3");
-    REQUIRE(gemma);
-    const json real_config = json::parse(*gemma->tokenizer_config);
+    const auto real = hf_fixture_files(chat);
+    REQUIRE(real);
+    const json real_config = json::parse(*real->tokenizer_config);
     const json config = {{"chat_template", real_config["chat_template"]},
                          {"bos_token", "<bos>"},
                          {"eos_token", "<end_of_turn>"},
@@ -327,6 +328,21 @@ TEST_CASE("A conversation reuses its KV cache across turns and answers as a fres
   CHECK(reused_total > 0);
   CHECK(chat.value().messages().size() == 7);  // system + 3 x (user, assistant)
   CHECK(chat.value().messages()[2].role == "assistant");
+}
+
+TEST_CASE("Chat template flags reach the template: Qwen3's enable_thinking", "[hf_tokenizer][decoder_only]") {
+  if (!petrel::test::xz_decompress(hf_fixture("qwen3/tokenizer_config.json.xz"))) return;
+  auto generator = petrel::Generator::create(petrel::test::load_model(lm_with_tokenizer("qwen3")));
+  REQUIRE(generator);
+  const std::vector<petrel::ChatMessage> messages = {{"user", "hi"}};
+  auto thinking = generator.value().apply_chat_template(messages, true);
+  auto not_thinking = generator.value().apply_chat_template(messages, true, {{"enable_thinking", false}});
+  REQUIRE(thinking);
+  REQUIRE(not_thinking);
+  CHECK(thinking.value() == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+  CHECK(not_thinking.value() == thinking.value() + "<think>\n\n</think>\n\n");
+  auto chat = petrel::Conversation::create(generator.value(), "", {{"enable_thinking", false}});
+  CHECK(chat);
 }
 
 TEST_CASE("The chat template's refusals and a model without a tokenizer are errors", "[hf_tokenizer][decoder_only]") {
@@ -529,6 +545,7 @@ TEST_CASE("petrel-run --prompt, --stream and --chat on a language model with a t
   for (const auto& [flags, expect] : std::vector<std::pair<std::string, std::string>>{
            {"--text 'a'", "--text is for translation models"},
            {"--system x --prompt a", "--system applies with --chat"},
+           {"--chat --template-flag enable_thinking", "expected NAME=true or NAME=false"},
            {"--chat --json", "--json does not apply with --chat"},
            {"--prompt a --stop ''", "stop[0]"}}) {
     INFO(flags);

@@ -365,8 +365,8 @@ Result<TextGeneration> Generator::generate_text(std::string_view prompt, const G
   return impl_->generate_text(ids.value(), options, impl_->session);
 }
 
-Result<std::string> Generator::apply_chat_template(const std::vector<ChatMessage>& messages,
-                                                   bool add_generation_prompt) const {
+Result<std::string> Generator::apply_chat_template(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                                                   const std::vector<std::pair<std::string, bool>>& template_flags) const {
   const LanguageModelDefaults& lm = impl_->model->info().lm;
   if (lm.chat_template.empty())
     return Error{ErrorCode::kInvalidArgument,
@@ -377,6 +377,7 @@ Result<std::string> Generator::apply_chat_template(const std::vector<ChatMessage
   for (const ChatMessage& m : messages) inputs.messages.push_back({m.role, m.content});
   inputs.add_generation_prompt = add_generation_prompt;
   inputs.strings = {{"bos_token", lm.bos_token}, {"eos_token", lm.eos_token}};
+  inputs.flags = template_flags;
   auto text = parsed.value().render(inputs);
   if (!text) return Error{text.error().code, "chat template: " + text.error().message};
   return text;
@@ -394,17 +395,20 @@ namespace petrel {
 struct Conversation::Impl {
   Generator::Impl& generator;
   const Generator& owner;
+  std::vector<std::pair<std::string, bool>> template_flags;
   std::vector<ChatMessage> messages;
   LmSession session;
 };
 
-Result<Conversation> Conversation::create(Generator& generator, std::string_view system) {
+Result<Conversation> Conversation::create(Generator& generator, std::string_view system,
+                                          std::vector<std::pair<std::string, bool>> template_flags) {
   auto tokenizer = text_tokenizer(*generator.impl_->model);
   if (!tokenizer) return tokenizer.error();
-  std::unique_ptr<Impl> impl(new Impl{*generator.impl_, generator, {}, {}});
+  std::unique_ptr<Impl> impl(new Impl{*generator.impl_, generator, std::move(template_flags), {}, {}});
   if (!system.empty()) impl->messages.push_back({"system", std::string(system)});
   impl->session.keep = true;
-  auto probe = generator.apply_chat_template(impl->messages, true);  // the template parses and renders
+  // The template parses and renders.
+  auto probe = generator.apply_chat_template(impl->messages, true, impl->template_flags);
   if (!probe) return probe.error();
   return Conversation(std::move(impl));
 }
@@ -418,7 +422,7 @@ const std::vector<ChatMessage>& Conversation::messages() const { return impl_->m
 Result<TextGeneration> Conversation::reply(std::string_view user_message, const GenerateOptions& options) {
   std::vector<ChatMessage> messages = impl_->messages;
   messages.push_back({"user", std::string(user_message)});
-  auto prompt = impl_->owner.apply_chat_template(messages, true);
+  auto prompt = impl_->owner.apply_chat_template(messages, true, impl_->template_flags);
   if (!prompt) return prompt.error();
   auto tokenizer = text_tokenizer(*impl_->generator.model);
   if (!tokenizer) return tokenizer.error();

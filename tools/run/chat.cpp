@@ -26,7 +26,7 @@ bool read_line(int fd, std::string& line) {
 }  // namespace
 
 int run_chat(Generator& generator, const GenerateOptions& options, const ChatSettings& settings, int fd) {
-  auto created = Conversation::create(generator, settings.system);
+  auto created = Conversation::create(generator, settings.system, settings.template_flags);
   if (!created) {
     std::fprintf(stderr, "petrel-run: %s\n", created.error().message.c_str());
     return 1;

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "petrel/generator.h"
 
@@ -10,6 +12,7 @@ namespace petrel::run {
 
 struct ChatSettings {
   std::string system;        // --system (empty: none)
+  std::vector<std::pair<std::string, bool>> template_flags;  // --template-flag NAME=true|false
   bool json_lines = false;   // one JSON object per reply instead of streamed text
   bool quiet = false;        // no prompt marks or timing on standard error
 };

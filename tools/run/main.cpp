@@ -225,6 +225,8 @@ int main(int argc, char** argv) {
   p.flag("prompt", "TEXT", "language models: a text to continue (repeatable)", true);
   p.toggle("chat", "language models: a conversation, one user message per line of standard input");
   p.flag("system", "TEXT", "--chat: the system message");
+  p.flag("template-flag", "NAME=true|false", "--chat: a boolean the chat template reads, e.g. enable_thinking=false\n"
+                                              "                              for Qwen3 (repeatable)", true);
   p.flag("stop", "TEXT", "language models: stop when the output text contains TEXT, which it then ends\n"
                          "                              before (repeatable, at most 16)", true);
   p.flag("input", "FILE", "inputs, one per line ('-': standard input, the default)");
@@ -278,6 +280,7 @@ int main(int argc, char** argv) {
   p.flag("seed", "S", "language models: the sampler's seed (default 0; the same seed gives the same tokens on every CPU)");
   p.toggle("ignore-eos", "language models: generate --max-new-tokens tokens, past any EOS (benchmarks)");
   GenerateOptions lm_options;
+  std::vector<std::pair<std::string, bool>> chat_flags;  // --template-flag
   TranslateOptions options;
   BatchOptions batching;
   size_t threads = 1, workers = 1;
@@ -291,7 +294,15 @@ int main(int argc, char** argv) {
     if (p.positionals().size() != 1) throw cli::UsageError("expected one model file (see --help)");
     if (p.has("ids") + p.has("text") + p.has("prompt") + p.has("input") + p.has("chat") > 1)
       throw cli::UsageError("give inputs with one of --ids, --text, --prompt, --input or --chat");
-    if (p.has("system") && !p.has("chat")) throw cli::UsageError("--system applies with --chat");
+    for (const char* f : {"system", "template-flag"})
+      if (p.has(f) && !p.has("chat")) throw cli::UsageError("--" + std::string(f) + " applies with --chat");
+    for (const std::string& flag : p.all("template-flag")) {
+      const size_t eq = flag.find('=');
+      const std::string value = eq == std::string::npos ? "" : flag.substr(eq + 1);
+      if (eq == 0 || (value != "true" && value != "false"))
+        throw cli::UsageError("--template-flag '" + flag + "': expected NAME=true or NAME=false");
+      chat_flags.emplace_back(flag.substr(0, eq), value == "true");
+    }
     if (p.has("chat"))
       for (const char* f : {"stream", "json", "tokenize", "detokenize"})
         if (p.has(f))
@@ -560,6 +571,7 @@ int main(int argc, char** argv) {
     if (p.has("chat")) {
       run::ChatSettings settings;
       settings.system = p.get("system", "");
+      settings.template_flags = chat_flags;
       settings.json_lines = json_lines;
       settings.quiet = quiet;
       return run::run_chat(generator, run, settings, fd);

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "petrel/export.h"
@@ -104,8 +105,10 @@ class Generator {
   // with the assistant's turn opened when add_generation_prompt, as
   // transformers' apply_chat_template(tokenize=False) renders it. Errors name what the
   // template refused (raise_exception) or does not support.
-  PETREL_API Result<std::string> apply_chat_template(const std::vector<ChatMessage>& messages,
-                                                     bool add_generation_prompt = true) const;
+  // `template_flags`: boolean variables the template reads (Qwen3's enable_thinking).
+  PETREL_API Result<std::string> apply_chat_template(
+      const std::vector<ChatMessage>& messages, bool add_generation_prompt = true,
+      const std::vector<std::pair<std::string, bool>>& template_flags = {}) const;
 
   PETREL_API const GenerateTimings& last_timings() const;
   PETREL_API const Model& model() const;
@@ -124,8 +127,10 @@ class Generator {
 // (the previous turns), so a turn costs its own tokens, not the history's.
 class Conversation {
  public:
-  // `generator` must outlive the conversation. `system`: a system message (empty: none).
-  PETREL_API static Result<Conversation> create(Generator& generator, std::string_view system = {});
+  // `generator` must outlive the conversation. `system`: a system message (empty: none);
+  // `template_flags`: boolean variables its chat template reads (enable_thinking).
+  PETREL_API static Result<Conversation> create(Generator& generator, std::string_view system = {},
+                                                std::vector<std::pair<std::string, bool>> template_flags = {});
   PETREL_API ~Conversation();
   PETREL_API Conversation(Conversation&&) noexcept;
   PETREL_API Conversation& operator=(Conversation&&) noexcept;
