@@ -242,8 +242,9 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
     t.merge_max_probe = std::max(t.merge_max_probe, probe);
   }
   t.token_slots.assign(capacity_for(t.id_of.size()), 0);
-  for (const auto& [token, id] : t.id_of) {
-    const uint32_t probe = insert(t.token_slots, detail::hf_token_hash(token), static_cast<uint32_t>(id),
+  for (const auto& entry : t.id_of) {
+    const std::string& token = entry.first;  // (a lambda cannot capture a structured binding before C++20)
+    const uint32_t probe = insert(t.token_slots, detail::hf_token_hash(token), static_cast<uint32_t>(entry.second),
                                   [&](uint32_t j) { return t.vocab[j] == token; });
     t.token_max_probe = std::max(t.token_max_probe, probe);
   }
