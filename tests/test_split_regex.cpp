@@ -245,6 +245,9 @@ TEST_CASE("SplitRegex: priority, laziness, counted repetition, classes, escapes"
             .has_value());  // the fuzz seed hand-syntax.bin
   CHECK(split_regex_pieces("(a|b)*c", "ababc") == std::vector<std::string>{"ababc"});
   CHECK(split_regex_pieces("(a*)*b", "aab") == std::vector<std::string>{"aab"});
+  // A loop whose body can match empty ends on an empty iteration (Oniguruma's empty check).
+  CHECK(split_regex_pieces("a(?:x|.?\?)*", "axx1b a") == std::vector<std::string>{"axx", "a"});
+  CHECK(split_regex_pieces("a(?:b|(?:.(?:.)?)?)*", "aAxA1") == std::vector<std::string>{"aAxA1"});
   CHECK(split_regex_pieces(kSplitGpt2, "I'm  fine\n") ==
         std::vector<std::string>{"I", "'m", " ", " fine", "\n"});
   CHECK(split_regex_pieces(kSplitQwen2, "Hi  there!!\r\n\r\n  x 12") ==
@@ -301,6 +304,7 @@ TEST_CASE("SplitRegex does linear work on adversarial inputs", "[split_regex]") 
       R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
       R"(\s+$)",
       R"(\s?[!-/:-~！-／：-～‘-‟　-。]+)",
+      "(?:'|\\p{L}?\?)+|(?:\\s|x?\?)+",  // loops whose bodies can match empty (registers)
   };
   // Each input of n bytes and of 2n: the work may at most grow 2.2 times.
   const std::vector<std::pair<std::string, std::string>> units = {

@@ -23,6 +23,7 @@ constexpr uint32_t kMaxRepeat = 100000;         // Oniguruma's ONIG_MAX_REPEAT_N
 constexpr uint64_t kMaxProgram = 1u << 20;      // instructions
 constexpr size_t kMaxDepth = 500;               // groups, classes and stacked quantifiers
 constexpr uint32_t kMaxHeight = 2000;           // of the syntax tree
+constexpr uint32_t kMaxRegisters = 64;          // loops with an empty check
 constexpr uint32_t kInfinite = std::numeric_limits<uint32_t>::max();
 constexpr char32_t kMaxCodePoint = 0x10ffff;
 
@@ -182,6 +183,7 @@ struct Node {
   uint32_t set = 0;       // kSet, kAssert (lookahead)
   uint32_t min = 0, max = 0;
   uint32_t height = 1;    // of the tree below: compiling recurses this deep
+  bool nullable = false;  // can match the empty string
   std::vector<uint32_t> kids;
 };
 
@@ -214,7 +216,8 @@ class SplitRegexCompiler {
     SplitRegex re;
     re.program_.reserve(size);
     emit(root, re.program_);
-    re.program_.push_back({SplitRegex::Op::kMatch, SplitRegex::Assertion::kTextBegin, 0, 0});
+    re.program_.push_back({SplitRegex::Op::kMatch, SplitRegex::Assertion::kTextBegin, 0, 0, 0});
+    re.registers_ = registers_;
     re.sets_.reserve(sets_.size());
     for (Ranges& r : sets_) {
       SplitRegex::CodePointSet s;
@@ -251,6 +254,17 @@ class SplitRegexCompiler {
 
   uint32_t add(Node n) {
     for (const uint32_t kid : n.kids) n.height = std::max(n.height, nodes_[kid].height + 1);
+    switch (n.kind) {
+      case Node::Kind::kEmpty: case Node::Kind::kAssert: n.nullable = true; break;
+      case Node::Kind::kSet: n.nullable = false; break;
+      case Node::Kind::kConcat:
+        n.nullable = std::all_of(n.kids.begin(), n.kids.end(), [&](uint32_t k) { return nodes_[k].nullable; });
+        break;
+      case Node::Kind::kAlt:
+        n.nullable = std::any_of(n.kids.begin(), n.kids.end(), [&](uint32_t k) { return nodes_[k].nullable; });
+        break;
+      case Node::Kind::kRepeat: n.nullable = n.min == 0 || nodes_[n.kids[0]].nullable; break;
+    }
     if (n.height > kMaxHeight) return fail("nesting deeper than " + std::to_string(kMaxHeight) + " (groups and quantifiers)", at_);
     nodes_.push_back(std::move(n));
     return static_cast<uint32_t>(nodes_.size() - 1);
@@ -811,22 +825,22 @@ class SplitRegexCompiler {
       case Node::Kind::kRepeat: {
         const uint64_t body = program_size(n.kids[0]);
         uint64_t total = std::min(cap, body * n.min);
-        if (n.max == kInfinite) return std::min(cap, total + body + 2);
+        if (n.max == kInfinite) return std::min(cap, total + body + 3);  // + kSave when the body can match empty
         return std::min(cap, total + (body + 1) * (n.max - n.min));
       }
     }
     return cap;
   }
 
-  void emit(uint32_t id, std::vector<SplitRegex::Instruction>& prog) const {
+  void emit(uint32_t id, std::vector<SplitRegex::Instruction>& prog) {
     using Op = SplitRegex::Op;
     const Node& n = nodes_[id];
     auto here = [&] { return static_cast<uint32_t>(prog.size()); };
     switch (n.kind) {
       case Node::Kind::kEmpty: return;
-      case Node::Kind::kSet: prog.push_back({Op::kChar, SplitRegex::Assertion::kTextBegin, n.set, 0}); return;
+      case Node::Kind::kSet: prog.push_back({Op::kChar, SplitRegex::Assertion::kTextBegin, n.set, 0, 0}); return;
       case Node::Kind::kAssert:
-        prog.push_back({Op::kAssert, static_cast<SplitRegex::Assertion>(n.assertion), n.set, 0});
+        prog.push_back({Op::kAssert, static_cast<SplitRegex::Assertion>(n.assertion), n.set, 0, 0});
         return;
       case Node::Kind::kConcat:
         for (const uint32_t kid : n.kids) emit(kid, prog);
@@ -835,10 +849,10 @@ class SplitRegexCompiler {
         std::vector<uint32_t> jumps;
         for (size_t i = 0; i + 1 < n.kids.size(); ++i) {
           const uint32_t split = here();
-          prog.push_back({Op::kSplit, SplitRegex::Assertion::kTextBegin, split + 1, 0});
+          prog.push_back({Op::kSplit, SplitRegex::Assertion::kTextBegin, split + 1, 0, 0});
           emit(n.kids[i], prog);
           jumps.push_back(here());
-          prog.push_back({Op::kJump, SplitRegex::Assertion::kTextBegin, 0, 0});
+          prog.push_back({Op::kJump, SplitRegex::Assertion::kTextBegin, 0, 0, 0});
           prog[split].y = here();
         }
         emit(n.kids.back(), prog);
@@ -848,14 +862,19 @@ class SplitRegexCompiler {
       case Node::Kind::kRepeat: {
         for (uint32_t i = 0; i < n.min; ++i) emit(n.kids[0], prog);
         auto split = [&](uint32_t body, uint32_t out) {
-          prog.push_back({Op::kSplit, SplitRegex::Assertion::kTextBegin, n.greedy ? body : out, n.greedy ? out : body});
+          prog.push_back({Op::kSplit, SplitRegex::Assertion::kTextBegin, n.greedy ? body : out, n.greedy ? out : body, 0});
         };
         if (n.max == kInfinite) {
+          const bool check = nodes_[n.kids[0]].nullable && registers_ < kMaxRegisters;
           const uint32_t loop = here();
           split(loop + 1, 0);
+          const uint32_t reg = registers_;
+          if (check) prog.push_back({Op::kSave, SplitRegex::Assertion::kTextBegin, registers_++, 0, 0});
           emit(n.kids[0], prog);
-          prog.push_back({Op::kJump, SplitRegex::Assertion::kTextBegin, loop, 0});
+          const uint32_t back = here();
+          prog.push_back({check ? Op::kCheckProgress : Op::kJump, SplitRegex::Assertion::kTextBegin, loop, 0, reg});
           (n.greedy ? prog[loop].y : prog[loop].x) = here();
+          prog[back].y = here();
           return;
         }
         std::vector<uint32_t> splits;
@@ -877,6 +896,7 @@ class SplitRegexCompiler {
   Error error_{ErrorCode::kInvalidArgument, ""};
   std::vector<Node> nodes_;
   std::vector<Ranges> sets_;
+  uint32_t registers_ = 0;
   std::map<Ranges, uint32_t> set_index_;
   std::map<char32_t, Ranges> folded_literals_;
 };
@@ -902,20 +922,23 @@ bool SplitRegex::assertion_holds(const Instruction& inst, std::string_view text,
 
 namespace {
 
-// A Pike VM thread list: program counters in priority order, each with its match's start;
-// `mark` (generation stamps) keeps one thread per program counter.
+// A Pike VM thread list: program counters in priority order, each with its match's start
+// and registers (SplitRegex::registers_ per thread); `mark` (generation stamps) keeps one
+// thread per program counter.
 struct ThreadList {
-  std::vector<uint32_t> pcs, starts, mark;
+  std::vector<uint32_t> pcs, starts, regs, mark;
   uint32_t generation = 1;
   void reset(size_t program) {
     pcs.clear();
     starts.clear();
+    regs.clear();
     mark.assign(program, 0);
     generation = 1;
   }
   void clear() {
     pcs.clear();
     starts.clear();
+    regs.clear();
     if (++generation == 0) {  // wrapped: stamps would repeat
       std::fill(mark.begin(), mark.end(), 0);
       generation = 1;
@@ -931,35 +954,58 @@ uint64_t SplitRegex::run(std::string_view text, std::vector<std::pair<uint32_t, 
   if (program_.empty() || text.size() > std::numeric_limits<uint32_t>::max()) return 0;
   uint64_t steps = 0;
   const size_t n = text.size();
+  const size_t r = registers_;
   ThreadList lists[2];
   lists[0].reset(program_.size());
   lists[1].reset(program_.size());
-  std::vector<uint32_t> stack;
+  struct Frame {
+    uint32_t pc, regs;  // regs: the registers' offset in `pool`
+  };
+  std::vector<Frame> stack;
+  std::vector<uint32_t> pool;  // register sets of the threads being followed
+  const std::vector<uint32_t> no_registers(r, 0);
 
-  // Follows kSplit, kJump and kAssert from `pc` at text position `at`, appending the
-  // kChar and kMatch threads reached to `list` in priority order.
-  auto add_thread = [&](ThreadList& list, uint32_t pc, size_t at, uint32_t start) {
-    stack.push_back(pc);
+  // Follows kSplit, kJump, kAssert, kSave and kCheckProgress from `pc` at text position
+  // `at`, appending the kChar and kMatch threads reached to `list` in priority order.
+  auto add_thread = [&](ThreadList& list, uint32_t pc, size_t at, uint32_t start, const uint32_t* regs) {
+    pool.assign(regs, regs + r);
+    stack.push_back({pc, 0});
     while (!stack.empty()) {
-      const uint32_t p = stack.back();
+      const Frame f = stack.back();
       stack.pop_back();
-      if (list.mark[p] == list.generation) continue;
-      list.mark[p] = list.generation;
+      const Instruction& inst = program_[f.pc];
+      // kCheckProgress goes on by its thread's register: each visit counts (at most one
+      // per visit of the instruction before it, which is marked).
+      if (inst.op != Op::kCheckProgress) {
+        if (list.mark[f.pc] == list.generation) continue;
+        list.mark[f.pc] = list.generation;
+      }
       if (kCount) ++steps;
-      const Instruction& inst = program_[p];
       switch (inst.op) {
         case Op::kSplit:
-          stack.push_back(inst.y);
-          stack.push_back(inst.x);
+          stack.push_back({inst.y, f.regs});
+          stack.push_back({inst.x, f.regs});
           break;
-        case Op::kJump: stack.push_back(inst.x); break;
+        case Op::kJump: stack.push_back({inst.x, f.regs}); break;
         case Op::kAssert:
-          if (assertion_holds(inst, text, at)) stack.push_back(p + 1);
+          if (assertion_holds(inst, text, at)) stack.push_back({f.pc + 1, f.regs});
+          break;
+        case Op::kSave: {
+          const auto copy = static_cast<uint32_t>(pool.size());
+          pool.resize(pool.size() + r);
+          std::copy(pool.begin() + f.regs, pool.begin() + f.regs + static_cast<ptrdiff_t>(r), pool.begin() + copy);
+          pool[copy + inst.x] = static_cast<uint32_t>(at);
+          stack.push_back({f.pc + 1, copy});
+          break;
+        }
+        case Op::kCheckProgress:
+          stack.push_back({pool[f.regs + inst.z] == at ? inst.y : inst.x, f.regs});
           break;
         case Op::kChar:
         case Op::kMatch:
-          list.pcs.push_back(p);
+          list.pcs.push_back(f.pc);
           list.starts.push_back(start);
+          list.regs.insert(list.regs.end(), pool.begin() + f.regs, pool.begin() + f.regs + static_cast<ptrdiff_t>(r));
           break;
       }
     }
@@ -972,7 +1018,7 @@ uint64_t SplitRegex::run(std::string_view text, std::vector<std::pair<uint32_t, 
     current->clear();
     bool matched = false;
     for (size_t at = from;;) {
-      if (!matched) add_thread(*current, 0, at, static_cast<uint32_t>(at));
+      if (!matched) add_thread(*current, 0, at, static_cast<uint32_t>(at), no_registers.data());
       if (current->pcs.empty()) {
         if (matched || at >= n) break;
         at += petrel::detail::utf8_decode(text, at).length;  // nothing starts here
@@ -992,7 +1038,8 @@ uint64_t SplitRegex::run(std::string_view text, std::vector<std::pair<uint32_t, 
           end = static_cast<uint32_t>(at);
           break;  // lower-priority threads lose
         }
-        if (at < n && sets_[inst.x].contains(cp.value)) add_thread(*next, p + 1, at + cp.length, current->starts[i]);
+        if (at < n && sets_[inst.x].contains(cp.value))
+          add_thread(*next, p + 1, at + cp.length, current->starts[i], current->regs.data() + i * r);
       }
       std::swap(current, next);
       if (at >= n) break;
