@@ -73,7 +73,7 @@ TEST_CASE("chat_template: real templates render as transformers.js renders them"
   }
 }
 
-TEST_CASE("chat_template: one parsed template renders many inputs; variables not given are undefined", "[chat_template]") {
+TEST_CASE("chat_template: one parsed template renders many inputs, and variables not given are undefined", "[chat_template]") {
   auto parsed = petrel::text::ChatTemplate::parse(
       "{{ bos_token }}|{{ x is defined }}|{{ tools is none }}|{{ enable_thinking is false }}|{{ add_generation_prompt }}"
       "{% for m in messages %}|{{ m.role }}={{ m.content }}{% endfor %}");

@@ -1,5 +1,7 @@
 #include "convert/marian_model_file.h"
 
+#include "core/utf8.h"
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -99,24 +101,6 @@ size_t skip_spaces(std::string_view s, size_t i) {
 bool only_comment(std::string_view s, size_t i) {
   i = skip_spaces(s, i);
   return i == s.size() || s[i] == '#';
-}
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
 }
 
 class YamlParser {
@@ -413,13 +397,13 @@ class YamlParser {
         case '"': out += '"'; break;
         case '/': out += '/'; break;
         case '\\': out += '\\'; break;
-        case 'x': append_utf8(out, hex(i + 1, 2)); i += 2; break;
+        case 'x': detail::append_utf8(out, hex(i + 1, 2)); i += 2; break;
         case 'u':
         case 'U': {
           const int digits = line[i] == 'u' ? 4 : 8;
           const uint32_t cp = hex(i + 1, digits);
           if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) fail_key(key, "has an escape that is no code point");
-          append_utf8(out, cp);
+          detail::append_utf8(out, cp);
           i += digits;
           break;
         }

@@ -77,24 +77,6 @@ std::vector<size_t> code_point_starts(std::string_view s) {
   out.push_back(s.size());
   return out;
 }
-void append_utf8(std::string& out, char32_t c) {
-  if (c < 0x80) {
-    out += static_cast<char>(c);
-  } else if (c < 0x800) {
-    out += static_cast<char>(0xc0 | (c >> 6));
-    out += static_cast<char>(0x80 | (c & 0x3f));
-  } else if (c < 0x10000) {
-    out += static_cast<char>(0xe0 | (c >> 12));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (c & 0x3f));
-  } else {
-    out += static_cast<char>(0xf0 | (c >> 18));
-    out += static_cast<char>(0x80 | ((c >> 12) & 0x3f));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (c & 0x3f));
-  }
-}
-
 char ascii_upper(char c) { return c >= 'a' && c <= 'z' ? static_cast<char>(c - 32) : c; }
 char ascii_lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; }
 bool is_ascii_alnum(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
@@ -496,14 +478,14 @@ class Lexer {
           c = c * 16 + static_cast<char32_t>(d);
         }
         if (c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) return fail(start, "escape out of Unicode's range");
-        append_utf8(value, c);
+        detail::append_utf8(value, c);
         return Status::ok();
       }
       default:
         if (e >= '0' && e <= '7') {  // octal, up to 3 digits
           char32_t c = static_cast<char32_t>(e - '0');
           for (int i = 0; i < 2 && pos < src_.size() && src_[pos] >= '0' && src_[pos] <= '7'; ++i) c = c * 8 + static_cast<char32_t>(src_[pos++] - '0');
-          append_utf8(value, c);
+          detail::append_utf8(value, c);
           return Status::ok();
         }
         value += '\\';  // Python keeps an unknown escape as written

@@ -37,24 +37,6 @@ const ByteLevelMap& byte_level_map() {
   return map;
 }
 
-void append_utf8(std::string& out, char32_t c) {
-  if (c < 0x80) {
-    out.push_back(static_cast<char>(c));
-  } else if (c < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (c >> 6)));
-    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  } else if (c < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (c >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (c >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((c >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  }
-}
-
 // Whitespace for Strip and an added token's lstrip/rstrip: Unicode White_Space (Rust
 // tokenizers' char::is_whitespace; JavaScript's trim also strips U+FEFF, not U+0085).
 std::string_view trim_left(std::string_view s) {
@@ -192,7 +174,7 @@ Result<std::unique_ptr<HfTokenizer>> HfTokenizer::create(detail::HfTokenizerTabl
   const ByteLevelMap& map = byte_level_map();
   for (int b = 0; b < 256; ++b) {
     std::string c;
-    append_utf8(c, map.char_of[b]);
+    detail::append_utf8(c, map.char_of[b]);
     t->byte_level_ids_[b] = t->token_id(c).value_or(-1);
     char hex[8];
     std::snprintf(hex, sizeof hex, "<0x%02X>", b);
@@ -375,7 +357,7 @@ Status HfTokenizer::encode_word(std::string_view word, bool byte_level, std::vec
     std::optional<int32_t> whole;
     if (byte_level) {
       std::string mapped;
-      for (unsigned char b : word) append_utf8(mapped, byte_level_map().char_of[b]);
+      for (unsigned char b : word) detail::append_utf8(mapped, byte_level_map().char_of[b]);
       whole = token_id(mapped);
     } else {
       whole = token_id(word);

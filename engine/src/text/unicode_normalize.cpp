@@ -79,24 +79,6 @@ char32_t compose_pair(char32_t a, char32_t b) {
   return tables::kCompositionValues[it - keys];
 }
 
-void append_utf8(char32_t c, std::string& out) {
-  if (c < 0x80) {
-    out += static_cast<char>(c);
-  } else if (c < 0x800) {
-    out += static_cast<char>(0xC0 | c >> 6);
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else if (c < 0x10000) {
-    out += static_cast<char>(0xE0 | c >> 12);
-    out += static_cast<char>(0x80 | (c >> 6 & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | c >> 18);
-    out += static_cast<char>(0x80 | (c >> 12 & 0x3F));
-    out += static_cast<char>(0x80 | (c >> 6 & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  }
-}
-
 }  // namespace
 
 void normalize(std::string_view utf8, NormalizationForm form, std::string& out) {
@@ -163,7 +145,7 @@ void normalize(std::string_view utf8, NormalizationForm form, std::string& out) 
     length = write;
   }
   out.reserve(utf8.size() + utf8.size() / 2);
-  for (size_t i = 0; i < length; ++i) append_utf8(text[i], out);
+  for (size_t i = 0; i < length; ++i) detail::append_utf8(out, text[i]);
 }
 
 }  // namespace petrel::text
