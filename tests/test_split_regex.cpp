@@ -316,7 +316,9 @@ TEST_CASE("SplitRegex does linear work on adversarial inputs", "[split_regex]") 
   const size_t n = (size_t{1} << 19) / petrel::test::subset_stride();
   for (const auto& pattern : patterns) {
     const SplitRegex re = split_regex_compiled(pattern);
-    for (const auto& [name, unit] : units) {
+    for (const auto& named_unit : units) {
+      const std::string& name = named_unit.first;
+      const std::string& unit = named_unit.second;  // (a lambda cannot capture a structured binding before C++20)
       auto input = [&](size_t bytes) {
         if (unit.empty()) return std::string(bytes - 1, ' ') + "x";
         std::string s;
