@@ -55,7 +55,9 @@ int run_chat(Generator& generator, const GenerateOptions& options, const ChatSet
     auto reply = chat.reply(line, turn);
     if (!reply) {
       std::fprintf(stderr, "petrel-run: message %zu: %s\n", index + 1, reply.error().message.c_str());
-      if (settings.json_lines) std::printf("%s\n", nlohmann::json{{"index", index}, {"error", reply.error().message}}.dump().c_str());
+      if (settings.json_lines) std::printf("%s\n", nlohmann::json{{"index", index}, {"error", reply.error().message}}
+                                                      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                                                      .c_str());
       std::fflush(stdout);
       status = 1;
       continue;

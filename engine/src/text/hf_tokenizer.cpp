@@ -182,10 +182,10 @@ Result<std::unique_ptr<HfTokenizer>> HfTokenizer::create(detail::HfTokenizerTabl
   }
   t->special_.assign(n, false);
   for (int32_t id : tt.special_ids) t->special_[static_cast<size_t>(id)] = true;
-  t->added_.assign(n, false);
+  t->added_.assign(n, 0);
   std::vector<std::pair<std::string_view, int32_t>> added;
   for (const detail::HfAddedTokenEntry& a : tt.added_tokens) {
-    t->added_[static_cast<size_t>(a.id)] = true;
+    t->added_[static_cast<size_t>(a.id)] = static_cast<uint8_t>(kAdded | (a.lstrip ? kLstrip : 0) | (a.rstrip ? kRstrip : 0));
     added.emplace_back(a.content, a.id);
   }
   t->added_splitter_ = SpecialTokenSplitter(added);
@@ -458,12 +458,10 @@ Result<std::vector<int32_t>> HfTokenizer::encode_text(std::string_view text, boo
   }
   for (size_t i = 0; i < sections.size(); ++i) {
     if (section_ids[i] < 0) continue;
-    const detail::HfAddedTokenEntry* a = nullptr;
-    for (const detail::HfAddedTokenEntry& e : t_.added_tokens)
-      if (e.id == section_ids[i]) a = &e;
-    if (a == nullptr) continue;
-    if (a->lstrip && i > 0 && section_ids[i - 1] < 0) sections[i - 1] = trim_right(sections[i - 1]);
-    if (a->rstrip && i + 1 < sections.size() && section_ids[i + 1] < 0) sections[i + 1] = trim_left(sections[i + 1]);
+    const uint8_t flags = added_[static_cast<size_t>(section_ids[i])];
+    if ((flags & kLstrip) && i > 0 && section_ids[i - 1] < 0) sections[i - 1] = trim_right(sections[i - 1]);
+    if ((flags & kRstrip) && i + 1 < sections.size() && section_ids[i + 1] < 0)
+      sections[i + 1] = trim_left(sections[i + 1]);
   }
   std::string normalized;
   std::vector<std::string> words;
@@ -521,7 +519,7 @@ Result<std::string> HfTokenizer::decode_ids(const int32_t* ids, size_t count, bo
                                                      std::to_string(t_.vocab.size()) + ")"};
     if (skip_special_tokens && special_[static_cast<size_t>(id)]) continue;
     tokens.emplace_back(t_.vocab[static_cast<size_t>(id)]);
-    added.push_back(added_[static_cast<size_t>(id)]);
+    added.push_back((added_[static_cast<size_t>(id)] & kAdded) != 0);
   }
   const ByteLevelMap& map = byte_level_map();
   std::vector<std::string> next;

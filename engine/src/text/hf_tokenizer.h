@@ -61,7 +61,10 @@ class HfTokenizer : public Tokenizer {
   int32_t byte_level_ids_[256];  // ByteLevel: the token of each byte's character (-1: none)
   int32_t byte_fallback_ids_[256];  // "<0xXX>" tokens (-1: none)
   std::vector<bool> special_;       // per id
-  std::vector<bool> added_;         // per id: an added token (the ByteLevel decoder keeps its text)
+  // Per id: kAdded for an added token (the ByteLevel decoder keeps its text), with its
+  // lstrip / rstrip, looked up once per added token in a text (not by a search of the list).
+  static constexpr uint8_t kAdded = 1, kLstrip = 2, kRstrip = 4;
+  std::vector<uint8_t> added_;
 };
 
 }  // namespace petrel::text
