@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <new>
+#include <optional>
 
 #include "core/checked.h"
 #include "decode/sampling.h"
@@ -192,6 +193,8 @@ struct Generator::Impl {
   std::vector<float> logits;
   std::vector<int32_t> sequence;  // prompt + generated, for the repetition penalty
   GenerateTimings timings;
+  // The model's chat template, parsed on first use and kept: every turn renders it.
+  std::optional<Result<text::ChatTemplate>> chat_template;
 };
 
 Result<size_t> Generator::Impl::run(size_t index, const std::vector<int32_t>& prompt, const GenerateOptions& o,
@@ -371,7 +374,8 @@ Result<std::string> Generator::apply_chat_template(const std::vector<ChatMessage
   if (lm.chat_template.empty())
     return Error{ErrorCode::kInvalidArgument,
                  impl_->model->info().source + ": the model has no chat template (tokenizer_config.json's chat_template)"};
-  auto parsed = text::ChatTemplate::parse(lm.chat_template);
+  if (!impl_->chat_template) impl_->chat_template = text::ChatTemplate::parse(lm.chat_template);
+  const Result<text::ChatTemplate>& parsed = *impl_->chat_template;
   if (!parsed) return Error{parsed.error().code, "chat template: " + parsed.error().message};
   text::ChatTemplateInputs inputs;
   for (const ChatMessage& m : messages) inputs.messages.push_back({m.role, m.content});
