@@ -122,10 +122,6 @@ size_t capacity_for(size_t entries) {
   return capacity;
 }
 
-flatbuffers::Offset<flatbuffers::String> optional_string(flatbuffers::FlatBufferBuilder& fbb, const std::string& s) {
-  return fbb.CreateString(s);
-}
-
 }  // namespace
 
 flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBuilder& fbb, const HfTokenizerFiles& files,
@@ -276,10 +272,10 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
         auto [p, regex] = n.pattern();
         if (p.empty()) n.at("pattern").fail("must not be empty");
         is_regex = regex;
-        pattern = optional_string(fbb, p);
-        content = optional_string(fbb, n.text("content"));
+        pattern = fbb.CreateString(p);
+        content = fbb.CreateString(n.text("content"));
       } else if (type == "Prepend") {
-        content = optional_string(fbb, n.text("prepend"));
+        content = fbb.CreateString(n.text("prepend"));
       }
       static const std::map<std::string, fb::HfNormalizerKind> kinds = {
           {"NFC", fb::HfNormalizerKind::Nfc},         {"NFD", fb::HfNormalizerKind::Nfd},

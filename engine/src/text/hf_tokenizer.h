@@ -47,7 +47,6 @@ class HfTokenizer : public Tokenizer {
 
  private:
   explicit HfTokenizer(detail::HfTokenizerTables tables) : t_(std::move(tables)) {}
-  struct Word;
   Status normalize(std::string_view text, std::string& out) const;
   void pre_tokenize(std::string_view text, size_t section_index, std::vector<std::string>& words,
                     bool& byte_level) const;
