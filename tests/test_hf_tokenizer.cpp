@@ -427,6 +427,27 @@ TEST_CASE("A hostile tokenizer.json table is refused by field, and corrupt hash 
     }
     return true;
   });
+  // The stored added-token trie: checked to be exactly the trie of the contents when the
+  // tokenizer is built.
+  for (const auto& [field, change] : std::vector<std::pair<std::string, std::function<bool(petrel::fb::Tokenizer*)>>>{
+           {"added_trie_nodes[", [](petrel::fb::Tokenizer* t) {
+              auto* nodes = t->mutable_hf()->mutable_added_trie_nodes();
+              auto* last = nodes->GetMutableObject(nodes->size() - 2);
+              last->mutate_id(last->id() == 0 ? 1 : 0);
+              return true;
+            }},
+           {"added_trie_", [](petrel::fb::Tokenizer* t) {  // a label: found as a node whose path is wrong
+              auto* labels = t->mutable_hf()->mutable_added_trie_labels();
+              return labels->Mutate(1, static_cast<uint8_t>(labels->Get(1) ^ 0x20)), true;
+            }}}) {
+    INFO(field);
+    auto corrupt = bind(mutated(change));
+    REQUIRE(corrupt);
+    auto built = petrel::text::HfTokenizer::create(std::move(corrupt.value()), "hostile.petrel");
+    REQUIRE_FALSE(built);
+    CHECK_THAT(built.error().message, Catch::Contains("hostile.petrel: tokenizer.hf." + field));
+  }
+
   auto tables = bind(scrambled);
   REQUIRE(tables);
   auto tokenizer = petrel::text::HfTokenizer::create(std::move(tables.value()), "scrambled");
@@ -434,6 +455,26 @@ TEST_CASE("A hostile tokenizer.json table is refused by field, and corrupt hash 
   auto ids = tokenizer.value()->encode_text("the system is in the user model", true);
   if (ids)
     for (int32_t id : ids.value()) CHECK((id >= 0 && id < 128));
+}
+
+TEST_CASE("Added tokens of equal content: the last one is matched, as transformers.js's map keeps it",
+          "[hf_tokenizer]") {
+  json j = small_tokenizer_json();
+  // "<unk>" listed again with the id of "<eos>" and lstrip: the later entry wins.
+  j["added_tokens"].push_back({{"id", 1}, {"content", "<unk>"}, {"lstrip", true}, {"special", true}});
+  petrel::convert::HfTokenizerFiles files;
+  files.dir = "dup";
+  files.tokenizer_json = j.dump();
+  const std::vector<uint8_t> bytes = petrel::convert::hf_tokenizer_buffer(files);
+  const auto* root = flatbuffers::GetRoot<petrel::fb::Tokenizer>(bytes.data());
+  REQUIRE(root->hf()->added_trie_nodes() != nullptr);
+  auto tables = petrel::detail::bind_hf_tokenizer(*root, root->vocab_spans()->size(), "dup");
+  REQUIRE(tables);
+  auto t = petrel::text::HfTokenizer::create(std::move(tables.value()), "dup");
+  REQUIRE(t);
+  auto ids = t.value()->encode_text("a <unk>", false);
+  REQUIRE(ids);
+  CHECK(ids.value() == std::vector<int32_t>{t.value()->token_id("a").value(), 1});  // lstrip took the space
 }
 
 TEST_CASE("petrel-convert refuses tokenizer.json features it does not run, naming the JSON path", "[hf_tokenizer]") {

@@ -13,6 +13,7 @@
 #include "convert/family_tokenizer.h"
 #include "core/utf8.h"
 #include "format/tokenizer_tables.h"
+#include "text/spm_trie.h"
 
 namespace petrel::convert {
 namespace {
@@ -180,6 +181,7 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
     bool special, lstrip, rstrip;
   };
   std::vector<Added> added_tokens;
+  std::unordered_map<std::string, size_t> added_index;  // content -> its entry
   for (size_t i = 0; i < added.raw().size(); ++i) {
     const JsonAt a = added.at(i);
     const uint32_t id = id_value(a.at("id"), a.at("id").raw());
@@ -194,8 +196,14 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
     }
     t.vocab[id] = content;
     t.id_of[content] = static_cast<int32_t>(id);
-    added_tokens.push_back({static_cast<int32_t>(id), content, a.flag("special", false), a.flag("lstrip", false),
-                            a.flag("rstrip", false)});
+    // Equal contents: the last entry is the one matched (transformers.js maps content -> token).
+    const Added entry{static_cast<int32_t>(id), content, a.flag("special", false), a.flag("lstrip", false),
+                      a.flag("rstrip", false)};
+    auto [at, fresh] = added_index.emplace(content, added_tokens.size());
+    if (fresh)
+      added_tokens.push_back(entry);
+    else
+      added_tokens[at->second] = entry;
   }
   sum.added_tokens = static_cast<uint32_t>(added_tokens.size());
   for (const std::string& token : t.vocab) sum.tokens += token.empty() ? 0 : 1;
@@ -434,8 +442,13 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
   }
 
   std::vector<flatbuffers::Offset<fb::HfAddedToken>> added_offsets;
-  for (const Added& a : added_tokens)
+  std::vector<std::string_view> added_contents;
+  for (const Added& a : added_tokens) {
     added_offsets.push_back(fb::CreateHfAddedToken(fbb, a.id, fbb.CreateString(a.content), a.special, a.lstrip, a.rstrip));
+    added_contents.push_back(a.content);
+  }
+  text::PieceTrie added_trie;
+  added_trie.build(added_contents);  // distinct contents: no duplicate to report
 
   int32_t unk_id = -1;
   if (model.has("unk_token")) {
@@ -454,6 +467,13 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
   auto merge_vector = fbb.CreateVectorOfStructs(t.merges);
   auto merge_slots = fbb.CreateVector(t.merge_slots);
   auto token_slots = fbb.CreateVector(t.token_slots);
+  flatbuffers::Offset<flatbuffers::Vector<const fb::PieceTrieNode*>> added_trie_nodes;
+  flatbuffers::Offset<flatbuffers::Vector<uint8_t>> added_trie_labels;
+  if (!added_contents.empty()) {
+    added_trie_nodes = fbb.CreateVectorOfStructs(reinterpret_cast<const fb::PieceTrieNode*>(added_trie.nodes()),
+                                                 added_trie.node_count());
+    added_trie_labels = fbb.CreateVector(added_trie.labels(), added_trie.node_count());
+  }
   fb::HfTokenizerBuilder hb(fbb);
   hb.add_model(fb::HfModelKind::Bpe);
   hb.add_normalizers(normalizer_vector);
@@ -473,6 +493,10 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
   hb.add_merge_max_probe(t.merge_max_probe);
   hb.add_token_slots(token_slots);
   hb.add_token_max_probe(t.token_max_probe);
+  if (!added_contents.empty()) {
+    hb.add_added_trie_nodes(added_trie_nodes);
+    hb.add_added_trie_labels(added_trie_labels);
+  }
   const auto hf = hb.Finish();
 
   TokenizerStrings strings(fbb, StringLayout::kSpans);

@@ -184,6 +184,29 @@ Result<StringTable> bind_strings(const Strings* strings, const Spans* spans, con
   return StringTableAccess::view_spans(blob.bytes.data(), spans->Data(), spans->size());
 }
 
+// A stored piece trie (nodes and labels, both or neither), viewed in place: the
+// Verifier has checked the vectors lie in the buffer, aligned to their elements; its
+// structure is checked against the pieces when the tokenizer is built
+// (text::PieceTrie::adopt). Neither: an empty trie (built at load).
+template <class Fail>
+Result<StoredPieceTrie> bind_stored_trie(const flatbuffers::Vector<const fb::PieceTrieNode*>* nodes,
+                                         const flatbuffers::Vector<uint8_t>* labels, const std::string& nodes_field,
+                                         const std::string& labels_field, Fail fail) {
+  static_assert(sizeof(fb::PieceTrieNode) == sizeof(PieceTrieNode) && alignof(fb::PieceTrieNode) == alignof(PieceTrieNode),
+                "a stored trie node is viewed as PieceTrieNode");
+  if ((nodes == nullptr) != (labels == nullptr)) return fail(nodes_field + " and " + labels_field + ": one without the other");
+  StoredPieceTrie trie;
+  if (nodes == nullptr) return trie;
+  if (labels->size() != nodes->size())
+    return fail(labels_field + ": " + std::to_string(labels->size()) + " labels for " + std::to_string(nodes->size()) +
+                " " + nodes_field.substr(nodes_field.rfind('.') + 1));
+  if (nodes->size() == 0) return fail(nodes_field + ": empty");
+  trie.nodes = reinterpret_cast<const PieceTrieNode*>(nodes->data());
+  trie.labels = labels->data();
+  trie.size = nodes->size();
+  return trie;
+}
+
 // A SentencePiece model's fields as a spec viewing into the file: sizes agree, the
 // vocabulary ids are in range. (Its deeper structure — piece types, the charsmap's
 // trie — SentencePiece::create checks when the tokenizer is built.)
@@ -220,22 +243,9 @@ Result<SentencePieceSpec> bind_sentencepiece(const fb::SentencePieceModel* spm, 
   spec.treat_whitespace_as_suffix = spm->treat_whitespace_as_suffix();
   spec.byte_fallback = spm->byte_fallback();
   if (spm->unk_surface()) spec.unk_surface = {spm->unk_surface()->c_str(), spm->unk_surface()->size()};
-  // The stored trie is viewed in place: the Verifier has checked the vectors lie in
-  // the buffer, aligned to their elements; its structure is checked against the pieces
-  // when the tokenizer is built (text::PieceTrie::adopt).
-  if ((spm->trie_nodes() == nullptr) != (spm->trie_labels() == nullptr))
-    return fail(r + ".trie_nodes and trie_labels: one without the other");
-  if (const auto* nodes = spm->trie_nodes()) {
-    static_assert(sizeof(fb::PieceTrieNode) == sizeof(PieceTrieNode) && alignof(fb::PieceTrieNode) == alignof(PieceTrieNode),
-                  "a stored trie node is viewed as PieceTrieNode");
-    if (spm->trie_labels()->size() != nodes->size())
-      return fail(r + ".trie_labels: " + std::to_string(spm->trie_labels()->size()) + " labels for " +
-                  std::to_string(nodes->size()) + " trie_nodes");
-    if (nodes->size() == 0) return fail(r + ".trie_nodes: empty");
-    spec.trie.nodes = reinterpret_cast<const PieceTrieNode*>(nodes->data());
-    spec.trie.labels = spm->trie_labels()->data();
-    spec.trie.size = nodes->size();
-  }
+  auto trie = bind_stored_trie(spm->trie_nodes(), spm->trie_labels(), r + ".trie_nodes", r + ".trie_labels", fail);
+  if (!trie) return trie.error();
+  spec.trie = trie.value();
   if (vocab != 0) {
     if (spm->vocab_ids() == nullptr || spm->vocab_ids()->size() != n)
       return fail(r + ".vocab_ids: expected one per piece (" + std::to_string(n) + ")");
@@ -528,16 +538,21 @@ Result<HfTokenizerTables> bind_hf_parts(const fb::Tokenizer& tok, uint32_t vocab
     if (hf->added_tokens()->size() > vocab_size) return fail("tokenizer.hf.added_tokens: more than vocab_size");
     for (uint32_t i = 0; i < hf->added_tokens()->size(); ++i) {
       const fb::HfAddedToken* a = hf->added_tokens()->Get(i);
-      const std::string field = "tokenizer.hf.added_tokens[" + std::to_string(i) + "]";
-      if (!id_ok(a->id())) return fail(field + ".id = " + std::to_string(a->id()) + " is not a token id");
+      // (named only on failure: Gemma 3 has 6,414 of them)
+      auto field = [i] { return "tokenizer.hf.added_tokens[" + std::to_string(i) + "]"; };
+      if (!id_ok(a->id())) return fail(field() + ".id = " + std::to_string(a->id()) + " is not a token id");
       HfAddedTokenEntry e;
       e.id = a->id();
       e.special = a->special();
       e.lstrip = a->lstrip();
       e.rstrip = a->rstrip();
-      if (s) s = text(a->content(), field + ".content", e.content);
-      if (!s) return s.error();
-      if (e.content.empty()) return fail(field + ".content: empty");
+      const flatbuffers::String* content = a->content();
+      if (content == nullptr || content->size() == 0) return fail(field() + ".content: empty");
+      if (content->size() > kMaxPieceBytes || !is_valid_utf8(content->string_view())) {
+        s = text(content, field() + ".content", e.content);  // says what is wrong
+        if (!s) return s.error();
+      }
+      e.content = content->string_view();
       t.added_tokens.push_back(e);
     }
   }
@@ -586,6 +601,10 @@ Result<HfTokenizerTables> bind_hf_parts(const fb::Tokenizer& tok, uint32_t vocab
   s = table(hf->merge_slots(), hf->merge_max_probe(), "merge_slots", t.merge_index);
   if (s) s = table(hf->token_slots(), hf->token_max_probe(), "token_slots", t.token_index);
   if (!s) return s.error();
+  auto trie = bind_stored_trie(hf->added_trie_nodes(), hf->added_trie_labels(), "tokenizer.hf.added_trie_nodes",
+                               "tokenizer.hf.added_trie_labels", fail);
+  if (!trie) return trie.error();
+  t.added_trie = trie.value();
   return t;
 }
 

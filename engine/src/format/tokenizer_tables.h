@@ -200,6 +200,7 @@ struct HfTokenizerTables {
   size_t merge_count = 0;
   HfHashTable merge_index;  // merge index + 1, keyed by hf_merge_hash(left, right)
   HfHashTable token_index;  // id + 1, keyed by hf_token_hash(token)
+  StoredPieceTrie added_trie;  // of added_tokens' contents (size 0: none stored)
 };
 
 }  // namespace petrel::detail

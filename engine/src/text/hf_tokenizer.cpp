@@ -188,7 +188,11 @@ Result<std::unique_ptr<HfTokenizer>> HfTokenizer::create(detail::HfTokenizerTabl
     t->added_[static_cast<size_t>(a.id)] = static_cast<uint8_t>(kAdded | (a.lstrip ? kLstrip : 0) | (a.rstrip ? kRstrip : 0));
     added.emplace_back(a.content, a.id);
   }
-  t->added_splitter_ = SpecialTokenSplitter(added);
+  if (tt.added_trie.size == 0) {
+    t->added_splitter_ = SpecialTokenSplitter(added);
+  } else if (const std::string problem = t->added_splitter_.adopt(added, tt.added_trie); !problem.empty()) {
+    return fail("added_" + problem);  // "added_trie_nodes[i]: ..."
+  }
   return t;
 }
 

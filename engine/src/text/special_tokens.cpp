@@ -14,6 +14,17 @@ SpecialTokenSplitter::SpecialTokenSplitter(const std::vector<std::pair<std::stri
   trie_.build(texts_);  // no duplicates left
 }
 
+std::string SpecialTokenSplitter::adopt(const std::vector<std::pair<std::string_view, int32_t>>& specials,
+                                        const detail::StoredPieceTrie& stored) {
+  texts_.clear();
+  ids_.clear();
+  for (const auto& special : specials) {
+    texts_.push_back(special.first);
+    ids_.push_back(special.second);
+  }
+  return trie_.adopt(texts_, stored);  // an exact trie of distinct texts (a duplicate fails its check)
+}
+
 void SpecialTokenSplitter::split(std::string_view text, std::vector<TextSegment>& out) const {
   out.clear();
   size_t start = 0;

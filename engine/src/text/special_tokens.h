@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -25,6 +26,11 @@ class SpecialTokenSplitter {
   // Texts must be non-empty; a text given twice keeps its first id. The views must
   // outlive the splitter.
   explicit SpecialTokenSplitter(const std::vector<std::pair<std::string_view, int32_t>>& specials);
+  // The splitter of `specials` (distinct texts) over their trie as a model file stores
+  // it (a node's id indexing `specials`), viewed in place after PieceTrie::adopt's
+  // check; returns what is wrong with it, or an empty string.
+  std::string adopt(const std::vector<std::pair<std::string_view, int32_t>>& specials,
+                    const detail::StoredPieceTrie& stored);
 
   // `text` as [plain, special, plain, ..., plain] (plain segments may be empty). Time:
   // at most the longest special text's length per byte of `text`.
