@@ -477,6 +477,63 @@ TEST_CASE("Added tokens of equal content: the last one is matched, as transforme
   CHECK(ids.value() == std::vector<int32_t>{t.value()->token_id("a").value(), 1});  // lstrip took the space
 }
 
+namespace hf_flags_test {
+std::unique_ptr<petrel::text::HfTokenizer> tokenizer_of(const json& j, std::vector<uint8_t>& bytes) {
+  petrel::convert::HfTokenizerFiles files;
+  files.dir = "flags";
+  files.tokenizer_json = j.dump();
+  bytes = petrel::convert::hf_tokenizer_buffer(files);
+  const auto* root = flatbuffers::GetRoot<petrel::fb::Tokenizer>(bytes.data());
+  auto tables = petrel::detail::bind_hf_tokenizer(*root, root->vocab_spans()->size(), "flags");
+  REQUIRE(tables);
+  auto t = petrel::text::HfTokenizer::create(std::move(tables.value()), "flags");
+  REQUIRE(t);
+  return std::move(t.value());
+}
+std::vector<int32_t> ids_of(const petrel::text::HfTokenizer& t, const std::string& text) {
+  auto ids = t.encode_text(text, false);
+  REQUIRE(ids);
+  return ids.value();
+}
+std::vector<int32_t> joined(std::vector<int32_t> a, const std::vector<int32_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+}  // namespace hf_flags_test
+
+TEST_CASE("Added tokens' single_word and normalized flags follow tokenizers' AddedVocabulary",
+          "[hf_tokenizer]") {
+  using namespace hf_flags_test;
+  std::vector<uint8_t> plain_bytes, flagged_bytes;
+  const json plain_json = small_tokenizer_json();
+  const auto plain = tokenizer_of(plain_json, plain_bytes);
+  const int32_t mo = plain->token_id("mo").value();
+  json j = plain_json;
+  const int32_t next_id = static_cast<int32_t>(plain->vocab_size());
+  // "mo", a vocabulary token, added as a single word; "is in", a new normalized one
+  // (the normalizer makes its space U+2581, and it is matched so in normalized text).
+  j["added_tokens"].push_back({{"id", mo}, {"content", "mo"}, {"single_word", true}, {"normalized", false}});
+  j["added_tokens"].push_back({{"id", next_id}, {"content", "is in"}, {"normalized", true}});
+  const auto flagged = tokenizer_of(j, flagged_bytes);
+
+  // single_word: matched alone, not inside "model" or "amo" or "mo_" (\w includes '_' and
+  // letters of any script), matched beside punctuation and spaces.
+  CHECK(ids_of(*flagged, "mo") == std::vector<int32_t>{mo});
+  CHECK(ids_of(*flagged, "model") == ids_of(*plain, "model"));
+  CHECK(ids_of(*flagged, "amo") == ids_of(*plain, "amo"));
+  CHECK(ids_of(*flagged, "mo\xc3\xa9") == ids_of(*plain, "mo\xc3\xa9"));  // "moé"
+  CHECK(ids_of(*flagged, "mo model") == joined({mo}, ids_of(*plain, " model")));
+  CHECK(ids_of(*flagged, "a,mo!") == joined(joined(ids_of(*plain, "a,"), {mo}), ids_of(*plain, "!")));
+  // normalized: not found in the raw text's "is in" by the raw pass, found in the
+  // normalized section ("this\u2581is\u2581in": the leftmost match starts at the second "is").
+  CHECK(ids_of(*flagged, "this is in") == joined(ids_of(*plain, "this "), {next_id}));
+  CHECK(ids_of(*flagged, "is in the") == joined({next_id}, ids_of(*plain, " the")));
+  CHECK(ids_of(*flagged, "isin") == ids_of(*plain, "isin"));
+  // Its stored trie covers the raw added tokens only.
+  const auto* root = flatbuffers::GetRoot<petrel::fb::Tokenizer>(flagged_bytes.data());
+  CHECK(root->hf()->added_tokens()->size() == plain_json["added_tokens"].size() + 2);
+}
+
 TEST_CASE("petrel-convert refuses tokenizer.json features it does not run, naming the JSON path", "[hf_tokenizer]") {
   struct Case {
     const char* expect;
@@ -492,7 +549,6 @@ TEST_CASE("petrel-convert refuses tokenizer.json features it does not run, namin
       {"model.merges[0]: token 'zz' is not in the vocabulary", [](json& j) { j["model"]["merges"][0] = {"zz", "a"}; }},
       {"model.merges[1]: must be", [](json& j) { j["model"]["merges"][1] = 7; }},
       {"model.vocab: id 3 is given twice", [](json& j) { j["model"]["vocab"]["dup"] = 3; }},
-      {"added_tokens[0].single_word", [](json& j) { j["added_tokens"][0]["single_word"] = true; }},
       {"post_processor", [](json& j) { j["post_processor"] = {{"type", "BertProcessing"}}; }},
       {"decoder", [](json& j) { j["decoder"] = {{"type", "WordPiece"}}; }},
       {"model.dropout", [](json& j) { j["model"]["dropout"] = 0.1; }},

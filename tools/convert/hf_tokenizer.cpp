@@ -178,7 +178,7 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
   struct Added {
     int32_t id;
     std::string content;
-    bool special, lstrip, rstrip;
+    bool special, lstrip, rstrip, single_word, normalized;
   };
   std::vector<Added> added_tokens;
   std::unordered_map<std::string, size_t> added_index;  // content -> its entry
@@ -187,9 +187,6 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
     const uint32_t id = id_value(a.at("id"), a.at("id").raw());
     const std::string content = a.text("content");
     if (content.empty() || !detail::is_valid_utf8(content)) a.at("content").fail("must be non-empty UTF-8");
-    if (a.flag("single_word", false)) a.at("single_word").fail("single-word added tokens are not supported");
-    if (a.flag("normalized", false) && !a.flag("special", false))
-      a.at("normalized").fail("added tokens matched after normalization are not supported");
     if (id >= vocab_size) {
       ++sum.dropped_added;
       continue;
@@ -197,8 +194,10 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
     t.vocab[id] = content;
     t.id_of[content] = static_cast<int32_t>(id);
     // Equal contents: the last entry is the one matched (transformers.js maps content -> token).
-    const Added entry{static_cast<int32_t>(id), content, a.flag("special", false), a.flag("lstrip", false),
-                      a.flag("rstrip", false)};
+    // tokenizers' AddedToken defaults: normalized unless special.
+    const bool special = a.flag("special", false);
+    const Added entry{static_cast<int32_t>(id), content, special, a.flag("lstrip", false),
+                      a.flag("rstrip", false), a.flag("single_word", false), a.flag("normalized", !special)};
     auto [at, fresh] = added_index.emplace(content, added_tokens.size());
     if (fresh)
       added_tokens.push_back(entry);
@@ -444,8 +443,9 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
   std::vector<flatbuffers::Offset<fb::HfAddedToken>> added_offsets;
   std::vector<std::string_view> added_contents;
   for (const Added& a : added_tokens) {
-    added_offsets.push_back(fb::CreateHfAddedToken(fbb, a.id, fbb.CreateString(a.content), a.special, a.lstrip, a.rstrip));
-    added_contents.push_back(a.content);
+    added_offsets.push_back(fb::CreateHfAddedToken(fbb, a.id, fbb.CreateString(a.content), a.special, a.lstrip, a.rstrip,
+                                                   a.single_word, a.normalized));
+    if (!a.normalized) added_contents.push_back(a.content);
   }
   text::PieceTrie added_trie;
   added_trie.build(added_contents);  // distinct contents: no duplicate to report

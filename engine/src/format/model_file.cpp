@@ -546,6 +546,8 @@ Result<HfTokenizerTables> bind_hf_parts(const fb::Tokenizer& tok, uint32_t vocab
       e.special = a->special();
       e.lstrip = a->lstrip();
       e.rstrip = a->rstrip();
+      e.single_word = a->single_word();
+      e.normalized = a->normalized();
       const flatbuffers::String* content = a->content();
       if (content == nullptr || content->size() == 0) return fail(field() + ".content: empty");
       if (content->size() > kMaxPieceBytes || !is_valid_utf8(content->string_view())) {

@@ -163,7 +163,7 @@ struct HfDecoderStep {
 struct HfAddedTokenEntry {
   int32_t id = -1;
   std::string_view content;
-  bool special = false, lstrip = false, rstrip = false;
+  bool special = false, lstrip = false, rstrip = false, single_word = false, normalized = false;
 };
 // FlatBuffers struct BpeMerge's layout (three little-endian int32), viewed in place.
 struct BpeMergeEntry {
@@ -200,7 +200,7 @@ struct HfTokenizerTables {
   size_t merge_count = 0;
   HfHashTable merge_index;  // merge index + 1, keyed by hf_merge_hash(left, right)
   HfHashTable token_index;  // id + 1, keyed by hf_token_hash(token)
-  StoredPieceTrie added_trie;  // of added_tokens' contents (size 0: none stored)
+  StoredPieceTrie added_trie;  // of the contents of added_tokens not `normalized` (size 0: none stored)
 };
 
 }  // namespace petrel::detail

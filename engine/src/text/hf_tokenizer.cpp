@@ -5,6 +5,7 @@
 #include <queue>
 
 #include "core/unicode.h"
+#include "core/unicode_category.h"
 #include "core/utf8.h"
 #include "text/hf_text.h"
 #include "text/unicode_normalize.h"
@@ -183,11 +184,24 @@ Result<std::unique_ptr<HfTokenizer>> HfTokenizer::create(detail::HfTokenizerTabl
   t->special_.assign(n, false);
   for (int32_t id : tt.special_ids) t->special_[static_cast<size_t>(id)] = true;
   t->added_.assign(n, 0);
-  std::vector<std::pair<std::string_view, int32_t>> added;
+  std::vector<std::pair<std::string_view, int32_t>> added, normalized;
   for (const detail::HfAddedTokenEntry& a : tt.added_tokens) {
-    t->added_[static_cast<size_t>(a.id)] = static_cast<uint8_t>(kAdded | (a.lstrip ? kLstrip : 0) | (a.rstrip ? kRstrip : 0));
-    added.emplace_back(a.content, a.id);
+    t->added_[static_cast<size_t>(a.id)] = static_cast<uint8_t>(kAdded | (a.lstrip ? kLstrip : 0) |
+                                                                (a.rstrip ? kRstrip : 0) | (a.single_word ? kSingleWord : 0));
+    if (!a.normalized) {
+      added.emplace_back(a.content, a.id);
+      continue;
+    }
+    // Matched in normalized text as its normalized content (tokenizers' AddedVocabulary).
+    std::string content;
+    if (Status s = t->normalize(a.content, content); !s) return s.error();
+    if (content.empty()) continue;  // matches nothing
+    t->normalized_added_.push_back(std::move(content));
+    normalized.emplace_back(std::string_view(), a.id);
   }
+  for (size_t i = 0; i < normalized.size(); ++i) normalized[i].first = t->normalized_added_[i];  // (now stable)
+  // Contents that normalize alike: the first is kept, as a map from content would not say which.
+  t->normalized_splitter_ = SpecialTokenSplitter(normalized);
   if (tt.added_trie.size == 0) {
     t->added_splitter_ = SpecialTokenSplitter(added);
   } else if (const std::string problem = t->added_splitter_.adopt(added, tt.added_trie); !problem.empty()) {
@@ -450,11 +464,71 @@ Result<std::vector<int32_t>> HfTokenizer::encode_text(std::string_view text, boo
   std::vector<int32_t> ids;
   if (add_special_tokens) ids.assign(t_.prefix_ids.begin(), t_.prefix_ids.end());
   std::vector<TextSegment> segments;
-  added_splitter_.split(text, segments);
+  std::vector<std::string_view> sections, pieces;
+  std::vector<int32_t> section_ids, piece_ids;
+  split_added(added_splitter_, text, segments, sections, section_ids);
+  std::string normalized;
+  std::vector<std::string> words;
+  for (size_t i = 0; i < sections.size(); ++i) {
+    if (section_ids[i] >= 0) {
+      ids.push_back(section_ids[i]);
+      continue;
+    }
+    if (sections[i].empty()) continue;
+    Status s = normalize(sections[i], normalized);
+    if (!s) return s.error();
+    split_added(normalized_splitter_, normalized, segments, pieces, piece_ids);
+    for (size_t k = 0; k < pieces.size(); ++k) {
+      if (piece_ids[k] >= 0) {
+        ids.push_back(piece_ids[k]);
+        continue;
+      }
+      if (pieces[k].empty()) continue;
+      bool byte_level = false;
+      pre_tokenize(pieces[k], k == 0 ? i : std::max<size_t>(i, 1), words, byte_level);  // "first": at the text's start
+      const size_t first = ids.size();
+      for (const std::string& word : words) {
+        s = encode_word(word, byte_level, ids);
+        if (!s) return s.error();
+      }
+      if (t_.fuse_unk && t_.unk_id >= 0) {  // runs of unknown tokens become one
+        size_t out = first;
+        for (size_t m = first; m < ids.size(); ++m)
+          if (!(ids[m] == t_.unk_id && out > first && ids[out - 1] == t_.unk_id)) ids[out++] = ids[m];
+        ids.resize(out);
+      }
+    }
+  }
+  if (add_special_tokens) ids.insert(ids.end(), t_.suffix_ids.begin(), t_.suffix_ids.end());
+  return ids;
+}
+
+void HfTokenizer::split_added(const SpecialTokenSplitter& splitter, std::string_view text,
+                              std::vector<TextSegment>& segments, std::vector<std::string_view>& sections,
+                              std::vector<int32_t>& section_ids) const {
+  sections.clear();
+  section_ids.clear();
+  if (splitter.empty()) {
+    sections.push_back(text);
+    section_ids.push_back(-1);
+    return;
+  }
+  // single_word (tokenizers): no word character (\w: letters, marks, digits Nd/Nl,
+  // connector punctuation) right before or after the match; else it stays text.
+  auto word_character = [](char32_t c) {
+    using namespace detail::unicode_tables;
+    const auto g = detail::general_category(c);
+    return (g >= kLu && g <= kMe) || g == kNd || g == kNl || g == kPc;
+  };
+  splitter.split(text, segments, [&](size_t at, size_t length, int32_t id) {
+    if (!(added_[static_cast<size_t>(id)] & kSingleWord)) return true;
+    size_t before = at;
+    while (before > 0 && (static_cast<unsigned char>(text[before - 1]) & 0xC0) == 0x80) --before;
+    if (at > 0 && word_character(detail::utf8_decode(text, before - 1).value)) return false;
+    return at + length == text.size() || !word_character(detail::utf8_decode(text, at + length).value);
+  });
   // transformers.js's sections: the non-empty segments; an added token's lstrip/rstrip
   // trims the whitespace of the sections beside it.
-  std::vector<std::string_view> sections;
-  std::vector<int32_t> section_ids;
   for (const TextSegment& s : segments) {
     if (s.special_id < 0 && s.text.empty()) continue;
     sections.push_back(s.text);
@@ -467,33 +541,6 @@ Result<std::vector<int32_t>> HfTokenizer::encode_text(std::string_view text, boo
     if ((flags & kRstrip) && i + 1 < sections.size() && section_ids[i + 1] < 0)
       sections[i + 1] = trim_left(sections[i + 1]);
   }
-  std::string normalized;
-  std::vector<std::string> words;
-  for (size_t i = 0; i < sections.size(); ++i) {
-    if (section_ids[i] >= 0) {
-      ids.push_back(section_ids[i]);
-      continue;
-    }
-    if (sections[i].empty()) continue;
-    Status s = normalize(sections[i], normalized);
-    if (!s) return s.error();
-    if (normalized.empty()) continue;
-    bool byte_level = false;
-    pre_tokenize(normalized, i, words, byte_level);
-    const size_t first = ids.size();
-    for (const std::string& word : words) {
-      s = encode_word(word, byte_level, ids);
-      if (!s) return s.error();
-    }
-    if (t_.fuse_unk && t_.unk_id >= 0) {  // runs of unknown tokens become one
-      size_t out = first;
-      for (size_t k = first; k < ids.size(); ++k)
-        if (!(ids[k] == t_.unk_id && out > first && ids[out - 1] == t_.unk_id)) ids[out++] = ids[k];
-      ids.resize(out);
-    }
-  }
-  if (add_special_tokens) ids.insert(ids.end(), t_.suffix_ids.begin(), t_.suffix_ids.end());
-  return ids;
 }
 
 Result<TokenizedText> HfTokenizer::tokenize(std::string_view text) const {

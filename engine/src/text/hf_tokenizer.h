@@ -53,8 +53,16 @@ class HfTokenizer : public Tokenizer {
   Status encode_word(std::string_view word, bool byte_level, std::vector<int32_t>& ids) const;
   int32_t merge_of(int32_t left, int32_t right) const;  // merge index, or -1
 
+  // The added tokens of `text` (`added_splitter_` over the input, `normalized_splitter_`
+  // over a normalized section) as sections: plain text, or an added token's id (lstrip /
+  // rstrip trimmed the plain text beside it; single_word refused matches inside words).
+  void split_added(const SpecialTokenSplitter& splitter, std::string_view text, std::vector<TextSegment>& segments,
+                   std::vector<std::string_view>& sections, std::vector<int32_t>& section_ids) const;
+
   detail::HfTokenizerTables t_;
-  SpecialTokenSplitter added_splitter_;
+  SpecialTokenSplitter added_splitter_;       // the added tokens matched in the input
+  std::vector<std::string> normalized_added_;  // the `normalized` ones' contents, normalized
+  SpecialTokenSplitter normalized_splitter_;  //   and matched in each normalized section (views normalized_added_)
   std::vector<SplitRegex> normalizer_regex_, pre_tokenizer_regex_;  // per step (unused for literal patterns)
   std::optional<SplitRegex> byte_level_regex_;                       // GPT-2's pattern, when a ByteLevel step uses it
   int32_t byte_level_ids_[256];  // ByteLevel: the token of each byte's character (-1: none)
@@ -62,7 +70,7 @@ class HfTokenizer : public Tokenizer {
   std::vector<bool> special_;       // per id
   // Per id: kAdded for an added token (the ByteLevel decoder keeps its text), with its
   // lstrip / rstrip, looked up once per added token in a text (not by a search of the list).
-  static constexpr uint8_t kAdded = 1, kLstrip = 2, kRstrip = 4;
+  static constexpr uint8_t kAdded = 1, kLstrip = 2, kRstrip = 4, kSingleWord = 8;
   std::vector<uint8_t> added_;
 };
 

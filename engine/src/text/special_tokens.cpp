@@ -25,33 +25,19 @@ std::string SpecialTokenSplitter::adopt(const std::vector<std::pair<std::string_
   return trie_.adopt(texts_, stored);  // an exact trie of distinct texts (a duplicate fails its check)
 }
 
-void SpecialTokenSplitter::split(std::string_view text, std::vector<TextSegment>& out) const {
-  out.clear();
-  size_t start = 0;
-  for (size_t at = 0; at < text.size();) {
-    // The longest special text starting at `at`.
-    size_t length = 0;
-    int32_t found = -1;
-    uint32_t node = PieceTrie::root();
-    for (size_t end = at; end < text.size() && !texts_.empty();) {
-      node = trie_.child(node, static_cast<unsigned char>(text[end]));
-      if (node == PieceTrie::kNone) break;
-      ++end;
-      if (trie_.id(node) >= 0) {
-        found = trie_.id(node);
-        length = end - at;
-      }
+int32_t SpecialTokenSplitter::longest_at(std::string_view text, size_t at, size_t& length) const {
+  int32_t found = -1;
+  uint32_t node = PieceTrie::root();
+  for (size_t end = at; end < text.size() && !texts_.empty();) {
+    node = trie_.child(node, static_cast<unsigned char>(text[end]));
+    if (node == PieceTrie::kNone) break;
+    ++end;
+    if (trie_.id(node) >= 0) {
+      found = trie_.id(node);
+      length = end - at;
     }
-    if (found < 0) {
-      ++at;
-      continue;
-    }
-    out.push_back(TextSegment{text.substr(start, at - start), -1});
-    out.push_back(TextSegment{text.substr(at, length), ids_[static_cast<size_t>(found)]});
-    at += length;
-    start = at;
   }
-  out.push_back(TextSegment{text.substr(start), -1});
+  return found;
 }
 
 }  // namespace petrel::text
