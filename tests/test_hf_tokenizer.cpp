@@ -534,6 +534,28 @@ TEST_CASE("Added tokens' single_word and normalized flags follow tokenizers' Add
   CHECK(root->hf()->added_tokens()->size() == plain_json["added_tokens"].size() + 2);
 }
 
+TEST_CASE("A regex that rescans the text for every match is refused on a long text, not run in quadratic time",
+          "[hf_tokenizer]") {
+  using namespace hf_flags_test;
+  json j = small_tokenizer_json();
+  // `a*b|a` on "aaa...": the preferred alternative runs to the end of the a's and fails
+  // for each one-letter match (Rust's regex and Oniguruma take quadratic time here).
+  j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "a*b|a"}}}, {"behavior", "Isolated"}, {"invert", false}};
+  std::vector<uint8_t> bytes;
+  const auto t = tokenizer_of(j, bytes);
+  CHECK(ids_of(*t, "aaab aa").size() == 7);  // short texts: as before ("aaab", " ", "a", "a": no merges of them)
+  auto long_text = t->encode_text(std::string(size_t{1} << 18, 'a'), false);
+  REQUIRE_FALSE(long_text);
+  CHECK_THAT(long_text.error().message, Catch::Contains("tokenizer.hf.pre_tokenizers[0]") && Catch::Contains("rescans"));
+  // A normalizer's regex likewise.
+  j = small_tokenizer_json();
+  j["normalizer"] = {{"type", "Replace"}, {"pattern", {{"Regex", "a*b|a"}}}, {"content", "x"}};
+  const auto n = tokenizer_of(j, bytes);
+  auto normalized = n->encode_text(std::string(size_t{1} << 18, 'a'), false);
+  REQUIRE_FALSE(normalized);
+  CHECK_THAT(normalized.error().message, Catch::Contains("tokenizer.hf.normalizers[0]"));
+}
+
 TEST_CASE("petrel-convert refuses tokenizer.json features it does not run, naming the JSON path", "[hf_tokenizer]") {
   struct Case {
     const char* expect;

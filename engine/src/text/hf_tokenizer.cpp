@@ -38,6 +38,16 @@ const ByteLevelMap& byte_level_map() {
   return map;
 }
 
+// What a regex step may scan of a text of `bytes` bytes: the tokenizers' patterns scan
+// each byte about once (a failing lookahead looks a few characters further); a pattern
+// that rescans the text for every match (`a*b|a`) is stopped before it goes quadratic.
+uint64_t regex_scan_limit(size_t bytes) { return 16 * uint64_t{bytes} + 4096; }
+Error regex_rescans(const std::string& step) {
+  return Error{ErrorCode::kInvalidArgument,
+               "tokenizer.hf." + step + ": its regex rescans this text for every match (more than 16 times its "
+               "length); refused rather than run in quadratic time"};
+}
+
 // Whitespace for Strip and an added token's lstrip/rstrip: Unicode White_Space (Rust
 // tokenizers' char::is_whitespace; JavaScript's trim also strips U+FEFF, not U+0085).
 std::string_view trim_left(std::string_view s) {
@@ -275,7 +285,8 @@ Status HfTokenizer::normalize(std::string_view text, std::string& out) const {
         if (!s.pattern_is_regex) {
           replace_all(out, s.pattern, s.content);
         } else {
-          normalizer_regex_[i].find_all(out, matches);
+          if (!normalizer_regex_[i].find_all_within(out, matches, regex_scan_limit(out.size())))
+            return regex_rescans("normalizers[" + std::to_string(i) + "]");
           scratch.clear();
           size_t at = 0;
           for (auto [b, e] : matches) {
@@ -308,7 +319,7 @@ Status HfTokenizer::normalize(std::string_view text, std::string& out) const {
   return Status::ok();
 }
 
-void HfTokenizer::pre_tokenize(std::string_view text, size_t section_index, std::vector<std::string>& words,
+Status HfTokenizer::pre_tokenize(std::string_view text, size_t section_index, std::vector<std::string>& words,
                                bool& byte_level) const {
   words.clear();
   words.emplace_back(text);
@@ -321,16 +332,19 @@ void HfTokenizer::pre_tokenize(std::string_view text, size_t section_index, std:
     for (std::string& word : words) {
       switch (s.kind) {
         case HfPreTokenizerKind::kSplit:
-          if (s.pattern_is_regex)
-            pre_tokenizer_regex_[i].find_all(word, matches);
-          else
+          if (s.pattern_is_regex) {
+            if (!pre_tokenizer_regex_[i].find_all_within(word, matches, regex_scan_limit(word.size())))
+              return regex_rescans("pre_tokenizers[" + std::to_string(i) + "]");
+          } else {
             literal_matches(word, s.pattern, matches);
+          }
           split_pieces(word, matches, s.behavior, s.invert, next);
           break;
         case HfPreTokenizerKind::kByteLevel: {
           if (s.add_prefix_space && (word.empty() || word[0] != ' ')) word.insert(0, " ");
           if (s.use_regex) {
-            byte_level_regex_->find_all(word, matches);
+            if (!byte_level_regex_->find_all_within(word, matches, regex_scan_limit(word.size())))
+              return regex_rescans("pre_tokenizers[" + std::to_string(i) + "] (GPT-2's pattern)");
             for (auto [b, e] : matches) next.emplace_back(word.substr(b, e - b));
           } else {
             next.push_back(std::move(word));
@@ -365,6 +379,7 @@ void HfTokenizer::pre_tokenize(std::string_view text, size_t section_index, std:
     }
     words.swap(next);
   }
+  return Status::ok();
 }
 
 // BPE over one word: symbols (bytes for ByteLevel words, else characters) merged by the
@@ -485,7 +500,8 @@ Result<std::vector<int32_t>> HfTokenizer::encode_text(std::string_view text, boo
       }
       if (pieces[k].empty()) continue;
       bool byte_level = false;
-      pre_tokenize(pieces[k], k == 0 ? i : std::max<size_t>(i, 1), words, byte_level);  // "first": at the text's start
+      s = pre_tokenize(pieces[k], k == 0 ? i : std::max<size_t>(i, 1), words, byte_level);  // "first": at the text's start
+      if (!s) return s.error();
       const size_t first = ids.size();
       for (const std::string& word : words) {
         s = encode_word(word, byte_level, ids);

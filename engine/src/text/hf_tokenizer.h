@@ -48,7 +48,7 @@ class HfTokenizer : public Tokenizer {
  private:
   explicit HfTokenizer(detail::HfTokenizerTables tables) : t_(std::move(tables)) {}
   Status normalize(std::string_view text, std::string& out) const;
-  void pre_tokenize(std::string_view text, size_t section_index, std::vector<std::string>& words,
+  Status pre_tokenize(std::string_view text, size_t section_index, std::vector<std::string>& words,
                     bool& byte_level) const;
   Status encode_word(std::string_view word, bool byte_level, std::vector<int32_t>& ids) const;
   int32_t merge_of(int32_t left, int32_t right) const;  // merge index, or -1

@@ -949,8 +949,10 @@ struct ThreadList {
 }  // namespace
 
 template <bool kCount>
-uint64_t SplitRegex::run(std::string_view text, std::vector<std::pair<uint32_t, uint32_t>>& matches) const {
+uint64_t SplitRegex::run(std::string_view text, std::vector<std::pair<uint32_t, uint32_t>>& matches,
+                         uint64_t max_scanned, bool* complete) const {
   matches.clear();
+  if (complete != nullptr) *complete = true;
   if (program_.empty() || text.size() > std::numeric_limits<uint32_t>::max()) return 0;
   uint64_t steps = 0;
   const size_t n = text.size();
@@ -1011,13 +1013,15 @@ uint64_t SplitRegex::run(std::string_view text, std::vector<std::pair<uint32_t, 
     }
   };
 
+  uint64_t scanned = 0;  // bytes the searches stepped over, in all
   // The leftmost-first match starting at or after `from`: false when there is none.
   auto search = [&](size_t from, uint32_t& begin, uint32_t& end) {
     ThreadList* current = &lists[0];
     ThreadList* next = &lists[1];
     current->clear();
     bool matched = false;
-    for (size_t at = from;;) {
+    size_t at = from;
+    for (;;) {
       if (!matched) add_thread(*current, 0, at, static_cast<uint32_t>(at), no_registers.data());
       if (current->pcs.empty()) {
         if (matched || at >= n) break;
@@ -1042,9 +1046,10 @@ uint64_t SplitRegex::run(std::string_view text, std::vector<std::pair<uint32_t, 
           add_thread(*next, p + 1, at + cp.length, current->starts[i], current->regs.data() + i * r);
       }
       std::swap(current, next);
-      if (at >= n) break;
+      if (at >= n || scanned + (at - from) >= max_scanned) break;  // (the caller sees the limit passed)
       at += cp.length;
     }
+    scanned += at - from + 1;
     return matched;
   };
 
@@ -1053,7 +1058,12 @@ uint64_t SplitRegex::run(std::string_view text, std::vector<std::pair<uint32_t, 
   uint32_t last_end = 0;
   while (from <= n) {
     uint32_t begin = 0, end = 0;
-    if (!search(from, begin, end)) break;
+    const bool found = search(from, begin, end);
+    if (scanned > max_scanned) {
+      if (complete != nullptr) *complete = false;
+      break;
+    }
+    if (!found) break;
     if (begin == end && have_last && begin == last_end) {  // an empty match at the last one's end
       if (begin >= n) break;
       from = begin + petrel::detail::utf8_decode(text, begin).length;
@@ -1074,6 +1084,13 @@ uint64_t SplitRegex::run(std::string_view text, std::vector<std::pair<uint32_t, 
 
 void SplitRegex::find_all(std::string_view text, std::vector<std::pair<uint32_t, uint32_t>>& matches) const {
   run<false>(text, matches);
+}
+
+bool SplitRegex::find_all_within(std::string_view text, std::vector<std::pair<uint32_t, uint32_t>>& matches,
+                                 uint64_t max_scanned) const {
+  bool complete = true;
+  run<false>(text, matches, max_scanned, &complete);
+  return complete;
 }
 
 uint64_t SplitRegex::find_all_counting_steps(std::string_view text,

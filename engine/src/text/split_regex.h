@@ -71,6 +71,11 @@ class SplitRegex {
   // past a lower one's match and then fails (`a*b|a` on "aaaa...") rescans that stretch
   // for each match, as Rust's regex does.
   void find_all(std::string_view text, std::vector<std::pair<uint32_t, uint32_t>>& matches) const;
+  // find_all that gives up, returning false with the matches incomplete, once its
+  // searches have scanned more than `max_scanned` bytes in all: a pattern that rescans
+  // (above) is refused on a long text instead of taking quadratic time.
+  bool find_all_within(std::string_view text, std::vector<std::pair<uint32_t, uint32_t>>& matches,
+                       uint64_t max_scanned) const;
 
   // find_all, returning the VM's work (threads stepped plus instructions visited): the
   // linear-time tests count it.
@@ -105,7 +110,8 @@ class SplitRegex {
 
   bool assertion_holds(const Instruction& inst, std::string_view text, size_t at) const;
   template <bool kCount>
-  uint64_t run(std::string_view text, std::vector<std::pair<uint32_t, uint32_t>>& matches) const;
+  uint64_t run(std::string_view text, std::vector<std::pair<uint32_t, uint32_t>>& matches,
+               uint64_t max_scanned = UINT64_MAX, bool* complete = nullptr) const;
 
   std::vector<Instruction> program_;
   std::vector<CodePointSet> sets_;
