@@ -1,5 +1,5 @@
 // tokenizer.json throughput: encode (text -> ids, special tokens added) and decode
-// (ids -> text) of the real Gemma 3 and Qwen3 tokenizers over the oracle's 102,690
+// (ids -> text) of the real Gemma 3, Qwen3 and Llama 3 tokenizers over the oracle's 102,690
 // gettext lines (tests/fixtures/hf_tokenizer), and what loading a tokenizer costs once
 // its file is mapped (binding the stored tables and building the tokenizer).
 // bench/hf_tokenizer_speed.sh runs transformers.js on the same lines (bench/README.md).
@@ -96,8 +96,11 @@ void load(benchmark::State& state, const std::string& name) {
 
 BENCHMARK_CAPTURE(encode, gemma3, std::string("gemma3"))->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(encode, qwen3, std::string("qwen3"))->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(encode, llama3, std::string("llama3"))->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(decode, gemma3, std::string("gemma3"))->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(decode, qwen3, std::string("qwen3"))->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(decode, llama3, std::string("llama3"))->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(load, gemma3, std::string("gemma3"))->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(load, qwen3, std::string("qwen3"))->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(load, llama3, std::string("llama3"))->Unit(benchmark::kMillisecond);
 BENCHMARK_MAIN();

@@ -1,6 +1,6 @@
 // transformers.js (npm @lenml/tokenizers 3.7.2) encoding and decoding the same lines as
 // petrel_hf_tokenizer_bench, in one Node 20 process: prints lines/s, MB/s, tokens/s.
-//   node bench/hf_tokenizer_js.mjs NODE_MODULES_DIR gemma3|qwen3 LINES_FILE [RUNS]
+//   node bench/hf_tokenizer_js.mjs NODE_MODULES_DIR gemma3|qwen3|llama3 LINES_FILE [RUNS]
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
