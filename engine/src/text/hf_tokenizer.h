@@ -51,6 +51,8 @@ class HfTokenizer : public Tokenizer {
   void pre_tokenize(std::string_view text, size_t section_index, std::vector<std::string>& words,
                     bool& byte_level) const;
   Status encode_word(std::string_view word, bool byte_level, std::vector<int32_t>& ids) const;
+  Status encode_wordpiece(std::string_view word, std::vector<int32_t>& ids) const;
+  int64_t token_id_hashed(std::string_view token, uint32_t hash) const;  // -1: none
   int32_t merge_of(int32_t left, int32_t right) const;  // merge index, or -1
 
   detail::HfTokenizerTables t_;
@@ -64,6 +66,7 @@ class HfTokenizer : public Tokenizer {
   // lstrip / rstrip, looked up once per added token in a text (not by a search of the list).
   static constexpr uint8_t kAdded = 1, kLstrip = 2, kRstrip = 4;
   std::vector<uint8_t> added_;
+  size_t max_token_bytes_ = 0;  // WordPiece: the longest token, bounding the candidates tried
 };
 
 }  // namespace petrel::text
