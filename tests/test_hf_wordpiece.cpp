@@ -6,16 +6,20 @@
 // point and the context cases; hostile tables, converter refusals, linear time.
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "convert/convert.h"
 #include "convert/convert_error.h"
 #include "convert/hf_tokenizer.h"
 #include "core/unicode_case.h"
 #include "format/model_file.h"
+#include "petrel/generator.h"
+#include "petrel/petrel.h"
 #include "petrel_generated.h"
 #include "support/hf_test_support.h"
 #include "support/test_support.h"
@@ -322,4 +326,35 @@ TEST_CASE("WordPiece tokenizing is linear: 4 MiB of text, 1 MiB of one word, meg
   auto ids = tok.encode_text(std::string(size / 4, 'a'), false);
   REQUIRE(ids);
   CHECK(ids.value() == std::vector<int32_t>{tok.token_id("[UNK]").value()});
+}
+
+TEST_CASE("A language model with a WordPiece tokenizer: petrel-inspect's pipeline names its steps, text goes in",
+          "[hf_wordpiece][decoder_only]") {
+  using namespace hf_wordpiece_test;
+  const std::string path = petrel::test::shared_file("lm-gemma3-wordpiece.petrel", [](const std::string& out) {
+    petrel::test::TempDir dir;
+    petrel::test::copy_dir(petrel::test::fixture_dir() + "/decoder_only/gemma3_f32", dir.path());
+    json j = small_wordpiece_json();
+    j["normalizer"] = {{"type", "Sequence"},
+                       {"normalizers", json::array({j["normalizer"], {{"type", "Lowercase"}}})}};
+    j["pre_tokenizer"] = {{"type", "Sequence"},
+                          {"pretokenizers", json::array({{{"type", "WhitespaceSplit"}}, {{"type", "Punctuation"}},
+                                                         {{"type", "Whitespace"}}, {{"type", "BertPreTokenizer"}}})}};
+    std::ofstream(dir.path() + "/tokenizer.json") << j.dump();
+    petrel::convert::ConvertOptions o;
+    o.checkpoint_dir = dir.path();
+    o.output_path = out;
+    o.linear_dtype = o.embedding_dtype = petrel::DType::kF32;
+    petrel::convert::convert_checkpoint(o);
+  });
+  auto model = petrel::test::load_model(path);
+  CHECK(model->info().tokenizer.kind == "huggingface");
+  CHECK(model->info().tokenizer.pipeline ==
+        "BertNormalizer Lowercase | WhitespaceSplit Punctuation Whitespace BertPreTokenizer | WordPiece | WordPiece");
+  auto generator = petrel::Generator::create(model);
+  REQUIRE(generator);
+  petrel::GenerateOptions o;
+  o.max_new_tokens = 3;
+  auto text = generator.value().generate_text("Unaffable running!", o);
+  REQUIRE(text);
 }

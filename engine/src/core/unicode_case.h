@@ -33,6 +33,10 @@ inline char32_t simple_lowercase(char32_t c) {
 
 // Cased (bit 0) and Case_Ignorable (bit 1) of `c`.
 inline uint32_t case_context_bits(char32_t c) {
+  if (c < 0x80) {  // letters are Cased; ' . : ^ ` are Case_Ignorable
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) return 1;
+    return c == '\'' || c == '.' || c == ':' || c == '^' || c == '`' ? 2 : 0;
+  }
   if (c > 0x10ffff) return 0;
   const auto& table = unicode_tables::kCaseContextStarts;
   const uint32_t key = static_cast<uint32_t>(c) << 2 | 3u;

@@ -194,6 +194,9 @@ void bert_normalize(std::string_view text, const detail::HfNormalizerStep& s, st
     out.append(text.data() + at - c.length, c.length);
     if (chinese) out.push_back(' ');
   }
+  // transformers.js lowercases (toLowerCase: Final_Sigma, U+0130 -> "i\u0307"), then
+  // strips accents; Rust tokenizers strips first, then lowercases code point by code point
+  // (no Final_Sigma).
   if (s.lowercase) {
     scratch.clear();
     detail::append_lowercase(out, scratch);
@@ -783,7 +786,9 @@ Result<std::string> HfTokenizer::decode_ids(const int32_t* ids, size_t count, bo
         }
         continue;
       case HfDecoderKind::kWordPiece:
-        // Every token but the first: its prefix dropped, or a space before it.
+        // Every token but the first: its prefix dropped, or a space before it; cleanup is
+        // transformers.js's clean_up_tokenization (Rust tokenizers' also turns " do not"
+        // into " don't").
         for (size_t k = 0; k < tokens.size(); ++k) {
           if (k > 0) {
             if (tokens[k].compare(0, d.prefix.size(), d.prefix) == 0)  // an empty prefix: always
