@@ -138,7 +138,8 @@ bool is_js_space(char32_t c) {
 // ASCII symbols U+0021..U+002F, U+003A..U+0040, U+005B..U+0060, U+007B..U+007E (Rust
 // tokenizers: char::is_ascii_punctuation or \p{P}, the same set).
 bool is_bert_punctuation(char32_t c) {
-  if (c < 0x80) return (c >= 0x21 && c <= 0x2f) || (c >= 0x3a && c <= 0x40) || (c >= 0x5b && c <= 0x60) || (c >= 0x7b && c <= 0x7e);
+  if (c < 0x80)
+    return (c >= 0x21 && c <= 0x2f) || (c >= 0x3a && c <= 0x40) || (c >= 0x5b && c <= 0x60) || (c >= 0x7b && c <= 0x7e);
   const detail::GeneralCategory g = detail::general_category(c);
   return g >= detail::unicode_tables::kPc && g <= detail::unicode_tables::kPo;
 }
@@ -281,8 +282,11 @@ Result<std::unique_ptr<HfTokenizer>> HfTokenizer::create(detail::HfTokenizerTabl
   t->added_splitter_ = SpecialTokenSplitter(added);
   if (tt.model == detail::HfModelKind::kWordPiece) {
     // The longest token bounds the pieces tried at each position (one pass over the
-    // vocabulary's lengths, no copies).
+    // vocabulary's lengths, no copies); tokens longer than kMaxPieceBytes (4 KiB, no
+    // real vocabulary has one) are never matched, so that a hostile file's huge token
+    // cannot make a long word quadratic.
     for (size_t i = 0; i < n; ++i) t->max_token_bytes_ = std::max(t->max_token_bytes_, tt.vocab[i].size());
+    t->max_token_bytes_ = std::min(t->max_token_bytes_, detail::kMaxPieceBytes);
   }
   return t;
 }

@@ -1,10 +1,11 @@
 // A tokenizer.json tokenizer (Hugging Face tokenizers' format: Gemma 3, Llama 3, Qwen)
 // as transformers.js 3.7 runs it, the oracle its tests compare against: added tokens cut
 // out first (leftmost, longest), each other section normalized, pre-tokenized into
-// words, each word split by BPE merges (lowest rank first, leftmost among equals), the
-// post-processor's special tokens around the result; decoding runs the decoders over
-// the ids' tokens. Built from a model file's tables (format/tokenizer_tables.h), which
-// it views in place: loading builds nothing proportional to the vocabulary.
+// words, each word split by BPE merges (lowest rank first, leftmost among equals) or by
+// WordPiece (greedy longest match, BERT), the post-processor's special tokens around the
+// result; decoding runs the decoders over the ids' tokens. Built from a model file's
+// tables (format/tokenizer_tables.h), which it views in place: loading builds nothing
+// proportional to the vocabulary.
 #pragma once
 
 #include <cstdint>
