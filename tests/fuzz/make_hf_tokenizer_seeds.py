@@ -3,7 +3,8 @@
 small tokenizer.json files covering each supported step (Gemma-style Replace + Split +
 byte fallback, Qwen-style NFC + regex Split + ByteLevel, GPT-2's ByteLevel with its own
 regex, Metaspace + Digits + Strip + Prepend, added tokens with lstrip / rstrip, merges as
-"a b" strings) with texts that reach them. Input layout: text NUL tokenizer.json
+"a b" strings, BERT-style WordPiece with BertNormalizer + BertPreTokenizer and with
+Lowercase + WhitespaceSplit + Punctuation + Whitespace) with texts that reach them. Input layout: text NUL tokenizer.json
 [NUL tokenizer_config.json].
 
     /usr/bin/python3 tests/fuzz/make_hf_tokenizer_seeds.py
@@ -107,17 +108,42 @@ def metaspace():
             "model": model}
 
 
+def wordpiece(bert):
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "##in", "##ing", "un", "##able", "σ", "##ς"]
+    tokens += [chr(c) for c in range(97, 123)] + ["##" + chr(c) for c in range(97, 123)] + list(".,!'")
+    vocab = {}
+    for t in tokens:
+        vocab.setdefault(t, len(vocab))
+    model = {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+             "max_input_chars_per_word": 100 if bert else 8, "vocab": vocab}
+    if bert:
+        normalizer = {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
+                      "strip_accents": None, "lowercase": True}
+        pre = {"type": "BertPreTokenizer"}
+        post = {"type": "BertProcessing", "sep": ["[SEP]", 3], "cls": ["[CLS]", 2]}
+    else:
+        normalizer = {"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Lowercase"}]}
+        pre = {"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"}, {"type": "Punctuation"},
+                                                      {"type": "Whitespace"}]}
+        post = {"type": "RobertaProcessing", "sep": ["[SEP]", 3], "cls": ["[CLS]", 2]}
+    return {"version": "1.0", "added_tokens": added(vocab, ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]),
+            "normalizer": normalizer, "pre_tokenizer": pre, "post_processor": post,
+            "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": bert}, "model": model}
+
+
 QWEN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|"
         r"\s+(?!\S)|\s+")
 TEXTS = ["the thin theory", "Über 12 Äpfel, don't SHOUT!\n\n  trailing  ", "<start_of_turn>user\nhi\u00e9 e\u0301",
          "<|im_start|>system\n  hello<|im_end|>  \n", "\u4f60\u597d\u4e16\u754c 123456 \U0001F600", "", "   ",
-         "a\tb\r\nc", "1234567890 bc abc"]
+         "a\tb\r\nc", "1234567890 bc abc", "ΟΔΟΣ İ unable RUNNING\u0000\ufffd [MASK]"]
 TOKENIZERS = {
     "gemma": gemma_style(),
     "qwen": byte_level(QWEN),
     "llama3": byte_level(QWEN.replace(r"\p{N}|", r"\p{N}{1,3}|"), ignore_merges=True),
     "gpt2": byte_level(None, use_own_regex=True),
     "metaspace": metaspace(),
+    "bert": wordpiece(True),
+    "wordpiece": wordpiece(False),
 }
 
 

@@ -134,14 +134,29 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
   HfTokenizerSummary sum;
   Tokenizer t;
 
-  // The model: BPE only (Unigram and WordPiece tokenizer.json files are refused by name).
+  // The model: BPE or WordPiece (Unigram tokenizer.json files are refused by name).
   const JsonAt model = top.at("model");
   const std::string model_type = model.has("type") ? model.text("type") : "";
-  if (model_type != "BPE") model.at("type").fail("'" + model_type + "' is not supported (only BPE)");
-  if (!model.text("continuing_subword_prefix", "").empty() || !model.text("end_of_word_suffix", "").empty())
+  const bool wordpiece = model_type == "WordPiece";
+  if (model_type != "BPE" && !wordpiece)
+    model.at("type").fail("'" + model_type + "' is not supported (only BPE and WordPiece)");
+  if (!wordpiece && (!model.text("continuing_subword_prefix", "").empty() || !model.text("end_of_word_suffix", "").empty()))
     model.fail("continuing_subword_prefix / end_of_word_suffix are not supported");
   if (model.has("dropout") && !(model.raw()["dropout"].is_number() && model.raw()["dropout"].get<double>() == 0))
     model.at("dropout").fail("BPE dropout is not supported (it samples a different split per call)");
+  // WordPiece: transformers.js reads continuing_subword_prefix as it is (absent: the
+  // text "undefined"; refused) and max_input_chars_per_word (absent: 100).
+  std::string continuing_prefix;
+  uint32_t max_input_chars = 100;
+  if (wordpiece) {
+    continuing_prefix = model.text("continuing_subword_prefix");
+    if (model.has("max_input_chars_per_word")) {
+      const json& m = model.raw()["max_input_chars_per_word"];
+      if (!m.is_number_unsigned() || m.get<uint64_t>() > 0xffffffffu)
+        model.at("max_input_chars_per_word").fail("must be an integer 0..4294967295, got " + json_excerpt(m));
+      max_input_chars = m.get<uint32_t>();
+    }
+  }
 
   const JsonAt vocab = model.at("vocab");
   if (!vocab.raw().is_object()) vocab.fail("must map tokens to ids");
@@ -208,7 +223,7 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
   for (const std::string& token : t.vocab) sum.tokens += token.empty() ? 0 : 1;
 
   // Merges: "left right" strings (tokenizers < 0.20) or [left, right] pairs.
-  const JsonAt merges = model.at("merges");
+  const JsonAt merges = wordpiece ? JsonAt(file, kNoAddedTokens, "model.merges") : model.at("merges");
   if (!merges.raw().is_array()) merges.fail("must be a list");
   auto token_id = [&](const JsonAt& at, const std::string& token) {
     auto it = t.id_of.find(token);
@@ -284,11 +299,17 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
       } else if (type == "Prepend") {
         content = fbb.CreateString(n.text("prepend"));
       }
+      // BertNormalizer: transformers.js reads each flag as truthy (absent: false) and
+      // strip_accents as null/absent (follow lowercase), false or true.
+      fb::HfStripAccents strip_accents = fb::HfStripAccents::FollowLowercase;
+      if (type == "BertNormalizer" && n.has("strip_accents"))
+        strip_accents = n.flag("strip_accents", false) ? fb::HfStripAccents::Yes : fb::HfStripAccents::No;
       static const std::map<std::string, fb::HfNormalizerKind> kinds = {
           {"NFC", fb::HfNormalizerKind::Nfc},         {"NFD", fb::HfNormalizerKind::Nfd},
           {"NFKC", fb::HfNormalizerKind::Nfkc},       {"NFKD", fb::HfNormalizerKind::Nfkd},
           {"Replace", fb::HfNormalizerKind::Replace}, {"Prepend", fb::HfNormalizerKind::Prepend},
-          {"Strip", fb::HfNormalizerKind::Strip}};
+          {"Strip", fb::HfNormalizerKind::Strip},     {"Lowercase", fb::HfNormalizerKind::Lowercase},
+          {"BertNormalizer", fb::HfNormalizerKind::BertNormalizer}};
       auto kind = kinds.find(type);
       if (kind == kinds.end()) n.at("type").fail("normalizer '" + type + "' is not supported");
       fb::HfNormalizerBuilder nb(fbb);
@@ -298,6 +319,12 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
       if (!content.IsNull()) nb.add_content(content);
       nb.add_strip_left(type == "Strip" && n.flag("strip_left", false));
       nb.add_strip_right(type == "Strip" && n.flag("strip_right", false));
+      if (type == "BertNormalizer") {
+        nb.add_clean_text(n.flag("clean_text", false));
+        nb.add_handle_chinese_chars(n.flag("handle_chinese_chars", false));
+        nb.add_strip_accents(strip_accents);
+        nb.add_lowercase(n.flag("lowercase", false));
+      }
       normalizers.push_back(nb.Finish());
     }
   }
@@ -345,6 +372,17 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
         if (p.flag("split", false)) p.at("split").fail("Metaspace with split: true is not supported");
       } else if (type == "Digits") {
         kind = fb::HfPreTokenizerKind::Digits;
+      } else if (type == "WhitespaceSplit") {
+        kind = fb::HfPreTokenizerKind::WhitespaceSplit;
+      } else if (type == "Whitespace") {
+        kind = fb::HfPreTokenizerKind::Whitespace;
+      } else if (type == "BertPreTokenizer") {
+        kind = fb::HfPreTokenizerKind::BertPreTokenizer;
+      } else if (type == "Punctuation") {
+        // transformers.js keeps runs of punctuation together whatever the behavior says.
+        if (p.text("behavior", "Isolated") != "Isolated" && p.text("behavior", "Isolated") != "Contiguous")
+          p.at("behavior").fail("Punctuation with behavior '" + p.text("behavior") + "' is not supported");
+        kind = fb::HfPreTokenizerKind::Punctuation;
       } else {
         p.at("type").fail("pre-tokenizer '" + type + "' is not supported");
       }
@@ -363,7 +401,7 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
       pre_tokenizers.push_back(b.Finish());
     }
   }
-  pipeline.push_back("| BPE |");
+  pipeline.push_back(wordpiece ? "| WordPiece |" : "| BPE |");
 
   // The post-processor: special tokens around a single sequence.
   std::vector<int32_t> prefix_ids, suffix_ids;
@@ -371,6 +409,19 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
     for (const JsonAt& p : top.at("post_processor").steps("processors")) {
       const std::string type = p.type();
       if (type == "ByteLevel") continue;  // offsets only
+      if (type == "BertProcessing" || type == "RobertaProcessing") {
+        // [CLS] $A [SEP]: transformers.js adds the token strings cls[0] and sep[0]
+        // through the vocabulary (their ids in the file are not read).
+        for (const char* key : {"cls", "sep"}) {
+          const JsonAt pair = p.at(key);
+          if (!pair.raw().is_array() || pair.raw().empty() || !pair.raw()[0].is_string())
+            pair.fail("must be [token, id], got " + json_excerpt(pair.raw()));
+          const int32_t id = token_id(pair.at(size_t{0}), pair.raw()[0].get<std::string>());
+          (key[0] == 'c' ? prefix_ids : suffix_ids).push_back(id);
+        }
+        pipeline.push_back(type);
+        continue;
+      }
       if (type != "TemplateProcessing") p.at("type").fail("post-processor '" + type + "' is not supported");
       const JsonAt single = p.at("single");
       if (!single.raw().is_array()) single.fail("must be a list");
@@ -400,7 +451,7 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
     for (const JsonAt& d : top.at("decoder").steps("decoders")) {
       const std::string type = d.type();
       pipeline.push_back(type);
-      flatbuffers::Offset<flatbuffers::String> pattern, content, replacement;
+      flatbuffers::Offset<flatbuffers::String> pattern, content, replacement, prefix;
       fb::HfDecoderKind kind;
       if (type == "ByteLevel") {
         kind = fb::HfDecoderKind::ByteLevel;
@@ -425,6 +476,9 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
       } else if (type == "Metaspace") {
         kind = fb::HfDecoderKind::Metaspace;
         replacement = fbb.CreateString(d.text("replacement"));
+      } else if (type == "WordPiece") {
+        kind = fb::HfDecoderKind::WordPiece;
+        prefix = fbb.CreateString(d.text("prefix"));
       } else {
         d.at("type").fail("decoder '" + type + "' is not supported");
       }
@@ -436,6 +490,8 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
       b.add_stop(type == "Strip" ? d.count("stop", 0) : 0);
       if (!replacement.IsNull()) b.add_replacement(replacement);
       b.add_add_prefix_space(type == "Metaspace" && d.flag("add_prefix_space", false));
+      if (!prefix.IsNull()) b.add_prefix(prefix);
+      b.add_cleanup(type == "WordPiece" && d.flag("cleanup", false));
       decoders.push_back(b.Finish());
     }
   }
@@ -474,8 +530,14 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
                                                  added_trie.node_count());
     added_trie_labels = fbb.CreateVector(added_trie.labels(), added_trie.node_count());
   }
+  flatbuffers::Offset<flatbuffers::String> prefix_string;
+  if (wordpiece) prefix_string = fbb.CreateString(continuing_prefix);
   fb::HfTokenizerBuilder hb(fbb);
-  hb.add_model(fb::HfModelKind::Bpe);
+  hb.add_model(wordpiece ? fb::HfModelKind::WordPiece : fb::HfModelKind::Bpe);
+  if (wordpiece) {
+    hb.add_continuing_subword_prefix(prefix_string);
+    hb.add_max_input_chars_per_word(max_input_chars);
+  }
   hb.add_normalizers(normalizer_vector);
   hb.add_pre_tokenizers(pre_vector);
   hb.add_decoders(decoder_vector);

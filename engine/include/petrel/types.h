@@ -222,7 +222,7 @@ struct TokenizerInfo {
                               // "fairseq" (NLLB, M2M100, mBART-50: SentencePiece + language codes),
                               // "sentencepiece" (Marian C++ models: the SentencePiece ids are the model's),
                               // "marian-words" (Marian C++ models with word vocabularies),
-                              // "huggingface" (a language model's tokenizer.json: BPE)
+                              // "huggingface" (a language model's tokenizer.json: BPE or WordPiece)
   SentencePieceInfo source, target;         // marian, sentencepiece
   bool separate_target_vocab = false;       // marian: target_vocab.json
   std::vector<std::string> language_codes;  // ">>xx<<" tokens of the vocabulary; fairseq: its languages

@@ -446,8 +446,10 @@ Result<HfTokenizerTables> bind_hf_parts(const fb::Tokenizer& tok, uint32_t vocab
   const fb::HfTokenizer* hf = tok.hf();
   if (hf == nullptr) return fail("tokenizer.hf: missing (kind HuggingFace)");
   if (!strings.has_vocab) return fail("tokenizer.vocab: a HuggingFace tokenizer needs every token");
-  if (hf->model() != fb::HfModelKind::Bpe) return fail("tokenizer.hf.model: unknown value");
+  if (hf->model() != fb::HfModelKind::Bpe && hf->model() != fb::HfModelKind::WordPiece)
+    return fail("tokenizer.hf.model: unknown value");
   t.vocab = strings.vocab;
+  t.model = static_cast<HfModelKind>(hf->model());
   auto id_ok = [&](int32_t id) { return id >= 0 && static_cast<uint32_t>(id) < vocab_size; };
   auto text = [&](const flatbuffers::String* s, const std::string& field, std::string_view& out) -> Status {
     if (s == nullptr) return Status::ok();
@@ -481,6 +483,13 @@ Result<HfTokenizerTables> bind_hf_parts(const fb::Tokenizer& tok, uint32_t vocab
       step.pattern_is_regex = n->pattern_is_regex();
       step.strip_left = n->strip_left();
       step.strip_right = n->strip_right();
+      if (!enum_in_range(n->strip_accents())) return fail(field + ".strip_accents: unknown value");
+      step.clean_text = n->clean_text();
+      step.handle_chinese_chars = n->handle_chinese_chars();
+      step.lowercase = n->lowercase();
+      // transformers.js: null strips with lowercase, else only when true.
+      step.strip_accents = n->strip_accents() == fb::HfStripAccents::Yes ||
+                           (n->strip_accents() == fb::HfStripAccents::FollowLowercase && step.lowercase);
       if (s) s = text(n->pattern(), field + ".pattern", step.pattern);
       if (s) s = text(n->content(), field + ".content", step.content);
       if (!s) return s.error();
@@ -526,6 +535,8 @@ Result<HfTokenizerTables> bind_hf_parts(const fb::Tokenizer& tok, uint32_t vocab
       if (s) s = text(d->pattern(), field + ".pattern", step.pattern);
       if (s) s = text(d->content(), field + ".content", step.content);
       if (s) s = text(d->replacement(), field + ".replacement", step.replacement);
+      if (s) s = text(d->prefix(), field + ".prefix", step.prefix);
+      step.cleanup = d->cleanup();
       if (!s) return s.error();
       if ((step.kind == HfDecoderKind::kReplace && step.pattern.empty()) ||
           (step.kind == HfDecoderKind::kStrip && step.content.empty()) ||
@@ -602,7 +613,11 @@ Result<HfTokenizerTables> bind_hf_parts(const fb::Tokenizer& tok, uint32_t vocab
   };
   s = table(hf->merge_slots(), hf->merge_max_probe(), "merge_slots", t.merge_index);
   if (s) s = table(hf->token_slots(), hf->token_max_probe(), "token_slots", t.token_index);
+  if (s) s = text(hf->continuing_subword_prefix(), "tokenizer.hf.continuing_subword_prefix", t.continuing_subword_prefix);
   if (!s) return s.error();
+  t.max_input_chars_per_word = hf->max_input_chars_per_word();
+  if (t.model == HfModelKind::kWordPiece && t.token_index.capacity == 0)
+    return fail("tokenizer.hf.token_slots: missing (a WordPiece model looks every piece up)");
   auto trie = bind_stored_trie(hf->added_trie_nodes(), hf->added_trie_labels(), "tokenizer.hf.added_trie_nodes",
                                "tokenizer.hf.added_trie_labels", fail);
   if (!trie) return trie.error();
@@ -612,17 +627,22 @@ Result<HfTokenizerTables> bind_hf_parts(const fb::Tokenizer& tok, uint32_t vocab
 
 // A tokenizer.json pipeline in a line: "NFC | Split(regex) ByteLevel | BPE | ByteLevel".
 std::string describe_hf(const HfTokenizerTables& t) {
-  static const char* const kNormalizers[] = {"", "NFC", "NFD", "NFKC", "NFKD", "Replace", "Prepend", "Strip", "Lowercase", "Precompiled"};
-  static const char* const kPreTokenizers[] = {"", "Split", "ByteLevel", "Metaspace", "Digits"};
-  static const char* const kDecoders[] = {"", "ByteLevel", "Replace", "ByteFallback", "Fuse", "Strip", "Metaspace"};
+  static const char* const kNormalizers[] = {"",      "NFC",   "NFD",       "NFKC",        "NFKD",          "Replace",
+                                             "Prepend", "Strip", "Lowercase", "Precompiled", "BertNormalizer"};
+  static const char* const kPreTokenizers[] = {"",           "Split",           "ByteLevel",        "Metaspace",  "Digits",
+                                               "WhitespaceSplit", "Whitespace", "BertPreTokenizer", "Punctuation"};
+  static const char* const kDecoders[] = {"", "ByteLevel", "Replace", "ByteFallback", "Fuse", "Strip", "Metaspace", "WordPiece"};
   std::string out;
   auto add = [&](const std::string& s) { out += (out.empty() || out.back() == ' ' ? "" : " ") + s; };
   for (const HfNormalizerStep& n : t.normalizers) add(kNormalizers[static_cast<int>(n.kind)]);
   add("|");
   for (const HfPreTokenizerStep& p : t.pre_tokenizers)
     add(std::string(kPreTokenizers[static_cast<int>(p.kind)]) + (p.pattern_is_regex ? "(regex)" : ""));
-  add(std::string("| BPE") + (t.byte_fallback ? " (byte fallback)" : "") + (t.ignore_merges ? " (ignore merges)" : "") +
-      " |");
+  if (t.model == HfModelKind::kWordPiece)
+    add("| WordPiece |");
+  else
+    add(std::string("| BPE") + (t.byte_fallback ? " (byte fallback)" : "") + (t.ignore_merges ? " (ignore merges)" : "") +
+        " |");
   for (const HfDecoderStep& d : t.decoders) add(kDecoders[static_cast<int>(d.kind)]);
   return out;
 }

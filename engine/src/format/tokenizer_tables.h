@@ -127,11 +127,14 @@ struct FairseqTokenizerTables {
 // Every id has been checked against vocab.size(); the hash tables' capacities are
 // powers of two with max_probe below them, their slots unchecked (a lookup checks the
 // slot it reads, so a corrupt table gives wrong tokens, never a bad read).
-enum class HfNormalizerKind : uint8_t { kNfc = 1, kNfd, kNfkc, kNfkd, kReplace, kPrepend, kStrip, kLowercase, kPrecompiled };
+enum class HfNormalizerKind : uint8_t { kNfc = 1, kNfd, kNfkc, kNfkd, kReplace, kPrepend, kStrip, kLowercase, kPrecompiled,
+                                        kBertNormalizer };
 enum class HfSplitBehavior : uint8_t { kRemoved = 0, kIsolated, kMergedWithPrevious, kMergedWithNext, kContiguous };
 enum class HfPrependScheme : uint8_t { kAlways = 0, kNever, kFirst };
-enum class HfPreTokenizerKind : uint8_t { kSplit = 1, kByteLevel, kMetaspace, kDigits };
-enum class HfDecoderKind : uint8_t { kByteLevel = 1, kReplace, kByteFallback, kFuse, kStrip, kMetaspace };
+enum class HfPreTokenizerKind : uint8_t { kSplit = 1, kByteLevel, kMetaspace, kDigits, kWhitespaceSplit, kWhitespace,
+                                          kBertPreTokenizer, kPunctuation };
+enum class HfDecoderKind : uint8_t { kByteLevel = 1, kReplace, kByteFallback, kFuse, kStrip, kMetaspace, kWordPiece };
+enum class HfModelKind : uint8_t { kBpe = 1, kWordPiece = 3 };
 
 struct HfNormalizerStep {
   HfNormalizerKind kind = HfNormalizerKind::kNfc;
@@ -140,6 +143,8 @@ struct HfNormalizerStep {
   std::string_view content;  // Replace, Prepend
   bool strip_left = false, strip_right = false;
   std::string_view precompiled_charsmap;
+  // BertNormalizer (strip_accents resolved: JSON null follows lowercase).
+  bool clean_text = false, handle_chinese_chars = false, strip_accents = false, lowercase = false;
 };
 struct HfPreTokenizerStep {
   HfPreTokenizerKind kind = HfPreTokenizerKind::kSplit;
@@ -159,6 +164,8 @@ struct HfDecoderStep {
   uint32_t start = 0, stop = 0;       // Strip
   std::string_view replacement;       // Metaspace
   bool add_prefix_space = false;      // Metaspace
+  std::string_view prefix;            // WordPiece
+  bool cleanup = false;               // WordPiece
 };
 struct HfAddedTokenEntry {
   int32_t id = -1;
@@ -201,6 +208,9 @@ struct HfTokenizerTables {
   HfHashTable merge_index;  // merge index + 1, keyed by hf_merge_hash(left, right)
   HfHashTable token_index;  // id + 1, keyed by hf_token_hash(token)
   StoredPieceTrie added_trie;  // of the contents of added_tokens not `normalized` (size 0: none stored)
+  HfModelKind model = HfModelKind::kBpe;
+  std::string_view continuing_subword_prefix;  // WordPiece
+  uint32_t max_input_chars_per_word = 100;     // WordPiece
 };
 
 }  // namespace petrel::detail

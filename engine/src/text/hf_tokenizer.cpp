@@ -5,6 +5,7 @@
 #include <queue>
 
 #include "core/unicode.h"
+#include "core/unicode_case.h"
 #include "core/unicode_category.h"
 #include "core/utf8.h"
 #include "text/hf_text.h"
@@ -134,6 +135,95 @@ void literal_matches(std::string_view text, std::string_view pattern, std::vecto
     out.emplace_back(static_cast<uint32_t>(hit), static_cast<uint32_t>(hit + pattern.size()));
 }
 
+// JavaScript's \s (WhiteSpace and LineTerminator of ECMA-262: Zs, TAB, VT, FF, LF, CR,
+// U+2028, U+2029, U+FEFF). Rust tokenizers' pre-tokenizers use char::is_whitespace
+// (White_Space: U+0085 yes, U+FEFF no); transformers.js is followed.
+bool is_js_space(char32_t c) {
+  if (c < 0x80) return c == ' ' || (c >= 0x09 && c <= 0x0d);
+  return c == 0xa0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f ||
+         c == 0x205f || c == 0x3000 || c == 0xfeff;
+}
+
+// BertPreTokenizer's and Punctuation's punctuation in transformers.js: \p{P} and the
+// ASCII symbols U+0021..U+002F, U+003A..U+0040, U+005B..U+0060, U+007B..U+007E (Rust
+// tokenizers: char::is_ascii_punctuation or \p{P}, the same set).
+bool is_bert_punctuation(char32_t c) {
+  if (c < 0x80)
+    return (c >= 0x21 && c <= 0x2f) || (c >= 0x3a && c <= 0x40) || (c >= 0x5b && c <= 0x60) || (c >= 0x7b && c <= 0x7e);
+  const detail::GeneralCategory g = detail::general_category(c);
+  return g >= detail::unicode_tables::kPc && g <= detail::unicode_tables::kPo;
+}
+
+// The words of `word` as runs of code points of one class, class 0 dropped; `single`
+// classes emit each code point alone. Linear in the word.
+template <class Classify>
+void split_classes(std::string_view word, Classify classify, int single, std::vector<std::string>& out) {
+  size_t start = 0;
+  int current = 0;
+  for (size_t at = 0; at < word.size();) {
+    const detail::CodePoint c = detail::utf8_decode(word, at);
+    const int k = classify(c.value);
+    if (k != current || k == single) {
+      if (current != 0 && at > start) out.emplace_back(word.substr(start, at - start));
+      start = at;
+      current = k;
+    }
+    at += c.length;
+  }
+  if (current != 0 && word.size() > start) out.emplace_back(word.substr(start));
+}
+
+// BertNormalizer as transformers.js 3.7 runs it on `text` (UTF-8), into `out`.
+void bert_normalize(std::string_view text, const detail::HfNormalizerStep& s, std::string& out, std::string& scratch) {
+  out.clear();
+  // clean_text: NUL, U+FFFD and "control" characters dropped (transformers.js: Cc, Cf, Co
+  // but TAB, LF, CR; Rust tokenizers drops every C*, unassigned code points too), then
+  // JavaScript's \s becomes a space (VT, FF, U+0085, U+FEFF were dropped as control).
+  // handle_chinese_chars: transformers.js walks UTF-16 units, so only the BMP ranges
+  // U+3400..4DBF, U+4E00..9FFF, U+F900..FAFF get spaces around them (Rust tokenizers
+  // also spaces the supplementary-plane ideographs).
+  for (size_t at = 0; at < text.size();) {
+    const detail::CodePoint c = detail::utf8_decode(text, at);
+    const char32_t v = c.value;
+    at += c.length;
+    if (s.clean_text) {
+      if (v == 0 || v == 0xfffd) continue;
+      if (v != '\t' && v != '\n' && v != '\r') {
+        const detail::GeneralCategory g = detail::general_category(v);
+        if (g == detail::unicode_tables::kCc || g == detail::unicode_tables::kCf || g == detail::unicode_tables::kCo ||
+            g == detail::unicode_tables::kCs)
+          continue;
+      }
+      if (is_js_space(v)) {
+        out.push_back(' ');
+        continue;
+      }
+    }
+    const bool chinese = s.handle_chinese_chars && ((v >= 0x4e00 && v <= 0x9fff) || (v >= 0x3400 && v <= 0x4dbf) ||
+                                                    (v >= 0xf900 && v <= 0xfaff));
+    if (chinese) out.push_back(' ');
+    out.append(text.data() + at - c.length, c.length);
+    if (chinese) out.push_back(' ');
+  }
+  // transformers.js lowercases (toLowerCase: Final_Sigma, U+0130 -> "i\u0307"), then
+  // strips accents; Rust tokenizers strips first, then lowercases code point by code point
+  // (no Final_Sigma).
+  if (s.lowercase) {
+    scratch.clear();
+    detail::append_lowercase(out, scratch);
+    out.swap(scratch);
+  }
+  if (s.strip_accents) {  // NFD, then \p{Mn} dropped
+    text::normalize(out, NormalizationForm::kNFD, scratch);
+    out.clear();
+    for (size_t at = 0; at < scratch.size();) {
+      const detail::CodePoint c = detail::utf8_decode(scratch, at);
+      if (detail::general_category(c.value) != detail::unicode_tables::kMn) out.append(scratch, at, c.length);
+      at += c.length;
+    }
+  }
+}
+
 constexpr std::string_view kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 // transformers.js's ByteFallback test: six UTF-16 units "<0x..>", the two after "0x"
@@ -155,7 +245,7 @@ Result<std::unique_ptr<HfTokenizer>> HfTokenizer::create(detail::HfTokenizerTabl
   const size_t n = tt.vocab.size();
   for (size_t i = 0; i < tt.normalizers.size(); ++i) {
     const detail::HfNormalizerStep& s = tt.normalizers[i];
-    if (s.kind == HfNormalizerKind::kLowercase || s.kind == HfNormalizerKind::kPrecompiled)
+    if (s.kind == HfNormalizerKind::kPrecompiled)
       return fail("normalizers[" + std::to_string(i) + "]: this kind is not supported");
     SplitRegex regex;
     if (s.kind == HfNormalizerKind::kReplace && s.pattern_is_regex) {
@@ -217,6 +307,14 @@ Result<std::unique_ptr<HfTokenizer>> HfTokenizer::create(detail::HfTokenizerTabl
   } else if (const std::string problem = t->added_splitter_.adopt(added, tt.added_trie); !problem.empty()) {
     return fail("added_" + problem);  // "added_trie_nodes[i]: ..."
   }
+  if (tt.model == detail::HfModelKind::kWordPiece) {
+    // The longest token bounds the pieces tried at each position (one pass over the
+    // vocabulary's lengths, no copies); tokens longer than kMaxPieceBytes (4 KiB, no
+    // real vocabulary has one) are never matched, so that a hostile file's huge token
+    // cannot make a long word quadratic.
+    for (size_t i = 0; i < n; ++i) t->max_token_bytes_ = std::max(t->max_token_bytes_, tt.vocab[i].size());
+    t->max_token_bytes_ = std::min(t->max_token_bytes_, detail::kMaxPieceBytes);
+  }
   return t;
 }
 
@@ -236,6 +334,10 @@ int64_t probe(const detail::HfHashTable& table, uint32_t hash, size_t count, Mat
   return -1;
 }
 }  // namespace
+
+int64_t HfTokenizer::token_id_hashed(std::string_view token, uint32_t hash) const {
+  return probe(t_.token_index, hash, t_.vocab.size(), [&](uint32_t id) { return t_.vocab[id] == token; });
+}
 
 std::optional<int32_t> HfTokenizer::token_id(std::string_view token) const {
   const int64_t id = probe(t_.token_index, detail::hf_token_hash(token), t_.vocab.size(),
@@ -309,6 +411,17 @@ Status HfTokenizer::normalize(std::string_view text, std::string& out) const {
         out.swap(scratch);
         break;
       }
+      case HfNormalizerKind::kLowercase:
+        scratch.clear();
+        detail::append_lowercase(out, scratch);
+        out.swap(scratch);
+        break;
+      case HfNormalizerKind::kBertNormalizer: {
+        std::string second;
+        bert_normalize(out, s, scratch, second);
+        out.swap(scratch);
+        break;
+      }
       default:
         break;  // refused by create()
     }
@@ -375,6 +488,25 @@ Status HfTokenizer::pre_tokenize(std::string_view text, size_t section_index, st
           }
           break;
         }
+        case HfPreTokenizerKind::kWhitespaceSplit:  // /\S+/g
+          split_classes(word, [](char32_t c) { return is_js_space(c) ? 0 : 1; }, -1, next);
+          break;
+        case HfPreTokenizerKind::kWhitespace:
+          // /\w+|[^\w\s]+/g without the u flag: \w is ASCII [A-Za-z0-9_] (Rust tokenizers'
+          // \w is Unicode: "héllo" is one word there, three here).
+          split_classes(word, [](char32_t c) {
+            const bool w = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+            return w ? 1 : is_js_space(c) ? 0 : 2;
+          }, -1, next);
+          break;
+        case HfPreTokenizerKind::kBertPreTokenizer:  // /[^\s P]+|[P]/gu: each punctuation alone
+          split_classes(word, [](char32_t c) { return is_js_space(c) ? 0 : is_bert_punctuation(c) ? 2 : 1; }, 2, next);
+          break;
+        case HfPreTokenizerKind::kPunctuation:
+          // /[^P]+|[P]+/gu: runs of punctuation stay together (Rust tokenizers' default
+          // Isolated splits each one off), and spaces stay in the words.
+          split_classes(word, [](char32_t c) { return is_bert_punctuation(c) ? 2 : 1; }, -1, next);
+          break;
       }
     }
     words.swap(next);
@@ -384,8 +516,62 @@ Status HfTokenizer::pre_tokenize(std::string_view text, size_t section_index, st
 
 // BPE over one word: symbols (bytes for ByteLevel words, else characters) merged by the
 // lowest-ranked merge first, the leftmost among equals; a heap makes it O(n log n).
+// WordPiece over one word, as transformers.js: a word of more than
+// max_input_chars_per_word code points is the unknown token; else greedily the longest
+// token at each position (the continuing prefix before all but the first piece), and
+// a position without one makes the whole word the unknown token. Candidates longer than
+// the longest token are not tried, and each position hashes its candidates in one pass
+// (FNV-1a runs left to right), so a word costs O(length x longest token).
+Status HfTokenizer::encode_wordpiece(std::string_view word, std::vector<int32_t>& ids) const {
+  auto unknown = [&]() -> Status {
+    if (t_.unk_id < 0)
+      return Error{ErrorCode::kInvalidArgument, "text: the word '" + std::string(word.substr(0, 256)) +
+                                                    "' has no tokens and the tokenizer has no unknown token"};
+    ids.push_back(t_.unk_id);
+    return Status::ok();
+  };
+  size_t chars = 0;
+  for (size_t at = 0; at < word.size(); at += detail::utf8_decode(word, at).length)
+    if (++chars > t_.max_input_chars_per_word) return unknown();
+  const std::string_view prefix = t_.continuing_subword_prefix;
+  const size_t first = ids.size();
+  std::string key;
+  std::vector<std::pair<size_t, uint32_t>> ends;  // candidate: key length, its hash
+  for (size_t at = 0; at < word.size();) {
+    key.clear();
+    if (at > 0) key.assign(prefix);
+    uint32_t h = 2166136261u;  // hf_token_hash, incrementally
+    for (unsigned char c : key) h = (h ^ c) * 16777619u;
+    ends.clear();
+    for (size_t k = at; k < word.size() && key.size() < max_token_bytes_;) {
+      const size_t length = detail::utf8_decode(word, k).length;
+      if (key.size() + length > max_token_bytes_) break;
+      for (size_t b = 0; b < length; ++b) {
+        key.push_back(word[k + b]);
+        h = (h ^ static_cast<unsigned char>(word[k + b])) * 16777619u;
+      }
+      k += length;
+      ends.emplace_back(key.size(), h);
+    }
+    int64_t id = -1;
+    size_t taken = 0;
+    for (size_t e = ends.size(); e-- > 0 && id < 0;) {
+      id = token_id_hashed(std::string_view(key).substr(0, ends[e].first), ends[e].second);
+      taken = ends[e].first - (at > 0 ? prefix.size() : 0);
+    }
+    if (id < 0) {
+      ids.resize(first);
+      return unknown();
+    }
+    ids.push_back(static_cast<int32_t>(id));
+    at += taken;
+  }
+  return Status::ok();
+}
+
 Status HfTokenizer::encode_word(std::string_view word, bool byte_level, std::vector<int32_t>& ids) const {
   if (word.empty()) return Status::ok();
+  if (t_.model == detail::HfModelKind::kWordPiece) return encode_wordpiece(word, ids);
   if (t_.ignore_merges) {
     std::optional<int32_t> whole;
     if (byte_level) {
@@ -669,6 +855,20 @@ Result<std::string> HfTokenizer::decode_ids(const int32_t* ids, size_t count, bo
           token = std::string(v);
         }
         continue;
+      case HfDecoderKind::kWordPiece:
+        // Every token but the first: its prefix dropped, or a space before it; cleanup is
+        // transformers.js's clean_up_tokenization (Rust tokenizers' also turns " do not"
+        // into " don't").
+        for (size_t k = 0; k < tokens.size(); ++k) {
+          if (k > 0) {
+            if (tokens[k].compare(0, d.prefix.size(), d.prefix) == 0)  // an empty prefix: always
+              tokens[k].erase(0, d.prefix.size());
+            else
+              tokens[k].insert(0, " ");
+          }
+          if (d.cleanup) clean_up_tokenization(tokens[k]);
+        }
+        continue;
       case HfDecoderKind::kMetaspace:
         for (size_t k = 0; k < tokens.size(); ++k) {
           replace_all(tokens[k], d.replacement, " ");
@@ -679,7 +879,11 @@ Result<std::string> HfTokenizer::decode_ids(const int32_t* ids, size_t count, bo
     tokens.swap(next);
   }
   std::string text;
-  for (const std::string& token : tokens) text += token;
+  for (const std::string& token : tokens) {
+    // transformers.js joins the tokens with spaces when there is no decoder.
+    if (t_.decoders.empty() && &token != &tokens.front()) text += ' ';
+    text += token;
+  }
   if (t_.clean_up_spaces) clean_up_tokenization(text);
   if (!detail::is_valid_utf8(text)) text = detail::to_valid_utf8(text);  // a corrupt file's tokens
   return text;

@@ -1,10 +1,11 @@
 // A tokenizer.json tokenizer (Hugging Face tokenizers' format: Gemma 3, Llama 3, Qwen)
 // as transformers.js 3.7 runs it, the oracle its tests compare against: added tokens cut
 // out first (leftmost, longest), each other section normalized, pre-tokenized into
-// words, each word split by BPE merges (lowest rank first, leftmost among equals), the
-// post-processor's special tokens around the result; decoding runs the decoders over
-// the ids' tokens. Built from a model file's tables (format/tokenizer_tables.h), which
-// it views in place: loading builds nothing proportional to the vocabulary.
+// words, each word split by BPE merges (lowest rank first, leftmost among equals) or by
+// WordPiece (greedy longest match, BERT), the post-processor's special tokens around the
+// result; decoding runs the decoders over the ids' tokens. Built from a model file's
+// tables (format/tokenizer_tables.h), which it views in place: loading builds nothing
+// proportional to the vocabulary.
 #pragma once
 
 #include <cstdint>
@@ -51,6 +52,8 @@ class HfTokenizer : public Tokenizer {
   Status pre_tokenize(std::string_view text, size_t section_index, std::vector<std::string>& words,
                     bool& byte_level) const;
   Status encode_word(std::string_view word, bool byte_level, std::vector<int32_t>& ids) const;
+  Status encode_wordpiece(std::string_view word, std::vector<int32_t>& ids) const;
+  int64_t token_id_hashed(std::string_view token, uint32_t hash) const;  // -1: none
   int32_t merge_of(int32_t left, int32_t right) const;  // merge index, or -1
 
   // The added tokens of `text` (`added_splitter_` over the input, `normalized_splitter_`
@@ -72,6 +75,7 @@ class HfTokenizer : public Tokenizer {
   // lstrip / rstrip, looked up once per added token in a text (not by a search of the list).
   static constexpr uint8_t kAdded = 1, kLstrip = 2, kRstrip = 4, kSingleWord = 8;
   std::vector<uint8_t> added_;
+  size_t max_token_bytes_ = 0;  // WordPiece: the longest token, bounding the candidates tried
 };
 
 }  // namespace petrel::text
