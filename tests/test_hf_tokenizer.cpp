@@ -23,6 +23,7 @@
 #include "petrel/generator.h"
 #include "petrel/petrel.h"
 #include "petrel_generated.h"
+#include "support/hf_tokenizer_support.h"
 #include "support/test_support.h"
 #include "text/hf_tokenizer.h"
 
@@ -42,40 +43,9 @@ std::optional<petrel::convert::HfTokenizerFiles> hf_fixture_files(const std::str
   return files;
 }
 
-// A converted tokenizer and the buffer it views.
-struct LoadedHfTokenizer {
-  std::vector<uint8_t> buffer;
-  std::unique_ptr<petrel::text::HfTokenizer> tokenizer;
-};
-
-LoadedHfTokenizer load_hf_tokenizer(const petrel::convert::HfTokenizerFiles& files, uint32_t vocab_size = 0) {
-  LoadedHfTokenizer out;
-  const std::string& dir = files.dir;
-  out.buffer = petrel::convert::hf_tokenizer_buffer(files, vocab_size);
-  flatbuffers::Verifier verifier(out.buffer.data(), out.buffer.size());
-  REQUIRE(verifier.VerifyBuffer<petrel::fb::Tokenizer>(nullptr));
-  const auto* root = flatbuffers::GetRoot<petrel::fb::Tokenizer>(out.buffer.data());
-  const uint32_t size = root->vocab_spans()->size();
-  auto tables = petrel::detail::bind_hf_tokenizer(*root, size, dir);
-  REQUIRE(tables);
-  auto tokenizer = petrel::text::HfTokenizer::create(std::move(tables.value()), dir);
-  if (!tokenizer) FAIL(tokenizer.error().message);
-  out.tokenizer = std::move(tokenizer.value());
-  return out;
-}
-
-std::string unescape_line(const std::string& line) {
-  std::string out;
-  for (size_t i = 0; i < line.size(); ++i) {
-    if (line[i] != '\\' || i + 1 == line.size()) {
-      out.push_back(line[i]);
-      continue;
-    }
-    const char c = line[++i];
-    out.push_back(c == 'n' ? '\n' : c == 't' ? '\t' : c);
-  }
-  return out;
-}
+using petrel::test::load_hf_tokenizer;
+using petrel::test::LoadedHfTokenizer;
+using petrel::test::unescape_line;
 
 struct ExpectedReader {
   const std::string& bytes;
@@ -442,7 +412,7 @@ TEST_CASE("petrel-convert refuses tokenizer.json features it does not run, namin
     std::function<void(json&)> change;
   };
   const std::vector<Case> cases = {
-      {"model.type: 'Unigram' is not supported", [](json& j) { j["model"]["type"] = "Unigram"; }},
+      {"model.type: 'WordLevel' is not supported", [](json& j) { j["model"]["type"] = "WordLevel"; }},
       {"normalizer.type: normalizer 'Lowercase' is not supported", [](json& j) { j["normalizer"] = {{"type", "Lowercase"}}; }},
       {"pre_tokenizer", [](json& j) {
          j["pre_tokenizer"] = {{"type", "Sequence"},

@@ -132,6 +132,7 @@ enum class HfSplitBehavior : uint8_t { kRemoved = 0, kIsolated, kMergedWithPrevi
 enum class HfPrependScheme : uint8_t { kAlways = 0, kNever, kFirst };
 enum class HfPreTokenizerKind : uint8_t { kSplit = 1, kByteLevel, kMetaspace, kDigits };
 enum class HfDecoderKind : uint8_t { kByteLevel = 1, kReplace, kByteFallback, kFuse, kStrip, kMetaspace };
+enum class HfModel : uint8_t { kBpe = 1, kUnigram = 2 };
 
 struct HfNormalizerStep {
   HfNormalizerKind kind = HfNormalizerKind::kNfc;
@@ -152,6 +153,7 @@ struct HfPreTokenizerStep {
   std::string_view replacement;   // Metaspace
   HfPrependScheme prepend_scheme = HfPrependScheme::kAlways;
   bool individual_digits = false;  // Digits
+  bool split = false;              // Metaspace: cut before each replacement (Unigram tokenizers)
 };
 struct HfDecoderStep {
   HfDecoderKind kind = HfDecoderKind::kByteLevel;
@@ -200,6 +202,15 @@ struct HfTokenizerTables {
   size_t merge_count = 0;
   HfHashTable merge_index;  // merge index + 1, keyed by hf_merge_hash(left, right)
   HfHashTable token_index;  // id + 1, keyed by hf_token_hash(token)
+  // Unigram (model kUnigram): ids 0 .. score_count - 1 are its pieces; `scores` views
+  // score_count little-endian doubles in the file (read with memcpy: the view may be
+  // unaligned), each checked finite; min_score is their minimum (the unknown
+  // character's score is min_score - 10).
+  HfModel model = HfModel::kBpe;
+  const unsigned char* scores = nullptr;
+  size_t score_count = 0;
+  double min_score = 0;
+  uint32_t max_piece_bytes = 0;  // 1 .. kMaxPieceBytes for Unigram
 };
 
 }  // namespace petrel::detail

@@ -3,7 +3,9 @@
 // out first (leftmost, longest), each other section normalized, pre-tokenized into
 // words, each word split by BPE merges (lowest rank first, leftmost among equals), the
 // post-processor's special tokens around the result; decoding runs the decoders over
-// the ids' tokens. Built from a model file's tables (format/tokenizer_tables.h), which
+// the ids' tokens. A Unigram model (T5, ALBERT, XLM-R) and the Precompiled normalizer
+// follow Rust tokenizers instead (transformers.js approximates Precompiled by NFKC and
+// reads no charsmap, so it is no oracle for them). Built from a model file's tables (format/tokenizer_tables.h), which
 // it views in place: loading builds nothing proportional to the vocabulary.
 #pragma once
 
@@ -16,6 +18,7 @@
 
 #include "format/tokenizer_tables.h"
 #include "text/special_tokens.h"
+#include "text/spm_normalizer.h"
 #include "text/split_regex.h"
 #include "text/tokenizer.h"
 
@@ -51,11 +54,18 @@ class HfTokenizer : public Tokenizer {
   void pre_tokenize(std::string_view text, size_t section_index, std::vector<std::string>& words,
                     bool& byte_level) const;
   Status encode_word(std::string_view word, bool byte_level, std::vector<int32_t>& ids) const;
+  // Unigram (Rust tokenizers' models/unigram/model.rs, encode_optimized + tokenize): the
+  // best-scoring segmentation of the word (unknown characters min_score - 10, runs of
+  // them fused, then byte tokens if byte_fallback), in time linear in its length.
+  Status encode_unigram(std::string_view word, std::vector<int32_t>& ids) const;
+  double piece_score(int32_t id) const;
+  void apply_precompiled(const CharsMap& map, const std::string& in, std::string& out) const;
   int32_t merge_of(int32_t left, int32_t right) const;  // merge index, or -1
 
   detail::HfTokenizerTables t_;
   SpecialTokenSplitter added_splitter_;
   std::vector<SplitRegex> normalizer_regex_, pre_tokenizer_regex_;  // per step (unused for literal patterns)
+  std::vector<CharsMap> charsmaps_;  // per normalizer step (Precompiled's; empty for the others)
   std::optional<SplitRegex> byte_level_regex_;                       // GPT-2's pattern, when a ByteLevel step uses it
   int32_t byte_level_ids_[256];  // ByteLevel: the token of each byte's character (-1: none)
   int32_t byte_fallback_ids_[256];  // "<0xXX>" tokens (-1: none)

@@ -1,0 +1,54 @@
+// What the tokenizer.json tests share (test_hf_tokenizer.cpp, test_hf_unigram.cpp): a
+// tokenizer converted by petrel-convert's reader and bound as a model file's is, and
+// the fixtures' escaped text lines.
+#pragma once
+
+#include <catch2/catch.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "convert/hf_tokenizer.h"
+#include "format/model_file.h"
+#include "petrel_generated.h"
+#include "text/hf_tokenizer.h"
+
+namespace petrel::test {
+
+// A converted tokenizer and the buffer it views.
+struct LoadedHfTokenizer {
+  std::vector<uint8_t> buffer;
+  std::unique_ptr<petrel::text::HfTokenizer> tokenizer;
+};
+
+inline LoadedHfTokenizer load_hf_tokenizer(const petrel::convert::HfTokenizerFiles& files, uint32_t vocab_size = 0) {
+  LoadedHfTokenizer out;
+  const std::string& dir = files.dir;
+  out.buffer = petrel::convert::hf_tokenizer_buffer(files, vocab_size);
+  flatbuffers::Verifier verifier(out.buffer.data(), out.buffer.size());
+  REQUIRE(verifier.VerifyBuffer<petrel::fb::Tokenizer>(nullptr));
+  const auto* root = flatbuffers::GetRoot<petrel::fb::Tokenizer>(out.buffer.data());
+  const uint32_t size = root->vocab_spans()->size();
+  auto tables = petrel::detail::bind_hf_tokenizer(*root, size, dir);
+  if (!tables) FAIL(tables.error().message);
+  auto tokenizer = petrel::text::HfTokenizer::create(std::move(tables.value()), dir);
+  if (!tokenizer) FAIL(tokenizer.error().message);
+  out.tokenizer = std::move(tokenizer.value());
+  return out;
+}
+
+// A fixture line: "\n", "\t" and "\\" escaped.
+inline std::string unescape_line(const std::string& line) {
+  std::string out;
+  for (size_t i = 0; i < line.size(); ++i) {
+    if (line[i] != '\\' || i + 1 == line.size()) {
+      out.push_back(line[i]);
+      continue;
+    }
+    const char c = line[++i];
+    out.push_back(c == 'n' ? '\n' : c == 't' ? '\t' : c);
+  }
+  return out;
+}
+
+}  // namespace petrel::test
