@@ -457,6 +457,7 @@ TEST_CASE("hf_unigram: petrel-convert refuses Unigram tokenizer.json parts it ca
       {"model.unk_id: must be the id of one of the", [](json& j) { j["model"]["unk_id"] = -1; }},
       {"pre_tokenizer.add_prefix_space: false contradicts prepend_scheme",
        [](json& j) { j["pre_tokenizer"]["add_prefix_space"] = false; }},
+      {"pre_tokenizer.replacement: must be one character", [](json& j) { j["pre_tokenizer"]["replacement"] = ""; }},
       {"normalizer.normalizers[0].type: normalizer 'Lowercase' is not supported",
        [](json& j) { j["normalizer"]["normalizers"][0] = {{"type", "Lowercase"}}; }},
   };

@@ -439,6 +439,9 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
         kind = fb::HfPreTokenizerKind::Metaspace;
         replacement = fbb.CreateString(p.text("replacement"));
         scheme = prepend_scheme(p);
+        const std::string r = p.text("replacement");
+        if (unigram && (r.empty() || detail::utf8_sequence(r, 0) != r.size()))
+          p.at("replacement").fail("must be one character (Rust's Metaspace holds a char)");
         if (unigram) {
           metaspace_split = p.flag("split", true);  // Rust's default
           if (rust_metaspace_prefix(p, scheme)) prefix_space = true;

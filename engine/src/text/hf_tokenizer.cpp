@@ -338,7 +338,7 @@ void HfTokenizer::pre_tokenize(std::string_view text, size_t section_index, std:
                                (s.prepend_scheme == detail::HfPrependScheme::kAlways ||
                                 (s.prepend_scheme == detail::HfPrependScheme::kFirst && section_index == 0));
           if (prepend) word.insert(0, s.replacement);
-          if (s.split) {  // Rust's Metaspace split: each word starts at a replacement
+          if (s.split && !s.replacement.empty()) {  // Rust's Metaspace split: each word starts at a replacement
             literal_matches(word, s.replacement, matches);
             split_pieces(word, matches, HfSplitBehavior::kMergedWithNext, false, next);
             break;
@@ -500,6 +500,15 @@ double HfTokenizer::piece_score(int32_t id) const {
 // Then the path is read back, runs of unknown nodes fused into one string, which is
 // looked up as a token, else becomes its bytes' <0xXX> tokens (byte_fallback, all of
 // them present) or the unknown id. O(n * max_piece_bytes), no recursion.
+//
+// transformers.js 3.7 (the BPE oracle) differs for these tokenizers, so it is not theirs:
+// its Precompiled reads no charsmap (it strips control characters, maps whitespace to
+// ' ' and applies NFKC, except around U+FF5E); its Metaspace ignores split and
+// prepends only with add_prefix_space (absent in files tokenizers >= 0.19 writes), its
+// decoder then keeps the first space; its Unigram has no byte fallback, scores the
+// unknown piece min_score - 10 also where "<unk>" matches as text, and fuses unknown
+// tokens across the words of a section, not within each word. Its lattice otherwise
+// agrees (f64 sums, ties to the earlier start).
 Status HfTokenizer::encode_unigram(std::string_view word, std::vector<int32_t>& ids) const {
   const size_t size = word.size();
   if (size == 0) return Status::ok();
