@@ -532,7 +532,7 @@ TEST_CASE("petrel-convert refuses tokenizer.json features it does not run, namin
     std::function<void(json&)> change;
   };
   const std::vector<Case> cases = {
-      {"model.type: 'Unigram' is not supported", [](json& j) { j["model"]["type"] = "Unigram"; }},
+      {"model.type: 'WordLevel' is not supported", [](json& j) { j["model"]["type"] = "WordLevel"; }},
       {"normalizer.type: normalizer 'StripAccents' is not supported", [](json& j) { j["normalizer"] = {{"type", "StripAccents"}}; }},
       {"pre_tokenizer", [](json& j) {
          j["pre_tokenizer"] = {{"type", "Sequence"},

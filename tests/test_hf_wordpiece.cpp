@@ -276,7 +276,7 @@ TEST_CASE("petrel-convert refuses WordPiece features it does not run, naming the
       {"model: missing key 'continuing_subword_prefix'", [](json& j) { j["model"].erase("continuing_subword_prefix"); }},
       {"model.max_input_chars_per_word: must be", [](json& j) { j["model"]["max_input_chars_per_word"] = -1; }},
       {"model.vocab: ids must be integers", [](json& j) { j["model"]["vocab"]["zz"] = -1; }},
-      {"model.type: 'Unigram' is not supported", [](json& j) { j["model"]["type"] = "Unigram"; }},
+      {"model.type: 'WordLevel' is not supported", [](json& j) { j["model"]["type"] = "WordLevel"; }},
       {"normalizer.lowercase: must be true or false", [](json& j) { j["normalizer"]["lowercase"] = "yes"; }},
       {"normalizer.type: normalizer 'StripAccents' is not supported",
        [](json& j) { j["normalizer"] = {{"type", "StripAccents"}}; }},

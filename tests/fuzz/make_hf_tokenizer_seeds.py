@@ -4,7 +4,8 @@ small tokenizer.json files covering each supported step (Gemma-style Replace + S
 byte fallback, Qwen-style NFC + regex Split + ByteLevel, GPT-2's ByteLevel with its own
 regex, Metaspace + Digits + Strip + Prepend, added tokens with lstrip / rstrip, merges as
 "a b" strings, BERT-style WordPiece with BertNormalizer + BertPreTokenizer and with
-Lowercase + WhitespaceSplit + Punctuation + Whitespace) with texts that reach them. Input layout: text NUL tokenizer.json
+Lowercase + WhitespaceSplit + Punctuation + Whitespace, Unigram + Precompiled (T5-style, with and without byte fallback)) with texts that reach them.
+Input layout: text NUL tokenizer.json
 [NUL tokenizer_config.json].
 
     /usr/bin/python3 tests/fuzz/make_hf_tokenizer_seeds.py
@@ -131,11 +132,55 @@ def wordpiece(bert):
             "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": bert}, "model": model}
 
 
+# A Precompiled charsmap of 8 rules (spm_train --normalization_rule_tsv: U+FF45 -> e,
+# e U+0301 -> U+00E9, U+00A0 / U+FFFD / U+3000 / tab -> space, U+0BC6 U+0BBE -> U+0BCA,
+# U+FF21 -> A), base64.
+SMALL_CHARSMAP = (
+    "AAQAAAAgAAAJDQAAAAAAgMwYAgCBBQAABgAAgKARAACvJAIAhoQDAOC0AgCu/AIAvh0AAAkAAICACAIAoXEAAIA1AAC8/AIAvQAC"
+    "AAIAAIC/4AIAhQUAAAQAAIC9UQAAFgAAABkAAAAYAAAAGwAAABoAAAAdAAAAHAAAAB8AAAAeAAAAIQAAACAAAAAjAAAAIgAAACUA"
+    "AAAkAAAAJwAAACYAAAApAAAAKAAAACsAAAAqAAAALQAAACwAAAAvAAAALgAAADEAAAAwAAAAMwAAADIAAAA1AAAANAAAADcAAAA2"
+    "AAAAOQAAADgAAAA7AAAAOgAAAD0AAAA8AAAAPwAAAD4AAABBAAAAQAAAAEMAAABCAAAARQAAAEQAAABHAAAARgAAAEkAAABIAAAA"
+    "SwAAAEoAAABNAAAATAAAAE8AAABOAAAAUQAAAFAAAABTAAAAUgAAAFUAAABUAAAAVwAAAFYAAABZAAAAWAAAAFsAAABaAAAAXQAA"
+    "AFwAAABfAAAAXgAAAGEAAABgAAAAYwAAAGIAAABlAAAAZAAAAGcAAABmAAAAaQAAAGgAAABrAAAAagAAAG0AAABliAIAbwAAAG4A"
+    "AABxAAAAcAAAAHMAAAByAAAAdQAAAHQAAAB3AAAAdgAAAHkAAAB4AAAAewAAAHoAAAB9AAAAfAAAAH8AAAB+AAAAgQAAAIAAAACD"
+    "AAAAggAAAIUAAACEAAAAhwAAAIYAAACJAAAAiAAAAIsAAACKAAAAjQAAAIwAAACPAAAAjgAAAJEAAACQAAAAkwAAAJIAAACVAAAA"
+    "lAAAAJcAAACWAAAAmQAAAJgAAACbAAAAmgAAAJ0AAACcAAAAnwAAAJ4AAAChAAAAoAAAAKMAAACiAAAApQAAAKQAAACnAAAApgAA"
+    "AKkAAACoAAAAqwAAAKoAAACtAAAArAAAAK8AAACuAAAAsQAAALAAAACzAAAAsgAAALUAAAC0AAAAtwAAALYAAAC5AAAAuAAAALsA"
+    "AAC6AAAAvQAAALwAAAC/AAAAvgAAAMEAAADAAAAAwwAAAMIAAADFAAAAxAAAAMcAAADGAAAAyQAAAMgAAADCsAEAygAAAM0AAADM"
+    "AAAAzwAAAM4AAADRAAAA0AAAANMAAADSAAAA1QAAANQAAADXAAAA1gAAANkAAADYAAAA2wAAANoAAADdAAAA3AAAAN8AAADeAAAA"
+    "4QAAAOAAAADjAAAA4gAAAOUAAADkAAAA5wAAAO8sAQDgAAEA6AAAAOsAAADjmAEA7QAAAOwAAADvAAAA7gAAAPEAAADwAAAA8wAA"
+    "APIAAAD1AAAA9AAAAPcAAAD2AAAA+QAAAPgAAAD7AAAA+gAAAP0AAAD8AAAA/wAAAP4AAAAgAEEAZQDDqQDgr4oA")
+
+
+def unigram(byte_fallback):
+    pieces = [("<pad>", 0.0), ("</s>", 0.0), ("<unk>", 0.0), (SPACE, -2.0)]
+    pieces += [(chr(c), -4.0 - c / 100) for c in range(97, 123)] + [("\u00e9", -5.0), ("A", -6.0)]
+    pieces += [(SPACE + w, -3.0) for w in ["the", "he", "a", "in"]] + [("he", -3.5), ("th", -3.5), ("0", -5), ("00", -6)]
+    if byte_fallback:
+        pieces += [("<0x%02X>" % b, -9.0) for b in range(256)]
+    vocab = {p: i for i, (p, _) in enumerate(pieces)}
+    meta = {"type": "Metaspace", "replacement": SPACE, "prepend_scheme": "always", "split": True}
+    return {"version": "1.0", "added_tokens": added(vocab, ["<pad>", "</s>", "<unk>"]),
+            "normalizer": {"type": "Sequence", "normalizers": [
+                {"type": "Precompiled", "precompiled_charsmap": SMALL_CHARSMAP},
+                {"type": "Strip", "strip_left": False, "strip_right": True},
+                {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": SPACE}]},
+            "pre_tokenizer": meta,
+            "post_processor": {"type": "TemplateProcessing",
+                               "single": [{"Sequence": {"id": "A", "type_id": 0}},
+                                          {"SpecialToken": {"id": "</s>", "type_id": 0}}]},
+            "decoder": meta if not byte_fallback else {"type": "Sequence", "decoders": [
+                {"type": "Replace", "pattern": {"String": SPACE}, "content": " "},
+                {"type": "ByteFallback"}, {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+            "model": {"type": "Unigram", "unk_id": 2, "vocab": [list(p) for p in pieces], "byte_fallback": byte_fallback}}
+
+
 QWEN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|"
         r"\s+(?!\S)|\s+")
 TEXTS = ["the thin theory", "Über 12 Äpfel, don't SHOUT!\n\n  trailing  ", "<start_of_turn>user\nhi\u00e9 e\u0301",
          "<|im_start|>system\n  hello<|im_end|>  \n", "\u4f60\u597d\u4e16\u754c 123456 \U0001F600", "", "   ",
-         "a\tb\r\nc", "1234567890 bc abc", "ΟΔΟΣ İ unable RUNNING\u0000\ufffd [MASK]"]
+         "a\tb\r\nc", "1234567890 bc abc", "ΟΔΟΣ İ unable RUNNING\u0000\ufffd [MASK]",
+         "\uff45\u0301 e\u0301\u00a0\ufffd\u0338 \u0baa\u0bc6\u0bbe \uff21\u3000000"]
 TOKENIZERS = {
     "gemma": gemma_style(),
     "qwen": byte_level(QWEN),
@@ -144,6 +189,8 @@ TOKENIZERS = {
     "metaspace": metaspace(),
     "bert": wordpiece(True),
     "wordpiece": wordpiece(False),
+    "unigram": unigram(False),
+    "unigram_bytes": unigram(True),
 }
 
 

@@ -1,4 +1,4 @@
-// Helpers of the tokenizer.json tests (test_hf_tokenizer.cpp, test_hf_wordpiece.cpp): a
+// Helpers of the tokenizer.json tests (test_hf_tokenizer.cpp, test_hf_unigram.cpp, test_hf_wordpiece.cpp): a
 // tokenizer converted by petrel-convert's reader and bound as a model file's is, and the
 // fixtures' escaped lines.
 #pragma once

@@ -1,19 +1,26 @@
 // tokenizer.json -> the model file's Tokenizer (kind HuggingFace). The semantics are
 // transformers.js 3.7's (the oracle, tools/reference/make_hf_tokenizer_fixtures.mjs):
 // what it reads is stored, what it would read differently from Hugging Face's Rust
-// tokenizers, or not at all, is refused by name rather than guessed.
+// tokenizers, or not at all, is refused by name rather than guessed. A Unigram model
+// (T5, ALBERT, XLM-R, mT5) is read with Rust tokenizers' semantics instead (0.19 ..
+// 0.21; the oracle is SentencePiece itself, tools/reference/make_hf_unigram_fixtures.py):
+// transformers.js 3.7 approximates its Precompiled normalizer by NFKC and drops
+// Metaspace's prefix when add_prefix_space is absent, as modern files write it.
 #include "convert/hf_tokenizer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
 #include "convert/config_reader.h"
 #include "convert/family_tokenizer.h"
+#include "core/bytes.h"
 #include "core/utf8.h"
 #include "format/tokenizer_tables.h"
 #include "text/spm_trie.h"
+#include "text/spm_normalizer.h"
 
 namespace petrel::convert {
 namespace {
@@ -117,10 +124,65 @@ uint32_t insert(std::vector<uint32_t>& slots, uint32_t hash, uint32_t entry, Sam
   }
 }
 
+// Base64 (RFC 4648's standard alphabet) decoded strictly, as Rust's base64 STANDARD
+// engine does for precompiled_charsmap: padding to a multiple of 4 characters, no
+// whitespace, the last character's unused bits zero. nullopt: not such base64.
+std::optional<std::string> decode_base64(const std::string& text) {
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  if (text.size() % 4 != 0) return std::nullopt;
+  std::string out;
+  out.reserve(text.size() / 4 * 3);
+  for (size_t i = 0; i < text.size(); i += 4) {
+    const bool last = i + 4 == text.size();
+    const size_t pad = last ? (text[i + 3] == '=' ? (text[i + 2] == '=' ? 2 : 1) : 0) : 0;
+    uint32_t bits = 0;
+    for (size_t k = 0; k < 4; ++k) {
+      if (k >= 4 - pad) {
+        bits <<= 6;
+        continue;
+      }
+      const int v = value(text[i + k]);
+      if (v < 0) return std::nullopt;
+      bits = bits << 6 | static_cast<uint32_t>(v);
+    }
+    if ((pad == 1 && (bits & 0xFF) != 0) || (pad == 2 && (bits & 0xFFFF) != 0)) return std::nullopt;  // non-canonical
+    out.push_back(static_cast<char>(bits >> 16));
+    if (pad < 2) out.push_back(static_cast<char>(bits >> 8 & 0xFF));
+    if (pad < 1) out.push_back(static_cast<char>(bits & 0xFF));
+  }
+  return out;
+}
+
 size_t capacity_for(size_t entries) {
   size_t capacity = 16;
   while (capacity < 2 * entries) capacity *= 2;
   return capacity;
+}
+
+fb::HfPrependScheme prepend_scheme(const JsonAt& at) {
+  const std::string s = at.text("prepend_scheme", "always");
+  if (s == "always") return fb::HfPrependScheme::Always;
+  if (s == "never") return fb::HfPrependScheme::Never;
+  if (s == "first") return fb::HfPrependScheme::First;
+  at.at("prepend_scheme").fail("unknown value '" + s + "'");
+}
+
+// Rust tokenizers' Metaspace (0.19 ..): a legacy add_prefix_space: false means the
+// scheme never (and contradicts any other scheme given); absent, the scheme decides.
+bool rust_metaspace_prefix(const JsonAt& at, fb::HfPrependScheme scheme) {
+  if (at.has("add_prefix_space") && !at.flag("add_prefix_space", true)) {
+    if (at.has("prepend_scheme") && scheme != fb::HfPrependScheme::Never)
+      at.at("add_prefix_space").fail("false contradicts prepend_scheme");
+    return false;
+  }
+  return scheme != fb::HfPrependScheme::Never;
 }
 
 }  // namespace
@@ -134,16 +196,12 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
   HfTokenizerSummary sum;
   Tokenizer t;
 
-  // The model: BPE or WordPiece (Unigram tokenizer.json files are refused by name).
+  // The model: BPE, Unigram or WordPiece.
   const JsonAt model = top.at("model");
   const std::string model_type = model.has("type") ? model.text("type") : "";
-  const bool wordpiece = model_type == "WordPiece";
-  if (model_type != "BPE" && !wordpiece)
-    model.at("type").fail("'" + model_type + "' is not supported (only BPE and WordPiece)");
-  if (!wordpiece && (!model.text("continuing_subword_prefix", "").empty() || !model.text("end_of_word_suffix", "").empty()))
-    model.fail("continuing_subword_prefix / end_of_word_suffix are not supported");
-  if (model.has("dropout") && !(model.raw()["dropout"].is_number() && model.raw()["dropout"].get<double>() == 0))
-    model.at("dropout").fail("BPE dropout is not supported (it samples a different split per call)");
+  const bool unigram = model_type == "Unigram", wordpiece = model_type == "WordPiece";
+  if (model_type != "BPE" && !unigram && !wordpiece)
+    model.at("type").fail("'" + model_type + "' is not supported (only BPE, Unigram and WordPiece)");
   // WordPiece: transformers.js reads continuing_subword_prefix as it is (absent: the
   // text "undefined"; refused) and max_input_chars_per_word (absent: 100).
   std::string continuing_prefix;
@@ -156,10 +214,20 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
         model.at("max_input_chars_per_word").fail("must be an integer 0..4294967295, got " + json_excerpt(m));
       max_input_chars = m.get<uint32_t>();
     }
+  } else if (!unigram) {
+    if (!model.text("continuing_subword_prefix", "").empty() || !model.text("end_of_word_suffix", "").empty())
+      model.fail("continuing_subword_prefix / end_of_word_suffix are not supported");
+    if (model.has("dropout") && !(model.raw()["dropout"].is_number() && model.raw()["dropout"].get<double>() == 0))
+      model.at("dropout").fail("BPE dropout is not supported (it samples a different split per call)");
   }
 
   const JsonAt vocab = model.at("vocab");
-  if (!vocab.raw().is_object()) vocab.fail("must map tokens to ids");
+  if (!unigram && !vocab.raw().is_object()) vocab.fail("must map tokens to ids");
+  // Unigram: [[piece, score], ...], the id the index (Rust's Unigram::from).
+  if (unigram) {
+    if (!vocab.raw().is_array() || vocab.raw().empty()) vocab.fail("must be a non-empty list of [piece, score] pairs");
+    if (vocab.raw().size() > kMaxTokens) vocab.fail("more than " + std::to_string(kMaxTokens) + " pieces");
+  }
   const JsonAt added = top.has("added_tokens") ? top.at("added_tokens") : JsonAt(file, kNoAddedTokens, "added_tokens");
   if (!added.raw().is_array()) added.fail("must be a list");
 
@@ -170,7 +238,10 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
       at.fail("ids must be integers 0.." + std::to_string(kMaxTokens - 1) + ", got " + json_excerpt(v));
     return v.get<uint32_t>();
   };
-  for (auto it = vocab.raw().begin(); it != vocab.raw().end(); ++it) largest = std::max(largest, id_value(vocab, *it));
+  if (unigram)
+    largest = static_cast<uint32_t>(vocab.raw().size() - 1);
+  else
+    for (auto it = vocab.raw().begin(); it != vocab.raw().end(); ++it) largest = std::max(largest, id_value(vocab, *it));
   const uint32_t model_tokens = largest + 1;
   if (vocab_size == 0) {
     for (size_t i = 0; i < added.raw().size(); ++i) largest = std::max(largest, id_value(added.at(i), added.at(i).at("id").raw()));
@@ -181,7 +252,26 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
                std::to_string(vocab_size));
   t.vocab.assign(vocab_size, std::string());
   std::vector<bool> seen(vocab_size, false);
-  for (auto it = vocab.raw().begin(); it != vocab.raw().end(); ++it) {
+  std::vector<double> scores;
+  uint32_t max_piece_bytes = 0;
+  for (size_t i = 0; unigram && i < vocab.raw().size(); ++i) {
+    const JsonAt entry = vocab.at(i);
+    const json& e = entry.raw();
+    if (!e.is_array() || e.size() != 2 || !e[0].is_string() || !e[1].is_number())
+      entry.fail("must be a [piece, score] pair, got " + json_excerpt(e));
+    const std::string piece = e[0].get<std::string>();
+    const double score = e[1].get<double>();
+    if (piece.empty() || !detail::is_valid_utf8(piece)) entry.fail("the piece must be non-empty UTF-8");
+    if (piece.size() > detail::kMaxPieceBytes)
+      entry.fail("the piece is " + std::to_string(piece.size()) + " bytes, more than " +
+                 std::to_string(detail::kMaxPieceBytes));
+    if (!std::isfinite(score)) entry.fail("the score must be a finite number");
+    t.vocab[i] = piece;
+    t.id_of[piece] = static_cast<int32_t>(i);  // Rust's token_to_ids: the later of equal pieces
+    scores.push_back(score);
+    max_piece_bytes = std::max(max_piece_bytes, static_cast<uint32_t>(piece.size()));
+  }
+  for (auto it = vocab.raw().begin(); !unigram && it != vocab.raw().end(); ++it) {
     const uint32_t id = it->get<uint32_t>();
     if (seen[id]) vocab.fail("id " + std::to_string(id) + " is given twice");
     if (!detail::is_valid_utf8(it.key())) vocab.fail("token of id " + std::to_string(id) + " is not UTF-8");
@@ -223,7 +313,8 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
   for (const std::string& token : t.vocab) sum.tokens += token.empty() ? 0 : 1;
 
   // Merges: "left right" strings (tokenizers < 0.20) or [left, right] pairs.
-  const JsonAt merges = wordpiece ? JsonAt(file, kNoAddedTokens, "model.merges") : model.at("merges");
+  const json no_merges = json::array();
+  const JsonAt merges = unigram || wordpiece ? JsonAt(file, no_merges, "model.merges") : model.at("merges");
   if (!merges.raw().is_array()) merges.fail("must be a list");
   auto token_id = [&](const JsonAt& at, const std::string& token) {
     auto it = t.id_of.find(token);
@@ -304,12 +395,25 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
       fb::HfStripAccents strip_accents = fb::HfStripAccents::FollowLowercase;
       if (type == "BertNormalizer" && n.has("strip_accents"))
         strip_accents = n.flag("strip_accents", false) ? fb::HfStripAccents::Yes : fb::HfStripAccents::No;
+      flatbuffers::Offset<flatbuffers::Vector<uint8_t>> charsmap;
+      if (type == "Precompiled") {
+        const std::optional<std::string> blob = decode_base64(n.text("precompiled_charsmap"));
+        if (!blob) n.at("precompiled_charsmap").fail("is not base64 (RFC 4648, padded)");
+        if (blob->empty()) n.at("precompiled_charsmap").fail("is empty (tokenizers cannot read it)");
+        auto map = text::CharsMap::parse(*blob, "charsmap");
+        if (!map) n.at("precompiled_charsmap").fail(map.error().message);
+        // spm_precompiled refuses a map whose replacement strings are not UTF-8.
+        const size_t trie_bytes = detail::load_le32(reinterpret_cast<const unsigned char*>(blob->data()));
+        if (!detail::is_valid_utf8(std::string_view(*blob).substr(4 + trie_bytes)))
+          n.at("precompiled_charsmap").fail("its replacement strings are not UTF-8");
+        charsmap = fbb.CreateVector(reinterpret_cast<const uint8_t*>(blob->data()), blob->size());
+      }
       static const std::map<std::string, fb::HfNormalizerKind> kinds = {
           {"NFC", fb::HfNormalizerKind::Nfc},         {"NFD", fb::HfNormalizerKind::Nfd},
           {"NFKC", fb::HfNormalizerKind::Nfkc},       {"NFKD", fb::HfNormalizerKind::Nfkd},
           {"Replace", fb::HfNormalizerKind::Replace}, {"Prepend", fb::HfNormalizerKind::Prepend},
           {"Strip", fb::HfNormalizerKind::Strip},     {"Lowercase", fb::HfNormalizerKind::Lowercase},
-          {"BertNormalizer", fb::HfNormalizerKind::BertNormalizer}};
+          {"BertNormalizer", fb::HfNormalizerKind::BertNormalizer}, {"Precompiled", fb::HfNormalizerKind::Precompiled}};
       auto kind = kinds.find(type);
       if (kind == kinds.end()) n.at("type").fail("normalizer '" + type + "' is not supported");
       fb::HfNormalizerBuilder nb(fbb);
@@ -325,6 +429,7 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
         nb.add_strip_accents(strip_accents);
         nb.add_lowercase(n.flag("lowercase", false));
       }
+      if (!charsmap.IsNull()) nb.add_precompiled_charsmap(charsmap);
       normalizers.push_back(nb.Finish());
     }
   }
@@ -344,6 +449,7 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
       fb::HfSplitBehavior behavior = fb::HfSplitBehavior::Isolated;
       fb::HfPrependScheme scheme = fb::HfPrependScheme::Always;
       fb::HfPreTokenizerKind kind;
+      bool metaspace_split = false, prefix_space = false;
       if (type == "Split") {
         kind = fb::HfPreTokenizerKind::Split;
         auto [text, regex] = p.pattern();
@@ -364,12 +470,16 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
       } else if (type == "Metaspace") {
         kind = fb::HfPreTokenizerKind::Metaspace;
         replacement = fbb.CreateString(p.text("replacement"));
-        const std::string s = p.text("prepend_scheme", "always");
-        if (s == "always") scheme = fb::HfPrependScheme::Always;
-        else if (s == "never") scheme = fb::HfPrependScheme::Never;
-        else if (s == "first") scheme = fb::HfPrependScheme::First;
-        else p.at("prepend_scheme").fail("unknown value '" + s + "'");
-        if (p.flag("split", false)) p.at("split").fail("Metaspace with split: true is not supported");
+        scheme = prepend_scheme(p);
+        const std::string r = p.text("replacement");
+        if (unigram && (r.empty() || detail::utf8_sequence(r, 0) != r.size()))
+          p.at("replacement").fail("must be one character (Rust's Metaspace holds a char)");
+        if (unigram) {
+          metaspace_split = p.flag("split", true);  // Rust's default
+          if (rust_metaspace_prefix(p, scheme)) prefix_space = true;
+        } else if (p.flag("split", false)) {
+          p.at("split").fail("Metaspace with split: true is not supported (for a BPE model)");
+        }
       } else if (type == "Digits") {
         kind = fb::HfPreTokenizerKind::Digits;
       } else if (type == "WhitespaceSplit") {
@@ -393,7 +503,9 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
       b.add_behavior(behavior);
       b.add_invert(p.flag("invert", false));
       // transformers.js reads Metaspace's add_prefix_space (absent: false); prepend_scheme decides when.
-      b.add_add_prefix_space(p.flag("add_prefix_space", false));
+      // Rust (a Unigram tokenizer's): prepend unless add_prefix_space is false or the scheme never.
+      b.add_add_prefix_space(unigram && type == "Metaspace" ? prefix_space : p.flag("add_prefix_space", false));
+      b.add_split(metaspace_split);
       b.add_use_regex(p.flag("use_regex", true));
       if (!replacement.IsNull()) b.add_replacement(replacement);
       b.add_prepend_scheme(scheme);
@@ -401,7 +513,7 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
       pre_tokenizers.push_back(b.Finish());
     }
   }
-  pipeline.push_back(wordpiece ? "| WordPiece |" : "| BPE |");
+  pipeline.push_back(wordpiece ? "| WordPiece |" : unigram ? "| Unigram |" : "| BPE |");
 
   // The post-processor: special tokens around a single sequence.
   std::vector<int32_t> prefix_ids, suffix_ids;
@@ -489,7 +601,9 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
       b.add_start(type == "Strip" ? d.count("start", 0) : 0);
       b.add_stop(type == "Strip" ? d.count("stop", 0) : 0);
       if (!replacement.IsNull()) b.add_replacement(replacement);
-      b.add_add_prefix_space(type == "Metaspace" && d.flag("add_prefix_space", false));
+      // Rust's Metaspace decoder drops the first token's leading space unless the scheme is never.
+      b.add_add_prefix_space(type == "Metaspace" &&
+                             (unigram ? rust_metaspace_prefix(d, prepend_scheme(d)) : d.flag("add_prefix_space", false)));
       if (!prefix.IsNull()) b.add_prefix(prefix);
       b.add_cleanup(type == "WordPiece" && d.flag("cleanup", false));
       decoders.push_back(b.Finish());
@@ -507,7 +621,15 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
   added_trie.build(added_contents);  // distinct contents: no duplicate to report
 
   int32_t unk_id = -1;
-  if (model.has("unk_token")) {
+  if (unigram) {
+    if (model.has("unk_id")) {
+      const json& u = model.raw()["unk_id"];
+      if (!u.is_number_unsigned() || u.get<uint64_t>() >= scores.size())
+        model.at("unk_id").fail("must be the id of one of the " + std::to_string(scores.size()) + " pieces, got " +
+                                json_excerpt(u));
+      unk_id = u.get<int32_t>();
+    }
+  } else if (model.has("unk_token")) {
     auto it = t.id_of.find(model.text("unk_token"));
     if (it == t.id_of.end()) model.at("unk_token").fail("is not in the vocabulary");
     unk_id = it->second;
@@ -532,11 +654,17 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
   }
   flatbuffers::Offset<flatbuffers::String> prefix_string;
   if (wordpiece) prefix_string = fbb.CreateString(continuing_prefix);
+  flatbuffers::Offset<flatbuffers::Vector<double>> score_vector;
+  if (unigram) score_vector = fbb.CreateVector(scores);
   fb::HfTokenizerBuilder hb(fbb);
-  hb.add_model(wordpiece ? fb::HfModelKind::WordPiece : fb::HfModelKind::Bpe);
+  hb.add_model(wordpiece ? fb::HfModelKind::WordPiece : unigram ? fb::HfModelKind::Unigram : fb::HfModelKind::Bpe);
   if (wordpiece) {
     hb.add_continuing_subword_prefix(prefix_string);
     hb.add_max_input_chars_per_word(max_input_chars);
+  }
+  if (unigram) {
+    hb.add_scores(score_vector);
+    hb.add_max_piece_bytes(max_piece_bytes);
   }
   hb.add_normalizers(normalizer_vector);
   hb.add_pre_tokenizers(pre_vector);
@@ -547,7 +675,7 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
   hb.add_suffix_ids(suffix_vector);
   hb.add_unk_id(unk_id);
   hb.add_byte_fallback(model.flag("byte_fallback", false));
-  hb.add_fuse_unk(model.flag("fuse_unk", false));
+  hb.add_fuse_unk(!unigram && model.flag("fuse_unk", false));  // Unigram fuses in the model, per word
   hb.add_ignore_merges(model.flag("ignore_merges", false));
   hb.add_clean_up_spaces(clean_up_spaces);
   hb.add_merges(merge_vector);

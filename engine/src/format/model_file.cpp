@@ -446,7 +446,8 @@ Result<HfTokenizerTables> bind_hf_parts(const fb::Tokenizer& tok, uint32_t vocab
   const fb::HfTokenizer* hf = tok.hf();
   if (hf == nullptr) return fail("tokenizer.hf: missing (kind HuggingFace)");
   if (!strings.has_vocab) return fail("tokenizer.vocab: a HuggingFace tokenizer needs every token");
-  if (hf->model() != fb::HfModelKind::Bpe && hf->model() != fb::HfModelKind::WordPiece)
+  if (hf->model() != fb::HfModelKind::Bpe && hf->model() != fb::HfModelKind::Unigram &&
+      hf->model() != fb::HfModelKind::WordPiece)
     return fail("tokenizer.hf.model: unknown value");
   t.vocab = strings.vocab;
   t.model = static_cast<HfModelKind>(hf->model());
@@ -493,6 +494,12 @@ Result<HfTokenizerTables> bind_hf_parts(const fb::Tokenizer& tok, uint32_t vocab
       if (s) s = text(n->pattern(), field + ".pattern", step.pattern);
       if (s) s = text(n->content(), field + ".content", step.content);
       if (!s) return s.error();
+      if (n->precompiled_charsmap() != nullptr) {  // its rules are checked where they are read (text/spm_normalizer.h)
+        step.precompiled_charsmap = std::string_view(reinterpret_cast<const char*>(n->precompiled_charsmap()->data()),
+                                                     n->precompiled_charsmap()->size());
+      }
+      if (step.kind == HfNormalizerKind::kPrecompiled && step.precompiled_charsmap.empty())
+        return fail(field + ".precompiled_charsmap: missing or empty");
       if (step.kind == HfNormalizerKind::kReplace && step.pattern.empty()) return fail(field + ".pattern: empty");
       t.normalizers.push_back(step);
     }
@@ -514,6 +521,7 @@ Result<HfTokenizerTables> bind_hf_parts(const fb::Tokenizer& tok, uint32_t vocab
       step.use_regex = p->use_regex();
       step.prepend_scheme = static_cast<HfPrependScheme>(p->prepend_scheme());
       step.individual_digits = p->individual_digits();
+      step.split = p->split();
       if (s) s = text(p->pattern(), field + ".pattern", step.pattern);
       if (s) s = text(p->replacement(), field + ".replacement", step.replacement);
       if (!s) return s.error();
@@ -622,6 +630,35 @@ Result<HfTokenizerTables> bind_hf_parts(const fb::Tokenizer& tok, uint32_t vocab
                                "tokenizer.hf.added_trie_labels", fail);
   if (!trie) return trie.error();
   t.added_trie = trie.value();
+  if (t.model == HfModelKind::kUnigram) {
+    // Unigram: a score per piece, all finite (one pass over 8 bytes a piece: 2 MB for
+    // XLM-R's 250k pieces, which also yields min_score); the piece length bound.
+    const flatbuffers::Vector<double>* scores = hf->scores();
+    if (scores == nullptr || scores->size() == 0) return fail("tokenizer.hf.scores: missing (model Unigram)");
+    if (scores->size() > vocab_size)
+      return fail("tokenizer.hf.scores: " + std::to_string(scores->size()) + " scores, more than vocab_size " +
+                  std::to_string(vocab_size));
+    t.scores = reinterpret_cast<const unsigned char*>(scores->Data());
+    t.score_count = scores->size();
+    t.min_score = std::numeric_limits<double>::infinity();
+    for (size_t i = 0; i < t.score_count; ++i) {
+      double v;
+      std::memcpy(&v, t.scores + 8 * i, 8);  // little-endian hosts only (as every view of the file)
+      if (!std::isfinite(v))
+        return fail("tokenizer.hf.scores[" + std::to_string(i) + "]: not a finite number");
+      t.min_score = std::min(t.min_score, v);
+    }
+    if (hf->max_piece_bytes() == 0 || hf->max_piece_bytes() > kMaxPieceBytes)
+      return fail("tokenizer.hf.max_piece_bytes: " + std::to_string(hf->max_piece_bytes()) + ", not in 1.." +
+                  std::to_string(kMaxPieceBytes));
+    t.max_piece_bytes = hf->max_piece_bytes();
+    if (t.unk_id >= 0 && static_cast<size_t>(t.unk_id) >= t.score_count)
+      return fail("tokenizer.hf.unk_id = " + std::to_string(t.unk_id) + " is not one of the model's " +
+                  std::to_string(t.score_count) + " pieces");
+    if (t.token_index.capacity == 0) return fail("tokenizer.hf.token_slots: missing (model Unigram)");
+  } else if (hf->scores() != nullptr) {
+    return fail("tokenizer.hf.scores: present for a BPE model");
+  }
   return t;
 }
 
@@ -637,12 +674,13 @@ std::string describe_hf(const HfTokenizerTables& t) {
   for (const HfNormalizerStep& n : t.normalizers) add(kNormalizers[static_cast<int>(n.kind)]);
   add("|");
   for (const HfPreTokenizerStep& p : t.pre_tokenizers)
-    add(std::string(kPreTokenizers[static_cast<int>(p.kind)]) + (p.pattern_is_regex ? "(regex)" : ""));
+    add(std::string(kPreTokenizers[static_cast<int>(p.kind)]) + (p.pattern_is_regex ? "(regex)" : "") +
+        (p.split ? "(split)" : ""));
   if (t.model == HfModelKind::kWordPiece)
     add("| WordPiece |");
   else
-    add(std::string("| BPE") + (t.byte_fallback ? " (byte fallback)" : "") + (t.ignore_merges ? " (ignore merges)" : "") +
-        " |");
+    add(std::string(t.model == HfModelKind::kUnigram ? "| Unigram" : "| BPE") + (t.byte_fallback ? " (byte fallback)" : "") +
+        (t.ignore_merges ? " (ignore merges)" : "") + " |");
   for (const HfDecoderStep& d : t.decoders) add(kDecoders[static_cast<int>(d.kind)]);
   return out;
 }

@@ -134,7 +134,7 @@ enum class HfPrependScheme : uint8_t { kAlways = 0, kNever, kFirst };
 enum class HfPreTokenizerKind : uint8_t { kSplit = 1, kByteLevel, kMetaspace, kDigits, kWhitespaceSplit, kWhitespace,
                                           kBertPreTokenizer, kPunctuation };
 enum class HfDecoderKind : uint8_t { kByteLevel = 1, kReplace, kByteFallback, kFuse, kStrip, kMetaspace, kWordPiece };
-enum class HfModelKind : uint8_t { kBpe = 1, kWordPiece = 3 };
+enum class HfModelKind : uint8_t { kBpe = 1, kUnigram = 2, kWordPiece = 3 };
 
 struct HfNormalizerStep {
   HfNormalizerKind kind = HfNormalizerKind::kNfc;
@@ -157,6 +157,7 @@ struct HfPreTokenizerStep {
   std::string_view replacement;   // Metaspace
   HfPrependScheme prepend_scheme = HfPrependScheme::kAlways;
   bool individual_digits = false;  // Digits
+  bool split = false;              // Metaspace: cut before each replacement (Unigram tokenizers)
 };
 struct HfDecoderStep {
   HfDecoderKind kind = HfDecoderKind::kByteLevel;
@@ -211,6 +212,14 @@ struct HfTokenizerTables {
   HfModelKind model = HfModelKind::kBpe;
   std::string_view continuing_subword_prefix;  // WordPiece
   uint32_t max_input_chars_per_word = 100;     // WordPiece
+  // Unigram (model kUnigram): ids 0 .. score_count - 1 are its pieces; `scores` views
+  // score_count little-endian doubles in the file (read with memcpy: the view may be
+  // unaligned), each checked finite; min_score is their minimum (the unknown
+  // character's score is min_score - 10).
+  const unsigned char* scores = nullptr;
+  size_t score_count = 0;
+  double min_score = 0;
+  uint32_t max_piece_bytes = 0;  // 1 .. kMaxPieceBytes for Unigram
 };
 
 }  // namespace petrel::detail

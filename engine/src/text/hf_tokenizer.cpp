@@ -8,6 +8,7 @@
 #include "core/unicode_case.h"
 #include "core/unicode_category.h"
 #include "core/utf8.h"
+#include "text/grapheme.h"
 #include "text/hf_text.h"
 #include "text/unicode_normalize.h"
 
@@ -245,8 +246,13 @@ Result<std::unique_ptr<HfTokenizer>> HfTokenizer::create(detail::HfTokenizerTabl
   const size_t n = tt.vocab.size();
   for (size_t i = 0; i < tt.normalizers.size(); ++i) {
     const detail::HfNormalizerStep& s = tt.normalizers[i];
-    if (s.kind == HfNormalizerKind::kPrecompiled)
-      return fail("normalizers[" + std::to_string(i) + "]: this kind is not supported");
+    CharsMap map;
+    if (s.kind == HfNormalizerKind::kPrecompiled) {  // O(1): the rules are checked where they are read
+      auto m = CharsMap::parse(s.precompiled_charsmap, "tokenizer.hf.normalizers[" + std::to_string(i) + "]");
+      if (!m) return Error{ErrorCode::kFormat, name + ": " + m.error().message};
+      map = m.value();
+    }
+    t->charsmaps_.push_back(map);
     SplitRegex regex;
     if (s.kind == HfNormalizerKind::kReplace && s.pattern_is_regex) {
       auto r = SplitRegex::compile(s.pattern);
@@ -400,6 +406,10 @@ Status HfTokenizer::normalize(std::string_view text, std::string& out) const {
           out.swap(scratch);
         }
         break;
+      case HfNormalizerKind::kPrecompiled:
+        apply_precompiled(charsmaps_[i], out, scratch);
+        out.swap(scratch);
+        break;
       case HfNormalizerKind::kPrepend:
         if (!out.empty()) out.insert(0, s.content);  // tokenizers leaves an empty text empty
         break;
@@ -471,6 +481,11 @@ Status HfTokenizer::pre_tokenize(std::string_view text, size_t section_index, st
                                (s.prepend_scheme == detail::HfPrependScheme::kAlways ||
                                 (s.prepend_scheme == detail::HfPrependScheme::kFirst && section_index == 0));
           if (prepend) word.insert(0, s.replacement);
+          if (s.split && !s.replacement.empty()) {  // Rust's Metaspace split: each word starts at a replacement
+            literal_matches(word, s.replacement, matches);
+            split_pieces(word, matches, HfSplitBehavior::kMergedWithNext, false, next);
+            break;
+          }
           next.push_back(std::move(word));
           break;
         }
@@ -572,6 +587,7 @@ Status HfTokenizer::encode_wordpiece(std::string_view word, std::vector<int32_t>
 Status HfTokenizer::encode_word(std::string_view word, bool byte_level, std::vector<int32_t>& ids) const {
   if (word.empty()) return Status::ok();
   if (t_.model == detail::HfModelKind::kWordPiece) return encode_wordpiece(word, ids);
+  if (t_.model == detail::HfModelKind::kUnigram) return encode_unigram(word, ids);
   if (t_.ignore_merges) {
     std::optional<int32_t> whole;
     if (byte_level) {
@@ -652,6 +668,147 @@ Status HfTokenizer::encode_word(std::string_view word, bool byte_level, std::vec
       return Error{ErrorCode::kInvalidArgument,
                    "text: the character '" + std::string(word.substr(s.begin, s.end - s.begin)) +
                        "' has no token and the tokenizer has no unknown token"};
+    }
+  }
+  return Status::ok();
+}
+
+// Precompiled (Rust tokenizers' normalizers/precompiled.rs over spm_precompiled 0.1.4's
+// transform, tokenizers 0.15 .. 0.21): per extended grapheme cluster, a cluster under 6
+// bytes that starts with a rule is replaced whole by the SHORTEST such rule's
+// replacement (whatever of the cluster lies past the rule goes too: upstream's "yes,
+// this seems broken", reproduced); otherwise each character is replaced by its own
+// rule's, or kept when it has none. Not SentencePiece's longest-match rewriting.
+void HfTokenizer::apply_precompiled(const CharsMap& map, const std::string& in, std::string& out) const {
+  out.clear();
+  out.reserve(in.size());
+  std::string_view replacement;
+  for (size_t at = 0; at < in.size();) {
+    const size_t end = grapheme_cluster_end(in, at);
+    const std::string_view cluster(in.data() + at, end - at);
+    at = end;
+    if (cluster.size() < 6 && map.shortest_match(cluster, replacement) > 0) {
+      out.append(replacement);
+      continue;
+    }
+    for (size_t k = 0; k < cluster.size();) {
+      const size_t length = detail::utf8_decode(cluster, k).length;
+      const std::string_view c = cluster.substr(k, length);
+      k += length;
+      if (map.shortest_match(c, replacement) > 0)
+        out.append(replacement);
+      else
+        out.append(c);
+    }
+  }
+}
+
+double HfTokenizer::piece_score(int32_t id) const {
+  double v;
+  std::memcpy(&v, t_.scores + 8 * static_cast<size_t>(id), 8);
+  return v;
+}
+
+// Unigram over one word: Rust tokenizers' Unigram::encode_optimized (SentencePiece's
+// EncodeOptimized in f64): for each character start, every piece beginning there
+// (each prefix of at most max_piece_bytes bytes ending on a character boundary, looked
+// up in the token hash, FNV-1a extended a byte at a time) offers best[start] + score to
+// best[end]; a candidate wins only when strictly better (ties keep the earlier start).
+// A character with no piece of its own length gets an unknown node of min_score - 10.
+// Then the path is read back, runs of unknown nodes fused into one string, which is
+// looked up as a token, else becomes its bytes' <0xXX> tokens (byte_fallback, all of
+// them present) or the unknown id. O(n * max_piece_bytes), no recursion.
+//
+// transformers.js 3.7 (the BPE oracle) differs for these tokenizers, so it is not theirs:
+// its Precompiled reads no charsmap (it strips control characters, maps whitespace to
+// ' ' and applies NFKC, except around U+FF5E); its Metaspace ignores split and
+// prepends only with add_prefix_space (absent in files tokenizers >= 0.19 writes), its
+// decoder then keeps the first space; its Unigram has no byte fallback, scores the
+// unknown piece min_score - 10 also where "<unk>" matches as text, and fuses unknown
+// tokens across the words of a section, not within each word. Its lattice otherwise
+// agrees (f64 sums, ties to the earlier start).
+Status HfTokenizer::encode_unigram(std::string_view word, std::vector<int32_t>& ids) const {
+  const size_t size = word.size();
+  if (size == 0) return Status::ok();
+  struct Best {
+    double score;
+    int32_t starts_at;  // -1: not reached
+    int32_t id;         // -1: the unknown node of a tokenizer without an unknown id
+  };
+  std::vector<Best> best(size + 1, Best{0.0, -1, -1});
+  const double unk_score = t_.min_score - 10.0;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(word.data());
+  for (size_t start = 0; start < size;) {
+    const double here = best[start].score;
+    const size_t char_length = detail::utf8_decode(word, start).length;
+    bool has_single = false;
+    const size_t limit = std::min<size_t>(size - start, t_.max_piece_bytes);
+    uint32_t hash = 2166136261u;  // detail::hf_token_hash, one byte at a time
+    for (size_t length = 1; length <= limit; ++length) {
+      hash = (hash ^ bytes[start + length - 1]) * 16777619u;
+      if (start + length < size && (bytes[start + length] & 0xC0) == 0x80) continue;  // inside a character
+      const std::string_view piece = word.substr(start, length);
+      const int64_t found = probe(t_.token_index, hash, t_.score_count,
+                                  [&](uint32_t id) { return t_.vocab[id] == piece; });
+      if (found < 0) continue;
+      const auto id = static_cast<int32_t>(found);
+      const double candidate = piece_score(id) + here;
+      Best& target = best[start + length];
+      if (target.starts_at < 0 || candidate > target.score) {
+        target.score = candidate;
+        target.starts_at = static_cast<int32_t>(start);
+        target.id = id;
+      }
+      if (length == char_length) has_single = true;
+    }
+    if (!has_single) {
+      Best& target = best[start + char_length];
+      const double candidate = unk_score + here;
+      if (target.starts_at < 0 || candidate > target.score) {
+        if (t_.unk_id < 0)
+          return Error{ErrorCode::kInvalidArgument, "text: the character '" +
+                                                        std::string(word.substr(start, char_length)) +
+                                                        "' has no token and the tokenizer has no unknown token"};
+        target.score = candidate;
+        target.starts_at = static_cast<int32_t>(start);
+        target.id = t_.unk_id;
+      }
+    }
+    start += char_length;
+  }
+  // Read back (right to left), then emit left to right.
+  struct Node {
+    uint32_t begin, end;
+    int32_t id;
+  };
+  std::vector<Node> path;
+  for (size_t end = size; end > 0;) {  // every character boundary is reached, so this ends at 0
+    const Best& node = best[end];
+    const auto begin = static_cast<size_t>(node.starts_at);
+    path.push_back({static_cast<uint32_t>(begin), static_cast<uint32_t>(end), node.id});
+    end = begin;
+  }
+  std::reverse(path.begin(), path.end());
+  for (size_t k = 0; k < path.size();) {
+    if (path[k].id != t_.unk_id) {
+      ids.push_back(path[k].id);
+      ++k;
+      continue;
+    }
+    const uint32_t begin = path[k].begin;
+    while (k < path.size() && path[k].id == t_.unk_id) ++k;  // fuse_unk (always, for Unigram)
+    const std::string_view run = word.substr(begin, path[k - 1].end - begin);
+    if (const std::optional<int32_t> id = token_id(run); id && static_cast<size_t>(*id) < t_.score_count) {
+      ids.push_back(*id);
+      continue;
+    }
+    bool bytes_known = t_.byte_fallback;
+    for (size_t b = 0; bytes_known && b < run.size(); ++b)
+      bytes_known = byte_fallback_ids_[static_cast<unsigned char>(run[b])] >= 0;
+    if (bytes_known) {
+      for (unsigned char b : run) ids.push_back(byte_fallback_ids_[b]);
+    } else {
+      ids.push_back(t_.unk_id);
     }
   }
   return Status::ok();
@@ -871,6 +1028,8 @@ Result<std::string> HfTokenizer::decode_ids(const int32_t* ids, size_t count, bo
         continue;
       case HfDecoderKind::kMetaspace:
         for (size_t k = 0; k < tokens.size(); ++k) {
+          // Rust's decoder (a Unigram tokenizer's) drops every replacement of the first token.
+          if (k == 0 && d.add_prefix_space && t_.model == detail::HfModelKind::kUnigram) replace_all(tokens[k], d.replacement, "");
           replace_all(tokens[k], d.replacement, " ");
           if (d.add_prefix_space && k == 0 && !tokens[k].empty() && tokens[k][0] == ' ') tokens[k].erase(0, 1);
         }

@@ -3,9 +3,11 @@
 // out first (leftmost, longest), each other section normalized, pre-tokenized into
 // words, each word split by BPE merges (lowest rank first, leftmost among equals) or by
 // WordPiece (greedy longest match, BERT), the post-processor's special tokens around the
-// result; decoding runs the decoders over the ids' tokens. Built from a model file's
-// tables (format/tokenizer_tables.h), which it views in place: loading builds nothing
-// proportional to the vocabulary.
+// result; decoding runs the decoders over the ids' tokens. A Unigram model (T5, ALBERT,
+// XLM-R) and the Precompiled normalizer follow Rust tokenizers instead (transformers.js
+// approximates Precompiled by NFKC and reads no charsmap, so it is no oracle for them).
+// Built from a model file's tables (format/tokenizer_tables.h), which it views in place:
+// loading builds nothing proportional to the vocabulary.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +19,7 @@
 
 #include "format/tokenizer_tables.h"
 #include "text/special_tokens.h"
+#include "text/spm_normalizer.h"
 #include "text/split_regex.h"
 #include "text/tokenizer.h"
 
@@ -54,6 +57,12 @@ class HfTokenizer : public Tokenizer {
   Status encode_word(std::string_view word, bool byte_level, std::vector<int32_t>& ids) const;
   Status encode_wordpiece(std::string_view word, std::vector<int32_t>& ids) const;
   int64_t token_id_hashed(std::string_view token, uint32_t hash) const;  // -1: none
+  // Unigram (Rust tokenizers' models/unigram/model.rs, encode_optimized + tokenize): the
+  // best-scoring segmentation of the word (unknown characters min_score - 10, runs of
+  // them fused, then byte tokens if byte_fallback), in time linear in its length.
+  Status encode_unigram(std::string_view word, std::vector<int32_t>& ids) const;
+  double piece_score(int32_t id) const;
+  void apply_precompiled(const CharsMap& map, const std::string& in, std::string& out) const;
   int32_t merge_of(int32_t left, int32_t right) const;  // merge index, or -1
 
   // The added tokens of `text` (`added_splitter_` over the input, `normalized_splitter_`
@@ -67,6 +76,7 @@ class HfTokenizer : public Tokenizer {
   std::vector<std::string> normalized_added_;  // the `normalized` ones' contents, normalized
   SpecialTokenSplitter normalized_splitter_;  //   and matched in each normalized section (views normalized_added_)
   std::vector<SplitRegex> normalizer_regex_, pre_tokenizer_regex_;  // per step (unused for literal patterns)
+  std::vector<CharsMap> charsmaps_;  // per normalizer step (Precompiled's; empty for the others)
   std::optional<SplitRegex> byte_level_regex_;                       // GPT-2's pattern, when a ByteLevel step uses it
   int32_t byte_level_ids_[256];  // ByteLevel: the token of each byte's character (-1: none)
   int32_t byte_fallback_ids_[256];  // "<0xXX>" tokens (-1: none)

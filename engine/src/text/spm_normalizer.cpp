@@ -39,7 +39,7 @@ Result<CharsMap> CharsMap::parse(std::string_view blob, const std::string& where
 
 uint32_t CharsMap::unit(size_t index) const { return detail::load_le32(units_ + 4 * index); }
 
-size_t CharsMap::longest_match(std::string_view text, std::string_view& replacement) const {
+size_t CharsMap::match(std::string_view text, std::string_view& replacement, bool shortest) const {
   if (unit_count_ == 0) return 0;
   size_t longest = 0;
   size_t node = offset(unit(0));
@@ -65,6 +65,7 @@ size_t CharsMap::longest_match(std::string_view text, std::string_view& replacem
     if (!detail::is_valid_utf8(rewritten)) continue;
     replacement = rewritten;
     longest = i + 1;
+    if (shortest) break;
   }
   return longest;
 }

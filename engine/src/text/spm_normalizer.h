@@ -53,10 +53,18 @@ class CharsMap {
   // running to the end of the blob, a chain of keys as deep as the blob) could make
   // proportional to the file's size.
   static constexpr size_t kMaxRuleBytes = 1024;
-  size_t longest_match(std::string_view text, std::string_view& replacement) const;
+  size_t longest_match(std::string_view text, std::string_view& replacement) const {
+    return match(text, replacement, false);
+  }
+  // The shortest rule that is a prefix of `text` instead, with the same rules ignored:
+  // what Hugging Face's Precompiled normalizer (spm_precompiled's transform) applies.
+  size_t shortest_match(std::string_view text, std::string_view& replacement) const {
+    return match(text, replacement, true);
+  }
 
  private:
   uint32_t unit(size_t index) const;
+  size_t match(std::string_view text, std::string_view& replacement, bool shortest) const;
   const unsigned char* units_ = nullptr;
   size_t unit_count_ = 0;
   std::string_view replacements_;
