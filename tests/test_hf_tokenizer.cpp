@@ -411,7 +411,8 @@ TEST_CASE("A hostile tokenizer.json table is refused by field, and corrupt hash 
               return labels->Mutate(1, static_cast<uint8_t>(labels->Get(1) ^ 0x20)), true;
             }}}) {
     INFO(field);
-    auto corrupt = bind(mutated(change));
+    const std::vector<uint8_t> corrupt_bytes = mutated(change);  // the tables view it
+    auto corrupt = bind(corrupt_bytes);
     REQUIRE(corrupt);
     auto built = petrel::text::HfTokenizer::create(std::move(corrupt.value()), "hostile.petrel");
     REQUIRE_FALSE(built);
