@@ -33,14 +33,7 @@ std::string hf_fixture(const std::string& name) { return petrel::test::fixture_d
 
 // A fixture tokenizer's files, decompressed (nothing when xz may be skipped and is missing).
 std::optional<petrel::convert::HfTokenizerFiles> hf_fixture_files(const std::string& name) {
-  petrel::convert::HfTokenizerFiles files;
-  files.dir = hf_fixture(name);
-  auto json = petrel::test::xz_decompress(files.dir + "/tokenizer.json.xz");
-  auto config = petrel::test::xz_decompress(files.dir + "/tokenizer_config.json.xz");
-  if (!json || !config) return std::nullopt;
-  files.tokenizer_json = std::move(*json);
-  files.tokenizer_config = std::move(*config);
-  return files;
+  return petrel::test::hf::fixture_files(hf_fixture(name));
 }
 
 using petrel::test::hf::LoadedHfTokenizer;

@@ -38,14 +38,7 @@ using json = nlohmann::json;
 std::string fixture(const std::string& name) { return petrel::test::fixture_dir() + "/hf_unigram/" + name; }
 
 std::optional<petrel::convert::HfTokenizerFiles> fixture_files(const std::string& name) {
-  petrel::convert::HfTokenizerFiles files;
-  files.dir = fixture(name);
-  auto text = petrel::test::xz_decompress(files.dir + "/tokenizer.json.xz");
-  auto config = petrel::test::xz_decompress(files.dir + "/tokenizer_config.json.xz");
-  if (!text || !config) return std::nullopt;
-  files.tokenizer_json = std::move(*text);
-  files.tokenizer_config = std::move(*config);
-  return files;
+  return petrel::test::hf::fixture_files(fixture(name));
 }
 
 // A small Unigram tokenizer.json: T5's pipeline over a few dozen pieces. `charsmap`:

@@ -32,14 +32,7 @@ using json = nlohmann::json;
 std::string wp_fixture(const std::string& name) { return petrel::test::fixture_dir() + "/hf_wordpiece/" + name; }
 
 std::optional<petrel::convert::HfTokenizerFiles> wp_fixture_files(const std::string& name) {
-  petrel::convert::HfTokenizerFiles files;
-  files.dir = wp_fixture(name);
-  auto tokenizer = petrel::test::xz_decompress(files.dir + "/tokenizer.json.xz");
-  auto config = petrel::test::xz_decompress(files.dir + "/tokenizer_config.json.xz");
-  if (!tokenizer || !config) return std::nullopt;
-  files.tokenizer_json = std::move(*tokenizer);
-  files.tokenizer_config = std::move(*config);
-  return files;
+  return petrel::test::hf::fixture_files(wp_fixture(name));
 }
 
 struct WpReader {

@@ -6,15 +6,30 @@
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "convert/hf_tokenizer.h"
 #include "format/model_file.h"
 #include "petrel_generated.h"
+#include "support/test_support.h"
 #include "text/hf_tokenizer.h"
 
 namespace petrel::test::hf {
+
+// The tokenizer.json and tokenizer_config.json of fixture directory `dir`, decompressed
+// (nothing when xz may be skipped and is missing).
+inline std::optional<convert::HfTokenizerFiles> fixture_files(const std::string& dir) {
+  convert::HfTokenizerFiles files;
+  files.dir = dir;
+  auto json = xz_decompress(dir + "/tokenizer.json.xz");
+  auto config = xz_decompress(dir + "/tokenizer_config.json.xz");
+  if (!json || !config) return std::nullopt;
+  files.tokenizer_json = std::move(*json);
+  files.tokenizer_config = std::move(*config);
+  return files;
+}
 
 // A converted tokenizer and the buffer it views.
 struct LoadedHfTokenizer {

@@ -11,25 +11,13 @@
 #include <string_view>
 
 #include "core/unicode_case_tables.h"
+#include "core/unicode_category.h"
 #include "core/utf8.h"
 
 namespace petrel::detail {
 
 // The simple lowercase mapping of `c` (itself when it has none).
-inline char32_t simple_lowercase(char32_t c) {
-  const auto& table = unicode_tables::kLowercase;
-  const uint64_t key = static_cast<uint64_t>(c) << 21;
-  size_t lo = 0, hi = sizeof table / sizeof table[0];  // the first entry >= key
-  while (lo < hi) {
-    const size_t mid = (lo + hi) / 2;
-    if (table[mid] < key)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  if (lo < sizeof table / sizeof table[0] && (table[lo] >> 21) == c) return static_cast<char32_t>(table[lo] & 0x1fffff);
-  return c;
-}
+inline char32_t simple_lowercase(char32_t c) { return mapped_code_point(unicode_tables::kLowercase, c); }
 
 // Cased (bit 0) and Case_Ignorable (bit 1) of `c`.
 inline uint32_t case_context_bits(char32_t c) {

@@ -28,11 +28,12 @@ inline GeneralCategory general_category(char32_t c) {
   return static_cast<GeneralCategory>(table[lo - 1] & 31u);  // table[0] starts at U+0000
 }
 
-// Simple case folding (CaseFolding.txt, statuses C and S): `c` itself when it has none.
-inline char32_t simple_case_fold(char32_t c) {
-  const auto& table = unicode_tables::kCaseFolding;
+// What a sorted table of (code point << 21 | mapped) entries maps `c` to: `c` itself
+// when it has no entry.
+template <size_t N>
+char32_t mapped_code_point(const uint64_t (&table)[N], char32_t c) {
   const uint64_t key = static_cast<uint64_t>(c) << 21;
-  size_t lo = 0, hi = sizeof table / sizeof table[0];  // the first entry >= key
+  size_t lo = 0, hi = N;  // the first entry >= key
   while (lo < hi) {
     const size_t mid = (lo + hi) / 2;
     if (table[mid] < key)
@@ -40,8 +41,11 @@ inline char32_t simple_case_fold(char32_t c) {
     else
       hi = mid;
   }
-  if (lo < sizeof table / sizeof table[0] && (table[lo] >> 21) == c) return static_cast<char32_t>(table[lo] & 0x1fffff);
+  if (lo < N && (table[lo] >> 21) == c) return static_cast<char32_t>(table[lo] & 0x1fffff);
   return c;
 }
+
+// Simple case folding (CaseFolding.txt, statuses C and S): `c` itself when it has none.
+inline char32_t simple_case_fold(char32_t c) { return mapped_code_point(unicode_tables::kCaseFolding, c); }
 
 }  // namespace petrel::detail
