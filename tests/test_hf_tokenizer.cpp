@@ -70,18 +70,17 @@ TEST_CASE("tokenizer.json: Gemma 3, Qwen3 and Llama 3 encode and decode real tex
   using petrel::test::ids_text;
   const std::string name = GENERATE(as<std::string>{}, "gemma3", "qwen3", "llama3");
   INFO(name);
-  const auto files = hf_fixture_files(name);
+  auto loaded = petrel::test::hf::load_fixture_tokenizer(hf_fixture(name));
   const auto lines_text = petrel::test::xz_decompress(hf_fixture("lines.txt.xz"));
   const auto expected_text = petrel::test::xz_decompress(hf_fixture(name + "/expected.bin.xz"));
-  if (!files || !lines_text || !expected_text) return;  // PETREL_TEST_SKIP=xz
+  if (!loaded || !lines_text || !expected_text) return;  // PETREL_TEST_SKIP=xz
   std::vector<std::string> lines;
   {
     std::istringstream in(*lines_text);
     for (std::string line; std::getline(in, line);) lines.push_back(unescape_line(line));
   }
   REQUIRE(lines.size() >= 100000);
-  LoadedHfTokenizer loaded = load_hf_tokenizer(*files);
-  const petrel::text::HfTokenizer& tok = *loaded.tokenizer;
+  const petrel::text::HfTokenizer& tok = *loaded->tokenizer;
   const std::string& expected_bytes = *expected_text;
   ExpectedReader expected{expected_bytes};
   const size_t stride = petrel::test::subset_stride();

@@ -167,17 +167,16 @@ TEST_CASE("hf_unigram: T5-style tokenizer.json tokenizers encode and decode real
   using namespace hf_unigram_test;
   const std::string name = GENERATE(as<std::string>{}, "t5", "t5_byte_fallback");
   INFO(name);
-  const auto files = fixture_files(name);
+  auto loaded = petrel::test::hf::load_fixture_tokenizer(fixture(name));
   const auto lines_text = petrel::test::xz_decompress(petrel::test::fixture_dir() + "/hf_tokenizer/lines.txt.xz");
   const auto expected_text = petrel::test::xz_decompress(fixture(name + "/expected.bin.xz"));
-  if (!files || !lines_text || !expected_text) return;  // PETREL_TEST_SKIP=xz
+  if (!loaded || !lines_text || !expected_text) return;  // PETREL_TEST_SKIP=xz
   std::vector<std::string> lines;
   {
     std::istringstream in(*lines_text);
     for (std::string line; std::getline(in, line);) lines.push_back(petrel::test::hf::unescape_line(line));
   }
-  petrel::test::hf::LoadedHfTokenizer loaded = petrel::test::hf::load_hf_tokenizer(*files);
-  const petrel::text::HfTokenizer& tok = *loaded.tokenizer;
+  const petrel::text::HfTokenizer& tok = *loaded->tokenizer;
   const int32_t unk = *tok.token_id("<unk>");
   Reader expected{*expected_text};
   const size_t stride = petrel::test::subset_stride();
@@ -483,11 +482,10 @@ TEST_CASE("hf_unigram: petrel-convert refuses Unigram tokenizer.json parts it ca
 TEST_CASE("hf_unigram: encoding is linear in the text: 1 MiB and 4 MiB of real text, of one long word",
           "[hf_unigram]") {
   using namespace hf_unigram_test;
-  const auto files = fixture_files("t5");
+  auto loaded = petrel::test::hf::load_fixture_tokenizer(fixture("t5"));
   const auto lines_text = petrel::test::xz_decompress(petrel::test::fixture_dir() + "/hf_tokenizer/lines.txt.xz");
-  if (!files || !lines_text) return;
-  petrel::test::hf::LoadedHfTokenizer loaded = petrel::test::hf::load_hf_tokenizer(*files);
-  const petrel::text::HfTokenizer& tok = *loaded.tokenizer;
+  if (!loaded || !lines_text) return;
+  const petrel::text::HfTokenizer& tok = *loaded->tokenizer;
   std::string prose;  // real text of every script, lines joined by spaces
   {
     std::istringstream in(*lines_text);

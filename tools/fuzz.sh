@@ -39,8 +39,9 @@ if [[ ! "$parallel" =~ ^[1-9][0-9]*$ ]]; then
   echo "tools/fuzz.sh: --parallel takes a count of targets (1 or more), not '$parallel'" >&2
   exit 2
 fi
-all=(fuzz_model_file fuzz_convert fuzz_convert_lm fuzz_safetensors fuzz_checkpoint_json fuzz_shortlist fuzz_pytorch_checkpoint
-     fuzz_spm_model fuzz_text fuzz_binary_shortlist fuzz_marian_model)
+# The targets: tests/fuzz/CMakeLists.txt's PETREL_FUZZ_TARGETS, the one list there is.
+mapfile -t all < <(sed -n '/^set(PETREL_FUZZ_TARGETS fuzz_/,/)/p' tests/fuzz/CMakeLists.txt | grep -oE 'fuzz_[a-z0-9_]+')
+[[ ${#all[@]} -ge 10 ]] || { echo "tools/fuzz.sh: no PETREL_FUZZ_TARGETS list in tests/fuzz/CMakeLists.txt" >&2; exit 2; }
 [[ ${#targets[@]} -eq 0 ]] && targets=("${all[@]}")
 for t in "${targets[@]}"; do
   [[ " ${all[*]} " == *" $t "* ]] || { echo "tools/fuzz.sh: unknown target $t (${all[*]})" >&2; exit 2; }

@@ -72,7 +72,7 @@ stage "clang 14 + ASan/UBSan (+ libFuzzer): every test and fuzz corpus, then 30 
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz -j"$jobs"
 ctest --preset fuzz -j"$jobs"
-tools/fuzz.sh --seconds 30 --no-build --parallel "$jobs"
+tools/fuzz.sh --seconds 20 --no-build --parallel "$jobs"
 
 stage "ThreadSanitizer: sessions on several threads sharing one model, intra-op thread pools, batch workers"
 cmake --preset tsan >/dev/null

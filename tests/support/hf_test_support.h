@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,10 +39,10 @@ struct LoadedHfTokenizer {
   std::unique_ptr<petrel::text::HfTokenizer> tokenizer;
 };
 
-inline LoadedHfTokenizer load_hf_tokenizer(const petrel::convert::HfTokenizerFiles& files, uint32_t vocab_size = 0) {
+// Binds converted tokenizer tables (`buffer`) as a model file's are bound.
+inline LoadedHfTokenizer bind_hf_tokenizer_buffer(std::vector<uint8_t> buffer, const std::string& dir) {
   LoadedHfTokenizer out;
-  const std::string& dir = files.dir;
-  out.buffer = petrel::convert::hf_tokenizer_buffer(files, vocab_size);
+  out.buffer = std::move(buffer);
   flatbuffers::Verifier verifier(out.buffer.data(), out.buffer.size());
   REQUIRE(verifier.VerifyBuffer<petrel::fb::Tokenizer>(nullptr));
   const auto* root = flatbuffers::GetRoot<petrel::fb::Tokenizer>(out.buffer.data());
@@ -51,6 +53,27 @@ inline LoadedHfTokenizer load_hf_tokenizer(const petrel::convert::HfTokenizerFil
   if (!tokenizer) FAIL(tokenizer.error().message);
   out.tokenizer = std::move(tokenizer.value());
   return out;
+}
+
+inline LoadedHfTokenizer load_hf_tokenizer(const petrel::convert::HfTokenizerFiles& files, uint32_t vocab_size = 0) {
+  return bind_hf_tokenizer_buffer(petrel::convert::hf_tokenizer_buffer(files, vocab_size), files.dir);
+}
+
+// The tokenizer of fixture directory `dir`, converted once per run (shared_file): the
+// sanitized and emulated stages bind the tables the native build converted, as a device
+// binds a converted model's, instead of converting Gemma 3's 33 MB tokenizer.json again
+// (13 s per tokenizer under qemu). Nothing when xz may be skipped and is missing.
+inline std::optional<LoadedHfTokenizer> load_fixture_tokenizer(const std::string& dir) {
+  const auto files = fixture_files(dir);
+  if (!files) return std::nullopt;
+  const std::filesystem::path path(dir);
+  const std::string name = "tokenizer-" + path.parent_path().filename().string() + "-" + path.filename().string() + ".fb";
+  const std::string file = shared_file(name, [&](const std::string& out) {
+    const std::vector<uint8_t> buffer = petrel::convert::hf_tokenizer_buffer(*files);
+    std::ofstream(out, std::ios::binary)
+        .write(reinterpret_cast<const char*>(buffer.data()), static_cast<std::streamsize>(buffer.size()));
+  });
+  return bind_hf_tokenizer_buffer(read_bytes(file), dir);
 }
 
 // A fixture line: \n, \t and \\ escaped.

@@ -144,8 +144,10 @@ class ZeroedWords {
 
  private:
   std::vector<uint64_t> own_;
+#if defined(__linux__)
   void* mapped_ = nullptr;
   size_t mapped_size_ = 0;
+#endif
   uint64_t* data_ = nullptr;
 };
 
