@@ -304,9 +304,9 @@ TEST_CASE("the converter streams: its heap stays far below its largest tensor's 
   convert::ConvertOptions o;
   o.checkpoint_dir = dir;
   o.output_path = tmp.file("m.petrel");
-  // Under a subset (sanitizers, emulated CPUs: a conversion costs seconds there) int4 alone.
+  // Under a subset (sanitizers, emulated CPUs: an int4 conversion took 25 s there) int8 alone.
   const std::vector<DType> dtypes =
-      subset_stride() > 1 ? std::vector<DType>{DType::kInt4} : std::vector<DType>{DType::kInt8, DType::kInt4, DType::kF32};
+      subset_stride() > 1 ? std::vector<DType>{DType::kInt8} : std::vector<DType>{DType::kInt8, DType::kInt4, DType::kF32};
   for (DType dtype : dtypes) {
     INFO(to_string(dtype));
     o.linear_dtype = o.embedding_dtype = dtype;

@@ -97,8 +97,10 @@ TEST_CASE("batch: a paragraph is split into sentences and reassembled, too long 
     REQUIRE(r.has_value());
     alone.push_back(r.value()[0].hypotheses[0].text);
   }
-  std::string long_text;  // far more tokens than the model's 512 positions, in short sentences
-  for (int i = 0; i < 200; ++i) long_text += "Open the file. ";
+  // More tokens than the model's 512 positions (600: 4 per sentence), in short sentences.
+  constexpr int kLongSentences = 150;
+  std::string long_text;
+  for (int i = 0; i < kLongSentences; ++i) long_text += "Open the file. ";
   auto batch = BatchTranslator::create(model);
   REQUIRE(batch.has_value());
   BatchOptions split;
@@ -114,7 +116,7 @@ TEST_CASE("batch: a paragraph is split into sentences and reassembled, too long 
   CHECK(results[0].value().hypotheses[0].text == alone[0] + " " + alone[1] + "  " + alone[2]);
   CHECK(results[1].has_value());
   CHECK(results[2].has_value());
-  CHECK(batch.value().last_totals().sentences == 3 + 200 + 1);
+  CHECK(batch.value().last_totals().sentences == 3 + kLongSentences + 1);
 
   results.clear();
   REQUIRE(batch.value().translate_text({"Open file", long_text, "Save"}, greedy(), BatchOptions{}, collect).has_value());

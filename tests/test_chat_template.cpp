@@ -245,3 +245,28 @@ TEST_CASE("chat_template: message text is data: bytes that are no UTF-8, NULs an
   REQUIRE(rendered);
   CHECK(rendered.value() == "[" + raw + "|7|7|" + raw + "][{{ x }}{% if %}|15|15|{{ x }}{% if %}]");
 }
+
+TEST_CASE("chat_template: numbers read and print as in the C locale whatever LC_NUMERIC the application set",
+          "[chat_template]") {
+  // A float literal, float() of strings (Python's float refuses "1,5"), and repr of sums.
+  auto parsed = petrel::text::ChatTemplate::parse(
+      "{{ 1.5 }}|{{ '2.25' | float }}|{{ '1,5' | float(7) }}|{{ 0.1 + 0.2 }}|{{ 1e300 * 10.0 }}|{{ 3 / 4 }}");
+  REQUIRE(parsed);
+  petrel::text::ChatTemplateInputs inputs;
+  auto in_c = parsed.value().render(inputs);
+  REQUIRE(in_c);
+  petrel::test::CommaRadixLocale comma;
+  if (!comma.ok()) {
+    WARN("no locale with a ',' radix here: not checked");
+    return;
+  }
+  auto in_comma = parsed.value().render(inputs);
+  REQUIRE(in_comma);
+  CHECK(in_comma.value() == in_c.value());
+  CHECK(in_comma.value().find(',') == std::string::npos);
+  auto reparsed = petrel::text::ChatTemplate::parse("{{ 1.5 }}|{{ '2.25' | float }}");  // parsed under the locale
+  REQUIRE(reparsed);
+  auto again = reparsed.value().render(inputs);
+  REQUIRE(again);
+  CHECK(in_c.value().rfind(again.value(), 0) == 0);
+}

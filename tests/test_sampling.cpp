@@ -454,3 +454,18 @@ TEST_CASE("a seed draws the same ids as on the run's first platform", "[sampling
 }
 
 }  // namespace petrel::sampling_tests
+
+TEST_CASE("sampling options: a refused value is written with '.' whatever LC_NUMERIC the application set", "[sampling]") {
+  petrel::decode::SamplingOptions o;
+  o.top_p = 1.5f;
+  const auto in_c = petrel::decode::check(o);
+  REQUIRE_FALSE(in_c);
+  petrel::test::CommaRadixLocale comma;
+  if (!comma.ok()) {
+    WARN("no locale with a ',' radix here: not checked");
+    return;
+  }
+  const auto in_comma = petrel::decode::check(o);
+  REQUIRE_FALSE(in_comma);
+  CHECK(in_comma.error().message == in_c.error().message);
+}

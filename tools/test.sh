@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command (also what CI runs): every test in a release build
 # (including an app built against the installed package), every test again built by
-# clang under AddressSanitizer + UndefinedBehaviorSanitizer followed by 30 s of fuzzing
+# clang under AddressSanitizer + UndefinedBehaviorSanitizer followed by 20 s of fuzzing
 # per fuzz target, the concurrency tests under ThreadSanitizer, compiled to WebAssembly
 # (tests and the JavaScript package under Node, the web page in headless Chromium), and
 # cross-compiled for aarch64 by clang (the whole suite under qemu) and by gcc (the kernels
@@ -66,7 +66,7 @@ ctest --preset release -j"$jobs"
 # only), emulated CPUs every 20th; the release run above checks all of it.
 export PETREL_TEST_SUBSET=5
 
-stage "clang 14 + ASan/UBSan (+ libFuzzer): every test and fuzz corpus, then 30 s of fuzzing per target"
+stage "clang 14 + ASan/UBSan (+ libFuzzer): every test and fuzz corpus, then 20 s of fuzzing per target"
 # The sanitizer build is clang's (it also proves the clang build); gcc's ASan/UBSan
 # build stays available as the asan preset.
 cmake --preset fuzz >/dev/null

@@ -8,6 +8,7 @@
 #include "petrel/translator.h"
 #include "threads/thread_pool.h"
 
+#include <clocale>
 #include <cstdlib>
 #include <map>
 #include <filesystem>
@@ -204,6 +205,27 @@ bool can_run_programs() {
   return true;
 #endif
 }
+
+CommaRadixLocale::CommaRadixLocale() {
+  const char* const name = "de_DE.UTF-8";
+  if (std::setlocale(LC_NUMERIC, name) == nullptr && can_run_programs()) {
+    int status = 0;
+    run_command("localedef --help", &status);
+    if (status == 0) {
+      const std::string dir = shared_file("locales", [&](const std::string& out) {
+        fs::create_directories(out);
+        int made = 0;
+        run_command("localedef -i de_DE -f UTF-8 '" + out + "/" + name + "'", &made);
+      });
+      ::setenv("LOCPATH", dir.c_str(), 1);
+      std::setlocale(LC_NUMERIC, name);
+    }
+  }
+  ok_ = std::string(std::localeconv()->decimal_point) == ",";
+  if (!ok_) std::setlocale(LC_NUMERIC, "C");
+}
+
+CommaRadixLocale::~CommaRadixLocale() { std::setlocale(LC_NUMERIC, "C"); }
 
 std::string run_command(const std::string& command, int* status, bool stdout_only) {
   std::string out;

@@ -78,6 +78,23 @@ std::string run_command(const std::string& command, int* status, bool stdout_onl
 // Whether this build can start programs (petrel-run, xz): not a WebAssembly build.
 bool can_run_programs();
 
+// While it lives, LC_NUMERIC is a locale whose radix is ',' (de_DE.UTF-8; made once per
+// run by localedef where it is not installed), as an application embedding Petrel may
+// set; then the C locale again. ok() is false where no such locale can be had (no
+// localedef, a build that cannot start programs, an emulated CPU's libc not reading the
+// host's locale files).
+class CommaRadixLocale {
+ public:
+  CommaRadixLocale();
+  ~CommaRadixLocale();
+  CommaRadixLocale(const CommaRadixLocale&) = delete;
+  CommaRadixLocale& operator=(const CommaRadixLocale&) = delete;
+  bool ok() const { return ok_; }
+
+ private:
+  bool ok_ = false;
+};
+
 // Whether the environment variable PETREL_TEST_SKIP (comma-separated names, e.g.
 // "xz") allows skipping what needs `what`. Unset (as in CI): nothing may be skipped, so
 // a missing tool or corpus fails the test instead of turning it into a no-op.

@@ -7,6 +7,8 @@
 #include <functional>
 #include <string>
 
+#include "core/c_number.h"
+
 namespace petrel::decode {
 
 namespace {
@@ -31,11 +33,7 @@ float max_of(const float* values, size_t n) {
   return max;
 }
 
-std::string show(float value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.9g", static_cast<double>(value));
-  return text;
-}
+std::string show(float value) { return core::format_c_double("%.*g", 9, static_cast<double>(value)); }
 
 Error invalid(const char* field, float value, const char* rule) {
   return Error{ErrorCode::kInvalidArgument,
@@ -50,9 +48,8 @@ Error invalid(const char* field, float value, const char* rule) {
 float one_minus_as_transformers(float p) {
   double decimal = p;
   for (int digits = 1; digits <= 9; ++digits) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%.*g", digits, static_cast<double>(p));
-    const double parsed = std::strtod(text, nullptr);
+    size_t consumed = 0;
+    const double parsed = core::parse_c_double(core::format_c_double("%.*g", digits, static_cast<double>(p)), &consumed);
     if (static_cast<float>(parsed) == p) {
       decimal = parsed;
       break;

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/c_number.h"
 #include "core/unicode.h"
 #include "core/utf8.h"
 
@@ -86,14 +87,12 @@ bool is_ascii_alnum(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <=
 std::string python_float(double v) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
-  char buffer[40];
-  int precision = 1;
-  for (; precision < 17; ++precision) {
-    std::snprintf(buffer, sizeof buffer, "%.*e", precision - 1, v);
-    if (std::strtod(buffer, nullptr) == v) break;
+  std::string text;
+  for (int precision = 1; precision <= 17; ++precision) {
+    text = core::format_c_double("%.*e", precision - 1, v);
+    size_t consumed = 0;
+    if (core::parse_c_double(text, &consumed) == v) break;
   }
-  std::snprintf(buffer, sizeof buffer, "%.*e", precision - 1, v);
-  std::string text(buffer);
   const size_t e = text.find('e');
   const int exponent = std::atoi(text.c_str() + e + 1);
   std::string digits;
@@ -415,7 +414,8 @@ class Lexer {
           if (src_[i] != '_') digits += src_[i];
         Token token{is_float ? Tok::kFloat : Tok::kInt, digits, start};
         if (is_float) {
-          token.number = std::strtod(digits.c_str(), nullptr);
+          size_t consumed = 0;
+          token.number = core::parse_c_double(digits, &consumed);
         } else {
           int64_t v = 0;
           for (char d : digits)
@@ -2360,10 +2360,9 @@ class Renderer {
         }
       } else if (v.is(Kind::kString)) {
         const std::string trimmed(lstrip_space(rstrip_space(v.str())));
-        char* end = nullptr;
-        d = trimmed.empty() ? 0 : std::strtod(trimmed.c_str(), &end);
-        ok = !trimmed.empty() && end == trimmed.c_str() + trimmed.size() &&
-             trimmed.find_first_of("xXpP") == std::string::npos;
+        size_t consumed = 0;
+        d = trimmed.empty() ? 0 : core::parse_c_double(trimmed, &consumed);
+        ok = !trimmed.empty() && consumed == trimmed.size() && trimmed.find_first_of("xXpP") == std::string::npos;
       } else {
         ok = false;
       }
