@@ -14,7 +14,7 @@ namespace {
 namespace vec = xsimd;
 
 using Arch = xsimd::neon64;
-constexpr size_t kGemmRows = 4, kGemmPanels = 1, kGemvPanels = 2;
+constexpr size_t kGemmRows = 4, kGemmPanels = 1, kGemvPanels = 2, kFloatGemvPanels = 2;
 constexpr size_t kInt4GemmRows = 4, kInt4GemmPanels = 1, kInt4GemvPanels = 2;
 
 #include "kernels/arm/neon_loads.inc"

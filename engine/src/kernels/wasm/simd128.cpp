@@ -22,7 +22,7 @@ using F = vec::batch<float, Arch>;
 // (x86-64's xmm), and wider blocks spill: measured (petrel-bench, Firefox-tiny stand-in,
 // Node 20) 2 rows x 1 panel 12% slower at batch 32, 4 x 1 and 2 x 2 50% slower. An int8
 // dot product takes two pmaddwd per 16 products whatever the blocking.
-constexpr size_t kGemmRows = 1, kGemmPanels = 1, kGemvPanels = 1;
+constexpr size_t kGemmRows = 1, kGemmPanels = 1, kGemvPanels = 1, kFloatGemvPanels = 1;
 constexpr size_t kInt4GemmRows = 2, kInt4GemmPanels = 1, kInt4GemvPanels = 2;
 
 // 4 bytes splatted to every 32-bit lane.

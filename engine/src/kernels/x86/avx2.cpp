@@ -16,7 +16,7 @@ namespace {
 namespace vec = xsimd;
 
 using Arch = xsimd::fma3<xsimd::avx2>;
-constexpr size_t kGemmRows = 4, kGemmPanels = 1, kGemvPanels = 2;
+constexpr size_t kGemmRows = 4, kGemmPanels = 1, kGemvPanels = 2, kFloatGemvPanels = 2;
 constexpr size_t kInt4GemmRows = 4, kInt4GemmPanels = 1, kInt4GemvPanels = 2;
 
 xsimd::batch<float, Arch> load_i8(const int8_t* p) {
