@@ -40,11 +40,13 @@ std::vector<std::string> all_fixtures() {
   return all;
 }
 
+// The two fixtures of d_model 1024.
+bool is_big_fixture(const std::string& name) { return name == "tc_big_d1024" || name == "nllb_d1024"; }
+
 // The fixtures a test runs that checks logic the kernels do not decide (pads, the CLI):
 // all of them, or under PETREL_TEST_SUBSET those of d_model < 1024 -- the f32 oracle case
 // still runs the big ones on every CPU, and in emulated floating point one of them costs
 // more than the others together.
-bool is_big_fixture(const std::string& name) { return name == "tc_big_d1024" || name == "nllb_d1024"; }
 std::vector<std::string> logic_fixtures(std::vector<std::string> names) {
   if (subset_stride() > 1) names.erase(std::remove_if(names.begin(), names.end(), is_big_fixture), names.end());
   return names;

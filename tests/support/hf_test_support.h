@@ -6,7 +6,6 @@
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -68,11 +67,8 @@ inline std::optional<LoadedHfTokenizer> load_fixture_tokenizer(const std::string
   if (!files) return std::nullopt;
   const std::filesystem::path path(dir);
   const std::string name = "tokenizer-" + path.parent_path().filename().string() + "-" + path.filename().string() + ".fb";
-  const std::string file = shared_file(name, [&](const std::string& out) {
-    const std::vector<uint8_t> buffer = petrel::convert::hf_tokenizer_buffer(*files);
-    std::ofstream(out, std::ios::binary)
-        .write(reinterpret_cast<const char*>(buffer.data()), static_cast<std::streamsize>(buffer.size()));
-  });
+  const std::string file = shared_file(
+      name, [&](const std::string& out) { write_bytes(out, petrel::convert::hf_tokenizer_buffer(*files)); });
   return bind_hf_tokenizer_buffer(read_bytes(file), dir);
 }
 

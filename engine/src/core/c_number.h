@@ -34,9 +34,9 @@ inline std::string format_c_double(const char* format, int precision, double v) 
   return text;
 }
 
-// strtod of `text` read with '.' as the radix, as in the C locale; *consumed is the
-// number of bytes read (0: no number).
-inline double parse_c_double(std::string_view text, size_t* consumed) {
+// strtod of `text` read with '.' as the radix, as in the C locale; *consumed (when
+// given) is the number of bytes read (0: no number).
+inline double parse_c_double(std::string_view text, size_t* consumed = nullptr) {
   std::string local(text);
   const std::string_view radix = locale_radix();
   size_t dot = std::string::npos;
@@ -51,7 +51,7 @@ inline double parse_c_double(std::string_view text, size_t* consumed) {
   const double v = std::strtod(local.c_str(), &end);
   size_t used = static_cast<size_t>(end - local.c_str());
   if (dot != std::string::npos && used > dot) used -= radix.size() - 1;
-  *consumed = used;
+  if (consumed != nullptr) *consumed = used;
   return v;
 }
 

@@ -48,8 +48,7 @@ Error invalid(const char* field, float value, const char* rule) {
 float one_minus_as_transformers(float p) {
   double decimal = p;
   for (int digits = 1; digits <= 9; ++digits) {
-    size_t consumed = 0;
-    const double parsed = core::parse_c_double(core::format_c_double("%.*g", digits, static_cast<double>(p)), &consumed);
+    const double parsed = core::parse_c_double(core::format_c_double("%.*g", digits, static_cast<double>(p)));
     if (static_cast<float>(parsed) == p) {
       decimal = parsed;
       break;

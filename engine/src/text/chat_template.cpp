@@ -90,8 +90,7 @@ std::string python_float(double v) {
   std::string text;
   for (int precision = 1; precision <= 17; ++precision) {
     text = core::format_c_double("%.*e", precision - 1, v);
-    size_t consumed = 0;
-    if (core::parse_c_double(text, &consumed) == v) break;
+    if (core::parse_c_double(text) == v) break;
   }
   const size_t e = text.find('e');
   const int exponent = std::atoi(text.c_str() + e + 1);
@@ -414,8 +413,7 @@ class Lexer {
           if (src_[i] != '_') digits += src_[i];
         Token token{is_float ? Tok::kFloat : Tok::kInt, digits, start};
         if (is_float) {
-          size_t consumed = 0;
-          token.number = core::parse_c_double(digits, &consumed);
+          token.number = core::parse_c_double(digits);
         } else {
           int64_t v = 0;
           for (char d : digits)
