@@ -38,7 +38,7 @@ TranslateOptions greedy() {
 
 }  // namespace
 
-TEST_CASE("batch: text results in input order, as each input alone, whatever the workers", "[batch]") {
+TEST_CASE("batch: text results in input order, as each input alone, whatever the workers", "[bulk][batch]") {
   auto model = en_de();
   // Under a subset 24 sentences: still several windows of 20 and batches of 7.
   std::vector<std::string> texts = test_sentences(subset_stride() > 1 ? 24 : 60);
@@ -85,7 +85,7 @@ TEST_CASE("batch: text results in input order, as each input alone, whatever the
   }
 }
 
-TEST_CASE("batch: a paragraph is split into sentences and reassembled, too long is refused alone", "[batch]") {
+TEST_CASE("batch: a paragraph is split into sentences and reassembled, too long is refused alone", "[bulk][batch]") {
   auto model = en_de();
   const std::vector<std::string> parts = {"You need to specify a command.", "Unable to correct missing packages.",
                                           "The file could not be saved."};
@@ -229,7 +229,7 @@ void collect_text(void* data, size_t index, petrel_status status, const char* te
 }
 }  // namespace
 
-TEST_CASE("C API: petrel_translate_many delivers in input order, errors per input", "[batch][capi]") {
+TEST_CASE("C API: petrel_translate_many delivers in input order, errors per input", "[bulk][batch][capi]") {
   auto model_path = [] {
     static TempDir tmp;
     convert::ConvertOptions o;
@@ -287,7 +287,7 @@ struct ObserverScope {
 }  // namespace
 
 TEST_CASE("batch: whatever a worker throws becomes its batch's inputs' error, the others translate",
-          "[batch][threads]") {
+          "[bulk][batch][threads]") {
   auto model = en_de();
   const std::vector<std::string> texts = test_sentences(12);
   for (size_t workers : {1, 3}) {
@@ -350,7 +350,7 @@ TEST_CASE("batch: a sink that throws cancels the batches not yet started", "[bat
   }
 }
 
-TEST_CASE("batch: inputs are taken a window at a time, totals are a value", "[batch]") {
+TEST_CASE("batch: inputs are taken a window at a time, totals are a value", "[bulk][batch]") {
   auto model = en_de();
   const std::vector<std::string> texts = test_sentences(12);
   auto batch = BatchTranslator::create(model);

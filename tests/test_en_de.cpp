@@ -133,7 +133,7 @@ TEST_CASE("en-de: f32 greedy translations of 200 test sentences equal PyTorch's,
   CHECK(total == (sample()["sentences"].size() + subset_stride() - 1) / subset_stride());
 }
 
-TEST_CASE("en-de: chrF here is metrics.py's, and int8 stays within 1.0 chrF of f32", "[en-de]") {
+TEST_CASE("en-de: chrF here is metrics.py's, and int8 stays within 1.0 chrF of f32", "[bulk][en-de]") {
   const json& s = sample();
   std::vector<std::string> oracle;
   for (const auto& t : s["sentences"]) oracle.push_back(t["output_text"]);

@@ -66,7 +66,7 @@ struct ExpectedReader {
 }  // namespace
 
 TEST_CASE("tokenizer.json: Gemma 3, Qwen3 and Llama 3 encode and decode real text as transformers.js does",
-          "[hf_tokenizer][hf_oracle]") {
+          "[bulk][hf_tokenizer][hf_oracle]") {
   using petrel::test::ids_text;
   const std::string name = GENERATE(as<std::string>{}, "gemma3", "qwen3", "llama3");
   INFO(name);

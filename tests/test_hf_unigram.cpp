@@ -163,7 +163,7 @@ struct Reader {
 }  // namespace hf_unigram_test
 
 TEST_CASE("hf_unigram: T5-style tokenizer.json tokenizers encode and decode real text as SentencePiece does",
-          "[hf_unigram]") {
+          "[bulk][hf_unigram]") {
   using namespace hf_unigram_test;
   const std::string name = GENERATE(as<std::string>{}, "t5", "t5_byte_fallback");
   INFO(name);

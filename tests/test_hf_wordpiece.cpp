@@ -97,7 +97,7 @@ petrel::test::hf::LoadedHfTokenizer load_small_wordpiece(const json& j) {
 }  // namespace hf_wordpiece_test
 
 TEST_CASE("tokenizer.json WordPiece: three BERT-style tokenizers encode and decode real text as transformers.js does",
-          "[hf_wordpiece]") {
+          "[bulk][hf_wordpiece]") {
   using namespace hf_wordpiece_test;
   const auto expected_text = petrel::test::xz_decompress(wp_fixture("expected.bin.xz"));
   const char* const names[] = {"uncased", "cased", "lower"};

@@ -494,7 +494,7 @@ TEST_CASE("Marian's word vocabularies (YAML, JSON, text) convert and tokenize as
   fails_with("vocab.txt", "</s>\n<unk>\na\n", "dim-vocabs");  // 3 tokens, the model has more
 }
 
-TEST_CASE("the Firefox-shaped student shipped in tools/firefox-student decodes as bergamot", "[marian-native][student]") {
+TEST_CASE("the Firefox-shaped student shipped in tools/firefox-student decodes as bergamot", "[bulk][marian-native][student]") {
   // tools/firefox-student: Mozilla's files (intgemm8 + alphas, SentencePiece vocabulary,
   // binary shortlist) of a student trained here; the fixture holds bergamot's outputs on
   // 320 test sentences, each translated alone (its length limit follows its batch).

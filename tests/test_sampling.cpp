@@ -326,7 +326,7 @@ double bernstein_bound(size_t draws, double q) {
   return log_term / 3 + std::sqrt(log_term * log_term / 9 + 2 * log_term * variance);
 }
 
-TEST_CASE("draw frequencies match the exact distribution after every filter", "[sampling]") {
+TEST_CASE("draw frequencies match the exact distribution after every filter", "[bulk][sampling]") {
   const std::vector<float> logits = {2.0f, 1.5f, 1.5f, 0.7f, 0.0f, -0.5f, -1.2f, -3.0f};
   struct Case {
     const char* name;

@@ -167,7 +167,7 @@ std::string create_error(const SentencePieceSpec& spec) {
 
 }  // namespace
 
-TEST_CASE("SentencePiece matches spm_encode/spm_decode on the corpus sample", "[sentencepiece]") {
+TEST_CASE("SentencePiece matches spm_encode/spm_decode on the corpus sample", "[bulk][sentencepiece]") {
   // The committed samples are xz-compressed; xz is a host program (it runs natively
   // under qemu too). Without it the test fails unless PETREL_TEST_SKIP names xz.
   const std::optional<std::string> corpus_text = test::xz_decompress(spm_dir() + "/corpus.txt.xz");
@@ -249,7 +249,7 @@ TEST_CASE("SentencePiece matches spm_encode/spm_decode on the corpus sample", "[
   }
 }
 
-TEST_CASE("SentencePiece matches python3-sentencepiece on edge cases", "[sentencepiece]") {
+TEST_CASE("SentencePiece matches python3-sentencepiece on edge cases", "[bulk][sentencepiece]") {
   const json cases = json::parse(std::ifstream(spm_dir() + "/edge_cases.json"));
   const json& inputs = cases.at("inputs");
   const json& decode_inputs = cases.at("decode_pieces_inputs");
