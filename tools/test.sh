@@ -137,7 +137,8 @@ stage "armv7 hard-float cross build; every test but the [bulk] ones under qemu -
 # platform (text oracles over thousands of lines, batch scheduling, draw statistics),
 # and that ran above natively, under the sanitizers and on aarch64: what armv7 alone
 # shows is its own kernels and 32-bit sizes, which every other test still covers here.
-bulk_tests=$(build/release/tests/petrel_tests --list-test-names-only "[bulk]" |
+# (Catch2 exits with the number of tests it lists.)
+bulk_tests=$({ build/release/tests/petrel_tests --list-test-names-only "[bulk]" || true; } |
                sed -e '/^$/d' -e 's/[][\\.^$*+?()|]/\\&/g' -e 's/^/^/' -e 's/$/$/' | paste -sd'|')
 [[ -n $bulk_tests ]] || { echo "no [bulk] tests listed" >&2; exit 1; }
 cmake --preset armv7 >/dev/null
