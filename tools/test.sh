@@ -6,9 +6,10 @@
 # (tests and the JavaScript package under Node, the web page in headless Chromium), and
 # cross-compiled for aarch64 by clang (the whole suite under qemu) and by gcc (the kernels
 # under qemu on CPUs with i8mm, with dotprod only and with neither) and armv7 (every test
-# but the [bulk] ones under qemu). Each stage prints its wall time. Each stage runs what only it can show: the
-# release build runs every test on every kernel path this CPU has; the sanitized and
-# emulated runs check a subset of the heavy tests' data (PETREL_TEST_SUBSET).
+# but the [bulk] ones under qemu). Each stage prints its wall time. Each stage runs what
+# only it can show: the release build runs every test on every kernel path this CPU has;
+# the sanitized and emulated runs check a subset of the heavy tests' data
+# (PETREL_TEST_SUBSET).
 # Compiles go through ccache when it is installed (a second run recompiles only what
 # changed; set CCACHE_DISABLE=1 to measure a cold build).
 #   tools/test.sh            everything
@@ -42,6 +43,15 @@ side_by_side() {
   done
   rm -rf "$dir"
   return $failed
+}
+# A test program built from some of the test files (its command, $2) must list every
+# test of tag expression $1 that the whole suite (the release build's) lists.
+holds_every_test() {
+  if ! diff <(build/release/tests/petrel_tests --list-test-names-only "$1" | sort) \
+            <($2 --list-test-names-only "$1" | sort); then
+    echo "tests/CMakeLists.txt: ${2##*/} misses a file with $1 tests" >&2
+    exit 1
+  fi
 }
 # Models the tests convert are converted once per run, by the first test process that
 # needs one, and loaded by every later process and stage (tests/support: shared_file):
@@ -79,11 +89,7 @@ cmake --preset tsan >/dev/null
 cmake --build --preset tsan -j"$jobs" --target petrel_concurrency_tests
 # The concurrency tests' files alone: first check they hold every such test there is.
 concurrency="[threads],[capi],[batch]"
-if ! diff <(build/release/tests/petrel_tests --list-test-names-only "$concurrency") \
-          <(build/tsan/tests/petrel_concurrency_tests --list-test-names-only "$concurrency"); then
-  echo "tests/CMakeLists.txt: petrel_concurrency_test_sources misses a file with $concurrency tests" >&2
-  exit 1
-fi
+holds_every_test "$concurrency" build/tsan/tests/petrel_concurrency_tests
 build/tsan/tests/petrel_concurrency_tests "$concurrency"
 
 $native_only && { stage "done"; exit 0; }
@@ -121,12 +127,8 @@ stage "aarch64 cross build by gcc; kernels and a whole translation under qemu -c
 cmake --preset aarch64 >/dev/null
 cmake --build --preset aarch64 -j"$jobs" --target petrel_kernel_tests
 # The kernel and portable tests' files alone: first check they hold every such test there is.
-if ! diff <(build/release/tests/petrel_tests --list-test-names-only "[kernels],[portable]" | sort) \
-          <(qemu-aarch64 -L /usr/aarch64-linux-gnu build/aarch64/tests/petrel_kernel_tests --list-test-names-only "[kernels],[portable]" | sort); then
-  echo "tests/CMakeLists.txt: petrel_kernel_tests misses a file with [kernels] or [portable] tests" >&2
-  exit 1
-fi
 aarch64_tests="qemu-aarch64 -L /usr/aarch64-linux-gnu build/aarch64/tests/petrel_kernel_tests"
+holds_every_test "[kernels],[portable]" "$aarch64_tests"
 side_by_side \
   "QEMU_CPU=max PETREL_EXPECT_BEST_ISA=i8mm $aarch64_tests '[kernels],[portable]'" \
   "QEMU_CPU=cortex-a53 PETREL_EXPECT_BEST_ISA=neon $aarch64_tests '[kernels],[portable]' &&
