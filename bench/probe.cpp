@@ -1,7 +1,7 @@
 // The machine's limits, one core: main-memory read bandwidth (a stream larger than most
 // L3s, and a buffer evicted from every cache level before each pass), L2-resident read
-// bandwidth, peak f32 FMA and int8 dot-product (vpdpbusd) throughput. Kernel
-// benchmarks are read against these (bench/README.md).
+// bandwidth, peak f32 FMA and int8 dot-product throughput, on each x86 ISA the CPU has.
+// Kernel benchmarks are read against these (bench/README.md).
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
@@ -13,12 +13,49 @@
 
 namespace {
 
-// Sums a buffer with AVX-512 loads: a pure read stream, or kStreams streams side by side
-// (the buffer in kStreams parts, read in step), as the panel kernels read 4-8 panels at
-// once: one core's loads then keep more lines in flight, and DRAM delivers ~1.7x a single
-// stream's bandwidth here. With `evicted`, the buffer is evicted from every cache level
-// before each pass (not timed): main memory's speed even where the L3 would hold the
-// buffer — the floor of petrel-bench --cold-cache, which reads a model's weights so.
+// Every kernel below is compiled for its own ISA (target attributes, not file-wide -m
+// flags, so nothing else in this file uses AVX-512) and runs only where the CPU has it: an
+// AVX2-only host skips the AVX-512 rows instead of dying of SIGILL.
+bool has_avx512() { return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"); }
+bool has_avx512_vnni() { return has_avx512() && __builtin_cpu_supports("avx512vnni"); }
+bool has_avx2_fma() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+
+// One pass over `streams` equal parts of a buffer read in step (`part` floats each, a
+// multiple of 64), 4 accumulators in all (more would spill at 8 streams); one add chain
+// each suffices at memory speed. The AVX-512 and AVX2 passes read the same bytes.
+__attribute__((target("avx512f"))) float read_pass_avx512(const float* data, size_t part, size_t streams) {
+  __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+  for (size_t i = 0; i < part; i += 64)
+    for (size_t s = 0; s < streams; ++s) {
+      const float* p = data + s * part + i;
+      for (size_t j = 0; j < 4; ++j) acc[j] = _mm512_add_ps(acc[j], _mm512_load_ps(p + 16 * j));
+    }
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
+  float sum = 0;
+  for (float lane : lanes) sum += lane;
+  return sum;
+}
+__attribute__((target("avx2"))) float read_pass_avx2(const float* data, size_t part, size_t streams) {
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (size_t i = 0; i < part; i += 64)
+    for (size_t s = 0; s < streams; ++s) {
+      const float* p = data + s * part + i;
+      for (size_t j = 0; j < 4; ++j)
+        acc[j] = _mm256_add_ps(acc[j], _mm256_add_ps(_mm256_load_ps(p + 16 * j), _mm256_load_ps(p + 16 * j + 8)));
+    }
+  const __m256 sum = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, sum);
+  return lanes[0] + lanes[1] + lanes[2] + lanes[3] + lanes[4] + lanes[5] + lanes[6] + lanes[7];
+}
+
+// Sums a buffer: a pure read stream, or kStreams streams side by side (the buffer in
+// kStreams parts, read in step), as the panel kernels read 4-8 panels at once: one core's
+// loads then keep more lines in flight, and DRAM delivers ~1.7x a single stream's
+// bandwidth here. With `evicted`, the buffer is evicted from every cache level before each
+// pass (not timed): main memory's speed even where the L3 would hold the buffer — the
+// floor of petrel-bench --cold-cache, which reads a model's weights so.
 template <size_t kStreams>
 void read_bandwidth(benchmark::State& state, bool evicted) {
   const size_t bytes = static_cast<size_t>(state.range(0)) << 10;
@@ -26,6 +63,12 @@ void read_bandwidth(benchmark::State& state, bool evicted) {
     state.SkipWithError(petrel::bench::cache_eviction_unavailable().c_str());
     return;
   }
+  if (!has_avx2_fma()) {
+    state.SkipWithError("needs AVX2");
+    return;
+  }
+  const auto pass = has_avx512() ? read_pass_avx512 : read_pass_avx2;
+  state.SetLabel(has_avx512() ? "avx512 loads" : "avx2 loads");
   auto* data = static_cast<float*>(std::aligned_alloc(64, bytes));
   std::memset(data, 1, bytes);
   const size_t part = bytes / 4 / kStreams;  // floats; a multiple of 64 for these sizes
@@ -35,16 +78,7 @@ void read_bandwidth(benchmark::State& state, bool evicted) {
       petrel::bench::evict_from_caches(data, bytes);
       state.ResumeTiming();
     }
-    // 4 accumulators in all (more would spill at 8 streams); one add chain each suffices
-    // at memory speed.
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    for (size_t i = 0; i < part; i += 64) {
-      for (size_t s = 0; s < kStreams; ++s) {
-        const float* p = data + s * part + i;
-        for (size_t j = 0; j < 4; ++j) acc[j] = _mm512_add_ps(acc[j], _mm512_load_ps(p + 16 * j));
-      }
-    }
-    benchmark::DoNotOptimize(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
+    benchmark::DoNotOptimize(pass(data, part, kStreams));
   }
   state.counters["GB/s"] = benchmark::Counter(double(bytes) * state.iterations() / 1e9, benchmark::Counter::kIsRate);
   std::free(data);
@@ -58,23 +92,30 @@ BENCHMARK_CAPTURE(eight_streams, warm, false)->Arg(64 << 10)->Name("probe/read_b
 BENCHMARK_CAPTURE(one_stream, l2, false)->Arg(512)->Name("probe/read_bandwidth/l2_512KB")->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // 12 independent FMA chains hide the latency: the throughput limit.
+constexpr int kChains = 12, kIters = 1 << 16;
+__attribute__((target("avx512f"))) void fma_chains_avx512() {
+  __m512 acc[kChains], x = _mm512_set1_ps(1.0000001f), y = _mm512_set1_ps(0.9999999f);
+  for (auto& a : acc) a = _mm512_setzero_ps();
+  for (int i = 0; i < kIters; ++i)
+    for (auto& a : acc) a = _mm512_fmadd_ps(a, x, y);
+  for (auto& a : acc) benchmark::DoNotOptimize(a);
+}
+__attribute__((target("avx2,fma"))) void fma_chains_avx2() {
+  __m256 acc[kChains], x = _mm256_set1_ps(1.0000001f), y = _mm256_set1_ps(0.9999999f);
+  for (auto& a : acc) a = _mm256_setzero_ps();
+  for (int i = 0; i < kIters; ++i)
+    for (auto& a : acc) a = _mm256_fmadd_ps(a, x, y);
+  for (auto& a : acc) benchmark::DoNotOptimize(a);
+}
 template <int kWidth>
 void fma_peak(benchmark::State& state) {
-  constexpr int kChains = 12, kIters = 1 << 16;
+  if (!(kWidth == 512 ? has_avx512() : has_avx2_fma())) {
+    state.SkipWithError(kWidth == 512 ? "no AVX-512 on this CPU" : "no AVX2/FMA on this CPU");
+    return;
+  }
   for (auto _ : state) {
-    if constexpr (kWidth == 512) {
-      __m512 acc[kChains], x = _mm512_set1_ps(1.0000001f), y = _mm512_set1_ps(0.9999999f);
-      for (auto& a : acc) a = _mm512_setzero_ps();
-      for (int i = 0; i < kIters; ++i)
-        for (auto& a : acc) a = _mm512_fmadd_ps(a, x, y);
-      for (auto& a : acc) benchmark::DoNotOptimize(a);
-    } else {
-      __m256 acc[kChains], x = _mm256_set1_ps(1.0000001f), y = _mm256_set1_ps(0.9999999f);
-      for (auto& a : acc) a = _mm256_setzero_ps();
-      for (int i = 0; i < kIters; ++i)
-        for (auto& a : acc) a = _mm256_fmadd_ps(a, x, y);
-      for (auto& a : acc) benchmark::DoNotOptimize(a);
-    }
+    if constexpr (kWidth == 512) fma_chains_avx512();
+    else fma_chains_avx2();
   }
   const double flops = 2.0 * (kWidth / 32) * kChains * kIters;
   state.counters["GFLOP/s"] = benchmark::Counter(flops * state.iterations() / 1e9, benchmark::Counter::kIsRate);
@@ -82,19 +123,38 @@ void fma_peak(benchmark::State& state) {
 BENCHMARK(fma_peak<512>)->Name("probe/f32_fma_peak/avx512")->UseRealTime();
 BENCHMARK(fma_peak<256>)->Name("probe/f32_fma_peak/avx2")->UseRealTime();
 
-void vnni_peak(benchmark::State& state) {
-  constexpr int kChains = 12, kIters = 1 << 16;
-  for (auto _ : state) {
-    __m512i acc[kChains], a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
-    for (auto& c : acc) c = _mm512_setzero_si512();
-    for (int i = 0; i < kIters; ++i)
-      for (auto& c : acc) c = _mm512_dpbusd_epi32(c, a, b);
-    for (auto& c : acc) benchmark::DoNotOptimize(c);
+// u8 x s8 dot products: AVX-512 VNNI's vpdpbusd (64 products per instruction), and AVX2's
+// vpmaddubsw + vpmaddwd + vpaddd (32 products per three instructions), the int8 kernels'
+// inner step on each.
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void dot_chains_vnni() {
+  __m512i acc[kChains], a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
+  for (auto& c : acc) c = _mm512_setzero_si512();
+  for (int i = 0; i < kIters; ++i)
+    for (auto& c : acc) c = _mm512_dpbusd_epi32(c, a, b);
+  for (auto& c : acc) benchmark::DoNotOptimize(c);
+}
+__attribute__((target("avx2"))) void dot_chains_avx2() {
+  __m256i acc[kChains], a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-2), ones = _mm256_set1_epi16(1);
+  for (auto& c : acc) c = _mm256_setzero_si256();
+  for (int i = 0; i < kIters; ++i)
+    for (auto& c : acc) c = _mm256_add_epi32(c, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones));
+  for (auto& c : acc) benchmark::DoNotOptimize(c);
+}
+template <int kWidth>
+void int8_dot_peak(benchmark::State& state) {
+  if (!(kWidth == 512 ? has_avx512_vnni() : has_avx2_fma())) {
+    state.SkipWithError(kWidth == 512 ? "no AVX-512 VNNI on this CPU" : "no AVX2 on this CPU");
+    return;
   }
-  const double ops = 2.0 * 64 * kChains * kIters;  // 64 u8 x s8 products per instruction
+  for (auto _ : state) {
+    if constexpr (kWidth == 512) dot_chains_vnni();
+    else dot_chains_avx2();
+  }
+  const double ops = 2.0 * (kWidth / 8) * kChains * kIters;  // one u8 x s8 product per byte lane
   state.counters["GOP/s"] = benchmark::Counter(ops * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
-BENCHMARK(vnni_peak)->Name("probe/int8_dot_peak/vpdpbusd_zmm")->UseRealTime();
+BENCHMARK(int8_dot_peak<512>)->Name("probe/int8_dot_peak/vpdpbusd_zmm")->UseRealTime();
+BENCHMARK(int8_dot_peak<256>)->Name("probe/int8_dot_peak/vpmaddubsw_ymm")->UseRealTime();
 
 }  // namespace
 
