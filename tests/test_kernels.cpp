@@ -39,6 +39,23 @@ std::vector<Isa> simd_paths() {
   return out;
 }
 
+// Every SIMD path's table, and on x86 the AVX2 path in both single-row int8 GEMV orders
+// (avx2_table() runs the one this CPU's vendor reads fastest), named for messages.
+std::vector<std::pair<std::string, const KernelTable*>> simd_tables_every_gemv_order() {
+  std::vector<std::pair<std::string, const KernelTable*>> out;
+  for (Isa isa : simd_paths()) out.emplace_back(isa_name(isa), table_for(isa));
+#if defined(__x86_64__) || defined(_M_X64)
+  if (table_for(Isa::kAvx2)) {
+    out.erase(std::remove_if(out.begin(), out.end(),
+                             [](const auto& named) { return named.second == table_for(Isa::kAvx2); }),
+              out.end());
+    out.emplace_back("avx2 (panels side by side)", &avx2_table(GemvOrder::kPanelsSideBySide));
+    out.emplace_back("avx2 (one panel at a time)", &avx2_table(GemvOrder::kOnePanelAtATime));
+  }
+#endif
+  return out;
+}
+
 std::vector<float> random_values(std::mt19937& rng, size_t n, float scale = 1.0f) {
   std::normal_distribution<float> normal(0.0f, scale);
   std::vector<float> v(n);
@@ -113,17 +130,16 @@ TEST_CASE("linear matches the reference for f32 f16 int8 int4 in GEMV and GEMM s
           std::vector<float> want(m * n);
           // Odd n: the paths run without a bias.
           reference::linear(x.data(), m, w.view, n % 2 ? nullptr : bias.data(), want.data(), scratch.rows());
-          for (Isa isa : simd_paths()) {
-            const KernelTable& simd = *table_for(isa);
+          for (const auto& [name, simd] : simd_tables_every_gemv_order()) {
             std::vector<float> got(m * n, NAN);
-            simd.linear(x.data(), m, w.view, (n % 2 ? nullptr : bias.data()), got.data(), scratch.rows());
+            simd->linear(x.data(), m, w.view, (n % 2 ? nullptr : bias.data()), got.data(), scratch.rows());
             // int8 sums are exact integers on every path, int4 block sums exact floats
             // added in the same order; float sums differ in order only.
             const bool quantized = dtype == DType::kInt8 || dtype == DType::kInt4;
             const double tol = quantized ? 1e-6 : 2e-5 * std::sqrt(double(k));
             require_close(got, want, tol,
-                          std::string(simd.isa) + " " + to_string(dtype) + " " + layout_name(layout) + " m=" +
-                              std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k));
+                          name + " " + to_string(dtype) + " " + layout_name(layout) + " m=" + std::to_string(m) +
+                              " n=" + std::to_string(n) + " k=" + std::to_string(k));
           }
         }
       }
@@ -134,7 +150,7 @@ TEST_CASE("linear matches the reference for f32 f16 int8 int4 in GEMV and GEMM s
 // Wide int8 matrices are taken in chunks of panels (32 KB of weights each), every
 // row tile within a chunk before the next: several chunks, every kind of row tile
 // (8, 4 and single rows on AVX-512) and partial chunks and panels.
-TEST_CASE("int8 linear matches the reference over many chunks of panels", "[kernels]") {
+TEST_CASE("int8 linear matches the reference over many chunks of panels, in every GEMV order", "[kernels]") {
   std::mt19937 rng(29);
   for (size_t n : {1000, 7828 / 4 + 1}) {
     for (size_t k : {33, 600}) {
@@ -144,13 +160,11 @@ TEST_CASE("int8 linear matches the reference over many chunks of panels", "[kern
         Scratch scratch(m, k);
         std::vector<float> want(m * n);
         reference::linear(x.data(), m, w.view, bias.data(), want.data(), scratch.rows());  // once: slow under qemu
-        for (Isa isa : simd_paths()) {
-          const KernelTable& simd = *table_for(isa);
+        for (const auto& [name, simd] : simd_tables_every_gemv_order()) {
           std::vector<float> got(m * n, NAN);
-          simd.linear(x.data(), m, w.view, bias.data(), got.data(), scratch.rows());
+          simd->linear(x.data(), m, w.view, bias.data(), got.data(), scratch.rows());
           require_close(got, want, 1e-6,
-                        std::string(simd.isa) + " int8 m=" + std::to_string(m) + " n=" + std::to_string(n) +
-                            " k=" + std::to_string(k));
+                        name + " int8 m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k));
         }
       }
     }

@@ -21,7 +21,8 @@ Isa best_isa();
 const KernelTable* table_for(Isa isa);
 
 // Per-ISA tables, defined in kernels/x86, kernels/arm and kernels/wasm when built.
-const KernelTable& avx2_table();
+const KernelTable& avx2_table();  // in the GEMV order this CPU's vendor reads fastest
+const KernelTable& avx2_table(GemvOrder order);
 const KernelTable& avx512_table();
 const KernelTable& neon_table();
 const KernelTable& dotprod_table();
