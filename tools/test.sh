@@ -25,7 +25,9 @@ fi
 # CPU minutes of every finished child process (/proc/$$/stat's cutime + cstime, in clock
 # ticks): stage times on a busy machine are read against them.
 cpu_minutes() { local f; read -ra f </proc/$$/stat; echo $(( (f[15] + f[16]) / $(getconf CLK_TCK) / 60 )); }
-stage() { echo "== [$(( (SECONDS - started) / 60 )) min, CPU $(cpu_minutes) min] $*"; }
+elapsed() { printf '%d:%02d' $(( (SECONDS - started) / 60 )) $(( (SECONDS - started) % 60 )); }
+stage() { echo "== [$(elapsed) min, CPU $(cpu_minutes) min] $*"; }
+step() { echo "-- [$(elapsed)] $*"; }  # a stage's parts (build, tests, fuzzing): where its time goes
 # Runs shell commands side by side (an emulated test binary is one single-threaded
 # process: one per core), then prints each one's output in order; fails if any failed.
 side_by_side() {
@@ -70,6 +72,7 @@ tools/check_layers.sh
 stage "release build + tests (x86-64; every kernel path this CPU runs)"
 cmake --preset release >/dev/null
 cmake --build --preset release -j"$jobs"
+step "tests"
 ctest --preset release -j"$jobs"
 # Sanitized and WebAssembly runs below check a subset of the heavy tests' data
 # (PETREL_TEST_SUBSET=5: every 5th case; whole-model tests on the chosen kernel path
@@ -81,7 +84,9 @@ stage "clang 14 + ASan/UBSan (+ libFuzzer): every test and fuzz corpus, then 20 
 # build stays available as the asan preset.
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz -j"$jobs"
+step "tests and fuzz corpora"
 ctest --preset fuzz -j"$jobs"
+step "fuzzing"
 tools/fuzz.sh --seconds 20 --no-build --parallel "$jobs"
 
 stage "ThreadSanitizer: sessions on several threads sharing one model, intra-op thread pools, batch workers"
@@ -90,6 +95,7 @@ cmake --build --preset tsan -j"$jobs" --target petrel_concurrency_tests
 # The concurrency tests' files alone: first check they hold every such test there is.
 concurrency="[threads],[capi],[batch]"
 holds_every_test "$concurrency" build/tsan/tests/petrel_concurrency_tests
+step "tests"
 build/tsan/tests/petrel_concurrency_tests "$concurrency"
 
 $native_only && { stage "done"; exit 0; }
@@ -98,10 +104,12 @@ stage "WebAssembly (emscripten, SIMD128): kernel/oracle tests and the JavaScript
 cmake --preset wasm >/dev/null
 cmake --build --preset wasm -j"$jobs"
 # The package's tests compare its translations with the native build's petrel-run.
+step "tests under Node"
 PETREL_NATIVE_TOOLS="$PWD/build/release/tools" ctest --preset wasm -j"$jobs"
 build/release/tools/petrel-convert tools/en-de-model -o build/wasm/en-de.petrel --quiet
 # The page translates token by token in a real browser; its text must equal petrel-run's.
 # Its screenshot is an artifact: $PETREL_ARTIFACTS (default build/artifacts)/petrel-web.png.
+step "the page in Chromium"
 node examples/web/test-in-chromium.mjs --model build/wasm/en-de.petrel --pkg build/wasm/js \
   --native-run build/release/tools/petrel-run --screenshot "${PETREL_ARTIFACTS:-build/artifacts}/petrel-web.png"
 
@@ -118,6 +126,7 @@ side_by_side \
 stage "aarch64 cross build by clang; every test under qemu -cpu max (i8mm, dotprod)"
 cmake --preset aarch64-clang >/dev/null
 cmake --build --preset aarch64-clang -j"$jobs"
+step "tests under qemu"
 QEMU_CPU=max PETREL_EXPECT_BEST_ISA=i8mm ctest --preset aarch64-clang -j"$jobs"
 
 stage "aarch64 cross build by gcc; kernels and a whole translation under qemu -cpu max, cortex-a53 (no dotprod), cortex-a76 (dotprod, no i8mm)"
@@ -129,6 +138,7 @@ cmake --build --preset aarch64 -j"$jobs" --target petrel_kernel_tests
 # The kernel and portable tests' files alone: first check they hold every such test there is.
 aarch64_tests="qemu-aarch64 -L /usr/aarch64-linux-gnu build/aarch64/tests/petrel_kernel_tests"
 holds_every_test "[kernels],[portable]" "$aarch64_tests"
+step "tests under qemu"
 side_by_side \
   "QEMU_CPU=max PETREL_EXPECT_BEST_ISA=i8mm $aarch64_tests '[kernels],[portable]'" \
   "QEMU_CPU=cortex-a53 PETREL_EXPECT_BEST_ISA=neon $aarch64_tests '[kernels],[portable]' &&
@@ -145,5 +155,6 @@ bulk_tests=$({ build/release/tests/petrel_tests --list-test-names-only "[bulk]" 
 [[ -n $bulk_tests ]] || { echo "no [bulk] tests listed" >&2; exit 1; }
 cmake --preset armv7 >/dev/null
 cmake --build --preset armv7 -j"$jobs"
+step "tests under qemu"
 QEMU_CPU=cortex-a15 PETREL_EXPECT_BEST_ISA=neon ctest --preset armv7 -j"$jobs" -E "$bulk_tests"
 stage "done"
