@@ -107,21 +107,6 @@ __attribute__((target("avx2,fma"))) void fma_chains_avx2() {
     for (auto& a : acc) a = _mm256_fmadd_ps(a, x, y);
   for (auto& a : acc) benchmark::DoNotOptimize(a);
 }
-template <int kWidth>
-void fma_peak(benchmark::State& state) {
-  if (!(kWidth == 512 ? has_avx512() : has_avx2_fma())) {
-    state.SkipWithError(kWidth == 512 ? "no AVX-512 on this CPU" : "no AVX2/FMA on this CPU");
-    return;
-  }
-  for (auto _ : state) {
-    if constexpr (kWidth == 512) fma_chains_avx512();
-    else fma_chains_avx2();
-  }
-  const double flops = 2.0 * (kWidth / 32) * kChains * kIters;
-  state.counters["GFLOP/s"] = benchmark::Counter(flops * state.iterations() / 1e9, benchmark::Counter::kIsRate);
-}
-BENCHMARK(fma_peak<512>)->Name("probe/f32_fma_peak/avx512")->UseRealTime();
-BENCHMARK(fma_peak<256>)->Name("probe/f32_fma_peak/avx2")->UseRealTime();
 
 // u8 x s8 dot products: AVX-512 VNNI's vpdpbusd (64 products per instruction), and AVX2's
 // vpmaddubsw + vpmaddwd + vpaddd (32 products per three instructions), the int8 kernels'
@@ -140,21 +125,27 @@ __attribute__((target("avx2"))) void dot_chains_avx2() {
     for (auto& c : acc) c = _mm256_add_epi32(c, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones));
   for (auto& c : acc) benchmark::DoNotOptimize(c);
 }
-template <int kWidth>
-void int8_dot_peak(benchmark::State& state) {
-  if (!(kWidth == 512 ? has_avx512_vnni() : has_avx2_fma())) {
-    state.SkipWithError(kWidth == 512 ? "no AVX-512 VNNI on this CPU" : "no AVX2 on this CPU");
+
+// Runs one of the chain kernels above where the CPU has its ISA; `ops`: operations per call.
+void peak(benchmark::State& state, bool (*supported)(), void (*chains)(), double ops, const char* unit) {
+  if (!supported()) {
+    state.SkipWithError("this CPU lacks the instructions");
     return;
   }
-  for (auto _ : state) {
-    if constexpr (kWidth == 512) dot_chains_vnni();
-    else dot_chains_avx2();
-  }
-  const double ops = 2.0 * (kWidth / 8) * kChains * kIters;  // one u8 x s8 product per byte lane
-  state.counters["GOP/s"] = benchmark::Counter(ops * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+  for (auto _ : state) chains();
+  state.counters[unit] = benchmark::Counter(ops * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
-BENCHMARK(int8_dot_peak<512>)->Name("probe/int8_dot_peak/vpdpbusd_zmm")->UseRealTime();
-BENCHMARK(int8_dot_peak<256>)->Name("probe/int8_dot_peak/vpmaddubsw_ymm")->UseRealTime();
+// A call runs kChains x kIters steps (one instruction; AVX2's dot: three) of two operations
+// per lane: a multiply and an add (the dot products: a u8 x s8 product and its sum per byte).
+constexpr double kSteps = double(kChains) * kIters;
+BENCHMARK_CAPTURE(peak, avx512, has_avx512, fma_chains_avx512, 2 * 16 * kSteps, "GFLOP/s")
+    ->Name("probe/f32_fma_peak/avx512")->UseRealTime();
+BENCHMARK_CAPTURE(peak, avx2, has_avx2_fma, fma_chains_avx2, 2 * 8 * kSteps, "GFLOP/s")
+    ->Name("probe/f32_fma_peak/avx2")->UseRealTime();
+BENCHMARK_CAPTURE(peak, vnni, has_avx512_vnni, dot_chains_vnni, 2 * 64 * kSteps, "GOP/s")
+    ->Name("probe/int8_dot_peak/vpdpbusd_zmm")->UseRealTime();
+BENCHMARK_CAPTURE(peak, avx2_dot, has_avx2_fma, dot_chains_avx2, 2 * 32 * kSteps, "GOP/s")
+    ->Name("probe/int8_dot_peak/vpmaddubsw_ymm")->UseRealTime();
 
 }  // namespace
 
