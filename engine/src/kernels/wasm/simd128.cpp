@@ -61,6 +61,12 @@ void store_f16(F x, uint16_t* p) {
   for (size_t i = 0; i < 4; ++i) p[i] = float_to_half(f[i]);
 }
 
+void store_i8(vec::batch<int32_t, Arch> x, int8_t* p) {  // saturating
+  const v128_t halves = wasm_i16x8_narrow_i32x4(x.data, x.data);
+  const int32_t four = wasm_i32x4_extract_lane(wasm_i8x16_narrow_i16x8(halves, halves), 0);
+  std::memcpy(p, &four, 4);
+}
+
 // Lane i = the sum of a[i]'s 4 lanes.
 F row_sums(const F* a) {
   const v128_t s01 = wasm_f32x4_add(wasm_i32x4_shuffle(a[0], a[1], 0, 1, 4, 5), wasm_i32x4_shuffle(a[0], a[1], 2, 3, 6, 7));

@@ -31,6 +31,11 @@ xsimd::batch<float, Arch> load_f16(const uint16_t* p) {
 void store_f16(xsimd::batch<float, Arch> x, uint16_t* p) {  // round to nearest even
   _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
 }
+void store_i8(xsimd::batch<int32_t, Arch> x, int8_t* p) {  // saturating
+  const __m256i v = x;
+  const __m128i halves = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_packs_epi16(halves, halves));
+}
 // Lane i = the sum of a[i]'s 8 lanes (8 horizontal sums for the price of ~1.5).
 xsimd::batch<float, Arch> row_sums(const xsimd::batch<float, Arch>* a) {
   // hadd(hadd(a0, a1), hadd(a2, a3)) = [sums of a0..a3 over lanes 0-3 | over lanes 4-7]

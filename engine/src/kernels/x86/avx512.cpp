@@ -34,6 +34,9 @@ xsimd::batch<float, Arch> load_f16(const uint16_t* p) {
 void store_f16(xsimd::batch<float, Arch> x, uint16_t* p) {  // round to nearest even
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
 }
+void store_i8(xsimd::batch<int32_t, Arch> x, int8_t* p) {  // saturating
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtsepi32_epi8(x));
+}
 // Lane i = the sum of a[i]'s 16 lanes: four levels of pairwise folds (31 shuffles
 // for 16 sums, where 16 separate reductions take ~100).
 xsimd::batch<float, Arch> row_sums(const xsimd::batch<float, Arch>* a) {
