@@ -35,8 +35,8 @@ float max_of(const float* values, size_t n) {
 
 // Whether any of the kScanBlock values at x is above t (at or above, kOrEqual; NaN never
 // is): a branch-free pass the compiler vectorizes, so the scalar loops over a vocabulary
-// skip the blocks, nearly all of them, that hold no candidate (top-k 64 of 262,144
-// logits: 235 -> 60 us).
+// skip the blocks, nearly all of them, that hold no candidate (top-k 64 and top-p over
+// 262,144 logits: 235 -> 102 us per token).
 constexpr size_t kScanBlock = 64;
 template <bool kOrEqual>
 bool any_above(const float* x, float t) {
