@@ -431,6 +431,34 @@ TEST_CASE("int8 linear with a static activation scale saturates and matches the 
       }
 }
 
+// A corrupt model's activations (NaN, infinities) and rows so small that 1 / scale
+// overflows: every path quantizes them to the reference's int8 values (round_to_int8:
+// no int8, no value: 0), with or without a static scale.
+TEST_CASE("activations quantize as the reference's when tiny, infinite or NaN", "[kernels]") {
+  const size_t k = 40;  // vector bodies and a scalar tail on every path
+  std::vector<float> x(4 * k, 0.5f);
+  for (size_t c = 0; c < k; ++c) x[c] = (c % 3 == 0 ? 1e-40f : -2e-39f);  // scale 1.6e-41: 1 / scale = inf
+  x[k + 5] = NAN;
+  x[k + 33] = NAN;
+  x[2 * k + 1] = INFINITY;
+  x[2 * k + 34] = -INFINITY;
+  x[3 * k + 2] = NAN;
+  x[3 * k + 3] = 3.0f;
+  for (const float activation_scale : {0.0f, 1.0f / 127.0f}) {
+    TestMatrix w(std::vector<float>(16 * k, 0.25f), 16, k, DType::kInt8, detail::Layout::kPanel16);
+    w.view.activation_scale = activation_scale;
+    Scratch want(4, k);
+    std::vector<float> y(4 * 16);
+    reference::linear(x.data(), 4, w.view, nullptr, y.data(), want.rows());
+    for (const auto& [name, simd] : simd_tables_every_gemv_order()) {
+      Scratch got(4, k);
+      simd->linear(x.data(), 4, w.view, nullptr, y.data(), got.rows());
+      INFO(name << " static scale " << activation_scale);
+      CHECK(got.values == want.values);
+    }
+  }
+}
+
 TEST_CASE("top-k over the vocabulary matches the reference, ties and masks included", "[kernels]") {
   std::mt19937 rng(16);
   for (Isa isa : runnable_isas()) {

@@ -43,7 +43,7 @@ inline float gelu_tanh(float x) {
 
 // How a single-row int8 GEMV (a decoder step) walks a matrix's 16-row panels: several
 // side by side, as most paths do (more streams for the hardware prefetchers), or one at a
-// time, a single sequential stream, which AMD Zen cores' prefetchers follow at DRAM speed
+// time, a single sequential stream, which an AMD Zen 4's prefetchers follow at DRAM speed
 // where several streams and software prefetches lose a third of it (bench/README, "AVX2 on
 // AMD").
 // The products are exact integers: the order changes no result.

@@ -53,13 +53,14 @@ struct Int8Ops {
       for (size_t j = 0; j < NR * 2; ++j) c[i][j] = _mm256_setzero_si256();
     const __m256i ones = _mm256_set1_epi16(1);
     for (size_t g = 0; g < kp; g += 4) {
-      // A GEMV row reading two panels at a time (Intel's order, see avx2_table below)
-      // gives the hardware prefetchers too few streams to keep DRAM busy, so each line of
-      // the next two is asked for one call ahead (cold decoder steps 20-35% faster;
-      // bench/README, "Cold caches"). One panel at a time is one sequential stream, which
-      // they follow by themselves. The loop has ~7 instructions per line, which hide the
-      // prefetch in cache; AVX-512's has 2, and there it made the in-cache GEMV ~1.5x slower.
-      if constexpr (MR == 1 && NR > 1) x86::prefetch_next_panels<NR, true>(panels + g * 16, panel_bytes, 1);
+      // A GEMV row reading two panels at a time (the order for CPUs other than AMD's, see
+      // avx2_table below) gives Intel's hardware prefetchers too few streams to keep DRAM
+      // busy, so each line of the next two is asked for (into L1, as measured there) one
+      // call ahead (cold decoder steps 20-35% faster; bench/README, "Cold caches"). One
+      // panel at a time is one sequential stream, which AMD's follow by themselves. The loop
+      // has ~7 instructions per line, which hide the prefetch in cache; AVX-512's has 2, and
+      // there it made the in-cache GEMV ~1.5x slower.
+      if constexpr (MR == 1 && NR > 1) x86::prefetch_next_panels<NR>(panels + g * 16, panel_bytes, 1);
       __m256i w[NR * 2];
       for (size_t p = 0; p < NR; ++p) {
         const int8_t* chunk = panels + p * panel_bytes + g * 16;
@@ -132,8 +133,9 @@ namespace petrel::kernels {
 // A decoder step's int8 GEMVs read their weights from memory. Measured (bench/README,
 // "Cold caches", "AVX2 on AMD"): on Intel two panels side by side with software prefetch
 // reach the floor and one stream does not (a core draws ~1.3x more from DRAM with several);
-// on AMD Zen 4 one panel at a time without software prefetch reads at the probe's rate
-// (30 GB/s) and two panels with prefetch at 21.
+// on an AMD Zen 4 one panel at a time without software prefetch reads at the probe's rate
+// (30 GB/s) and two panels with prefetch at 21. Other AMD generations are unmeasured and
+// take the Zen 4 order.
 const KernelTable& avx2_table() {
   static const bool amd = (__builtin_cpu_init(), __builtin_cpu_is("amd"));
   return avx2_table(amd ? GemvOrder::kOnePanelAtATime : GemvOrder::kPanelsSideBySide);
