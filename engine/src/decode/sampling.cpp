@@ -33,16 +33,21 @@ float max_of(const float* values, size_t n) {
   return max;
 }
 
-// Whether any of the kScanBlock values at x is above t (at or above, kOrEqual; NaN never
-// is): a branch-free pass the compiler vectorizes, so the scalar loops over a vocabulary
-// skip the blocks, nearly all of them, that hold no candidate (top-k 64 and top-p over
-// 262,144 logits: 235 -> 102 us per token).
+// A scan over a vocabulary for candidates (values above t, or at or above it with
+// kOrEqual; NaN never is) calls this at each index i: at the start of a whole block of
+// kScanBlock values holding none, it moves i to the block's last index (the scan's ++i
+// goes on from the next block) and says so. The test is a branch-free pass the compiler
+// vectorizes, so the scan's scalar loop sees only the blocks, few of them, that hold a
+// candidate (top-k 64 and top-p over 262,144 logits: 235 -> 102 us per token).
 constexpr size_t kScanBlock = 64;
 template <bool kOrEqual>
-bool any_above(const float* x, float t) {
+bool skipped_block_without_candidates(const float* x, size_t n, float t, size_t& i) {
+  if (i % kScanBlock != 0 || i + kScanBlock > n) return false;
   int32_t above = 0;
-  for (size_t j = 0; j < kScanBlock; ++j) above |= static_cast<int32_t>(kOrEqual ? x[j] >= t : x[j] > t);
-  return above != 0;
+  for (size_t j = i; j < i + kScanBlock; ++j) above |= static_cast<int32_t>(kOrEqual ? x[j] >= t : x[j] > t);
+  if (above != 0) return false;
+  i += kScanBlock - 1;
+  return true;
 }
 
 std::string show(float value) { return core::format_c_double("%.*g", 9, static_cast<double>(value)); }
@@ -171,10 +176,7 @@ float Sampler::kth_largest(const float* logits, size_t n, size_t k) {
     float floor = heap_.front();
     for (; i < n; ++i) {
       // floor only rises: a block with nothing above it now holds nothing for the heap.
-      if (i % kScanBlock == 0 && i + kScanBlock <= n && !any_above<false>(logits + i, floor)) {
-        i += kScanBlock - 1;
-        continue;
-      }
+      if (skipped_block_without_candidates<false>(logits, n, floor, i)) continue;
       if (logits[i] > floor) {
         std::pop_heap(heap_.begin(), heap_.end(), min_heap);
         heap_.back() = logits[i];
@@ -374,10 +376,7 @@ int32_t Sampler::next(float* logits, size_t n, const int32_t* seen, size_t seen_
   if (options_.top_k > 0 && options_.top_k < n) {
     const float kth = kth_largest(logits, n, options_.top_k);
     for (size_t i = 0; i < n; ++i) {
-      if (i % kScanBlock == 0 && i + kScanBlock <= n && !any_above<true>(logits + i, kth)) {
-        i += kScanBlock - 1;
-        continue;
-      }
+      if (skipped_block_without_candidates<true>(logits, n, kth, i)) continue;
       if (logits[i] >= kth) {  // ties at the k-th value all stay
         kept_ids_.push_back(static_cast<int32_t>(i));
         kept_logits_.push_back(logits[i]);
