@@ -132,7 +132,7 @@ void attention_bench(benchmark::State& state, Isa isa, DType kv, size_t position
   for (auto _ : state) {
     for (size_t h = 0; h < heads; ++h)
       kt->attend(q.data() + h * hd, ks.data() + h * hd * esize, vs.data() + h * hd * esize, kv, nullptr, positions, d,
-                 hd, scores.data(), out.data() + h * hd);
+                 hd, 1, scores.data(), out.data() + h * hd);
     benchmark::DoNotOptimize(out.data());
   }
   set_rate(state, "GB/s", double(2 * positions * d * esize));

@@ -503,7 +503,7 @@ TEST_CASE("attention for one head matches the reference (f32 and f16 keys/values
         reference::store_as(k.data(), k.size(), kv, ks.data());
         reference::store_as(v.data(), v.size(), kv, vs.data());
         std::vector<float> scores(n), want(head_dim);
-        reference::attend(q.data(), ks.data(), vs.data(), kv, nullptr, n, stride, head_dim, scores.data(),
+        reference::attend(q.data(), ks.data(), vs.data(), kv, nullptr, n, stride, head_dim, 1, scores.data(),
                           want.data());
         // Keys by a list of rows (a beam's cache): rows in any order, some twice, some
         // never. The reference reads them as the consecutive rows of a gathered copy.
@@ -516,25 +516,69 @@ TEST_CASE("attention for one head matches the reference (f32 and f16 keys/values
           std::copy_n(&vs[rows[j] * row_bytes], row_bytes, &vg[j * row_bytes]);
         }
         std::vector<float> gathered(head_dim), listed(head_dim);
-        reference::attend(q.data(), kg.data(), vg.data(), kv, nullptr, n, stride, head_dim, scores.data(),
+        reference::attend(q.data(), kg.data(), vg.data(), kv, nullptr, n, stride, head_dim, 1, scores.data(),
                           gathered.data());
-        reference::attend(q.data(), ks.data(), vs.data(), kv, rows.data(), n, stride, head_dim, scores.data(),
+        reference::attend(q.data(), ks.data(), vs.data(), kv, rows.data(), n, stride, head_dim, 1, scores.data(),
                           listed.data());
         REQUIRE(listed == gathered);
         for (Isa isa : simd_paths()) {
           const KernelTable& simd = *table_for(isa);
           std::vector<float> got(head_dim);
-          simd.attend(q.data(), ks.data(), vs.data(), kv, nullptr, n, stride, head_dim, scores.data(), got.data());
+          simd.attend(q.data(), ks.data(), vs.data(), kv, nullptr, n, stride, head_dim, 1, scores.data(), got.data());
           const std::string what = std::string(simd.isa) + " attend " + to_string(kv) + " n=" + std::to_string(n) +
                                    " hd=" + std::to_string(head_dim);
           require_close(got, want, 1e-5, what);
-          simd.attend(q.data(), ks.data(), vs.data(), kv, rows.data(), n, stride, head_dim, scores.data(), got.data());
+          simd.attend(q.data(), ks.data(), vs.data(), kv, rows.data(), n, stride, head_dim, 1, scores.data(),
+                      got.data());
           require_close(got, listed, 1e-5, what + " listed rows");
           // The SIMD path does the same arithmetic whichever way it finds the keys.
           std::vector<float> simd_gathered(head_dim);
-          simd.attend(q.data(), kg.data(), vg.data(), kv, nullptr, n, stride, head_dim, scores.data(),
+          simd.attend(q.data(), kg.data(), vg.data(), kv, nullptr, n, stride, head_dim, 1, scores.data(),
                       simd_gathered.data());
           REQUIRE(got == simd_gathered);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("attention for a group of heads sharing K and V is each head's attention, bit for bit", "[kernels]") {
+  std::mt19937 rng(29);
+  for (DType kv : {DType::kF32, DType::kF16}) {
+    for (size_t heads : {2, 3, 4, 9}) {  // 9: more than one pass of 8 heads
+      for (size_t n : {1, 17, 257, 600}) {
+        for (size_t head_dim : {8, 17, 64}) {
+          const size_t stride = head_dim + 3;
+          auto q = random_values(rng, heads * head_dim, 1.0f / std::sqrt(float(head_dim)));
+          auto k = random_values(rng, n * stride), v = random_values(rng, n * stride);
+          std::vector<uint8_t> ks(k.size() * detail::dtype_size(kv)), vs(v.size() * detail::dtype_size(kv));
+          reference::store_as(k.data(), k.size(), kv, ks.data());
+          reference::store_as(v.data(), v.size(), kv, vs.data());
+          std::vector<size_t> rows(n);
+          for (size_t& row : rows) row = rng() % n;
+          std::vector<float> scores(n), want(heads * head_dim), got(heads * head_dim), alone(heads * head_dim);
+          const std::string what = std::string(to_string(kv)) + " heads=" + std::to_string(heads) + " n=" + std::to_string(n) +
+                                   " hd=" + std::to_string(head_dim);
+          for (const size_t* listed : {static_cast<const size_t*>(nullptr), static_cast<const size_t*>(rows.data())}) {
+            reference::attend(q.data(), ks.data(), vs.data(), kv, listed, n, stride, head_dim, heads, scores.data(),
+                              want.data());
+            for (size_t h = 0; h < heads; ++h) {  // the reference's group is its heads one by one
+              std::vector<float> one(head_dim);
+              reference::attend(q.data() + h * head_dim, ks.data(), vs.data(), kv, listed, n, stride, head_dim, 1,
+                                scores.data(), one.data());
+              REQUIRE(std::equal(one.begin(), one.end(), want.begin() + h * head_dim));
+            }
+            for (Isa isa : simd_paths()) {
+              const KernelTable& simd = *table_for(isa);
+              simd.attend(q.data(), ks.data(), vs.data(), kv, listed, n, stride, head_dim, heads, scores.data(),
+                          got.data());
+              require_close(got, want, 1e-5, std::string(simd.isa) + " grouped attend " + what);
+              for (size_t h = 0; h < heads; ++h)
+                simd.attend(q.data() + h * head_dim, ks.data(), vs.data(), kv, listed, n, stride, head_dim, 1,
+                            scores.data(), alone.data() + h * head_dim);
+              REQUIRE(got == alone);
+            }
+          }
         }
       }
     }

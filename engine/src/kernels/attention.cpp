@@ -39,13 +39,14 @@ void attend_typed(const float* q, const T* k, const T* v, const size_t* rows, si
 }  // namespace
 
 void attend(const float* q, const void* k, const void* v, DType kv, const size_t* rows, size_t n, size_t stride,
-            size_t head_dim, float* scores, float* out) {
-  if (kv == DType::kF16)
-    attend_typed(q, static_cast<const uint16_t*>(k), static_cast<const uint16_t*>(v), rows, n, stride, head_dim,
-                 scores, out);
-  else
-    attend_typed(q, static_cast<const float*>(k), static_cast<const float*>(v), rows, n, stride, head_dim, scores,
-                 out);
+            size_t head_dim, size_t heads, float* scores, float* out) {
+  for (size_t h = 0; h < heads; ++h, q += head_dim, out += head_dim)  // one head at a time
+    if (kv == DType::kF16)
+      attend_typed(q, static_cast<const uint16_t*>(k), static_cast<const uint16_t*>(v), rows, n, stride, head_dim,
+                   scores, out);
+    else
+      attend_typed(q, static_cast<const float*>(k), static_cast<const float*>(v), rows, n, stride, head_dim, scores,
+                   out);
 }
 
 void store_as(const float* x, size_t n, DType type, void* out) {

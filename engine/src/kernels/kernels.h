@@ -60,7 +60,7 @@ struct KernelTable {
   void (*embed)(const detail::Matrix& table, const int32_t* ids, const int32_t* pos, size_t m,
                 const float* positions, float* out);
   void (*attend)(const float* q, const void* k, const void* v, DType kv, const size_t* rows, size_t n, size_t stride,
-                 size_t head_dim, float* scores, float* out);
+                 size_t head_dim, size_t heads, float* scores, float* out);
   void (*store_as)(const float* x, size_t n, DType type, void* out);
   float (*logsumexp)(const float* x, size_t n);
   size_t (*top_k)(const float* x, size_t n, size_t k, int32_t* ids, float* values);
@@ -99,14 +99,16 @@ void add(const float* x, float* y, size_t n);
 void embed(const detail::Matrix& table, const int32_t* ids, const int32_t* pos, size_t m, const float* positions,
            float* out);
 
-// One attention head for one query: out = softmax(q . K^T) V over n keys. K and V
+// Attention for one query and `heads` heads that share K and V (grouped-query attention;
+// 1 without it): per head h, out_h = softmax(q_h . K^T) V over n keys, q_h and out_h
+// head_dim apart in q and out. K and V
 // hold elements of type kv (f32 or f16: a KV cache may be stored in half precision),
 // rows `stride` elements apart; key j is row rows[j] of K and V, or row j when rows is
 // null (a beam's cache: its positions live in the rows that wrote them, so reordering
 // beams moves indices, not keys). scores needs n floats (the SIMD paths use one tile of
 // them: they run a tiled online softmax, a single pass over K and V).
 void attend(const float* q, const void* k, const void* v, DType kv, const size_t* rows, size_t n, size_t stride,
-            size_t head_dim, float* scores, float* out);
+            size_t head_dim, size_t heads, float* scores, float* out);
 
 // out[i] = x[i] stored as `type`: f32 copies, f16 rounds to nearest even (IEEE).
 void store_as(const float* x, size_t n, DType type, void* out);

@@ -56,10 +56,10 @@ void attend_rows(Context& c, const float* q, const void* k, const void* v, DType
       const size_t* listed = key_rows != nullptr ? key_rows + keys[r].first : nullptr;
       const auto* kr = static_cast<const uint8_t*>(k) + first * kv_width * esize;
       const auto* vr = static_cast<const uint8_t*>(v) + first * kv_width * esize;
-      for (size_t h = 0; h < shape.heads; ++h) {
-        const size_t kv_off = h / group * head_dim;
+      for (size_t kv_head = 0; kv_head < shape.kv_heads; ++kv_head) {  // its query heads together
+        const size_t h = kv_head * group, kv_off = kv_head * head_dim;
         c.k.attend(q + r * q_width + h * head_dim, kr + kv_off * esize, vr + kv_off * esize, kv, listed,
-                   keys[r].count, kv_width, head_dim, scores, context + r * q_width + h * head_dim);
+                   keys[r].count, kv_width, head_dim, group, scores, context + r * q_width + h * head_dim);
       }
     }
   });
