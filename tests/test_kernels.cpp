@@ -63,6 +63,13 @@ std::vector<float> random_values(std::mt19937& rng, size_t n, float scale = 1.0f
   return v;
 }
 
+// Values as a KV cache stores them (f32, or f16 rounded as the reference rounds).
+std::vector<uint8_t> stored_as(const std::vector<float>& values, DType kv) {
+  std::vector<uint8_t> bytes(values.size() * detail::dtype_size(kv));
+  reference::store_as(values.data(), values.size(), kv, bytes.data());
+  return bytes;
+}
+
 // A weight matrix encoded like the converter does, kept alive with its view.
 struct TestMatrix {
   convert::EncodedMatrix encoded;
@@ -499,9 +506,7 @@ TEST_CASE("attention for one head matches the reference (f32 and f16 keys/values
         auto q = random_values(rng, head_dim, 1.0f / std::sqrt(float(head_dim)));
         auto k = random_values(rng, n * stride), v = random_values(rng, n * stride);
         // Both paths read the same stored elements (the reference's f32 -> f16 rounding).
-        std::vector<uint8_t> ks(k.size() * detail::dtype_size(kv)), vs(v.size() * detail::dtype_size(kv));
-        reference::store_as(k.data(), k.size(), kv, ks.data());
-        reference::store_as(v.data(), v.size(), kv, vs.data());
+        const std::vector<uint8_t> ks = stored_as(k, kv), vs = stored_as(v, kv);
         std::vector<float> scores(n), want(head_dim);
         reference::attend(q.data(), ks.data(), vs.data(), kv, nullptr, n, stride, head_dim, 1, scores.data(),
                           want.data());
@@ -551,15 +556,14 @@ TEST_CASE("attention for a group of heads sharing K and V is each head's attenti
           const size_t stride = head_dim + 3;
           auto q = random_values(rng, heads * head_dim, 1.0f / std::sqrt(float(head_dim)));
           auto k = random_values(rng, n * stride), v = random_values(rng, n * stride);
-          std::vector<uint8_t> ks(k.size() * detail::dtype_size(kv)), vs(v.size() * detail::dtype_size(kv));
-          reference::store_as(k.data(), k.size(), kv, ks.data());
-          reference::store_as(v.data(), v.size(), kv, vs.data());
+          const std::vector<uint8_t> ks = stored_as(k, kv), vs = stored_as(v, kv);
           std::vector<size_t> rows(n);
           for (size_t& row : rows) row = rng() % n;
           std::vector<float> scores(n), want(heads * head_dim), got(heads * head_dim), alone(heads * head_dim);
-          const std::string what = std::string(to_string(kv)) + " heads=" + std::to_string(heads) + " n=" + std::to_string(n) +
-                                   " hd=" + std::to_string(head_dim);
-          for (const size_t* listed : {static_cast<const size_t*>(nullptr), static_cast<const size_t*>(rows.data())}) {
+          const std::string what = std::string(to_string(kv)) + " heads=" + std::to_string(heads) +
+                                   " n=" + std::to_string(n) + " hd=" + std::to_string(head_dim);
+          const size_t* listed_rows = rows.data();
+          for (const size_t* listed : {static_cast<const size_t*>(nullptr), listed_rows}) {
             reference::attend(q.data(), ks.data(), vs.data(), kv, listed, n, stride, head_dim, heads, scores.data(),
                               want.data());
             for (size_t h = 0; h < heads; ++h) {  // the reference's group is its heads one by one
