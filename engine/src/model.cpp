@@ -263,6 +263,13 @@ Result<std::shared_ptr<const Model>> Model::load(const std::string& path) {
   ::close(fd);
   if (addr == MAP_FAILED)
     return Error{ErrorCode::kIo, path + ": cannot map: " + std::strerror(map_errno)};
+#ifdef MADV_HUGEPAGE
+  // A hint: parts of the file not yet in the page cache are then read in 2 MiB folios and
+  // mapped with 2 MiB pages (in the kernel's "madvise" THP mode too), which one core
+  // streams ~1.3x faster than 4 KiB ones (bench/README, "Huge pages"). Nothing fails
+  // without it.
+  ::madvise(addr, size, MADV_HUGEPAGE);
+#endif
   return finish_load(std::make_unique<MappedFile>(addr, size), path);
 }
 

@@ -18,6 +18,11 @@
 
 namespace petrel::convert {
 
+// Appends the first `size` bytes of file `from` to file `to`, whose end is at offset `at`,
+// in writes that end on 2 MiB offsets of `to` (so the page cache can hold it in 2 MiB
+// folios, which a mapping then maps with 2 MiB pages). False on a read or write error.
+bool append_in_huge_page_chunks(int from, int to, uint64_t at, uint64_t size);
+
 class ModelWriter {
  public:
   // The file will be written to `path` (write()); its tensor bytes go to a temporary
