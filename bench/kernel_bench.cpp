@@ -5,8 +5,11 @@
 // (compute-bound shapes); compare with bench/probe's limits (bench/README.md).
 #include <benchmark/benchmark.h>
 
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <cstring>
+#include <new>
 #include <random>
 
 #include "convert/quantize.h"
@@ -48,6 +51,28 @@ struct Weights {
   size_t bytes() const { return encoded.bytes(); }
 };
 
+// Memory in 2 MiB pages where the kernel gives them (THP's "madvise" mode too), as the
+// engine's mapping of a model file petrel-convert wrote is (bench/README, "Huge pages").
+class HugePageBuffer {
+ public:
+  explicit HugePageBuffer(size_t bytes) : size_((bytes + kHuge - 1) / kHuge * kHuge) {
+    data_ = static_cast<uint8_t*>(std::aligned_alloc(kHuge, size_));
+    if (data_ == nullptr) throw std::bad_alloc();
+#ifdef MADV_HUGEPAGE
+    ::madvise(data_, size_, MADV_HUGEPAGE);
+#endif
+  }
+  ~HugePageBuffer() { std::free(data_); }
+  HugePageBuffer(const HugePageBuffer&) = delete;
+  HugePageBuffer& operator=(const HugePageBuffer&) = delete;
+  uint8_t* data() { return data_; }
+
+ private:
+  static constexpr size_t kHuge = size_t{2} << 20;
+  size_t size_;
+  uint8_t* data_;
+};
+
 void set_rate(benchmark::State& state, const char* name, double amount) {
   state.counters[name] = benchmark::Counter(amount * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
@@ -73,14 +98,20 @@ void linear_bench(benchmark::State& state, Isa isa, DType dtype, size_t m, size_
   const Weights w(n, k, dtype, detail::Layout::kPanel16);
   const size_t copies = rotate_bytes / w.aligned.size() + 1;
   // Same bytes at different addresses: the kernel's work does not depend on the values.
-  std::vector<layers::AlignedVector<uint8_t>> copy(copies, w.aligned);
-  std::vector<detail::Matrix> views(copies, w.view);
-  for (size_t c = 0; c < copies; ++c) views[c].data = copy[c].data();
   // Side arrays are rotated too where they are streamed with the weights (int4 block scales).
-  std::vector<layers::AlignedVector<uint8_t>> block_scales(
-      w.encoded.block_scales.empty() ? 0 : copies,
-      layers::AlignedVector<uint8_t>(w.encoded.block_scales.begin(), w.encoded.block_scales.end()));
-  for (size_t c = 0; c < block_scales.size(); ++c) views[c].block_scales = block_scales[c].data();
+  const auto& scales = w.encoded.block_scales;
+  const size_t weight_bytes = (w.aligned.size() + 63) / 64 * 64, copy_bytes = weight_bytes + (scales.size() + 63) / 64 * 64;
+  HugePageBuffer memory(copies * copy_bytes);
+  std::vector<detail::Matrix> views(copies, w.view);
+  for (size_t c = 0; c < copies; ++c) {
+    uint8_t* at = memory.data() + c * copy_bytes;
+    std::memcpy(at, w.aligned.data(), w.aligned.size());
+    views[c].data = at;
+    if (!scales.empty()) {
+      std::memcpy(at + weight_bytes, scales.data(), scales.size());
+      views[c].block_scales = at + weight_bytes;
+    }
+  }
   auto x = random_values(m * k, 7);
   auto bias = random_values(n, 8);
   layers::AlignedVector<float> y(m * n);

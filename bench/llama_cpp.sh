@@ -61,6 +61,12 @@ done
   echo "cmake flags: $(grep -E '^(CMAKE_BUILD_TYPE|GGML_NATIVE|GGML_OPENMP|GGML_CPU_REPACK|GGML_AVX512|LLAMA_CURL|CMAKE_C_COMPILER):' "$BUILD/CMakeCache.txt" | tr '\n' ' ')"
 } | tee "$OUT/env.txt"
 
+# Every file in the page cache as after a restart (large folios, however it was written),
+# as bench/petrel_lm.sh puts Petrel's files.
+for s in $SHAPES; do
+  for t in $TYPES; do $PY "$HERE/bench/page_cache.py" "$STANDINS/$s/gguf/model-$t.gguf"; done
+done | tee -a "$OUT/env.txt"
+
 # 2. speed: llama-bench, ROUNDS rounds, the files interleaved within a round
 for r in $(seq 1 "$ROUNDS"); do
   for s in $SHAPES; do

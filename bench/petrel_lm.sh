@@ -3,7 +3,8 @@
 # llama.cpp (bench/llama_cpp.sh): prompt processing of PP tokens (tokens/s of the prefill),
 # generation of TG tokens after a one-token prompt (tokens/s of the TG one-token steps, EOS
 # ignored; the sampler's time included), load time and
-# peak RSS of a fresh process, at 1 and 2 threads.
+# peak RSS of a fresh process, at 1 and 2 threads. Each file is first put into the page
+# cache as after a restart (bench/page_cache.py).
 #
 #   bench/petrel_lm.sh PETREL_RUN MODEL.petrel...
 #
@@ -19,6 +20,8 @@ REPS=${REPS:-5}; THREADS=${THREADS:-"1 2"}; PP=${PP:-128}; TG=${TG:-128}
 PY=/usr/bin/python3
 
 for model in "$@"; do
+  # In the page cache as after a restart (large folios), as bench/llama_cpp.sh puts its files.
+  $PY "$(dirname "$0")/page_cache.py" "$model" >&2
   vocab=$("$(dirname "$RUN")/petrel-inspect" --json "$model" | $PY -c "import json,sys; print(json.load(sys.stdin)['vocab_size'])")
   # A fixed prompt of PP ids spread over the vocabulary (random weights: any ids will do).
   prompt=$($PY -c "print(' '.join(str(2 + (i * 7919) % ($vocab - 2)) for i in range($PP)))")
