@@ -318,19 +318,9 @@ size_t bytes_mapped_with_2mib_pages(const std::string& path) {
   uint8_t sink = 0;
   for (size_t i = 0; i < size; i += 4096) sink ^= bytes[i];
   (void)sink;
-  std::ifstream smaps("/proc/self/smaps");
-  std::string line;
-  bool ours = false;
-  size_t kib = 0;
-  while (std::getline(smaps, line)) {
-    const size_t dash = line.find('-');
-    if (dash != std::string::npos && dash < 17 && line.find(' ') > dash)  // a mapping's first line
-      ours = std::stoull(line.substr(0, dash), nullptr, 16) == reinterpret_cast<uintptr_t>(map);
-    else if (ours && line.rfind("FilePmdMapped:", 0) == 0)
-      kib = std::stoull(line.substr(line.find_first_of("0123456789")));
-  }
+  const size_t huge = smaps_bytes(map, "FilePmdMapped");
   ::munmap(map, size);
-  return kib << 10;
+  return huge;
 }
 
 }  // namespace

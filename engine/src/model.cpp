@@ -263,7 +263,7 @@ Result<std::shared_ptr<const Model>> Model::load(const std::string& path) {
   ::close(fd);
   if (addr == MAP_FAILED)
     return Error{ErrorCode::kIo, path + ": cannot map: " + std::strerror(map_errno)};
-#ifdef MADV_HUGEPAGE
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
   // A hint: parts of the file not yet in the page cache are then read in 2 MiB folios and
   // mapped with 2 MiB pages (in the kernel's "madvise" THP mode too), which one core
   // streams ~1.3x faster than 4 KiB ones (bench/README, "Huge pages"). Nothing fails
@@ -274,7 +274,16 @@ Result<std::shared_ptr<const Model>> Model::load(const std::string& path) {
 }
 
 void* Model::allocate_buffer(size_t size) {
-  if (size == 0 || size > SIZE_MAX - 63) return nullptr;
+  constexpr size_t kHuge = size_t{2} << 20;
+  if (size == 0 || size > SIZE_MAX - kHuge) return nullptr;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  if (size >= kHuge) {  // in 2 MiB pages where the kernel gives them, as Model::load's mapping
+    const size_t bytes = (size + kHuge - 1) / kHuge * kHuge;
+    void* buffer = std::aligned_alloc(kHuge, bytes);
+    if (buffer != nullptr) ::madvise(buffer, bytes, MADV_HUGEPAGE);
+    return buffer;
+  }
+#endif
   return std::aligned_alloc(64, (size + 63) / 64 * 64);
 }
 

@@ -105,6 +105,9 @@ bool skip_allowed(const std::string& what);
 std::optional<std::string> xz_decompress(const std::string& path);
 
 std::vector<uint8_t> read_bytes(const std::string& path);
+// A field of /proc/self/smaps ("FilePmdMapped", "AnonHugePages", ...) of the mapping that
+// holds `address`, in bytes; 0 where there is no such mapping or field (not Linux).
+size_t smaps_bytes(const void* address, const std::string& field);
 // Little-endian integers appended to a byte buffer (crafted files).
 void put16(std::vector<uint8_t>& out, uint16_t v);
 void put32(std::vector<uint8_t>& out, uint32_t v);
