@@ -59,7 +59,7 @@ __attribute__((target("avx2"))) float read_pass_avx2(const float* data, size_t p
 // floor of petrel-bench --cold-cache, which reads a model's weights so.
 // With `huge_pages`, the buffer is in 2 MiB pages where the kernel gives them, as the
 // engine's mapping of a model file that petrel-convert wrote is (bench/README, "Huge
-// pages"); in 4 KiB pages one core reads DRAM ~1.3x slower.
+// pages"); in 4 KiB pages one core reads DRAM up to 1.4x slower.
 template <size_t kStreams>
 void read_bandwidth(benchmark::State& state, bool evicted, bool huge_pages = false) {
   const size_t bytes = static_cast<size_t>(state.range(0)) << 10;

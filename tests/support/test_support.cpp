@@ -305,17 +305,17 @@ std::vector<std::string> strings(const nlohmann::json& array) { return array.get
 
 size_t smaps_bytes(const void* address, const std::string& field) {
   std::ifstream smaps("/proc/self/smaps");
-  const auto at = reinterpret_cast<uintptr_t>(address);
+  const uint64_t at = reinterpret_cast<uintptr_t>(address);
   std::string line;
   bool ours = false;
   while (std::getline(smaps, line)) {
     const size_t dash = line.find('-'), space = line.find(' ');
     if (dash != std::string::npos && dash < space && space != std::string::npos && line[space - 1] != ':') {
-      const uintptr_t begin = std::stoull(line.substr(0, dash), nullptr, 16);
-      const uintptr_t end = std::stoull(line.substr(dash + 1, space - dash - 1), nullptr, 16);
+      const uint64_t begin = std::stoull(line.substr(0, dash), nullptr, 16);
+      const uint64_t end = std::stoull(line.substr(dash + 1, space - dash - 1), nullptr, 16);
       ours = begin <= at && at < end;  // a mapping's first line: "begin-end perms ..."
     } else if (ours && line.rfind(field + ":", 0) == 0) {
-      return size_t{std::stoull(line.substr(line.find_first_of("0123456789")))} << 10;
+      return static_cast<size_t>(std::stoull(line.substr(line.find_first_of("0123456789")))) << 10;
     }
   }
   return 0;

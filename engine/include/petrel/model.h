@@ -29,9 +29,10 @@ class Model {
                                                                           const std::string& name = "<memory>");
 
   // Storage for a model's bytes that load_from_buffer adopts without a copy (64-byte
-  // aligned, and on Linux in 2 MiB pages where the kernel gives them; for an app, or a
-  // web page, that receives a model in pieces): fill `size` bytes, then hand it over.
-  // nullptr when out of memory. free_buffer releases one that was never handed over.
+  // aligned; on Linux, from 2 MiB up, in 2 MiB pages where the kernel gives them, so up
+  // to 2 MiB more is resident; for an app, or a web page, that receives a model in
+  // pieces): fill `size` bytes, then hand it over. nullptr when out of memory.
+  // free_buffer releases one that was never handed over.
   PETREL_API static void* allocate_buffer(size_t size);
   PETREL_API static void free_buffer(void* buffer);
   // Takes ownership of a buffer from allocate_buffer holding `size` bytes (freed with
