@@ -5,10 +5,10 @@
 // (compute-bound shapes); compare with bench/probe's limits (bench/README.md).
 #include <benchmark/benchmark.h>
 
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <memory>
 #include <new>
 #include <random>
 
@@ -17,6 +17,7 @@
 #include "kernels/isa.h"
 #include "kernels/kernels.h"
 #include "layers/aligned_vector.h"
+#include "petrel/model.h"
 
 using namespace petrel;
 using namespace petrel::kernels;
@@ -51,28 +52,6 @@ struct Weights {
   size_t bytes() const { return encoded.bytes(); }
 };
 
-// Memory in 2 MiB pages where the kernel gives them (THP's "madvise" mode too), as the
-// engine's mapping of a model file petrel-convert wrote is (bench/README, "Huge pages").
-class HugePageBuffer {
- public:
-  explicit HugePageBuffer(size_t bytes) : size_((bytes + kHuge - 1) / kHuge * kHuge) {
-    data_ = static_cast<uint8_t*>(std::aligned_alloc(kHuge, size_));
-    if (data_ == nullptr) throw std::bad_alloc();
-#ifdef MADV_HUGEPAGE
-    ::madvise(data_, size_, MADV_HUGEPAGE);
-#endif
-  }
-  ~HugePageBuffer() { std::free(data_); }
-  HugePageBuffer(const HugePageBuffer&) = delete;
-  HugePageBuffer& operator=(const HugePageBuffer&) = delete;
-  uint8_t* data() { return data_; }
-
- private:
-  static constexpr size_t kHuge = size_t{2} << 20;
-  size_t size_;
-  uint8_t* data_;
-};
-
 void set_rate(benchmark::State& state, const char* name, double amount) {
   state.counters[name] = benchmark::Counter(amount * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
@@ -101,10 +80,13 @@ void linear_bench(benchmark::State& state, Isa isa, DType dtype, size_t m, size_
   // Side arrays are rotated too where they are streamed with the weights (int4 block scales).
   const auto& scales = w.encoded.block_scales;
   const size_t weight_bytes = (w.aligned.size() + 63) / 64 * 64, copy_bytes = weight_bytes + (scales.size() + 63) / 64 * 64;
-  HugePageBuffer memory(copies * copy_bytes);
+  // The engine's own model buffer: from 2 MiB up in 2 MiB pages, as its mapping of a model
+  // file petrel-convert wrote is (bench/README, "Huge pages").
+  const std::unique_ptr<void, void (*)(void*)> memory(Model::allocate_buffer(copies * copy_bytes), Model::free_buffer);
+  if (memory == nullptr) throw std::bad_alloc();
   std::vector<detail::Matrix> views(copies, w.view);
   for (size_t c = 0; c < copies; ++c) {
-    uint8_t* at = memory.data() + c * copy_bytes;
+    uint8_t* at = static_cast<uint8_t*>(memory.get()) + c * copy_bytes;
     std::memcpy(at, w.aligned.data(), w.aligned.size());
     views[c].data = at;
     if (!scales.empty()) {
