@@ -259,7 +259,7 @@ int main(int argc, char** argv) {
                         "                              model's is used by default, as Firefox does)");
   p.toggle("no-shortlist", "decode over the whole vocabulary even when the model uses its shortlist by default");
   p.flag("kv-cache", "TYPE", "f32 (default) or f16: attention keys/values in half precision, half the memory");
-  p.flag("isa", "PATH", "kernel path: scalar, avx2, avx512, neon, dotprod, i8mm, simd128 (default: $PETREL_ISA or the best)");
+  p.flag("isa", "PATH", "kernel path: scalar, avx2, avxvnni, avx512, neon, dotprod, i8mm, simd128 (default: $PETREL_ISA or the best)");
   p.flag("activation-scales", "HOW", "int8 layers' input scales: dynamic (default: per row, at run time) or file\n"
                                      "                              (the model's static scales: a Marian model's alphas)");
   p.flag("max-length-factor", "X", "each sentence generates at most X times its source tokens (default: the\n"

@@ -117,7 +117,7 @@ struct TranslateTimings {
 };
 
 struct TranslatorOptions {
-  // Kernel path: "scalar", "avx2", "avx512" (x86-64), "neon", "dotprod", "i8mm" (ARM), "simd128" (WebAssembly).
+  // Kernel path: "scalar", "avx2", "avxvnni", "avx512" (x86-64), "neon", "dotprod", "i8mm" (ARM), "simd128" (WebAssembly).
   // Empty: the PETREL_ISA environment variable if set, else the best this CPU runs.
   std::string isa;
   // Intra-op threads (the caller's choice; 1 = none started).

@@ -21,6 +21,11 @@ bool cpu_has_f16c() {
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
 }
+// AVX-VNNI from CPUID leaf 7, sub-leaf 1 (EAX bit 4), for the same reason.
+bool cpu_has_avx_vnni() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax & (1u << 4)) != 0;
+}
 }  // namespace
 #endif
 
@@ -28,6 +33,7 @@ const char* isa_name(Isa isa) {
   switch (isa) {
     case Isa::kScalar: return "scalar";
     case Isa::kAvx2: return "avx2";
+    case Isa::kAvxVnni: return "avxvnni";
     case Isa::kAvx512: return "avx512";
     case Isa::kNeon: return "neon";
     case Isa::kDotprod: return "dotprod";
@@ -38,7 +44,7 @@ const char* isa_name(Isa isa) {
 }
 
 bool parse_isa(const std::string& text, Isa* isa) {
-  for (Isa candidate : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kNeon, Isa::kDotprod, Isa::kI8mm, Isa::kSimd128}) {
+  for (Isa candidate : {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512, Isa::kNeon, Isa::kDotprod, Isa::kI8mm, Isa::kSimd128}) {
     if (text == isa_name(candidate)) {
       *isa = candidate;
       return true;
@@ -51,8 +57,9 @@ std::vector<Isa> runnable_isas() {
   std::vector<Isa> out{Isa::kScalar};
 #if defined(PETREL_X86_KERNELS)
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c())
-    out.push_back(Isa::kAvx2);
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
+  if (avx2) out.push_back(Isa::kAvx2);
+  if (avx2 && cpu_has_avx_vnni()) out.push_back(Isa::kAvxVnni);
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
       __builtin_cpu_supports("avx512vnni") && cpu_has_f16c())
@@ -83,6 +90,7 @@ const KernelTable* table_for(Isa isa) {
       case Isa::kScalar: return &reference_table();
 #if defined(PETREL_X86_KERNELS)
       case Isa::kAvx2: return &avx2_table();
+      case Isa::kAvxVnni: return &avx_vnni_table();
       case Isa::kAvx512: return &avx512_table();
 #endif
 #if defined(PETREL_ARM_KERNELS)

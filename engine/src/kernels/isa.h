@@ -9,7 +9,7 @@
 
 namespace petrel::kernels {
 
-enum class Isa { kScalar, kAvx2, kAvx512, kNeon, kDotprod, kI8mm, kSimd128 };
+enum class Isa { kScalar, kAvx2, kAvxVnni, kAvx512, kNeon, kDotprod, kI8mm, kSimd128 };
 
 const char* isa_name(Isa isa);
 bool parse_isa(const std::string& text, Isa* isa);
@@ -23,6 +23,7 @@ const KernelTable* table_for(Isa isa);
 // Per-ISA tables, defined in kernels/x86, kernels/arm and kernels/wasm when built.
 const KernelTable& avx2_table();  // in the GEMV order this CPU's vendor reads fastest
 const KernelTable& avx2_table(GemvOrder order);
+const KernelTable& avx_vnni_table();
 const KernelTable& avx512_table();
 const KernelTable& neon_table();
 const KernelTable& dotprod_table();

@@ -19,33 +19,11 @@ using Arch = xsimd::fma3<xsimd::avx2>;
 constexpr size_t kGemmRows = 4, kGemmPanels = 1, kGemvPanels = 2, kFloatGemvPanels = 2;
 constexpr size_t kInt4GemmRows = 4, kInt4GemmPanels = 1, kInt4GemvPanels = 2;
 
-xsimd::batch<float, Arch> load_i8(const int8_t* p) {
-  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
-}
-xsimd::batch<float, Arch> load_u8(const uint8_t* p) {
-  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
-}
-xsimd::batch<float, Arch> load_f16(const uint16_t* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-void store_f16(xsimd::batch<float, Arch> x, uint16_t* p) {  // round to nearest even
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
-}
-void store_i8(xsimd::batch<int32_t, Arch> x, int8_t* p) {  // saturating
-  const __m256i v = x;
-  const __m128i halves = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_packs_epi16(halves, halves));
-}
+#include "kernels/x86/avx2_loads.inc"
+
 // An empty asm that "changes" x: the compiler can no longer reassociate the additions
 // before it with those after it, and keeps x in a register between them.
 inline void kept_in_order(__m256i& x) { __asm__("" : "+x"(x)); }
-// Lane i = the sum of a[i]'s 8 lanes (8 horizontal sums for the price of ~1.5).
-xsimd::batch<float, Arch> row_sums(const xsimd::batch<float, Arch>* a) {
-  // hadd(hadd(a0, a1), hadd(a2, a3)) = [sums of a0..a3 over lanes 0-3 | over lanes 4-7]
-  const __m256 g0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
-  const __m256 g1 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
-  return _mm256_add_ps(_mm256_permute2f128_ps(g0, g1, 0x20), _mm256_permute2f128_ps(g0, g1, 0x31));
-}
 
 struct Int8Ops {
   static constexpr bool kUnsigned = false;
