@@ -152,6 +152,21 @@ void attention_bench(benchmark::State& state, Isa isa, DType kv, size_t position
   set_rate(state, "GOP/s", 4.0 * positions * d);
 }
 
+// A decoder-only step's attention with grouped queries: Gemma-3-270M's 4 query heads over
+// one K/V head of 256 columns, as one call (the heads take each tile of keys in turn).
+void grouped_attention_bench(benchmark::State& state, Isa isa, size_t positions) {
+  const KernelTable* kt = table_for(isa);
+  const size_t heads = 4, hd = 256;
+  auto q = random_values(heads * hd, 1), k = random_values(positions * hd, 2), v = random_values(positions * hd, 3);
+  std::vector<float> scores(positions), out(heads * hd);
+  for (auto _ : state) {
+    kt->attend(q.data(), k.data(), v.data(), DType::kF32, nullptr, positions, hd, hd, heads, scores.data(), out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  set_rate(state, "GB/s", double(2 * positions * hd * sizeof(float)));
+  set_rate(state, "GOP/s", 4.0 * positions * hd * heads);
+}
+
 // What search does per hypothesis and step: log-sum-exp, then the best 2K (K = 4).
 void log_softmax_top_k_bench(benchmark::State& state, Isa isa) {
   const KernelTable* kt = table_for(isa);
@@ -285,6 +300,10 @@ void register_all() {
         benchmark::RegisterBenchmark((p + "attention/" + to_string(kv) + "/8x64_over_" + std::to_string(positions)).c_str(),
                                      attention_bench, isa, kv, positions)
             ->Unit(benchmark::kMicrosecond)->UseRealTime();
+    for (size_t positions : {128, 1024})
+      benchmark::RegisterBenchmark((p + "attention/f32/4x256_grouped_over_" + std::to_string(positions)).c_str(),
+                                   grouped_attention_bench, isa, positions)
+          ->Unit(benchmark::kMicrosecond)->UseRealTime();
     benchmark::RegisterBenchmark((p + "store_f16/24576").c_str(), store_f16_bench, isa)->UseRealTime();
     benchmark::RegisterBenchmark((p + "log_softmax_top8/58101").c_str(), log_softmax_top_k_bench, isa)->Unit(benchmark::kMicrosecond)->UseRealTime();
     benchmark::RegisterBenchmark((p + "layer_norm/32x512").c_str(), layer_norm_bench, isa, 32, 512)->UseRealTime();
