@@ -19,7 +19,7 @@ using Arch = xsimd::fma3<xsimd::avx2>;
 constexpr size_t kGemmRows = 4, kGemmPanels = 1, kGemvPanels = 2, kFloatGemvPanels = 2;
 constexpr size_t kInt4GemmRows = 4, kInt4GemmPanels = 1, kInt4GemvPanels = 2;
 
-#include "kernels/x86/avx2_loads.inc"
+#include "kernels/x86/avx2_shared.inc"
 
 // An empty asm that "changes" x: the compiler can no longer reassociate the additions
 // before it with those after it, and keeps x in a register between them.
@@ -27,41 +27,15 @@ inline void kept_in_order(__m256i& x) { __asm__("" : "+x"(x)); }
 
 struct Int8Ops {
   static constexpr bool kUnsigned = false;
+  // |a| x sign(w, a): vpmaddubsw's pairs stay below 2^15 as both sides are within
+  // [-127, 127]; vpmaddwd adds the pairs.
   template <size_t MR, size_t NR>
   static void dot(const uint8_t* acts, size_t kp, const int8_t* panels, size_t panel_bytes, int32_t* acc) {
-    __m256i c[MR][NR * 2];
-    for (size_t i = 0; i < MR; ++i)
-      for (size_t j = 0; j < NR * 2; ++j) c[i][j] = _mm256_setzero_si256();
     const __m256i ones = _mm256_set1_epi16(1);
-    for (size_t g = 0; g < kp; g += 4) {
-      // A GEMV row reading two panels at a time (the order for CPUs other than AMD's, see
-      // avx2_table below) gives Intel's hardware prefetchers too few streams to keep DRAM
-      // busy, so each line of the next two is asked for (into L1, as measured there) one
-      // call ahead (cold decoder steps 20-35% faster; bench/README, "Cold caches"). One
-      // panel at a time is one sequential stream, which AMD's follow by themselves. The loop
-      // has ~7 instructions per line, which hide the prefetch in cache; AVX-512's has 2, and
-      // there it made the in-cache GEMV ~1.5x slower.
-      if constexpr (MR == 1 && NR > 1) x86::prefetch_next_panels<NR>(panels + g * 16, panel_bytes, 1);
-      __m256i w[NR * 2];
-      for (size_t p = 0; p < NR; ++p) {
-        const int8_t* chunk = panels + p * panel_bytes + g * 16;
-        w[2 * p] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk));
-        w[2 * p + 1] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk + 32));
-      }
-      for (size_t i = 0; i < MR; ++i) {
-        int32_t four;
-        std::memcpy(&four, acts + i * kp + g, 4);
-        const __m256i a = _mm256_set1_epi32(four);
-        const __m256i abs_a = _mm256_sign_epi8(a, a);
-        for (size_t j = 0; j < NR * 2; ++j) {
-          const __m256i pairs = _mm256_maddubs_epi16(abs_a, _mm256_sign_epi8(w[j], a));
-          c[i][j] = _mm256_add_epi32(c[i][j], _mm256_madd_epi16(pairs, ones));
-        }
-      }
-    }
-    for (size_t i = 0; i < MR; ++i)
-      for (size_t j = 0; j < NR * 2; ++j)
-        _mm256_store_si256(reinterpret_cast<__m256i*>(acc + i * NR * 16 + j * 8), c[i][j]);
+    int8_dot<MR, NR>(acts, kp, panels, panel_bytes, acc, [ones](__m256i c, __m256i a, __m256i w) {
+      const __m256i pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(a, a), _mm256_sign_epi8(w, a));
+      return _mm256_add_epi32(c, _mm256_madd_epi16(pairs, ones));
+    });
   }
 };
 

@@ -37,7 +37,7 @@ using Arch = xsimd::fma3<xsimd::avx2>;
 constexpr size_t kGemmRows = 4, kGemmPanels = 1, kGemvPanels = 2, kFloatGemvPanels = 2;
 constexpr size_t kInt4GemmRows = 4, kInt4GemmPanels = 1, kInt4GemvPanels = 2;
 
-#include "kernels/x86/avx2_loads.inc"
+#include "kernels/x86/avx2_shared.inc"
 
 // acc + the sum of 4 u8 x s8 products per int32 lane, wrapping as vpdpbusd does.
 __m256i dot_accumulate(__m256i acc, __m256i u8s, __m256i s8s) {
@@ -53,34 +53,11 @@ __m256i dot_accumulate(__m256i acc, __m256i u8s, __m256i s8s) {
 }
 
 struct Int8Ops {
-  static constexpr bool kUnsigned = true;
-  // acc[MR][NR * 16] = sum over k of acts[r][k] (u8) x panel[p][k][16] (s8). A group of
-  // 4 columns is 64 bytes of a panel: rows 0-7 in its first half, 8-15 in its second.
+  static constexpr bool kUnsigned = true;  // activations as u8 (vpdpbusd's unsigned side)
   template <size_t MR, size_t NR>
   static void dot(const uint8_t* acts, size_t kp, const int8_t* panels, size_t panel_bytes, int32_t* acc) {
-    __m256i c[MR][NR * 2];
-    for (size_t i = 0; i < MR; ++i)
-      for (size_t j = 0; j < NR * 2; ++j) c[i][j] = _mm256_setzero_si256();
-    for (size_t g = 0; g < kp; g += 4) {
-      // Single rows read NR panels side by side, prefetched one call ahead into L1 as
-      // AVX-512's and AVX2's int8 GEMVs are on Intel (see avx2.cpp).
-      if constexpr (MR == 1 && NR > 1) x86::prefetch_next_panels<NR>(panels + g * 16, panel_bytes, 1);
-      __m256i w[NR * 2];
-      for (size_t p = 0; p < NR; ++p) {
-        const int8_t* chunk = panels + p * panel_bytes + g * 16;
-        w[2 * p] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk));
-        w[2 * p + 1] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk + 32));
-      }
-      for (size_t i = 0; i < MR; ++i) {
-        int32_t four;
-        std::memcpy(&four, acts + i * kp + g, 4);
-        const __m256i a = _mm256_set1_epi32(four);
-        for (size_t j = 0; j < NR * 2; ++j) c[i][j] = dot_accumulate(c[i][j], a, w[j]);
-      }
-    }
-    for (size_t i = 0; i < MR; ++i)
-      for (size_t j = 0; j < NR * 2; ++j)
-        _mm256_store_si256(reinterpret_cast<__m256i*>(acc + i * NR * 16 + j * 8), c[i][j]);
+    int8_dot<MR, NR>(acts, kp, panels, panel_bytes, acc,
+                     [](__m256i c, __m256i a, __m256i w) { return dot_accumulate(c, a, w); });
   }
 };
 
