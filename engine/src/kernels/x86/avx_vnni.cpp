@@ -5,8 +5,9 @@
 // are AVX-512's (avx512.cpp) on half the width; everything else is the AVX2 path's.
 //
 // No CPU this was written on has AVX-VNNI. tests/support/avx_vnni_emulated.cpp builds
-// this file again with vpdpbusd computed by an exact AVX2 sequence, so that the kernel
-// tests check every line of it but that one instruction against the scalar reference.
+// this file again with vpdpbusd computed by an exact AVX2 sequence, so that the linear
+// kernel tests check its int8 and int4 products, all but that one instruction, against
+// the scalar reference; its other kernels are the AVX2 path's code, tested as that path.
 #include <immintrin.h>
 
 #include <xsimd/xsimd.hpp>
@@ -30,11 +31,14 @@ namespace {
 namespace vec = xsimd;
 
 using Arch = xsimd::fma3<xsimd::avx2>;
-// AVX2's blocking: a GEMM block's accumulators (4 rows x 2 vectors per panel) fill half
-// of AVX2's 16 registers; a GEMV row reads two panels side by side, prefetching the next
-// two, the order that reached the DRAM floor on Intel (avx2.cpp). llvm-mca (alderlake)
-// puts four panels at the same cycles per byte, with spills.
-constexpr size_t kGemmRows = 4, kGemmPanels = 1, kGemvPanels = 2, kFloatGemvPanels = 2;
+// Blocking (bench/README.md, "AVX-VNNI"; llvm-mca, not measured): a GEMM block's
+// accumulators (4 rows x 2 vectors per panel) fill half of AVX2's 16 registers, as on
+// AVX2. A GEMV row reads panels side by side, prefetching the next ones, the order that
+// reached the DRAM floor on Intel (avx2.cpp): int8 four, as each accumulator takes one
+// vpdpbusd per group of columns, whose 5-cycle latency would bind two panels' 4 chains;
+// int4 two (each accumulator takes 8 per block; four panels gave the same estimate,
+// with spills).
+constexpr size_t kGemmRows = 4, kGemmPanels = 1, kGemvPanels = 4, kFloatGemvPanels = 2;
 constexpr size_t kInt4GemmRows = 4, kInt4GemmPanels = 1, kInt4GemvPanels = 2;
 
 #include "kernels/x86/avx2_shared.inc"
@@ -76,7 +80,8 @@ struct Int4Ops {
     for (size_t i = 0; i < MR; ++i)
       for (size_t j = 0; j < NR * 2; ++j) c[i][j] = _mm256_set1_epi32(init[i]);
     const __m256i low = _mm256_set1_epi8(0x0F);
-    x86::prefetch_next_panels<NR>(panels, panel_bytes, 4);  // a block is 256 bytes of each panel
+    // A block is 256 bytes of each panel; into L1, as AVX-512's on Intel (prefetch.h).
+    x86::prefetch_next_panels<NR>(panels, panel_bytes, 4);
     for (size_t g = 0; g < 4; ++g)
       for (size_t p = 0; p < NR; ++p)
         for (size_t h = 0; h < 2; ++h) {

@@ -1,5 +1,5 @@
-// Software prefetch for the x86 panel kernels: int4 (avx2.cpp, avx512.cpp) and the AVX2
-// int8 GEMV.
+// Software prefetch for the x86 panel kernels: int4 (avx2.cpp, avx_vnni.cpp, avx512.cpp)
+// and the AVX2 and AVX-VNNI int8 GEMVs.
 #pragma once
 
 #include <immintrin.h>
@@ -18,8 +18,9 @@ namespace petrel::kernels::x86 {
 // ahead, spread over the call's work, into L1 (kIntoL2 false) or only into L2. Into L2
 // leaves L1's few miss buffers to the loads: on AMD Zen 4 the AVX2 int4 GEMV from memory
 // ran 1.7x faster so (bench/README, "AVX2 on AMD"); on Intel, AVX-512's int4 GEMV ran the
-// same within noise ("At the floor"). AVX2's int4 prefetches into L2, AVX-512's and
-// AVX2's int8 (the side-by-side order, not AMD's) into L1 as measured on Intel.
+// same within noise ("At the floor"). AVX2's int4 prefetches into L2; AVX-512's, AVX2's
+// int8 (the side-by-side order, not AMD's) and AVX-VNNI's (Intel's; unmeasured) into L1
+// as measured on Intel.
 // The last call's requests fall past the matrix; prefetches never fault.
 template <size_t NR, bool kIntoL2 = false>
 inline void prefetch_next_panels(const void* at, size_t panel_bytes, size_t lines) {
