@@ -129,6 +129,7 @@ inline void exercise(const std::shared_ptr<const Model>& loaded,
                                  return std::all_of(ids.begin(), ids.end(), [&](int32_t id) { return id == info.pad_id; });
                                }),
                 batch.end());
+  if (batch.empty()) return;  // every probe input was pads: nothing left to run
 
   const size_t steps = std::min<size_t>(3, info.max_positions);
   if (info.decoder_only) {  // a language model generates: greedy, and sampling with every filter
