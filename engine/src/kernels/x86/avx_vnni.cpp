@@ -2,7 +2,8 @@
 // Alder Lake, including the Gracemont E-cores of N100-class edge boxes, none of which
 // have AVX-512). vpdpbusd adds four u8 x s8 products into each int32 lane in one
 // instruction, where AVX2 takes three (int4) or four (int8): the int8 and int4 products
-// are AVX-512's (avx512.cpp) on half the width; everything else is the AVX2 path's.
+// are AVX-512's (avx512.cpp) on half the width, with their own blocking below; the other
+// kernels are the AVX2 path's code.
 //
 // No CPU this was written on has AVX-VNNI. tests/support/avx_vnni_emulated.cpp builds
 // this file again with vpdpbusd computed by an exact AVX2 sequence, so that the linear
