@@ -19,6 +19,8 @@ fi
 packages+=(unicode-data)  # /usr/share/unicode: tools/unicode's table generators (tests read committed fixtures)
 # clang and its runtimes (libFuzzer, sanitizers): the clang and fuzz presets, tools/fuzz.sh
 packages+=(clang libclang-rt-14-dev)
+# llvm-objdump (any target's objects) and python3: tools/check_isa_objects.py; llvm-mca: bench/inner_loops.py
+packages+=(llvm-14 python3)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -72,6 +72,9 @@ tools/check_layers.sh
 stage "release build + tests (x86-64; every kernel path this CPU runs)"
 cmake --preset release >/dev/null
 cmake --build --preset release -j"$jobs"
+# No weak function of a per-ISA object may hold its ISA's instructions (the script says why).
+tools/check_isa_objects.py --self-test
+tools/check_isa_objects.py build/release
 step "tests"
 ctest --preset release -j"$jobs"
 # Sanitized and WebAssembly runs below check a subset of the heavy tests' data
@@ -84,6 +87,7 @@ stage "clang 14 + ASan/UBSan (+ libFuzzer): every test and fuzz corpus, then 20 
 # build stays available as the asan preset.
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz -j"$jobs"
+tools/check_isa_objects.py build/fuzz
 step "tests and fuzz corpora"
 ctest --preset fuzz -j"$jobs"
 step "fuzzing"
@@ -126,6 +130,7 @@ side_by_side \
 stage "aarch64 cross build by clang; every test under qemu -cpu max (i8mm, dotprod)"
 cmake --preset aarch64-clang >/dev/null
 cmake --build --preset aarch64-clang -j"$jobs"
+tools/check_isa_objects.py build/aarch64-clang
 step "tests under qemu"
 QEMU_CPU=max PETREL_EXPECT_BEST_ISA=i8mm ctest --preset aarch64-clang -j"$jobs"
 
@@ -135,6 +140,7 @@ stage "aarch64 cross build by gcc; kernels and a whole translation under qemu -c
 # path and a whole translation (only i8mm.cpp holds i8mm instructions).
 cmake --preset aarch64 >/dev/null
 cmake --build --preset aarch64 -j"$jobs" --target petrel_kernel_tests
+tools/check_isa_objects.py build/aarch64
 # The kernel and portable tests' files alone: first check they hold every such test there is.
 aarch64_tests="qemu-aarch64 -L /usr/aarch64-linux-gnu build/aarch64/tests/petrel_kernel_tests"
 holds_every_test "[kernels],[portable]" "$aarch64_tests"
