@@ -23,6 +23,7 @@
 #include "petrel/generator.h"
 #include "petrel/petrel.h"
 #include "petrel_generated.h"
+#include "support/coprocess.h"
 #include "support/hf_test_support.h"
 #include "support/test_support.h"
 #include "text/hf_tokenizer.h"
@@ -623,6 +624,24 @@ TEST_CASE("petrel-run --prompt, --stream and --chat on a language model with a t
   six.max_new_tokens = 6;
   CHECK(conversation.value().reply("hi the user", six).value().text == replies[0]["text"]);
   CHECK(conversation.value().reply("is the model in", six).value().text == replies[1]["text"]);
+  {  // on a live pipe: each reply before the next message is written; a message too long
+     // to hold (over 1 MiB) is that message's error, and the conversation goes on
+    petrel::test::Coprocess live(PETREL_RUN + " " + model + " --chat --system 'the system' --greedy " +
+                                 "--max-new-tokens 6 --json-lines --quiet 2>/dev/null");
+    std::vector<json> answers;
+    for (const std::string& message : {std::string("hi the user"), std::string((size_t{1} << 20) + 10, 'x'),
+                                       std::string("is the model in")}) {
+      live.write_line(message);
+      const auto answer = live.read_line();
+      REQUIRE(answer.has_value());
+      answers.push_back(json::parse(*answer));
+    }
+    CHECK(answers[0]["text"] == replies[0]["text"]);
+    CHECK(answers[1]["index"] == 1);
+    CHECK_THAT(answers[1]["error"].get<std::string>(), Catch::Contains("line 2 is longer than 1048576 bytes"));
+    CHECK(answers[2]["text"] == replies[1]["text"]);
+    CHECK(live.finish().second == 1);
+  }
 
   for (const auto& [flags, expect] : std::vector<std::pair<std::string, std::string>>{
            {"--text 'a'", "--text is for translation models"},

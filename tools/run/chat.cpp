@@ -5,25 +5,11 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
+
+#include "run/line_reader.h"
 
 namespace petrel::run {
-namespace {
-
-// One line of `fd` (without its newline); false at the end. A line read byte by byte
-// from the descriptor, so nothing past it is consumed (a coprocess writes a message and
-// waits for the reply).
-bool read_line(int fd, std::string& line) {
-  line.clear();
-  char c;
-  for (;;) {
-    const ssize_t n = ::read(fd, &c, 1);
-    if (n <= 0) return !line.empty();
-    if (c == '\n') return true;
-    line.push_back(c);
-  }
-}
-
-}  // namespace
 
 int run_chat(Generator& generator, const GenerateOptions& options, const ChatSettings& settings, int fd) {
   auto created = Conversation::create(generator, settings.system, settings.template_flags);
@@ -43,23 +29,34 @@ int run_chat(Generator& generator, const GenerateOptions& options, const ChatSet
     };
   }
   int status = 0;
-  std::string line;
+  auto fail = [&](size_t index, const std::string& message) {
+    std::fprintf(stderr, "petrel-run: message %zu: %s\n", index + 1, message.c_str());
+    if (settings.json_lines)
+      std::printf("%s\n", nlohmann::json{{"index", index}, {"error", message}}
+                              .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                              .c_str());
+    std::fflush(stdout);
+    status = 1;
+  };
+  // One message per line, in bounded memory: a line longer than the reader holds is that
+  // message's error, and the conversation goes on.
+  LineReader reader(fd, "standard input");
+  std::vector<Input> window;
   for (size_t index = 0;; ++index) {
     if (interactive) std::fputs("> ", stderr);
-    if (!read_line(fd, line)) break;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.find_first_not_of(" \t") == std::string::npos) {
+    if (!reader.next_window(1, window)) break;
+    const Input& message = window[0];
+    if (message.error) {
+      fail(index, *message.error);
+      continue;
+    }
+    if (message.text.find_first_not_of(" \t") == std::string::npos) {
       --index;
       continue;
     }
-    auto reply = chat.reply(line, turn);
+    auto reply = chat.reply(message.text, turn);
     if (!reply) {
-      std::fprintf(stderr, "petrel-run: message %zu: %s\n", index + 1, reply.error().message.c_str());
-      if (settings.json_lines) std::printf("%s\n", nlohmann::json{{"index", index}, {"error", reply.error().message}}
-                                                      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
-                                                      .c_str());
-      std::fflush(stdout);
-      status = 1;
+      fail(index, reply.error().message);
       continue;
     }
     const TextGeneration& r = reply.value();
@@ -83,6 +80,10 @@ int run_chat(Generator& generator, const GenerateOptions& options, const ChatSet
       std::fprintf(stderr, "[%zu tokens of history reused, %zu read in %.1f ms; %zu generated in %.1f ms (%.1f tokens/s)]\n",
                    r.reused_tokens, r.prompt_tokens - r.reused_tokens, t.prefill_ms, r.ids.size(), t.generate_ms,
                    t.generate_ms > 0 ? r.ids.size() / (t.generate_ms / 1000) : 0.0);
+  }
+  if (!reader.read_error().empty()) {
+    std::fprintf(stderr, "petrel-run: %s\n", reader.read_error().c_str());
+    status = 1;
   }
   return status;
 }

@@ -1,5 +1,4 @@
 // petrel-run: translate text (through the model file's tokenizer) or token ids.
-#include <poll.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -20,8 +19,11 @@
 #include "petrel/generator.h"
 #include "petrel/translator.h"
 #include "run/chat.h"
+#include "run/line_reader.h"
 
 using namespace petrel;
+using petrel::run::Input;
+using petrel::run::LineReader;
 
 namespace {
 
@@ -83,114 +85,6 @@ class Progress {
   bool enabled_;
   std::chrono::steady_clock::time_point start_;
   double last_ = -1;
-};
-
-// One input: a --text / --ids value or a line, or why it cannot be one.
-struct Input {
-  std::string text;
-  std::optional<std::string> error;
-};
-
-// The lines of a file or pipe, a window at a time. A window is what has arrived (at
-// least one line; it waits only when none has), so a program driving petrel-run as a
-// coprocess gets each line's answer before it writes the next, and memory holds one
-// window whatever the input's size: a line longer than kMaxLineBytes is reported as an
-// error and its bytes are skipped, not kept.
-class LineReader {
- public:
-  static constexpr size_t kMaxLineBytes = size_t{1} << 20;
-  static constexpr size_t kMaxWindowBytes = size_t{8} << 20;
-
-  LineReader(int fd, std::string name) : fd_(fd), name_(std::move(name)) {}
-
-  // Up to max_lines lines (a last line without a newline included); false when the
-  // input is done. A read error ends the input with that line's error.
-  bool next_window(size_t max_lines, std::vector<Input>& out) {
-    out.clear();
-    size_t bytes = 0;
-    for (;;) {
-      for (size_t nl; out.size() < max_lines && bytes < kMaxWindowBytes &&
-                      (nl = buffer_.find('\n', start_)) != std::string::npos;) {
-        bytes += take_line(nl, out);
-        start_ = nl + 1;
-      }
-      if (out.size() == max_lines || bytes >= kMaxWindowBytes) return true;
-      if (buffer_.size() - start_ > kMaxLineBytes) {  // a line too long to hold: skip to its end
-        ++line_;
-        out.push_back({"", too_long()});
-        buffer_.clear();
-        start_ = 0;
-        skipping_ = true;
-        continue;
-      }
-      if (done_) {
-        if (start_ < buffer_.size()) {
-          bytes += take_line(buffer_.size(), out);
-          buffer_.clear();
-          start_ = 0;
-        }
-        return !out.empty();
-      }
-      buffer_.erase(0, start_);
-      start_ = 0;
-      if (!read_more(/*wait=*/out.empty()) && !done_) return true;  // nothing more yet: answer what we have
-    }
-  }
-
- private:
-  size_t take_line(size_t end, std::vector<Input>& out) {
-    ++line_;
-    size_t length = end - start_;
-    if (length > 0 && buffer_[start_ + length - 1] == '\r') --length;
-    if (length > kMaxLineBytes) {
-      out.push_back({"", too_long()});
-      return 0;
-    }
-    out.push_back({buffer_.substr(start_, length), std::nullopt});
-    return length;
-  }
-  std::string too_long() const {
-    return name_ + " line " + std::to_string(line_) + " is longer than " + std::to_string(kMaxLineBytes) +
-           " bytes; skipped";
-  }
-
-  // Reads what is there (waiting for it when `wait`); false when nothing was read.
-  bool read_more(bool wait) {
-    pollfd p{fd_, POLLIN, 0};
-    if (!wait && poll(&p, 1, 0) == 0) return false;
-    char chunk[1 << 16];
-    ssize_t n;
-    do n = read(fd_, chunk, sizeof chunk);
-    while (n < 0 && errno == EINTR);
-    if (n <= 0) {
-      if (n < 0) error_line(std::string("cannot read: ") + std::strerror(errno));
-      done_ = true;
-      return false;
-    }
-    std::string_view got(chunk, static_cast<size_t>(n));
-    if (skipping_) {  // the rest of a line too long to hold
-      const size_t nl = got.find('\n');
-      if (nl == std::string_view::npos) return true;
-      got.remove_prefix(nl + 1);
-      skipping_ = false;
-    }
-    buffer_.append(got);
-    return true;
-  }
-
-  void error_line(const std::string& what) { read_error_ = name_ + ": " + what; }
-
- public:
-  const std::string& read_error() const { return read_error_; }
-
- private:
-  int fd_;
-  std::string name_;
-  std::string buffer_;
-  size_t start_ = 0;  // the first byte of buffer_ not yet taken
-  size_t line_ = 0;
-  bool skipping_ = false, done_ = false;
-  std::string read_error_;
 };
 
 }  // namespace
