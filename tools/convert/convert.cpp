@@ -11,7 +11,6 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <unordered_map>
 
 #include "convert/checkpoint_file.h"
 #include "convert/config_reader.h"
@@ -22,6 +21,7 @@
 #include "convert/shortlist.h"
 #include "convert/spm_model.h"
 #include "convert/tensor_output.h"
+#include "core/string_hash.h"
 #include "core/utf8.h"
 #include "kernels/positions.h"
 
@@ -866,7 +866,7 @@ class Converter : TensorOutput {
   flatbuffers::Offset<fb::SentencePieceModel> sentencepiece_table(const SpmModel& m, const std::vector<std::string>* vocab,
                                                                   TokenizerStrings& strings) {
     if (vocab == nullptr) return write_sentencepiece_model(fbb_, m, nullptr, strings);
-    std::unordered_map<std::string_view, int32_t> id_of;
+    detail::StringMap<std::string_view, int32_t> id_of;
     for (size_t i = 0; i < vocab->size(); ++i) id_of.emplace((*vocab)[i], static_cast<int32_t>(i));
     std::vector<int32_t> ids;
     size_t missing = 0;

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "convert/config_reader.h"
+#include "core/string_hash.h"
 #include "core/utf8.h"
 #include "text/spm_trie.h"
 
@@ -270,7 +271,7 @@ namespace {
 
 template <class String>
 TokenizerStrings::Table add_strings(flatbuffers::FlatBufferBuilder& fbb, StringLayout layout, std::string& bytes,
-                                    std::unordered_map<std::string, uint32_t>& offset_of,
+                                    detail::StringMap<std::string, uint32_t>& offset_of,
                                     const std::vector<String>& strings) {
   TokenizerStrings::Table table;
   if (layout == StringLayout::kStringVectors) {

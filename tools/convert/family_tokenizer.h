@@ -8,12 +8,12 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "convert/convert.h"
 #include "convert/spm_model.h"
+#include "core/string_hash.h"
 #include "petrel_generated.h"
 
 namespace petrel::convert {
@@ -76,7 +76,7 @@ class TokenizerStrings {
   flatbuffers::FlatBufferBuilder& fbb_;
   StringLayout layout_;
   std::string bytes_;
-  std::unordered_map<std::string, uint32_t> offset_of_;
+  detail::StringMap<std::string, uint32_t> offset_of_;
 };
 
 flatbuffers::Offset<fb::Tokenizer> write_family_tokenizer(flatbuffers::FlatBufferBuilder& fbb, const FamilyTokenizer& t,

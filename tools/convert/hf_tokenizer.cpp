@@ -12,11 +12,11 @@
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <unordered_map>
 
 #include "convert/config_reader.h"
 #include "convert/family_tokenizer.h"
 #include "core/bytes.h"
+#include "core/string_hash.h"
 #include "core/utf8.h"
 #include "format/tokenizer_tables.h"
 #include "text/spm_trie.h"
@@ -104,7 +104,7 @@ class JsonAt {
 
 struct Tokenizer {
   std::vector<std::string> vocab;  // id -> token
-  std::unordered_map<std::string, int32_t> id_of;
+  detail::StringMap<std::string, int32_t> id_of;
   std::vector<fb::BpeMerge> merges;
   std::vector<uint32_t> merge_slots, token_slots;
   uint32_t merge_max_probe = 0, token_max_probe = 0;
@@ -286,7 +286,7 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
     bool special, lstrip, rstrip, single_word, normalized;
   };
   std::vector<Added> added_tokens;
-  std::unordered_map<std::string, size_t> added_index;  // content -> its entry
+  detail::StringMap<std::string, size_t> added_index;  // content -> its entry
   for (size_t i = 0; i < added.raw().size(); ++i) {
     const JsonAt a = added.at(i);
     const uint32_t id = id_value(a.at("id"), a.at("id").raw());
@@ -350,10 +350,18 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
     });
     t.merge_max_probe = std::max(t.merge_max_probe, probe);
   }
+  // Inserted in id order: the slots, and so the file's bytes, must not depend on the
+  // map's (per-process keyed) iteration order.
+  std::vector<std::pair<int32_t, const std::string*>> by_id;
+  by_id.reserve(t.id_of.size());
+  for (const auto& entry : t.id_of) by_id.emplace_back(entry.second, &entry.first);
+  std::sort(by_id.begin(), by_id.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first < b.first : *a.second < *b.second;  // an added token may share an id
+  });
   t.token_slots.assign(capacity_for(t.id_of.size()), 0);
-  for (const auto& entry : t.id_of) {
-    const std::string& token = entry.first;  // (a lambda cannot capture a structured binding before C++20)
-    const uint32_t probe = insert(t.token_slots, detail::hf_token_hash(token), static_cast<uint32_t>(entry.second),
+  for (const auto& [id, token_pointer] : by_id) {
+    const std::string& token = *token_pointer;  // (a lambda cannot capture a structured binding before C++20)
+    const uint32_t probe = insert(t.token_slots, detail::hf_token_hash(token), static_cast<uint32_t>(id),
                                   [&](uint32_t j) { return t.vocab[j] == token; });
     t.token_max_probe = std::max(t.token_max_probe, probe);
   }

@@ -3,11 +3,11 @@
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <unordered_set>
 #include <utility>
 
 #include "convert/config_reader.h"
 #include "core/quoted.h"
+#include "core/string_hash.h"
 
 namespace petrel::convert {
 namespace {
@@ -84,7 +84,7 @@ std::vector<std::string> read_marian_word_vocabulary(const std::string& path) {
     }
     return id_to_token;
   }
-  std::unordered_set<std::string_view> seen;
+  detail::StringSet<std::string_view> seen;
   size_t line = 0;
   for (size_t pos = 0; pos < text.size();) {  // text: one token per line (Marian's text vocabulary)
     size_t end = text.find('\n', pos);

@@ -6,11 +6,11 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
-#include <unordered_map>
 #include <utility>
 
 #include "convert/convert_error.h"
 #include "convert/mapped_file.h"
+#include "core/string_hash.h"
 
 namespace petrel::convert {
 
@@ -23,7 +23,7 @@ ShortlistTable read_lexical_shortlist(const std::string& path, const std::vector
 
 ShortlistTable read_lexical_shortlist(std::istream& in, const std::string& path, const std::vector<std::string>& vocab,
                                       uint32_t first, uint32_t best, int32_t eos_id) {
-  std::unordered_map<std::string, int32_t> ids;
+  detail::StringMap<std::string, int32_t> ids;
   ids.reserve(vocab.size());
   for (size_t i = 0; i < vocab.size(); ++i) ids.emplace(vocab[i], static_cast<int32_t>(i));
 

@@ -19,9 +19,9 @@
 #include <memory>
 #include <optional>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
+#include "core/string_hash.h"
 #include "text/sentencepiece.h"
 #include "text/special_tokens.h"
 #include "text/tokenizer.h"
@@ -57,7 +57,7 @@ class FairseqTokenizer final : public Tokenizer {
   SentencePiece spm_;
   std::vector<bool> special_;  // per model id: skipped when decoding
   SpecialTokenSplitter specials_;  // special_ids' and the languages' texts
-  std::unordered_map<std::string_view, int32_t> language_ids_;
+  detail::StringMap<std::string_view, int32_t> language_ids_;
 };
 
 }  // namespace petrel::text

@@ -17,9 +17,9 @@
 #include <memory>
 #include <optional>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
+#include "core/string_hash.h"
 #include "text/sentencepiece.h"
 #include "text/special_tokens.h"
 #include "text/tokenizer.h"
@@ -45,7 +45,7 @@ class MarianTokenizer final : public Tokenizer {
   Parts parts_;
   SentencePiece source_, target_;
   SpecialTokenSplitter specials_;  // </s>, <unk>, <pad>
-  std::unordered_map<std::string_view, int32_t> language_codes_;  // ">>xx<<" tokens of the vocabulary
+  detail::StringMap<std::string_view, int32_t> language_codes_;  // ">>xx<<" tokens of the vocabulary
 };
 
 }  // namespace petrel::text

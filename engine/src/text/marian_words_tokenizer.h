@@ -8,9 +8,9 @@
 #include <memory>
 #include <optional>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
+#include "core/string_hash.h"
 #include "format/tokenizer_tables.h"
 #include "text/tokenizer.h"
 
@@ -30,7 +30,7 @@ class MarianWordsTokenizer final : public Tokenizer {
     return parts_.target_vocab.empty() ? parts_.vocab : parts_.target_vocab;
   }
   Parts parts_;
-  std::unordered_map<std::string_view, int32_t> id_of_;  // the first id of each token
+  detail::StringMap<std::string_view, int32_t> id_of_;  // the first id of each token
 };
 
 }  // namespace petrel::text

@@ -1,11 +1,11 @@
 #include "text/special_tokens.h"
 
-#include <unordered_set>
+#include "core/string_hash.h"
 
 namespace petrel::text {
 
 SpecialTokenSplitter::SpecialTokenSplitter(const std::vector<std::pair<std::string_view, int32_t>>& specials) {
-  std::unordered_set<std::string_view> seen;  // Gemma 3 has 6,414 added tokens
+  detail::StringSet<std::string_view> seen;  // Gemma 3 has 6,414 added tokens
   for (const auto& [text, id] : specials) {
     if (!seen.insert(text).second) continue;
     texts_.push_back(text);

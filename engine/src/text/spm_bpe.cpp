@@ -7,8 +7,8 @@
 // The map keeps where that pair split (the left part's length), not the pair's bytes:
 // equal strings split alike, and each occurrence is split where it is.
 #include <algorithm>
-#include <unordered_map>
 
+#include "core/string_hash.h"
 #include "text/sentencepiece.h"
 
 namespace petrel::text {
@@ -43,7 +43,7 @@ void SentencePiece::encode_bpe(std::string_view normalized, Encoding& work) cons
     return a.score < b.score || (a.score == b.score && a.left > b.left);
   };
   // rev_merge: only models with unused pieces need it.
-  std::unordered_map<std::string_view, uint32_t> left_size_of;
+  detail::StringMap<std::string_view, uint32_t> left_size_of;
 
   auto propose = [&](int32_t left, int32_t right) {
     if (left < 0 || right < 0) return;

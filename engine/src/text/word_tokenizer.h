@@ -3,8 +3,8 @@
 #pragma once
 
 #include <string_view>
-#include <unordered_map>
 
+#include "core/string_hash.h"
 #include "petrel/types.h"
 #include "text/tokenizer.h"
 
@@ -20,7 +20,7 @@ class WordTokenizer final : public Tokenizer {
 
  private:
   const ModelInfo& info_;
-  std::unordered_map<std::string_view, int32_t> ids_;  // views of info_.vocab
+  detail::StringMap<std::string_view, int32_t> ids_;  // views of info_.vocab
 };
 
 }  // namespace petrel::text
