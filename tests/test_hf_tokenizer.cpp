@@ -19,6 +19,7 @@
 #include "convert/convert_error.h"
 #include "convert/hf_tokenizer.h"
 #include "format/model_file.h"
+#include "format/tokenizer_tables.h"
 #include "model_access.h"
 #include "petrel/generator.h"
 #include "petrel/petrel.h"
@@ -372,6 +373,9 @@ TEST_CASE("A hostile tokenizer.json table is refused by field, and corrupt hash 
        }},
       {"merge_slots", [](petrel::fb::Tokenizer* t) { return t->mutable_hf()->mutate_merge_max_probe(1u << 30); }},
       {"token_slots", [](petrel::fb::Tokenizer* t) { return t->mutable_hf()->mutate_token_max_probe(1u << 30); }},
+      // below the capacity, past the bound on a lookup's work
+      {"token_slots: max_probe 65 exceeds the limit of 64",
+       [](petrel::fb::Tokenizer* t) { return t->mutable_hf()->mutate_token_max_probe(petrel::detail::kMaxHashProbe + 1); }},
   };
   for (const Case& c : cases) {
     INFO(c.field);
@@ -419,6 +423,56 @@ TEST_CASE("A hostile tokenizer.json table is refused by field, and corrupt hash 
   auto ids = tokenizer.value()->encode_text("the system is in the user model", true);
   if (ids)
     for (int32_t id : ids.value()) CHECK((id >= 0 && id < 128));
+}
+
+TEST_CASE("Tokens built to collide in the lookup table grow it, or fail conversion: lookups stay short",
+          "[hf_tokenizer]") {
+  // The small tokenizer plus 80 tokens whose hashes agree in their low `bits` bits: at
+  // the converter's first capacity (a power of two >= 2 x the entries, here 512) they
+  // form one run of 80 slots, past the 64 a lookup may read.
+  const json base = small_tokenizer_json();
+  auto colliding = [](int bits) {
+    std::vector<std::string> tokens;
+    const uint32_t mask = (1u << bits) - 1;
+    for (uint32_t n = 0; tokens.size() < 80; ++n) {
+      const std::string token = "c" + std::to_string(n);
+      if ((petrel::detail::hf_token_hash(token) & mask) == (petrel::detail::hf_token_hash("c0") & mask))
+        tokens.push_back(token);
+    }
+    return tokens;
+  };
+  auto with_tokens = [&](const std::vector<std::string>& extra) {
+    json j = base;
+    size_t id = j["model"]["vocab"].size();
+    REQUIRE(id + extra.size() > 128);  // 180-odd entries: a first capacity of 512
+    REQUIRE(id + extra.size() <= 256);
+    for (const std::string& t : extra) j["model"]["vocab"][t] = id++;
+    petrel::convert::HfTokenizerFiles files;
+    files.dir = "colliding";
+    files.tokenizer_json = j.dump();
+    return petrel::convert::hf_tokenizer_buffer(files);
+  };
+  // Low 9 bits alike: doubling the table splits the run.
+  const std::vector<std::string> nine = colliding(9);
+  const std::vector<uint8_t> bytes = with_tokens(nine);
+  const auto* root = flatbuffers::GetRoot<petrel::fb::Tokenizer>(bytes.data());
+  CHECK(root->hf()->token_slots()->size() >= 1024);
+  CHECK(root->hf()->token_max_probe() <= petrel::detail::kMaxHashProbe);
+  auto tables = petrel::detail::bind_hf_tokenizer(*root, root->vocab_spans()->size(), "colliding");
+  REQUIRE(tables);
+  auto t = petrel::text::HfTokenizer::create(std::move(tables.value()), "colliding");
+  REQUIRE(t);
+  for (size_t i = 0; i < nine.size(); ++i) {
+    INFO(nine[i]);
+    CHECK(t.value()->token_id(nine[i]) == std::optional<int32_t>(static_cast<int32_t>(root->vocab_spans()->size() - nine.size() + i)));
+  }
+  // Low 13 bits alike: one run at every capacity up to 1/32 load.
+  try {
+    with_tokens(colliding(13));
+    FAIL("converted");
+  } catch (const petrel::convert::ConvertError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("colliding/tokenizer.json: the vocabulary: more than 64 entries collide"));
+  }
 }
 
 TEST_CASE("Added tokens of equal content: the last one is matched, as transformers.js's map keeps it",

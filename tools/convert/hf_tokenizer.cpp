@@ -110,17 +110,47 @@ struct Tokenizer {
   uint32_t merge_max_probe = 0, token_max_probe = 0;
 };
 
-// Linear probing from the key's hash; `same(entry)` says an occupied slot holds the key
-// (then it is overwritten: the later entry wins, as in a JavaScript Map).
-template <class Same>
-uint32_t insert(std::vector<uint32_t>& slots, uint32_t hash, uint32_t entry, Same same) {
-  const size_t mask = slots.size() - 1;
-  for (uint32_t probe = 0;; ++probe) {
-    uint32_t& slot = slots[(hash + probe) & mask];
-    if (slot == 0 || same(slot - 1)) {
-      slot = entry + 1;
-      return probe;
+size_t capacity_for(size_t entries) {
+  size_t capacity = 16;
+  while (capacity < 2 * entries) capacity *= 2;
+  return capacity;
+}
+
+// An open-addressing table of `count` entries with linear probing: entry e has hash
+// hash_of(e) and is stored as value_of(e) + 1; same(v, e) says that the stored value v has
+// e's key (then e replaces it: the later entry wins, as in a JavaScript Map). Its
+// capacity is the smallest power of two of at least twice the entries in which every
+// entry lies within detail::kMaxHashProbe slots of its hash (the loader's bound on a
+// lookup's work); keys built to collide (the hashes are public) fail conversion, named
+// by `what`, rather than make every lookup long. Returns the table's largest probe.
+template <class HashOf, class ValueOf, class Same>
+uint32_t build_table(size_t count, HashOf hash_of, ValueOf value_of, Same same, std::vector<uint32_t>& slots,
+                     const std::string& what) {
+  const size_t least = capacity_for(count);
+  for (size_t capacity = least;; capacity *= 2) {
+    slots.assign(capacity, 0);
+    const size_t mask = capacity - 1;
+    uint32_t max_probe = 0;
+    bool fits = true;
+    for (size_t e = 0; e < count && fits; ++e) {
+      const uint32_t hash = hash_of(e);
+      for (uint32_t probe = 0;; ++probe) {
+        if (probe > detail::kMaxHashProbe) {
+          fits = false;
+          break;
+        }
+        uint32_t& slot = slots[(hash + probe) & mask];
+        if (slot == 0 || same(slot - 1, e)) {
+          slot = value_of(e) + 1;
+          max_probe = std::max(max_probe, probe);
+          break;
+        }
+      }
     }
+    if (fits) return max_probe;
+    if (capacity >= 16 * least)
+      throw ConvertError(what + ": more than " + std::to_string(detail::kMaxHashProbe) +
+                         " entries collide in the lookup table even at 1/32 load (keys built to collide?)");
   }
 }
 
@@ -158,12 +188,6 @@ std::optional<std::string> decode_base64(const std::string& text) {
     if (pad < 1) out.push_back(static_cast<char>(bits & 0xFF));
   }
   return out;
-}
-
-size_t capacity_for(size_t entries) {
-  size_t capacity = 16;
-  while (capacity < 2 * entries) capacity *= 2;
-  return capacity;
 }
 
 fb::HfPrependScheme prepend_scheme(const JsonAt& at) {
@@ -342,29 +366,24 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
     t.merges.emplace_back(left_id, right_id, token_id(m, left + right));
   }
   sum.merges = static_cast<uint32_t>(t.merges.size());
-  t.merge_slots.assign(capacity_for(t.merges.size()), 0);
-  for (uint32_t i = 0; i < t.merges.size(); ++i) {
-    const fb::BpeMerge& m = t.merges[i];
-    const uint32_t probe = insert(t.merge_slots, detail::hf_merge_hash(m.left(), m.right()), i, [&](uint32_t j) {
-      return t.merges[j].left() == m.left() && t.merges[j].right() == m.right();
-    });
-    t.merge_max_probe = std::max(t.merge_max_probe, probe);
-  }
-  // Inserted in id order: the slots, and so the file's bytes, must not depend on the
-  // map's (per-process keyed) iteration order.
+  t.merge_max_probe = build_table(
+      t.merges.size(), [&](size_t i) { return detail::hf_merge_hash(t.merges[i].left(), t.merges[i].right()); },
+      [](size_t i) { return static_cast<uint32_t>(i); },
+      [&](uint32_t j, size_t i) { return t.merges[j].left() == t.merges[i].left() && t.merges[j].right() == t.merges[i].right(); },
+      t.merge_slots, file + ": model.merges");
+  // Tokens are inserted in id order: the slots, and so the file's bytes, must not depend
+  // on the map's (per-process keyed) iteration order.
   std::vector<std::pair<int32_t, const std::string*>> by_id;
   by_id.reserve(t.id_of.size());
   for (const auto& entry : t.id_of) by_id.emplace_back(entry.second, &entry.first);
   std::sort(by_id.begin(), by_id.end(), [](const auto& a, const auto& b) {
     return a.first != b.first ? a.first < b.first : *a.second < *b.second;  // an added token may share an id
   });
-  t.token_slots.assign(capacity_for(t.id_of.size()), 0);
-  for (const auto& [id, token_pointer] : by_id) {
-    const std::string& token = *token_pointer;  // (a lambda cannot capture a structured binding before C++20)
-    const uint32_t probe = insert(t.token_slots, detail::hf_token_hash(token), static_cast<uint32_t>(id),
-                                  [&](uint32_t j) { return t.vocab[j] == token; });
-    t.token_max_probe = std::max(t.token_max_probe, probe);
-  }
+  t.token_max_probe = build_table(
+      by_id.size(), [&](size_t e) { return detail::hf_token_hash(*by_id[e].second); },
+      [&](size_t e) { return static_cast<uint32_t>(by_id[e].first); },
+      [&](uint32_t id, size_t e) { return t.vocab[id] == *by_id[e].second; }, t.token_slots,
+      file + ": the vocabulary");
 
   // tokenizer_config.json: clean-up and the extra special tokens.
   bool clean_up_spaces = true;  // transformers.js's default

@@ -611,9 +611,10 @@ Result<HfTokenizerTables> bind_hf_parts(const fb::Tokenizer& tok, uint32_t vocab
     if ((capacity & (capacity - 1)) != 0)
       return fail(std::string("tokenizer.hf.") + field + ": " + std::to_string(capacity) +
                   " slots, not a power of two");
-    if (max_probe >= capacity)
+    if (max_probe >= capacity || max_probe > detail::kMaxHashProbe)  // a lookup's work is bounded
       return fail(std::string("tokenizer.hf.") + field + ": max_probe " + std::to_string(max_probe) +
-                  " is not below its capacity");
+                  (max_probe >= capacity ? " is not below its capacity"
+                                         : " exceeds the limit of " + std::to_string(detail::kMaxHashProbe)));
     out.slots = slots->data();
     out.capacity = capacity;
     out.max_probe = max_probe;

@@ -189,10 +189,16 @@ inline uint32_t hf_merge_hash(int32_t left, int32_t right) {
   return static_cast<uint32_t>((key * 0x9E3779B97F4A7C15ull) >> 32);
 }
 
+// The most slots past its hash a converter-built table may place an entry: a lookup
+// reads at most kMaxHashProbe + 1 slots. Real tables at half load: tokens 11 (Gemma 3,
+// 262,145), 13 (Qwen3, 151,669), 38 (Llama 3, 128,256); merges 39 (Gemma 3, 514,906),
+// 11 (Qwen3, Llama 3). The converter doubles a table whose keys probe further.
+constexpr uint32_t kMaxHashProbe = 64;
+
 struct HfHashTable {
   const uint32_t* slots = nullptr;  // entry index + 1; 0: empty
   size_t capacity = 0;              // a power of two (0: no table)
-  uint32_t max_probe = 0;           // < capacity
+  uint32_t max_probe = 0;           // < capacity, <= kMaxHashProbe
 };
 
 struct HfTokenizerTables {
