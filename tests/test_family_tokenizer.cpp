@@ -489,3 +489,27 @@ TEST_CASE("family tokenizers: a table given both ways, or spans without the blob
   REQUIRE_FALSE(r);
   CHECK_THAT(r.error().message, Contains("hostile.petrel: tokenizer.vocab: given both as strings and as tokenizer.vocab_spans"));
 }
+
+TEST_CASE("family tokenizers: spans overlapping to multiply the blob's text are refused by field",
+          "[tokenizer][families][format]") {
+  // `count` spans, each of the whole 1000-byte blob: 8 bytes of file stand for 1000 of
+  // text. A table may hold up to twice the blob plus 64 KiB (repeated strings).
+  auto bind_spans = [](uint32_t count) {
+    flatbuffers::FlatBufferBuilder fbb;
+    const std::vector<fb::StringSpan> spans(count, fb::StringSpan(0, 1000));
+    auto span_vector = fbb.CreateVectorOfStructs(spans);
+    const std::string text(1000, 'a');
+    auto blob = fbb.CreateVector(reinterpret_cast<const uint8_t*>(text.data()), text.size());
+    fb::TokenizerBuilder b(fbb);
+    b.add_kind(fb::TokenizerKind::Fairseq);
+    b.add_vocab_spans(span_vector);
+    b.add_strings(blob);
+    fbb.Finish(b.Finish());
+    auto r = detail::bind_fairseq_tokenizer(*flatbuffers::GetRoot<fb::Tokenizer>(fbb.GetBufferPointer()), count,
+                                            "hostile.petrel");
+    return r ? std::string() : r.error().message;
+  };
+  CHECK_THAT(bind_spans(68), Contains("hostile.petrel: tokenizer.vocab_spans: its strings hold 68000 bytes, more than "
+                                      "twice the 1000 bytes of tokenizer.strings"));
+  CHECK_THAT(bind_spans(67), !Contains("its strings hold"));  // 67000 <= 2 x 1000 + 65536
+}

@@ -137,7 +137,12 @@ Result<StringBlob> bind_string_blob(const fb::Tokenizer& tok, bool check_utf8, F
 // string's UTF-8 checked; the Verifier has checked each lies in the buffer), or spans
 // of the blob `spans_field` (format 1.6: each span inside the blob, starting and ending
 // at a character, so its bytes are UTF-8 as the blob's are). Exactly one must be given.
-// No string may be longer than max_bytes.
+// No string may be longer than max_bytes. Spans may share bytes (the converter stores
+// each distinct string once), but a table's strings may not hold more than twice the
+// blob's bytes (plus 64 KiB): only repeated strings add to the blob's bytes, and no real
+// vocabulary repeats half its text, while overlapping spans of a few kilobytes each
+// would otherwise let 8 bytes of file stand for 4 KiB of pieces to hash or build a
+// trie of (a 10 MB file asked for 2.9 GB).
 template <class Fail>
 Result<StringTable> bind_strings(const Strings* strings, const Spans* spans, const StringBlob& blob,
                                  const std::string& field, const std::string& spans_field, size_t max_bytes,
@@ -165,9 +170,11 @@ Result<StringTable> bind_strings(const Strings* strings, const Spans* spans, con
   const auto* raw = reinterpret_cast<const unsigned char*>(spans->Data());
   const uint64_t longest = std::min<uint64_t>(max_bytes, size);
   const uint32_t count = spans->size();
+  uint64_t total = 0;  // at most 2^32 spans of 2^32 bytes: no overflow
   for (uint32_t i = 0; i < count; ++i) {
     const uint64_t begin = load_le32(raw + 8 * size_t{i}), length = load_le32(raw + 8 * size_t{i} + 4);
     const uint64_t end = begin + length;
+    total += length;
     // One branch for the usual span: inside, not too long, its first byte and the byte
     // after it (when in the blob) no continuation bytes.
     if ((end <= size) & (length <= longest) &&
@@ -181,6 +188,9 @@ Result<StringTable> bind_strings(const Strings* strings, const Spans* spans, con
     return fail(where + ": " + range + " of tokenizer.strings " + (inside_character(begin) ? "start" : "end") +
                 " inside a UTF-8 character");
   }
+  if (total > 2 * size + 65536)
+    return fail(spans_field + ": its strings hold " + std::to_string(total) + " bytes, more than twice the " +
+                std::to_string(size) + " bytes of tokenizer.strings (spans overlapping to multiply the text)");
   return StringTableAccess::view_spans(blob.bytes.data(), spans->Data(), spans->size());
 }
 
