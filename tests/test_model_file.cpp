@@ -316,3 +316,21 @@ TEST_CASE("a model buffer is in 2 MiB pages where the kernel gives them", "[form
   CHECK(aligned);
   CHECK(huge >= kHuge);
 }
+
+TEST_CASE("a matrix's byte offsets do not overflow a 32-bit size_t below 4 GiB", "[format]") {
+  // elements x bits overflowed 32 bits from 2^27 f32 elements: a slice of an embedding
+  // table past its first 512 MB pointed elsewhere on armv7 and wasm32.
+  detail::Matrix m;
+  m.rows = size_t{1} << 20;
+  m.cols = 1024;
+  for (const auto& [dtype, bytes_per_1024] : std::vector<std::pair<DType, size_t>>{
+           {DType::kF32, 4096}, {DType::kF16, 2048}, {DType::kInt8, 1024}, {DType::kInt4, 512}}) {
+    m.dtype = dtype;
+    INFO(static_cast<int>(dtype));
+    CHECK(m.bytes(size_t{1} << 28) == (size_t{1} << 18) * bytes_per_1024);
+    m.data = reinterpret_cast<const void*>(uintptr_t{1} << 12);  // never read: only offsets are compared
+    const detail::Matrix slice = m.row_slice(size_t{1} << 18, 1);
+    CHECK(reinterpret_cast<uintptr_t>(slice.data) - reinterpret_cast<uintptr_t>(m.data) ==
+          (size_t{1} << 18) * bytes_per_1024);
+  }
+}

@@ -111,8 +111,12 @@ struct Matrix {
   // Block scales per stored row (int4).
   size_t blocks() const { return traits().block > 1 ? stored_cols() / traits().block : 0; }
   // Bytes holding `elements` consecutive stored elements (a whole number: runs and
-  // rows always start and end on a byte).
-  size_t bytes(size_t elements) const { return elements * traits().bits / 8; }
+  // rows always start and end on a byte). Never elements x bits: with a 32-bit size_t
+  // (armv7, wasm32) that overflows from 2^27 f32 elements, a 512 MB embedding table.
+  size_t bytes(size_t elements) const {
+    const size_t bits = traits().bits;
+    return bits >= 8 ? elements * (bits / 8) : elements / (8 / bits);
+  }
   // How many consecutive elements of a row are stored side by side: the whole
   // (stored) row when row-major; a group of columns (int8 4, int4 8) or one wider
   // element in a panel. Copying a row takes stored_cols() / row_run() runs.
