@@ -574,6 +574,149 @@ TEST_CASE("A regex that rescans the text for every match is refused on a long te
   CHECK_THAT(normalized.error().message, Catch::Contains("tokenizer.hf.normalizers[0]"));
 }
 
+namespace hf_budget_test {
+using petrel::detail::HfTokenizerTables;
+
+// A tokenizer and the converted buffer its tables view.
+struct Edited {
+  std::vector<uint8_t> bytes;
+  petrel::Result<std::unique_ptr<petrel::text::HfTokenizer>> tokenizer;
+};
+
+// The tokenizer of `j` with its bound tables changed by `edit` first: steps as a hostile
+// model file's loader hands them over (the converter refuses some, such as a Metaspace
+// replacement of more than one character).
+Edited create_edited(const json& j, const std::function<void(HfTokenizerTables&)>& edit) {
+  petrel::convert::HfTokenizerFiles files;
+  files.dir = "budget";
+  files.tokenizer_json = j.dump();
+  std::vector<uint8_t> bytes = petrel::convert::hf_tokenizer_buffer(files);
+  const auto* root = flatbuffers::GetRoot<petrel::fb::Tokenizer>(bytes.data());
+  auto tables = petrel::detail::bind_hf_tokenizer(*root, root->vocab_spans()->size(), "budget");
+  REQUIRE(tables);
+  edit(tables.value());
+  auto tokenizer = petrel::text::HfTokenizer::create(std::move(tables.value()), "budget");
+  return Edited{std::move(bytes), std::move(tokenizer)};  // (the buffer moves, its bytes stay put)
+}
+
+petrel::detail::HfNormalizerStep replace_normalizer(std::string_view pattern, std::string_view content) {
+  petrel::detail::HfNormalizerStep step;
+  step.kind = petrel::detail::HfNormalizerKind::kReplace;
+  step.pattern = pattern;
+  step.content = content;
+  return step;
+}
+
+std::string message_of(const Edited& e) { return e.tokenizer ? "" : e.tokenizer.error().message; }
+}  // namespace hf_budget_test
+
+TEST_CASE("A step that would make the text too long is refused by name before it is built, modest growth is not",
+          "[hf_tokenizer]") {
+  using namespace hf_flags_test;
+  using namespace hf_budget_test;
+  using Catch::Contains;
+  // The longest string a file may hold: a step writing it for each "a" or space, twice
+  // over, would multiply a text by 16M (and used to end in std::bad_alloc).
+  const std::string big(4096, 'a'), spaces(4096, ' ');
+  const json plain_json = small_tokenizer_json();
+  std::vector<uint8_t> plain_bytes;
+  const auto plain = tokenizer_of(plain_json, plain_bytes);
+  const int32_t a = plain->token_id("a").value();
+  auto grow_a = [&](int steps) {
+    return [&, steps](HfTokenizerTables& t) {
+      for (int i = 0; i < steps; ++i) t.normalizers.push_back(replace_normalizer("a", big));
+    };
+  };
+
+  // Normalizers, at load: a `normalized` added token's content is normalized then. Its
+  // one byte may grow by 16 + 4096: once is 4095, the second step would make 16 MiB.
+  json with_added = plain_json;
+  with_added["added_tokens"].push_back({{"id", a}, {"content", "a"}, {"normalized", true}});
+  const Edited load = create_edited(with_added, grow_a(2));
+  REQUIRE_FALSE(load.tokenizer);
+  CHECK(load.tokenizer.error().code == petrel::ErrorCode::kFormat);
+  CHECK_THAT(message_of(load), Contains("budget: tokenizer.hf.normalizers[2] (Replace) would make the text longer than "
+                                        "4113 bytes") &&
+                                   Contains("added_tokens[6].content"));
+  // ... and encoding: "aa" may grow by 32 + 4096.
+  const Edited once = create_edited(with_added, grow_a(1));
+  REQUIRE(once.tokenizer);
+  CHECK(ids_of(*once.tokenizer.value(), "a") == std::vector<int32_t>{a});  // the added token, as normalized
+  auto twice = once.tokenizer.value()->encode_text("aa", false);
+  REQUIRE_FALSE(twice);
+  CHECK(twice.error().code == petrel::ErrorCode::kInvalidArgument);
+  CHECK_THAT(twice.error().message, Contains("tokenizer.hf.normalizers[1] (Replace) would make the text longer than "
+                                             "4130 bytes"));
+  // Modest growth: each "a" four times, on a short text and on 64 KiB (192 KiB more).
+  const Edited modest = create_edited(plain_json, [](HfTokenizerTables& t) {
+    t.normalizers.push_back(replace_normalizer("a", "aaaa"));
+  });
+  REQUIRE(modest.tokenizer);
+  CHECK(ids_of(*modest.tokenizer.value(), "banana") == ids_of(*plain, "baaaanaaaanaaaa"));
+  CHECK(ids_of(*modest.tokenizer.value(), std::string(size_t{64} << 10, 'a')).size() > 1);
+
+  // Metaspace (a pre-tokenizer): each space becomes the replacement. "a b" may grow by
+  // 48 + 4096: the first step adds 4095, the second would make 16 MiB.
+  auto metaspace = [&](int steps, std::string_view replacement) {
+    return [steps, replacement](HfTokenizerTables& t) {
+      petrel::detail::HfPreTokenizerStep step;
+      step.kind = petrel::detail::HfPreTokenizerKind::kMetaspace;
+      step.replacement = replacement;
+      t.normalizers.clear();  // (the small tokenizer's makes its spaces U+2581)
+      t.pre_tokenizers.assign(static_cast<size_t>(steps), step);
+    };
+  };
+  const Edited meta_once = create_edited(plain_json, metaspace(1, spaces));
+  REQUIRE(meta_once.tokenizer);
+  CHECK(meta_once.tokenizer.value()->encode_text("a b", false));
+  const Edited meta_twice = create_edited(plain_json, metaspace(2, spaces));
+  REQUIRE(meta_twice.tokenizer);
+  auto meta_ids = meta_twice.tokenizer.value()->encode_text("a b", false);
+  REQUIRE_FALSE(meta_ids);
+  CHECK_THAT(meta_ids.error().message, Contains("tokenizer.hf.pre_tokenizers[1] (Metaspace) would make the text longer "
+                                                "than 4147 bytes"));
+  // Modest: U+2581 (3 bytes) for each space, as Llama 2 and T5 do, over 64 KiB of spaces.
+  const Edited meta_modest = create_edited(plain_json, metaspace(1, "\xe2\x96\x81"));
+  REQUIRE(meta_modest.tokenizer);
+  CHECK(ids_of(*meta_modest.tokenizer.value(), "the model") == ids_of(*plain, "the model"));
+  CHECK(ids_of(*meta_modest.tokenizer.value(), std::string(size_t{64} << 10, ' ')).size() > 1);
+
+  // Decoders: Replace likewise, per token; the one-byte token "a" may grow by 16 + 4096.
+  petrel::detail::HfDecoderStep replace;
+  replace.kind = petrel::detail::HfDecoderKind::kReplace;
+  replace.pattern = "a";
+  replace.content = big;
+  const Edited dec_once = create_edited(plain_json, [&](HfTokenizerTables& t) { t.decoders.assign(1, replace); });
+  REQUIRE(dec_once.tokenizer);
+  auto dec_text = dec_once.tokenizer.value()->decode_ids(&a, 1, true);
+  REQUIRE(dec_text);
+  CHECK(dec_text.value() == big);
+  const Edited dec_twice = create_edited(plain_json, [&](HfTokenizerTables& t) { t.decoders.assign(2, replace); });
+  REQUIRE(dec_twice.tokenizer);
+  auto dec_bad = dec_twice.tokenizer.value()->decode_ids(&a, 1, true);
+  REQUIRE_FALSE(dec_bad);
+  CHECK_THAT(dec_bad.error().message, Contains("tokenizer.hf.decoders[1] (Replace) would make the text longer than "
+                                               "4113 bytes"));
+  replace.content = "aa";  // modest
+  const Edited dec_modest = create_edited(plain_json, [&](HfTokenizerTables& t) { t.decoders.assign(1, replace); });
+  REQUIRE(dec_modest.tokenizer);
+  const std::vector<int32_t> banana = ids_of(*plain, "banana");
+  auto doubled = dec_modest.tokenizer.value()->decode_ids(banana.data(), banana.size(), true);
+  REQUIRE(doubled);
+  CHECK(doubled.value() == "baanaanaa");
+  // WordPiece's space before each token is a byte, but 64 such steps would add 64 per
+  // token: 1000 one-byte tokens may grow by 16000 + 4096, 999 a step, so the 21st stops.
+  petrel::detail::HfDecoderStep wordpiece;
+  wordpiece.kind = petrel::detail::HfDecoderKind::kWordPiece;
+  wordpiece.prefix = "##";
+  const Edited spaced = create_edited(plain_json, [&](HfTokenizerTables& t) { t.decoders.assign(64, wordpiece); });
+  REQUIRE(spaced.tokenizer);
+  const std::vector<int32_t> many_a(1000, a);
+  auto spaced_text = spaced.tokenizer.value()->decode_ids(many_a.data(), many_a.size(), true);
+  REQUIRE_FALSE(spaced_text);
+  CHECK_THAT(spaced_text.error().message, Contains("tokenizer.hf.decoders[20] (WordPiece) would make the text longer"));
+}
+
 TEST_CASE("petrel-convert refuses tokenizer.json features it does not run, naming the JSON path", "[hf_tokenizer]") {
   struct Case {
     const char* expect;

@@ -338,6 +338,45 @@ TEST_CASE("hf_unigram: Viterbi by score, unknown characters fused or as byte tok
   CHECK(encode(tok, "\xef\xbd\x85\xcc\x81", false) == ids_of(tok, {space, "e"}));
 }
 
+TEST_CASE("hf_unigram: a Precompiled rule that would make the text too long is an error naming it", "[hf_unigram]") {
+  using namespace hf_unigram_test;
+  // A charsmap with one rule, "a" -> 1000 "b" (a rule may write 1024 bytes): darts-clone
+  // units, the root's children at 1 ^ byte, so "a" is unit 0x60, its leaf at 0x60 ^ 1
+  // holding the replacement's offset, 0.
+  std::vector<uint32_t> units(0x62, 0);
+  units[0] = 1u << 10;                          // children at offset 1
+  units[0x60] = 1u << 10 | 1u << 8 | 'a';       // label 'a', has a leaf, at offset 1
+  units[0x61] = 1u << 31;                       // the leaf: value 0
+  std::string charsmap;
+  auto le32 = [&](uint32_t v) {
+    for (int i = 0; i < 4; ++i) charsmap.push_back(static_cast<char>(v >> (8 * i)));
+  };
+  le32(static_cast<uint32_t>(4 * units.size()));
+  for (uint32_t u : units) le32(u);
+  charsmap += std::string(1000, 'b') + '\0';
+  petrel::convert::HfTokenizerFiles files;
+  files.dir = "small";
+  files.tokenizer_json = small_unigram(false).dump();
+  const std::vector<uint8_t> bytes = petrel::convert::hf_tokenizer_buffer(files);
+  const auto* root = flatbuffers::GetRoot<petrel::fb::Tokenizer>(bytes.data());
+  auto tables = petrel::detail::bind_hf_tokenizer(*root, root->vocab_spans()->size(), "long_rule.petrel");
+  REQUIRE(tables);
+  REQUIRE(tables.value().normalizers[0].kind == petrel::detail::HfNormalizerKind::kPrecompiled);
+  tables.value().normalizers[0].precompiled_charsmap = charsmap;  // (the converter's map has no rule)
+  auto made = petrel::text::HfTokenizer::create(std::move(tables.value()), "long_rule.petrel");
+  REQUIRE(made);
+  const petrel::text::HfTokenizer& tok = *made.value();
+  // "aaaa" may grow by 4 x 16 + 4096 bytes, and grows by 3996; "aaaaa" would grow by 4995.
+  const std::vector<int32_t> four = encode(tok, "aaaa", false);
+  auto text = tok.decode_ids(four.data(), four.size(), true);
+  REQUIRE(text);
+  CHECK(text.value() == std::string(4000, 'b'));
+  auto ids = tok.encode_text("aaaaa", false);
+  REQUIRE_FALSE(ids);
+  CHECK_THAT(ids.error().message,
+             Catch::Contains("tokenizer.hf.normalizers[0] (Precompiled) would make the text longer than 4181 bytes"));
+}
+
 TEST_CASE("hf_unigram: a hostile table is refused by field", "[hf_unigram]") {
   using namespace hf_unigram_test;
   petrel::convert::HfTokenizerFiles files;

@@ -13,8 +13,48 @@
 #include "text/unicode_normalize.h"
 
 namespace petrel::text {
+
+// What one call may still spend (HfTokenizer::kGrowthPerByte).
+class HfBudget {
+ public:
+  // A pipeline step, named in errors as the loader names it: "normalizers[2] (Replace)".
+  struct Step {
+    const char* list;
+    size_t index;
+    const char* kind;
+    std::string name() const { return std::string(list) + "[" + std::to_string(index) + "] (" + kind + ")"; }
+  };
+
+  // `max_text`: the longest text the call may make (kMaxTextBytes while encoding).
+  HfBudget(uint64_t input_bytes, uint64_t max_text)
+      : growth_left_(HfTokenizer::kGrowthPerByte * input_bytes + HfTokenizer::kGrowthSlack), max_text_(max_text) {}
+
+  // The longest a text of `from` bytes may become.
+  uint64_t limit(uint64_t from) const { return std::min(from + growth_left_, max_text_); }
+  // Spends the growth of `step` taking a text of `from` bytes to `to`, or refuses it.
+  Status grow(uint64_t from, uint64_t to, const Step& step) {
+    if (to <= from) return Status::ok();
+    if (const uint64_t most = limit(from); to > most)
+      return Error{ErrorCode::kInvalidArgument,
+                   "tokenizer.hf." + step.name() + " would make the text longer than " + std::to_string(most) +
+                       " bytes (" +
+                       (most == max_text_ ? std::string("the most a text may have")
+                                          : "a call's steps may add " + std::to_string(HfTokenizer::kGrowthPerByte) +
+                                                " bytes per byte of its input, and " +
+                                                std::to_string(HfTokenizer::kGrowthSlack) + " more") +
+                       ")"};
+    growth_left_ -= to - from;
+    return Status::ok();
+  }
+
+ private:
+  uint64_t growth_left_;
+  const uint64_t max_text_;
+};
+
 namespace {
 
+using HfStep = HfBudget::Step;
 using detail::HfDecoderKind;
 using detail::HfNormalizerKind;
 using detail::HfPreTokenizerKind;
@@ -72,10 +112,18 @@ std::string_view trim_right(std::string_view s) {
   return s.substr(0, end);
 }
 
-void replace_all(std::string& text, std::string_view pattern, std::string_view content) {
-  if (pattern.empty() || text.find(pattern) == std::string::npos) return;
+// Every `pattern` in `text` replaced by `content`: the size is counted first, so that a
+// replacement the budget refuses is never built.
+Status replace_all(std::string& text, std::string_view pattern, std::string_view content, HfBudget& budget,
+                   const HfStep& step) {
+  if (pattern.empty()) return Status::ok();
+  uint64_t hits = 0;
+  for (size_t at = 0, hit; (hit = text.find(pattern, at)) != std::string::npos; at = hit + pattern.size()) ++hits;
+  if (hits == 0) return Status::ok();
+  const uint64_t size = text.size() - hits * pattern.size() + hits * content.size();
+  if (Status s = budget.grow(text.size(), size, step); !s) return s;
   std::string out;
-  out.reserve(text.size());
+  out.reserve(size);
   size_t at = 0;
   for (size_t hit; (hit = text.find(pattern, at)) != std::string::npos; at = hit + pattern.size()) {
     out.append(text, at, hit - at);
@@ -83,6 +131,7 @@ void replace_all(std::string& text, std::string_view pattern, std::string_view c
   }
   out.append(text, at, std::string::npos);
   text.swap(out);
+  return Status::ok();
 }
 
 // The pieces of `text` around `matches` (sorted, disjoint byte ranges) as Split's
@@ -291,7 +340,11 @@ Result<std::unique_ptr<HfTokenizer>> HfTokenizer::create(detail::HfTokenizerTabl
   for (int32_t id : tt.special_ids) t->special_[static_cast<size_t>(id)] = true;
   t->added_.assign(n, 0);
   std::vector<std::pair<std::string_view, int32_t>> added, normalized;
-  for (const detail::HfAddedTokenEntry& a : tt.added_tokens) {
+  uint64_t normalized_bytes = 0;  // one budget for them all, so that a file's work is linear in it
+  for (const detail::HfAddedTokenEntry& a : tt.added_tokens) normalized_bytes += a.normalized ? a.content.size() : 0;
+  HfBudget budget(normalized_bytes, kMaxTextBytes);
+  for (size_t k = 0; k < tt.added_tokens.size(); ++k) {
+    const detail::HfAddedTokenEntry& a = tt.added_tokens[k];
     t->added_[static_cast<size_t>(a.id)] = static_cast<uint8_t>(kAdded | (a.lstrip ? kLstrip : 0) |
                                                                 (a.rstrip ? kRstrip : 0) | (a.single_word ? kSingleWord : 0));
     if (!a.normalized) {
@@ -300,7 +353,9 @@ Result<std::unique_ptr<HfTokenizer>> HfTokenizer::create(detail::HfTokenizerTabl
     }
     // Matched in normalized text as its normalized content (tokenizers' AddedVocabulary).
     std::string content;
-    if (Status s = t->normalize(a.content, content); !s) return s.error();
+    if (Status s = t->normalize(a.content, content, budget); !s)
+      return Error{ErrorCode::kFormat, name + ": " + s.error().message + ", normalizing tokenizer.hf.added_tokens[" +
+                                           std::to_string(k) + "].content"};
     if (content.empty()) continue;  // matches nothing
     t->normalized_added_.push_back(std::move(content));
     normalized.emplace_back(std::string_view(), a.id);
@@ -372,12 +427,18 @@ std::optional<std::string_view> HfTokenizer::output_token(int32_t id) const {
   return token;
 }
 
-Status HfTokenizer::normalize(std::string_view text, std::string& out) const {
+// Steps whose growth the file's strings set check it before they build their output; the
+// others (Unicode's forms and case, BertNormalizer: a few times at most, 11 for NFKC's
+// U+FDFA) after.
+Status HfTokenizer::normalize(std::string_view text, std::string& out, HfBudget& budget) const {
   out.assign(text);
   std::string scratch;
   std::vector<std::pair<uint32_t, uint32_t>> matches;
   for (size_t i = 0; i < t_.normalizers.size(); ++i) {
     const detail::HfNormalizerStep& s = t_.normalizers[i];
+    auto step = [&](const char* kind) { return HfStep{"normalizers", i, kind}; };
+    const size_t before = out.size();
+    Status grown = Status::ok();  // for the steps checked after
     switch (s.kind) {
       case HfNormalizerKind::kNfc:
       case HfNormalizerKind::kNfd:
@@ -385,17 +446,23 @@ Status HfTokenizer::normalize(std::string_view text, std::string& out) const {
       case HfNormalizerKind::kNfkd: {
         static constexpr NormalizationForm kForms[] = {NormalizationForm::kNFC, NormalizationForm::kNFD,
                                                        NormalizationForm::kNFKC, NormalizationForm::kNFKD};
+        static constexpr const char* kNames[] = {"NFC", "NFD", "NFKC", "NFKD"};
         text::normalize(out, kForms[static_cast<int>(s.kind) - 1], scratch);
         out.swap(scratch);
+        grown = budget.grow(before, out.size(), step(kNames[static_cast<int>(s.kind) - 1]));
         break;
       }
       case HfNormalizerKind::kReplace:
         if (!s.pattern_is_regex) {
-          replace_all(out, s.pattern, s.content);
+          if (Status r = replace_all(out, s.pattern, s.content, budget, step("Replace")); !r) return r;
         } else {
           if (!normalizer_regex_[i].find_all_within(out, matches, regex_scan_limit(out.size())))
             return regex_rescans("normalizers[" + std::to_string(i) + "]");
+          uint64_t size = out.size();
+          for (auto [b, e] : matches) size = size - (e - b) + s.content.size();
+          if (Status r = budget.grow(out.size(), size, step("Replace")); !r) return r;
           scratch.clear();
+          scratch.reserve(size);
           size_t at = 0;
           for (auto [b, e] : matches) {
             scratch.append(out, at, b - at);
@@ -407,11 +474,13 @@ Status HfTokenizer::normalize(std::string_view text, std::string& out) const {
         }
         break;
       case HfNormalizerKind::kPrecompiled:
-        apply_precompiled(charsmaps_[i], out, scratch);
+        if (Status r = apply_precompiled(charsmaps_[i], i, out, scratch, budget); !r) return r;
         out.swap(scratch);
         break;
       case HfNormalizerKind::kPrepend:
-        if (!out.empty()) out.insert(0, s.content);  // tokenizers leaves an empty text empty
+        if (out.empty()) break;  // tokenizers leaves an empty text empty
+        if (Status r = budget.grow(out.size(), out.size() + s.content.size(), step("Prepend")); !r) return r;
+        out.insert(0, s.content);
         break;
       case HfNormalizerKind::kStrip: {
         std::string_view v = out;
@@ -425,25 +494,25 @@ Status HfTokenizer::normalize(std::string_view text, std::string& out) const {
         scratch.clear();
         detail::append_lowercase(out, scratch);
         out.swap(scratch);
+        grown = budget.grow(before, out.size(), step("Lowercase"));
         break;
       case HfNormalizerKind::kBertNormalizer: {
         std::string second;
         bert_normalize(out, s, scratch, second);
         out.swap(scratch);
+        grown = budget.grow(before, out.size(), step("BertNormalizer"));
         break;
       }
       default:
         break;  // refused by create()
     }
-    if (out.size() > kMaxTextBytes)
-      return Error{ErrorCode::kInvalidArgument,
-                   "text: longer than " + std::to_string(kMaxTextBytes) + " bytes once normalized"};
+    if (!grown) return grown;
   }
   return Status::ok();
 }
 
 Status HfTokenizer::pre_tokenize(std::string_view text, size_t section_index, std::vector<std::string>& words,
-                               bool& byte_level) const {
+                                 bool& byte_level, HfBudget& budget) const {
   words.clear();
   words.emplace_back(text);
   byte_level = false;
@@ -464,7 +533,11 @@ Status HfTokenizer::pre_tokenize(std::string_view text, size_t section_index, st
           split_pieces(word, matches, s.behavior, s.invert, next);
           break;
         case HfPreTokenizerKind::kByteLevel: {
-          if (s.add_prefix_space && (word.empty() || word[0] != ' ')) word.insert(0, " ");
+          if (s.add_prefix_space && (word.empty() || word[0] != ' ')) {
+            if (Status r = budget.grow(word.size(), word.size() + 1, HfStep{"pre_tokenizers", i, "ByteLevel"}); !r)
+              return r;
+            word.insert(0, " ");
+          }
           if (s.use_regex) {
             if (!byte_level_regex_->find_all_within(word, matches, regex_scan_limit(word.size())))
               return regex_rescans("pre_tokenizers[" + std::to_string(i) + "] (GPT-2's pattern)");
@@ -476,11 +549,15 @@ Status HfTokenizer::pre_tokenize(std::string_view text, size_t section_index, st
           break;
         }
         case HfPreTokenizerKind::kMetaspace: {
-          replace_all(word, " ", s.replacement);
+          const HfStep step{"pre_tokenizers", i, "Metaspace"};
+          if (Status r = replace_all(word, " ", s.replacement, budget, step); !r) return r;
           const bool prepend = s.add_prefix_space && word.compare(0, s.replacement.size(), s.replacement) != 0 &&
                                (s.prepend_scheme == detail::HfPrependScheme::kAlways ||
                                 (s.prepend_scheme == detail::HfPrependScheme::kFirst && section_index == 0));
-          if (prepend) word.insert(0, s.replacement);
+          if (prepend) {
+            if (Status r = budget.grow(word.size(), word.size() + s.replacement.size(), step); !r) return r;
+            word.insert(0, s.replacement);
+          }
           if (s.split && !s.replacement.empty()) {  // Rust's Metaspace split: each word starts at a replacement
             literal_matches(word, s.replacement, matches);
             split_pieces(word, matches, HfSplitBehavior::kMergedWithNext, false, next);
@@ -679,28 +756,34 @@ Status HfTokenizer::encode_word(std::string_view word, bool byte_level, std::vec
 // replacement (whatever of the cluster lies past the rule goes too: upstream's "yes,
 // this seems broken", reproduced); otherwise each character is replaced by its own
 // rule's, or kept when it has none. Not SentencePiece's longest-match rewriting.
-void HfTokenizer::apply_precompiled(const CharsMap& map, const std::string& in, std::string& out) const {
+// A rule's replacement may have 1024 bytes, so each append is checked against the budget
+// before it is made.
+Status HfTokenizer::apply_precompiled(const CharsMap& map, size_t step, const std::string& in, std::string& out,
+                                      HfBudget& budget) const {
   out.clear();
   out.reserve(in.size());
+  const HfStep name{"normalizers", step, "Precompiled"};
+  const uint64_t limit = budget.limit(in.size());
   std::string_view replacement;
   for (size_t at = 0; at < in.size();) {
     const size_t end = grapheme_cluster_end(in, at);
     const std::string_view cluster(in.data() + at, end - at);
     at = end;
     if (cluster.size() < 6 && map.shortest_match(cluster, replacement) > 0) {
+      if (out.size() + replacement.size() > limit) return budget.grow(in.size(), out.size() + replacement.size(), name);
       out.append(replacement);
       continue;
     }
     for (size_t k = 0; k < cluster.size();) {
       const size_t length = detail::utf8_decode(cluster, k).length;
-      const std::string_view c = cluster.substr(k, length);
+      std::string_view c = cluster.substr(k, length);
       k += length;
-      if (map.shortest_match(c, replacement) > 0)
-        out.append(replacement);
-      else
-        out.append(c);
+      if (map.shortest_match(c, replacement) > 0) c = replacement;
+      if (out.size() + c.size() > limit) return budget.grow(in.size(), out.size() + c.size(), name);
+      out.append(c);
     }
   }
+  return budget.grow(in.size(), out.size(), name);
 }
 
 double HfTokenizer::piece_score(int32_t id) const {
@@ -827,13 +910,14 @@ Result<std::vector<int32_t>> HfTokenizer::encode_text(std::string_view text, boo
   split_added(added_splitter_, text, segments, sections, section_ids);
   std::string normalized;
   std::vector<std::string> words;
+  HfBudget budget(text.size(), kMaxTextBytes);
   for (size_t i = 0; i < sections.size(); ++i) {
     if (section_ids[i] >= 0) {
       ids.push_back(section_ids[i]);
       continue;
     }
     if (sections[i].empty()) continue;
-    Status s = normalize(sections[i], normalized);
+    Status s = normalize(sections[i], normalized, budget);
     if (!s) return s.error();
     split_added(normalized_splitter_, normalized, segments, pieces, piece_ids);
     for (size_t k = 0; k < pieces.size(); ++k) {
@@ -843,7 +927,8 @@ Result<std::vector<int32_t>> HfTokenizer::encode_text(std::string_view text, boo
       }
       if (pieces[k].empty()) continue;
       bool byte_level = false;
-      s = pre_tokenize(pieces[k], k == 0 ? i : std::max<size_t>(i, 1), words, byte_level);  // "first": at the text's start
+      s = pre_tokenize(pieces[k], k == 0 ? i : std::max<size_t>(i, 1), words, byte_level,  // "first": at the text's start
+                       budget);
       if (!s) return s.error();
       const size_t first = ids.size();
       for (const std::string& word : words) {
@@ -933,7 +1018,11 @@ Result<std::string> HfTokenizer::decode_ids(const int32_t* ids, size_t count, bo
   }
   const ByteLevelMap& map = byte_level_map();
   std::vector<std::string> next;
-  for (const detail::HfDecoderStep& d : t_.decoders) {
+  uint64_t token_bytes = 0;
+  for (const std::string& token : tokens) token_bytes += token.size();
+  HfBudget budget(token_bytes, UINT64_MAX);  // (any number of ids may be decoded)
+  for (size_t i = 0; i < t_.decoders.size(); ++i) {
+    const detail::HfDecoderStep& d = t_.decoders[i];
     next.clear();
     switch (d.kind) {
       case HfDecoderKind::kByteLevel: {
@@ -967,7 +1056,9 @@ Result<std::string> HfTokenizer::decode_ids(const int32_t* ids, size_t count, bo
         break;
       }
       case HfDecoderKind::kReplace:
-        for (std::string& token : tokens) replace_all(token, d.pattern, d.content);
+        for (std::string& token : tokens)
+          if (Status s = replace_all(token, d.pattern, d.content, budget, HfStep{"decoders", i, "Replace"}); !s)
+            return s.error();
         continue;
       case HfDecoderKind::kByteFallback: {
         std::string bytes;
@@ -1018,10 +1109,14 @@ Result<std::string> HfTokenizer::decode_ids(const int32_t* ids, size_t count, bo
         // into " don't").
         for (size_t k = 0; k < tokens.size(); ++k) {
           if (k > 0) {
-            if (tokens[k].compare(0, d.prefix.size(), d.prefix) == 0)  // an empty prefix: always
+            if (tokens[k].compare(0, d.prefix.size(), d.prefix) == 0) {  // an empty prefix: always
               tokens[k].erase(0, d.prefix.size());
-            else
+            } else {
+              // (a byte per token, but 64 such steps would add 64)
+              if (Status s = budget.grow(tokens[k].size(), tokens[k].size() + 1, HfStep{"decoders", i, "WordPiece"}); !s)
+                return s.error();
               tokens[k].insert(0, " ");
+            }
           }
           if (d.cleanup) clean_up_tokenization(tokens[k]);
         }
@@ -1029,8 +1124,11 @@ Result<std::string> HfTokenizer::decode_ids(const int32_t* ids, size_t count, bo
       case HfDecoderKind::kMetaspace:
         for (size_t k = 0; k < tokens.size(); ++k) {
           // Rust's decoder (a Unigram tokenizer's) drops every replacement of the first token.
-          if (k == 0 && d.add_prefix_space && t_.model == detail::HfModelKind::kUnigram) replace_all(tokens[k], d.replacement, "");
-          replace_all(tokens[k], d.replacement, " ");
+          // (No growth: the replacement is not empty.)
+          const HfStep step{"decoders", i, "Metaspace"};
+          if (k == 0 && d.add_prefix_space && t_.model == detail::HfModelKind::kUnigram)
+            (void)replace_all(tokens[k], d.replacement, "", budget, step);
+          (void)replace_all(tokens[k], d.replacement, " ", budget, step);
           if (d.add_prefix_space && k == 0 && !tokens[k].empty() && tokens[k][0] == ' ') tokens[k].erase(0, 1);
         }
         continue;

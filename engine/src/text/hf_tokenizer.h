@@ -25,6 +25,8 @@
 
 namespace petrel::text {
 
+class HfBudget;  // what one call may spend (hf_tokenizer.cpp)
+
 class HfTokenizer : public Tokenizer {
  public:
   // Checks what the loader left to it (regex patterns compile, byte tokens) and names
@@ -45,15 +47,29 @@ class HfTokenizer : public Tokenizer {
   bool is_special(int32_t id) const;
   const detail::HfTokenizerTables& tables() const { return t_; }
 
-  // Texts longer than this are refused (the work per byte is bounded, so this bounds a
-  // call's time and scratch memory).
+  // Texts longer than this are refused, and so is a normalizer that would make one (the
+  // work per byte is bounded, so this bounds a call's time and scratch memory).
   static constexpr size_t kMaxTextBytes = size_t{64} << 20;
+
+  // What one call (encoding a text, decoding ids, normalizing the added tokens at load)
+  // may spend per byte of its input, plus a constant; beyond it the call is an error
+  // naming the step: bytes its steps add to the text, in all.
+  //
+  // A step that writes the file's strings (Replace, Prepend, Precompiled's rules,
+  // Metaspace's replacement, up to 4096 bytes each, 64 steps) could otherwise multiply
+  // the text by 4096 per step, so these steps check the size of their output before they
+  // build it. Measured over the 100k-line corpus of the tests: real tokenizers make a
+  // text at most 3 times longer (Gemma 3's U+2581 for a space, BERT uncased), 4 times a
+  // 1-byte one (T5's prepended U+2581), and decoding at most 1.95 times (BERT's WordPiece
+  // spaces); Unicode's worst step, NFKC of U+FDFA, adds 10 bytes per byte. The slack lets
+  // a short text take a Prepend of the longest string a file may hold.
+  static constexpr uint64_t kGrowthPerByte = 16, kGrowthSlack = 4096;
 
  private:
   explicit HfTokenizer(detail::HfTokenizerTables tables) : t_(std::move(tables)) {}
-  Status normalize(std::string_view text, std::string& out) const;
+  Status normalize(std::string_view text, std::string& out, HfBudget& budget) const;
   Status pre_tokenize(std::string_view text, size_t section_index, std::vector<std::string>& words,
-                    bool& byte_level) const;
+                      bool& byte_level, HfBudget& budget) const;
   Status encode_word(std::string_view word, bool byte_level, std::vector<int32_t>& ids) const;
   Status encode_wordpiece(std::string_view word, std::vector<int32_t>& ids) const;
   int64_t token_id_hashed(std::string_view token, uint32_t hash) const;  // -1: none
@@ -62,7 +78,8 @@ class HfTokenizer : public Tokenizer {
   // them fused, then byte tokens if byte_fallback), in time linear in its length.
   Status encode_unigram(std::string_view word, std::vector<int32_t>& ids) const;
   double piece_score(int32_t id) const;
-  void apply_precompiled(const CharsMap& map, const std::string& in, std::string& out) const;
+  Status apply_precompiled(const CharsMap& map, size_t step, const std::string& in, std::string& out,
+                           HfBudget& budget) const;
   int32_t merge_of(int32_t left, int32_t right) const;  // merge index, or -1
 
   // The added tokens of `text` (`added_splitter_` over the input, `normalized_splitter_`
