@@ -717,6 +717,46 @@ TEST_CASE("A step that would make the text too long is refused by name before it
   CHECK_THAT(spaced_text.error().message, Contains("tokenizer.hf.decoders[20] (WordPiece) would make the text longer"));
 }
 
+TEST_CASE("A regex's work is bounded: a pattern past 1024 instructions is refused at load, one at the limit runs "
+          "within the call's steps",
+          "[hf_tokenizer]") {
+  using namespace hf_flags_test;
+  using namespace hf_budget_test;
+  using Catch::Contains;
+  const json plain_json = small_tokenizer_json();
+  std::vector<uint8_t> plain_bytes;
+  const auto plain = tokenizer_of(plain_json, plain_bytes);
+  // 21 bytes of counted repetition that compiled to 800k instructions, all alive at each
+  // code point: 51 s to load a file normalizing one 4096-byte added token with it.
+  json j = plain_json;
+  j["normalizer"] = {{"type", "Replace"}, {"pattern", {{"Regex", "(?:(?:.?){1000}){400}"}}}, {"content", "a"}};
+  const Edited expands = create_edited(j, [](HfTokenizerTables&) {});
+  REQUIRE_FALSE(expands.tokenizer);
+  CHECK_THAT(message_of(expands),
+             Contains("tokenizer.hf.normalizers[0].pattern") && Contains("more than 1024 instructions"));
+  // 1024 instructions, every thread alive at each code point while no "x" ends a match
+  // (more than 1024 steps per byte: test_split_regex.cpp counts them): a short text is
+  // within the call's slack, 4096 bytes are not.
+  const std::string busy = "(?:.?){511}x";
+  j = plain_json;
+  j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", busy}}}, {"behavior", "Isolated"}, {"invert", false}};
+  const Edited split = create_edited(j, [](HfTokenizerTables&) {});
+  REQUIRE(split.tokenizer);
+  CHECK(ids_of(*split.tokenizer.value(), "the model") == ids_of(*plain, "the model"));
+  auto long_ids = split.tokenizer.value()->encode_text(std::string(4096, 'y'), false);
+  REQUIRE_FALSE(long_ids);
+  CHECK_THAT(long_ids.error().message,
+             Contains("tokenizer.hf.pre_tokenizers[0] (Split): its regex takes more than 1024 steps per byte"));
+  // At load: a normalized added token of 4096 bytes through such a Replace.
+  j = plain_json;
+  j["normalizer"] = {{"type", "Replace"}, {"pattern", {{"Regex", busy}}}, {"content", "a"}};
+  j["added_tokens"].push_back({{"id", plain->vocab_size()}, {"content", std::string(4096, 'y')}, {"normalized", true}});
+  const Edited load = create_edited(j, [](HfTokenizerTables&) {});
+  REQUIRE_FALSE(load.tokenizer);
+  CHECK_THAT(message_of(load), Contains("tokenizer.hf.normalizers[0] (Replace): its regex takes more than 1024 steps") &&
+                                   Contains("added_tokens[6].content"));
+}
+
 TEST_CASE("petrel-convert refuses tokenizer.json features it does not run, naming the JSON path", "[hf_tokenizer]") {
   struct Case {
     const char* expect;

@@ -289,8 +289,9 @@ TEST_CASE("SplitRegex refuses what it does not support, naming it", "[split_rege
   CHECK_THAT(split_regex_error("(a{1000}){2000}"), Catch::Matchers::Contains("instructions"));
   CHECK_THAT(split_regex_error(std::string(5000, '(') + std::string(5000, ')')), Catch::Matchers::Contains("nesting"));
   CHECK_THAT(split_regex_error(std::string(70000, 'a')), Catch::Matchers::Contains("64 KiB"));
-  CHECK(split_regex_error(std::string(60000, 'a')).empty());
-  CHECK(split_regex_error("(?i)" + std::string(60000, 'k')).empty());
+  CHECK(split_regex_error("[" + std::string(60000, 'a') + "]").empty());
+  // 60000 literals parse (each folded once: cached), then have too many instructions.
+  CHECK_THAT(split_regex_error("(?i)" + std::string(60000, 'k')), Catch::Matchers::Contains("1024 instructions"));
   std::string stacked = "a";  // each level: a group and 5 quantifiers (? *? *? *? *): 2250 levels of syntax tree
   for (int i = 0; i < 450; ++i) stacked = "(" + stacked + ")?*?*?*?*";
   CHECK_THAT(split_regex_error(stacked), Catch::Matchers::Contains("groups and quantifiers"));
@@ -337,4 +338,35 @@ TEST_CASE("SplitRegex does linear work on adversarial inputs", "[split_regex]") 
       CHECK(large <= 2 * (2 * n) * re.program_size());
     }
   }
+}
+
+TEST_CASE("SplitRegex's programs have at most 1024 instructions, and find_all_within stops at its steps", "[split_regex]") {
+  // At the limit: compiles and matches; one more instruction is refused.
+  const SplitRegex at_limit = split_regex_compiled("a{1023}");
+  CHECK(at_limit.program_size() == 1024);
+  CHECK(split_regex_matches("a{1023}", "b" + std::string(2100, 'a')) == SplitMatches{{1, 1024}, {1024, 2047}});
+  CHECK_THAT(split_regex_error("a{1024}"), Catch::Matchers::Contains("more than 1024 instructions"));
+  // 21 bytes that compiled to 800k instructions, every one a thread alive at each code point.
+  CHECK_THAT(split_regex_error("(?:(?:.?){1000}){400}"), Catch::Matchers::Contains("more than 1024 instructions"));
+
+  // A program at the limit with every thread alive at each code point (no "x" ends a
+  // match): its steps, as counted, are the budget it needs; one step less stops it.
+  const SplitRegex busy = split_regex_compiled("(?:.?){511}x");
+  CHECK(busy.program_size() == 1024);
+  const std::string text(4096, 'y');
+  SplitMatches all, some;
+  const uint64_t needed = busy.find_all_counting_steps(text, all);
+  CHECK(all.empty());
+  CHECK(needed > 1024 * text.size() + 16384);  // more than HfTokenizer allows a call on this text
+  uint64_t steps = needed;
+  CHECK(busy.find_all_within(text, some, UINT64_MAX, steps) == SplitRegex::Within::kDone);
+  CHECK(steps == 0);
+  CHECK(some == all);
+  steps = needed - 1;
+  CHECK(busy.find_all_within(text, some, UINT64_MAX, steps) == SplitRegex::Within::kTooManySteps);
+  CHECK(steps == 0);
+  // A pattern that rescans is stopped by the bytes it scans, its steps to spare.
+  steps = UINT64_MAX / 2;
+  CHECK(split_regex_compiled("a*b|a").find_all_within(std::string(4096, 'a'), some, 16 * 4096, steps) ==
+        SplitRegex::Within::kRescans);
 }

@@ -27,7 +27,8 @@ void require(bool ok, const char* what) {
 }
 
 // A step of `list` ("normalizers", ...) that would pass what one call may spend (text
-// growth: HfTokenizer::kGrowthPerByte; a regex that rescans) names itself.
+// growth: HfTokenizer::kGrowthPerByte; regex steps: kRegexStepsPerByte; a regex that
+// rescans) names itself.
 bool over_budget(const petrel::Error& e, const char* list) {
   return e.code == petrel::ErrorCode::kInvalidArgument && e.message.rfind(std::string("tokenizer.hf.") + list, 0) == 0;
 }

@@ -14,7 +14,7 @@
 
 namespace petrel::text {
 
-// What one call may still spend (HfTokenizer::kGrowthPerByte).
+// What one call may still spend (HfTokenizer::kGrowthPerByte, kRegexStepsPerByte).
 class HfBudget {
  public:
   // A pipeline step, named in errors as the loader names it: "normalizers[2] (Replace)".
@@ -27,7 +27,9 @@ class HfBudget {
 
   // `max_text`: the longest text the call may make (kMaxTextBytes while encoding).
   HfBudget(uint64_t input_bytes, uint64_t max_text)
-      : growth_left_(HfTokenizer::kGrowthPerByte * input_bytes + HfTokenizer::kGrowthSlack), max_text_(max_text) {}
+      : growth_left_(HfTokenizer::kGrowthPerByte * input_bytes + HfTokenizer::kGrowthSlack),
+        regex_steps_left_(HfTokenizer::kRegexStepsPerByte * input_bytes + HfTokenizer::kRegexStepsSlack),
+        max_text_(max_text) {}
 
   // The longest a text of `from` bytes may become.
   uint64_t limit(uint64_t from) const { return std::min(from + growth_left_, max_text_); }
@@ -46,9 +48,10 @@ class HfBudget {
     growth_left_ -= to - from;
     return Status::ok();
   }
+  uint64_t& regex_steps_left() { return regex_steps_left_; }
 
  private:
-  uint64_t growth_left_;
+  uint64_t growth_left_, regex_steps_left_;
   const uint64_t max_text_;
 };
 
@@ -84,10 +87,23 @@ const ByteLevelMap& byte_level_map() {
 // each byte about once (a failing lookahead looks a few characters further); a pattern
 // that rescans the text for every match (`a*b|a`) is stopped before it goes quadratic.
 uint64_t regex_scan_limit(size_t bytes) { return 16 * uint64_t{bytes} + 4096; }
-Error regex_rescans(const std::string& step) {
+// All matches of `regex` in `text` within the scan limit and the call's steps, or why not.
+Status regex_matches(const SplitRegex& regex, std::string_view text, std::vector<std::pair<uint32_t, uint32_t>>& matches,
+                     HfBudget& budget, const HfStep& step) {
+  switch (regex.find_all_within(text, matches, regex_scan_limit(text.size()), budget.regex_steps_left())) {
+    case SplitRegex::Within::kDone:
+      return Status::ok();
+    case SplitRegex::Within::kRescans:
+      return Error{ErrorCode::kInvalidArgument,
+                   "tokenizer.hf." + step.name() + ": its regex rescans this text for every match (more than 16 times its "
+                   "length); refused rather than run in quadratic time"};
+    case SplitRegex::Within::kTooManySteps:
+      break;
+  }
   return Error{ErrorCode::kInvalidArgument,
-               "tokenizer.hf." + step + ": its regex rescans this text for every match (more than 16 times its "
-               "length); refused rather than run in quadratic time"};
+               "tokenizer.hf." + step.name() + ": its regex takes more than " + std::to_string(HfTokenizer::kRegexStepsPerByte) +
+                   " steps per byte of this text (and " + std::to_string(HfTokenizer::kRegexStepsSlack) +
+                   " more); refused rather than run that slowly"};
 }
 
 // Whitespace for Strip and an added token's lstrip/rstrip: Unicode White_Space (Rust
@@ -456,8 +472,7 @@ Status HfTokenizer::normalize(std::string_view text, std::string& out, HfBudget&
         if (!s.pattern_is_regex) {
           if (Status r = replace_all(out, s.pattern, s.content, budget, step("Replace")); !r) return r;
         } else {
-          if (!normalizer_regex_[i].find_all_within(out, matches, regex_scan_limit(out.size())))
-            return regex_rescans("normalizers[" + std::to_string(i) + "]");
+          if (Status r = regex_matches(normalizer_regex_[i], out, matches, budget, step("Replace")); !r) return r;
           uint64_t size = out.size();
           for (auto [b, e] : matches) size = size - (e - b) + s.content.size();
           if (Status r = budget.grow(out.size(), size, step("Replace")); !r) return r;
@@ -525,8 +540,9 @@ Status HfTokenizer::pre_tokenize(std::string_view text, size_t section_index, st
       switch (s.kind) {
         case HfPreTokenizerKind::kSplit:
           if (s.pattern_is_regex) {
-            if (!pre_tokenizer_regex_[i].find_all_within(word, matches, regex_scan_limit(word.size())))
-              return regex_rescans("pre_tokenizers[" + std::to_string(i) + "]");
+            if (Status r = regex_matches(pre_tokenizer_regex_[i], word, matches, budget, HfStep{"pre_tokenizers", i, "Split"});
+                !r)
+              return r;
           } else {
             literal_matches(word, s.pattern, matches);
           }
@@ -539,8 +555,10 @@ Status HfTokenizer::pre_tokenize(std::string_view text, size_t section_index, st
             word.insert(0, " ");
           }
           if (s.use_regex) {
-            if (!byte_level_regex_->find_all_within(word, matches, regex_scan_limit(word.size())))
-              return regex_rescans("pre_tokenizers[" + std::to_string(i) + "] (GPT-2's pattern)");
+            if (Status r = regex_matches(*byte_level_regex_, word, matches, budget,
+                                         HfStep{"pre_tokenizers", i, "ByteLevel, GPT-2's pattern"});
+                !r)
+              return r;
             for (auto [b, e] : matches) next.emplace_back(word.substr(b, e - b));
           } else {
             next.push_back(std::move(word));

@@ -20,7 +20,12 @@ namespace tables = petrel::detail::unicode_tables;
 
 constexpr size_t kMaxPatternBytes = 64 * 1024;
 constexpr uint32_t kMaxRepeat = 100000;         // Oniguruma's ONIG_MAX_REPEAT_NUM
-constexpr uint64_t kMaxProgram = 1u << 20;      // instructions
+// A program's instructions bound the VM's work per code point (each at most visited and
+// stepped once) and its memory per search. The largest real pre-tokenizer pattern has
+// 121 (o200k's; Llama 3's 78, Qwen's 74, GPT-2's 67, DeepSeek's main one 47), so this
+// leaves 8 times that; the random patterns of the Oniguruma oracle need up to 817.
+// (It was 2^20: `(?:(?:.?){1000}){400}`, 21 bytes, made 800k threads per code point.)
+constexpr uint64_t kMaxProgram = 1024;
 constexpr size_t kMaxDepth = 500;               // groups, classes and stacked quantifiers
 constexpr uint32_t kMaxHeight = 2000;           // of the syntax tree
 constexpr uint32_t kMaxRegisters = 64;          // loops with an empty check
@@ -950,9 +955,9 @@ struct ThreadList {
 
 template <bool kCount>
 uint64_t SplitRegex::run(std::string_view text, std::vector<std::pair<uint32_t, uint32_t>>& matches,
-                         uint64_t max_scanned, bool* complete) const {
+                         uint64_t max_scanned, uint64_t max_steps, Within* within) const {
   matches.clear();
-  if (complete != nullptr) *complete = true;
+  if (within != nullptr) *within = Within::kDone;
   if (program_.empty() || text.size() > std::numeric_limits<uint32_t>::max()) return 0;
   uint64_t steps = 0;
   const size_t n = text.size();
@@ -1023,6 +1028,7 @@ uint64_t SplitRegex::run(std::string_view text, std::vector<std::pair<uint32_t, 
     size_t at = from;
     for (;;) {
       if (!matched) add_thread(*current, 0, at, static_cast<uint32_t>(at), no_registers.data());
+      if (kCount && steps > max_steps) break;  // (the caller sees it; checked per position: a few programs' worth)
       if (current->pcs.empty()) {
         if (matched || at >= n) break;
         at += petrel::detail::utf8_decode(text, at).length;  // nothing starts here
@@ -1059,8 +1065,8 @@ uint64_t SplitRegex::run(std::string_view text, std::vector<std::pair<uint32_t, 
   while (from <= n) {
     uint32_t begin = 0, end = 0;
     const bool found = search(from, begin, end);
-    if (scanned > max_scanned) {
-      if (complete != nullptr) *complete = false;
+    if (scanned > max_scanned || (kCount && steps > max_steps)) {
+      if (within != nullptr) *within = kCount && steps > max_steps ? Within::kTooManySteps : Within::kRescans;
       break;
     }
     if (!found) break;
@@ -1086,11 +1092,13 @@ void SplitRegex::find_all(std::string_view text, std::vector<std::pair<uint32_t,
   run<false>(text, matches);
 }
 
-bool SplitRegex::find_all_within(std::string_view text, std::vector<std::pair<uint32_t, uint32_t>>& matches,
-                                 uint64_t max_scanned) const {
-  bool complete = true;
-  run<false>(text, matches, max_scanned, &complete);
-  return complete;
+SplitRegex::Within SplitRegex::find_all_within(std::string_view text,
+                                               std::vector<std::pair<uint32_t, uint32_t>>& matches,
+                                               uint64_t max_scanned, uint64_t& steps_left) const {
+  Within within = Within::kDone;
+  const uint64_t steps = run<true>(text, matches, max_scanned, steps_left, &within);
+  steps_left -= std::min(steps, steps_left);
+  return within;
 }
 
 uint64_t SplitRegex::find_all_counting_steps(std::string_view text,

@@ -26,7 +26,7 @@
 // lookbehind, longer lookahead, atomic groups, possessive quantifiers, conditionals,
 // \b \B \G \K \R \X and other escapes, POSIX brackets [:alpha:],
 // script properties (\p{Han}), unbalanced parentheses and brackets, bad ranges, repeat
-// counts above 100000, programs above 1M instructions, nesting deeper than 500,
+// counts above 100000, programs above 1024 instructions, nesting deeper than 500,
 // patterns above 64 KiB, patterns that are not UTF-8.
 //
 // A loop (*, +, {n,}) whose body can match empty, like (x|.??)*, ends on an empty
@@ -71,11 +71,14 @@ class SplitRegex {
   // past a lower one's match and then fails (`a*b|a` on "aaaa...") rescans that stretch
   // for each match, as Rust's regex does.
   void find_all(std::string_view text, std::vector<std::pair<uint32_t, uint32_t>>& matches) const;
-  // find_all that gives up, returning false with the matches incomplete, once its
-  // searches have scanned more than `max_scanned` bytes in all: a pattern that rescans
-  // (above) is refused on a long text instead of taking quadratic time.
-  bool find_all_within(std::string_view text, std::vector<std::pair<uint32_t, uint32_t>>& matches,
-                       uint64_t max_scanned) const;
+  // find_all that gives up, with the matches incomplete, once its searches have scanned
+  // more than `max_scanned` bytes in all (kRescans: a pattern that rescans, above, is
+  // refused on a long text instead of taking quadratic time) or the VM has taken more
+  // than `steps_left` steps (kTooManySteps: a program with hundreds of threads alive at
+  // each position); `steps_left` loses the steps taken, so that calls can share a budget.
+  enum class Within : uint8_t { kDone, kRescans, kTooManySteps };
+  Within find_all_within(std::string_view text, std::vector<std::pair<uint32_t, uint32_t>>& matches,
+                         uint64_t max_scanned, uint64_t& steps_left) const;
 
   // find_all, returning the VM's work (threads stepped plus instructions visited): the
   // linear-time tests count it.
@@ -111,7 +114,7 @@ class SplitRegex {
   bool assertion_holds(const Instruction& inst, std::string_view text, size_t at) const;
   template <bool kCount>
   uint64_t run(std::string_view text, std::vector<std::pair<uint32_t, uint32_t>>& matches,
-               uint64_t max_scanned = UINT64_MAX, bool* complete = nullptr) const;
+               uint64_t max_scanned = UINT64_MAX, uint64_t max_steps = UINT64_MAX, Within* within = nullptr) const;
 
   std::vector<Instruction> program_;
   std::vector<CodePointSet> sets_;
