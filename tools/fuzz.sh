@@ -68,8 +68,11 @@ fuzz_one() {
   case $t in fuzz_pytorch_checkpoint | fuzz_text | fuzz_spm_model) max_len=(-max_len=1100000) ;; esac
   local status=0
   # One process per target (-jobs=1 is the default); --parallel runs targets side by side.
+  # -report_slow_units as -timeout: libFuzzer writes a "slow unit" from 10 s, and any file
+  # written counts as a finding here (a chat template at its work budget, 0.4 s in a
+  # release build, ran 11 s instrumented).
   "$out/tests/fuzz/$t" "$corpus" "tests/fuzz/corpus/$t" "${dict[@]}" "${max_len[@]}" \
-    -max_total_time="$seconds" -timeout=30 -rss_limit_mb=2048 -print_final_stats=1 \
+    -max_total_time="$seconds" -timeout=30 -report_slow_units=30 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$findings/" >"$log" 2>&1 || status=$?
   local executions rate coverage found
   executions=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
