@@ -16,6 +16,7 @@
 #include "convert/convert.h"
 #include "convert/quantize.h"
 #include "decode/sampling.h"
+#include "models/output_vocabulary.h"
 #include "petrel/generator.h"
 #include "petrel/translator.h"
 #include "support/test_support.h"
@@ -320,5 +321,39 @@ TEST_CASE("the converter streams: its heap stays far below its largest tensor's 
     CHECK(peak_bytes.load() > static_cast<int64_t>(convert::MatrixEncoder::kBlockValues * 4));  // measured at all
     load_model(o.output_path);
   }
+}
+
+TEST_CASE("a shortlist gathers each source id's candidates once, however often the sentence repeats it",
+          "[runtime][memory][shortlist]") {
+  // A hostile file may give one source id every target (here 65536); a sentence of 512
+  // such tokens gathered 512 x 65536 ids (128 MiB) before removing duplicates.
+  constexpr uint32_t kVocab = 65536, kCols = 8;
+  std::vector<uint32_t> offsets(kVocab + 1, kVocab);
+  offsets[0] = 0;  // source id 0 owns every candidate
+  std::vector<int32_t> candidates(kVocab);
+  for (uint32_t i = 0; i < kVocab; ++i) candidates[i] = static_cast<int32_t>(i);
+  std::vector<int8_t> table(size_t{kVocab} * kCols, 1);
+  std::vector<float> scales(kVocab, 1.0f);
+  ModelInfo info;
+  detail::ModelWeights w;
+  w.info = &info;
+  w.output_proj.dtype = DType::kInt8;
+  w.output_proj.rows = kVocab;
+  w.output_proj.cols = kCols;
+  w.output_proj.data = table.data();
+  w.output_proj.scales = scales.data();
+  w.shortlist.offsets = offsets.data();
+  w.shortlist.candidates = candidates.data();
+  const std::vector<std::vector<int32_t>> batch = {std::vector<int32_t>(512, 0)};
+  models::OutputVocabulary vocabulary;
+  live_bytes = peak_bytes = 0;
+  measuring = true;
+  vocabulary.use_shortlist(w, batch);
+  measuring = false;
+  CHECK(vocabulary.size() == kVocab);
+  CHECK(vocabulary.token(kVocab - 1) == static_cast<int32_t>(kVocab - 1));
+  // The ids (sentence and batch: 2 x 256 KiB), the gathered table (512 KiB) and scales (256 KiB).
+  INFO("peak heap " << peak_bytes.load() << " bytes");
+  CHECK(peak_bytes.load() < int64_t{4} << 20);
 }
 #endif

@@ -29,10 +29,16 @@ void OutputVocabulary::use_all(const detail::ModelWeights& w) {
 void OutputVocabulary::use_shortlist(const detail::ModelWeights& w, const std::vector<std::vector<int32_t>>& batch) {
   const detail::Shortlist& list = w.shortlist;
   const std::vector<int32_t>& bad = w.info->bad_word_ids;
+  std::vector<int32_t> distinct;
   auto allowed_tokens = [&](const std::vector<int32_t>& source, std::vector<int32_t>& out) {
     out.assign(list.always, list.always + list.always_size);
     out.insert(out.end(), bad.begin(), bad.end());
-    for (int32_t s : source) {
+    // Each source id's candidates once: a file may give one id every candidate, and a
+    // sentence repeating it would otherwise gather them once per token before dedup.
+    distinct.assign(source.begin(), source.end());
+    std::sort(distinct.begin(), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    for (int32_t s : distinct) {
       if (list.candidates16 != nullptr)
         out.insert(out.end(), list.candidates16 + list.offsets[s], list.candidates16 + list.offsets[s + 1]);
       else

@@ -43,9 +43,9 @@ Result<SentencePiece> SentencePiece::create(SentencePieceSpec spec, const std::s
   if (score_count != n)
     return format_error(where, "scores: " + std::to_string(score_count) + " scores for " + std::to_string(n) +
                                    " pieces");
-  size_t piece_bytes = 0;  // the trie numbers its nodes (at most one per byte) in 32 bits
+  uint64_t piece_bytes = 0;  // (64 bits on every target); the trie numbers its nodes, at most one per byte, in 32 bits
   for (std::string_view p : spec.pieces) piece_bytes += p.size();
-  if (piece_bytes >= (size_t{1} << 31)) return format_error(where, "pieces: more than 2 GiB of piece text");
+  if (piece_bytes >= (uint64_t{1} << 31)) return format_error(where, "pieces: more than 2 GiB of piece text");
   if (type_count != n)
     return format_error(where, "types: " + std::to_string(type_count) + " types for " + std::to_string(n) +
                                    " pieces");
