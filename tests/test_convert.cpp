@@ -1,5 +1,8 @@
 // petrel-convert: round trip through the loader, folds, and rejection of bad checkpoints.
+#include <sys/stat.h>
+
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -435,6 +438,25 @@ TEST_CASE("converter rejects bad checkpoints with a message naming file and tens
     c.expect_error("out.petrel: not written: the engine would refuse the model", "max_positions");
   }
 }
+
+#ifndef __EMSCRIPTEN__  // (no FIFOs or device files under Node)
+TEST_CASE("a checkpoint file that is not a regular file is refused, not read forever", "[convert]") {
+  // A cloned checkpoint may hold symlinks: config.json -> /dev/zero was read until memory
+  // ran out, a FIFO blocked the converter.
+  TempDir tmp;
+  const std::string dir = tmp.file("odd");
+  std::filesystem::create_directory(dir);
+  std::filesystem::create_symlink(oracle_dir("post_swish_concat_tied") + "/model.safetensors", dir + "/model.safetensors");
+  convert::ConvertOptions o;
+  o.checkpoint_dir = dir;
+  o.output_path = tmp.file("odd.petrel");
+  std::filesystem::create_symlink("/dev/zero", dir + "/config.json");
+  CHECK_THROWS_WITH(convert::convert_checkpoint(o), Contains("config.json: not a regular file"));
+  std::filesystem::remove(dir + "/config.json");
+  REQUIRE(mkfifo((dir + "/config.json").c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(convert::convert_checkpoint(o), Contains("config.json: not a regular file"));
+}
+#endif
 
 TEST_CASE("JSON nested deeper than 64 levels is refused before it is parsed", "[convert][json]") {
   // nlohmann::json copies and dump()s values recursively: a config.json value nested

@@ -489,6 +489,9 @@ TEST_CASE("Marian's word vocabularies (YAML, JSON, text) convert and tokenize as
   fails_with("vocab.yml", "a: 99999999\n", "not below");
   fails_with("vocab.yml", "a: [1]\n", "list or map");
   fails_with("vocab.json", "[1, 2]", "JSON object");
+  // 100,000 levels of lists as an id: their error message dumped them recursively (a crash).
+  fails_with("vocab.json", "{\"a\":" + std::string(100000, '[') + std::string(100000, ']') + "}", "nested deeper");
+  fails_with("vocab.json", "{\"a\": \"" + std::string(5000, 'x') + "\"}", "...");  // quoted 200 bytes at most
   fails_with("vocab.txt", "a\n\nb\n", "line 2 is empty");
   fails_with("vocab.txt", "a\nb\na\n", "appears twice");
   fails_with("vocab.txt", "</s>\n<unk>\na\n", "dim-vocabs");  // 3 tokens, the model has more

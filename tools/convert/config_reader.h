@@ -24,10 +24,28 @@ inline bool file_exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
-// A whole file as text; `missing` says what a missing file means.
-inline std::string read_text(const std::string& path, const std::string& missing) {
+// The largest text input read whole (configs, tokenizer.json: Gemma 3's is 33 MB).
+constexpr uint64_t kMaxTextFileBytes = uint64_t{1} << 30;
+
+// `path` opened for reading, once it is known to be a regular file: a checkpoint may
+// hold symlinks (git keeps them), and one to /dev/zero or a FIFO would be read forever
+// or block. `missing` says what a missing file means; `max_bytes` bounds its size.
+inline std::ifstream open_regular_file(const std::string& path, const std::string& missing,
+                                       uint64_t max_bytes = UINT64_MAX) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw ConvertError(path + ": cannot open" + missing);
+  if (!S_ISREG(st.st_mode)) throw ConvertError(path + ": not a regular file (a directory, device or FIFO)");
+  if (static_cast<uint64_t>(st.st_size) > max_bytes)
+    throw ConvertError(path + ": " + std::to_string(st.st_size) + " bytes, more than the " + std::to_string(max_bytes) +
+                       " such a file may have");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConvertError(path + ": cannot open" + missing);
+  return in;
+}
+
+// A whole file as text; `missing` says what a missing file means.
+inline std::string read_text(const std::string& path, const std::string& missing) {
+  std::ifstream in = open_regular_file(path, missing, kMaxTextFileBytes);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) throw ConvertError(path + ": read error");
   return text;

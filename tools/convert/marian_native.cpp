@@ -65,13 +65,13 @@ std::vector<std::string> read_marian_word_vocabulary(const std::string& path) {
   if (ends_with(path, ".yml") || ends_with(path, ".yaml")) return parse_marian_yaml_vocabulary(text, path);
   std::vector<std::string> id_to_token;
   if (ends_with(path, ".json")) {
-    const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    const nlohmann::json j = parse_json(path, text);  // its nesting bounded, as every JSON input's
     if (!j.is_object() || j.empty()) throw ConvertError(path + ": expected a JSON object of token -> id");
     std::vector<bool> given;
     const size_t limit = 2 * j.size() + 1024;  // gaps allowed, a few (see parse_marian_yaml_vocabulary)
     for (const auto& [token, id] : j.items()) {
       if (!id.is_number_unsigned() || id.get<uint64_t>() >= limit)
-        throw ConvertError(path + ": token " + detail::quoted(token) + " has id " + id.dump() +
+        throw ConvertError(path + ": token " + detail::quoted(token) + " has id " + json_excerpt(id) +
                            ", not an integer below " + std::to_string(limit));
       const size_t i = id.get<size_t>();
       if (i >= id_to_token.size()) {

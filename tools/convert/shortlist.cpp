@@ -1,5 +1,7 @@
 #include "convert/shortlist.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -8,6 +10,7 @@
 #include <sstream>
 #include <utility>
 
+#include "convert/config_reader.h"
 #include "convert/convert_error.h"
 #include "convert/mapped_file.h"
 #include "core/string_hash.h"
@@ -16,8 +19,7 @@ namespace petrel::convert {
 
 ShortlistTable read_lexical_shortlist(const std::string& path, const std::vector<std::string>& vocab, uint32_t first,
                                       uint32_t best, int32_t eos_id) {
-  std::ifstream in(path);
-  if (!in) throw ConvertError(path + ": cannot open the shortlist file");
+  std::ifstream in = open_regular_file(path, " the shortlist file");
   return read_lexical_shortlist(in, path, vocab, first, best, eos_id);
 }
 
@@ -147,6 +149,8 @@ uint64_t marian_hash_words(const uint8_t* p, size_t words) {
 }  // namespace
 
 bool is_binary_shortlist(const std::string& path) {
+  struct stat st {};  // not a regular file (or none): the text reader says what it is
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
   std::ifstream in(path, std::ios::binary);
   uint8_t magic[8];
   return in.read(reinterpret_cast<char*>(magic), sizeof magic) && load_u64(magic) == kBinaryShortlistMagic;

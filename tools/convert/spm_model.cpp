@@ -2,9 +2,8 @@
 
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
+#include "convert/config_reader.h"
 #include "convert/convert_error.h"
 #include "core/bytes.h"
 #include "core/utf8.h"
@@ -298,12 +297,7 @@ SpmModel parse_spm_model(std::string bytes, const std::string& name) {
 }
 
 SpmModel read_spm_model(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConvertError(path + ": cannot open the SentencePiece model");
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  if (in.bad()) throw ConvertError(path + ": read error");
-  return parse_spm_model(std::move(bytes).str(), path);
+  return parse_spm_model(read_text(path, " the SentencePiece model"), path);
 }
 
 }  // namespace petrel::convert
