@@ -253,6 +253,11 @@ Result<std::shared_ptr<const Model>> Model::load(const std::string& path) {
     ::close(fd);
     return Error{ErrorCode::kIo, path + ": not a regular file"};
   }
+  if (static_cast<uint64_t>(st.st_size) > SIZE_MAX) {  // a 32-bit build (armv7, wasm32) cannot map it
+    ::close(fd);
+    return Error{ErrorCode::kFormat, path + ": " + std::to_string(st.st_size) +
+                                         " bytes, more than a 32-bit build can map"};
+  }
   size_t size = static_cast<size_t>(st.st_size);
   if (size == 0) {
     ::close(fd);

@@ -20,6 +20,10 @@ MappedFile::MappedFile(const std::string& path) {
     ::close(fd);
     throw ConvertError(path + ": not a regular file");
   }
+  if (static_cast<uint64_t>(st.st_size) > SIZE_MAX) {  // a 32-bit build (armv7, wasm32) cannot map it
+    ::close(fd);
+    throw ConvertError(path + ": " + std::to_string(st.st_size) + " bytes, more than a 32-bit build can map");
+  }
   size_ = static_cast<size_t>(st.st_size);
   if (size_ == 0) {  // mmap refuses empty files; an empty span is what the readers expect
     ::close(fd);
