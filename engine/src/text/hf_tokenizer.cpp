@@ -128,28 +128,6 @@ std::string_view trim_right(std::string_view s) {
   return s.substr(0, end);
 }
 
-// Every `pattern` in `text` replaced by `content`: the size is counted first, so that a
-// replacement the budget refuses is never built.
-Status replace_all(std::string& text, std::string_view pattern, std::string_view content, HfBudget& budget,
-                   const HfStep& step) {
-  if (pattern.empty()) return Status::ok();
-  uint64_t hits = 0;
-  for (size_t at = 0, hit; (hit = text.find(pattern, at)) != std::string::npos; at = hit + pattern.size()) ++hits;
-  if (hits == 0) return Status::ok();
-  const uint64_t size = text.size() - hits * pattern.size() + hits * content.size();
-  if (Status s = budget.grow(text.size(), size, step); !s) return s;
-  std::string out;
-  out.reserve(size);
-  size_t at = 0;
-  for (size_t hit; (hit = text.find(pattern, at)) != std::string::npos; at = hit + pattern.size()) {
-    out.append(text, at, hit - at);
-    out.append(content);
-  }
-  out.append(text, at, std::string::npos);
-  text.swap(out);
-  return Status::ok();
-}
-
 // The pieces of `text` around `matches` (sorted, disjoint byte ranges) as Split's
 // behaviour keeps them.
 void split_pieces(std::string_view text, const std::vector<std::pair<uint32_t, uint32_t>>& matches,
@@ -199,6 +177,36 @@ void literal_matches(std::string_view text, std::string_view pattern, std::vecto
   out.clear();
   for (size_t at = 0, hit; (hit = text.find(pattern, at)) != std::string_view::npos; at = hit + pattern.size())
     out.emplace_back(static_cast<uint32_t>(hit), static_cast<uint32_t>(hit + pattern.size()));
+}
+
+// The byte ranges `matches` (sorted, disjoint) of `text` replaced by `content`: the size
+// is counted first, so that a replacement the budget refuses is never built.
+Status replace_ranges(std::string& text, const std::vector<std::pair<uint32_t, uint32_t>>& matches,
+                      std::string_view content, HfBudget& budget, const HfStep& step) {
+  if (matches.empty()) return Status::ok();
+  uint64_t size = text.size();
+  for (auto [b, e] : matches) size = size - (e - b) + content.size();
+  if (Status s = budget.grow(text.size(), size, step); !s) return s;
+  std::string out;
+  out.reserve(size);
+  size_t at = 0;
+  for (auto [b, e] : matches) {
+    out.append(text, at, b - at);
+    out.append(content);
+    at = e;
+  }
+  out.append(text, at, std::string::npos);
+  text.swap(out);
+  return Status::ok();
+}
+
+// Every `pattern` in `text` replaced by `content`.
+Status replace_all(std::string& text, std::string_view pattern, std::string_view content, HfBudget& budget,
+                   const HfStep& step) {
+  if (pattern.empty()) return Status::ok();
+  std::vector<std::pair<uint32_t, uint32_t>> matches;
+  literal_matches(text, pattern, matches);
+  return replace_ranges(text, matches, content, budget, step);
 }
 
 // JavaScript's \s (WhiteSpace and LineTerminator of ECMA-262: Zs, TAB, VT, FF, LF, CR,
@@ -473,19 +481,7 @@ Status HfTokenizer::normalize(std::string_view text, std::string& out, HfBudget&
           if (Status r = replace_all(out, s.pattern, s.content, budget, step("Replace")); !r) return r;
         } else {
           if (Status r = regex_matches(normalizer_regex_[i], out, matches, budget, step("Replace")); !r) return r;
-          uint64_t size = out.size();
-          for (auto [b, e] : matches) size = size - (e - b) + s.content.size();
-          if (Status r = budget.grow(out.size(), size, step("Replace")); !r) return r;
-          scratch.clear();
-          scratch.reserve(size);
-          size_t at = 0;
-          for (auto [b, e] : matches) {
-            scratch.append(out, at, b - at);
-            scratch.append(s.content);
-            at = e;
-          }
-          scratch.append(out, at, std::string::npos);
-          out.swap(scratch);
+          if (Status r = replace_ranges(out, matches, s.content, budget, step("Replace")); !r) return r;
         }
         break;
       case HfNormalizerKind::kPrecompiled:
