@@ -247,6 +247,29 @@ TEST_CASE("int4 linear stays exact at the extremes of nibbles, block scales and 
   }
 }
 
+TEST_CASE("a row's elements are visited in column order at their index()", "[kernels]") {
+  std::mt19937 rng(20);
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kInt8, DType::kInt4})
+    for (detail::Layout layout : {detail::Layout::kRowMajor, detail::Layout::kPanel16})
+      for (size_t n : {1, 15, 17, 40})
+        for (size_t k : {1, 3, 7, 8, 9, 33, 70, 257}) {
+          TestMatrix m(random_values(rng, n * k), n, k, dtype, layout);
+          INFO(to_string(dtype) << " " << layout_name(layout) << " n=" << n << " k=" << k);
+          for (size_t r = 0; r < n; ++r) {
+            std::vector<size_t> visited, want;
+            m.view.for_each_in_row(r, [&](size_t c, size_t at) {
+              visited.push_back(c);
+              visited.push_back(at);
+            });
+            for (size_t c = 0; c < k; ++c) {
+              want.push_back(c);
+              want.push_back(m.view.index(r, c));
+            }
+            REQUIRE(visited == want);
+          }
+        }
+}
+
 TEST_CASE("the reference linear gives the same products for row-major and panel weights", "[kernels]") {
   std::mt19937 rng(21);
   for (DType dtype : {DType::kF32, DType::kF16, DType::kInt8, DType::kInt4}) {

@@ -147,13 +147,24 @@ struct Matrix {
     if (!packed()) return r * blocks() + b;
     return (r / kPanelRows) * kPanelRows * blocks() + b * kPanelRows + r % kPanelRows;
   }
-  // The stored integer of an int8 or int4 element (int4: nibble - 8).
-  int32_t quantized(size_t r, size_t c) const {
-    const size_t i = index(r, c);
+  // Calls visit(c, index(r, c)) for each column c of row r in order, stepping from run
+  // to run instead of dividing per element: the reference kernels' inner loops (the
+  // scalar path runs them on every weight of every step).
+  template <typename Visit>
+  void for_each_in_row(size_t r, Visit&& visit) const {
+    const size_t run = row_run(), step = packed() ? kPanelRows * run : run;
+    size_t start = index(r, 0);
+    for (size_t c0 = 0; c0 < cols; c0 += run, start += step)
+      for (size_t o = 0; o < run && c0 + o < cols; ++o)  // int4: the nibble order of index()
+        visit(c0 + o, start + (dtype == DType::kInt4 ? (o & ~size_t{7}) + 2 * (o & 3) + (o >> 2 & 1) : o));
+  }
+  // The stored integer of an int8 or int4 element at index i (int4: nibble - 8).
+  int32_t quantized_at(size_t i) const {
     if (dtype == DType::kInt8) return static_cast<const int8_t*>(data)[i];
     const uint8_t byte = static_cast<const uint8_t*>(data)[i / 2];
     return static_cast<int32_t>(i % 2 ? byte >> 4 : byte & 0x0F) - kInt4Offset;
   }
+  int32_t quantized(size_t r, size_t c) const { return quantized_at(index(r, c)); }
   // int4: q x block scale, an exact integer (|q| <= 8, scale <= 255).
   int32_t scaled_int4(size_t r, size_t c) const {
     return quantized(r, c) * int32_t{block_scales[block_scale_index(r, c / kInt4Block)]};

@@ -34,7 +34,7 @@ void linear(const float* x, size_t m, const detail::Matrix& w, const float* bias
       for (size_t i = 0; i < m; ++i)
         for (size_t j = 0; j < n; ++j) {
           float acc = 0;
-          for (size_t c = 0; c < k; ++c) acc += x[i * k + c] * wf[w.index(j, c)];
+          w.for_each_in_row(j, [&](size_t c, size_t at) { acc += x[i * k + c] * wf[at]; });
           y[i * n + j] = acc + (bias ? bias[j] : 0.0f);
         }
       break;
@@ -44,7 +44,7 @@ void linear(const float* x, size_t m, const detail::Matrix& w, const float* bias
       for (size_t i = 0; i < m; ++i)
         for (size_t j = 0; j < n; ++j) {
           float acc = 0;
-          for (size_t c = 0; c < k; ++c) acc += x[i * k + c] * half_to_float(wh[w.index(j, c)]);
+          w.for_each_in_row(j, [&](size_t c, size_t at) { acc += x[i * k + c] * half_to_float(wh[at]); });
           y[i * n + j] = acc + (bias ? bias[j] : 0.0f);
         }
       break;
@@ -52,10 +52,12 @@ void linear(const float* x, size_t m, const detail::Matrix& w, const float* bias
     case DType::kInt8: {
       quantize_rows(x, m, k, w.activation_scale, scratch);
       const size_t stride = detail::round_up(k, detail::kInt8Group);
+      const int8_t* wq = static_cast<const int8_t*>(w.data);
       for (size_t i = 0; i < m; ++i)
         for (size_t j = 0; j < n; ++j) {
+          const int8_t* xq = scratch.values + i * stride;
           int32_t acc = 0;  // |acc| <= 128 * 128 * k: within int32 for the loader's k <= 2^16
-          for (size_t c = 0; c < k; ++c) acc += int32_t{scratch.values[i * stride + c]} * w.quantized(j, c);
+          w.for_each_in_row(j, [&](size_t c, size_t at) { acc += int32_t{xq[c]} * wq[at]; });
           y[i * n + j] = static_cast<float>(acc) * (scratch.scales[i] * w.scales[j]) + (bias ? bias[j] : 0.0f);
         }
       break;
@@ -66,13 +68,16 @@ void linear(const float* x, size_t m, const detail::Matrix& w, const float* bias
       constexpr size_t kBlock = detail::kInt4Block;
       for (size_t i = 0; i < m; ++i)
         for (size_t j = 0; j < n; ++j) {
+          const int8_t* xq = scratch.values + i * stride;
           float acc = 0;
-          for (size_t b = 0; b * kBlock < k; ++b) {
-            int32_t dot = 0;  // |dot| <= 32 x 127 x 8, times a u8 scale: an exact float
-            for (size_t c = b * kBlock; c < k && c < (b + 1) * kBlock; ++c)
-              dot += int32_t{scratch.values[i * stride + c]} * w.quantized(j, c);
-            acc += static_cast<float>(dot * int32_t{w.block_scales[w.block_scale_index(j, b)]});
-          }
+          int32_t dot = 0;  // one block's: |dot| <= 32 x 127 x 8, times a u8 scale: an exact float
+          w.for_each_in_row(j, [&](size_t c, size_t at) {
+            dot += int32_t{xq[c]} * w.quantized_at(at);
+            if (c % kBlock == kBlock - 1 || c + 1 == k) {
+              acc += static_cast<float>(dot * int32_t{w.block_scales[w.block_scale_index(j, c / kBlock)]});
+              dot = 0;
+            }
+          });
           y[i * n + j] = acc * (scratch.scales[i] * w.scales[j]) + (bias ? bias[j] : 0.0f);
         }
       break;
