@@ -315,6 +315,31 @@ TEST_CASE("C API: a language model's session generates what the C++ Generator do
   CHECK(seen.last == want.value()[0].ids);
   petrel_result_free(result);
 
+  // A callback calling back into its own session is refused, and the call goes on.
+  struct Nested {
+    petrel_session* session;
+    const std::vector<int32_t>* prompt;
+    std::vector<petrel_status> statuses;
+  } nested{session, &prompt, {}};
+  o.on_token = [](void* data, const petrel_token_event*) {
+    auto* n = static_cast<Nested*>(data);
+    petrel_result* inner = nullptr;
+    n->statuses.push_back(petrel_generate(n->session, n->prompt->data(), n->prompt->size(), nullptr, &inner));
+    petrel_result_free(inner);
+    return 1;
+  };
+  o.on_token_data = &nested;
+  REQUIRE(petrel_generate(session, prompt.data(), prompt.size(), &o, &result) == PETREL_OK);
+  ids = petrel_result_ids(result, 0, 0, &n);
+  REQUIRE(ids != nullptr);
+  CHECK(std::vector<int32_t>(ids, ids + n) == want.value()[0].ids);
+  CHECK(nested.statuses == std::vector<petrel_status>(n + 1, PETREL_INVALID_ARGUMENT));  // n tokens, one final
+  petrel_result_free(result);
+  o.on_token = nullptr;
+  o.max_new_tokens = 100000;  // past the model's positions: refused before anything is computed
+  CHECK(petrel_generate(session, prompt.data(), size_t{1} << 40, &o, &result) == PETREL_INVALID_ARGUMENT);
+  CHECK_THAT(petrel_last_error(), Catch::Matchers::Contains("far over any model's positions"));
+
   // A language model's session does not translate; a bad struct_size is refused by name.
   const int32_t* inputs[] = {prompt.data()};
   const size_t lengths[] = {prompt.size()};

@@ -515,6 +515,35 @@ TEST_CASE("multilingual families translate text with source and target languages
     REQUIRE(petrel_translate_text(session, text.c_str(), &c, &translation) == PETREL_OK);
     CHECK(std::string(translation) == want["output_text"].get<std::string>());
     petrel_string_free(translation);
+    // Streamed to C: each piece ends where the C++ event's does (the C++ piece views the
+    // model's string table, which has no NUL after it), and the text is never NULL: ""
+    // while the hypothesis holds only the language token (found by review).
+    std::vector<std::string> cpp_pieces;
+    TranslateOptions streamed = o;
+    streamed.on_token = [&](const TokenEvent& ev) {
+      if (!ev.final) cpp_pieces.emplace_back(ev.piece);
+      return true;
+    };
+    REQUIRE(translator.translate_text({text}, streamed).has_value());
+    struct Streamed {
+      std::vector<std::string> pieces;
+      std::string text;
+      bool null_text = false;
+    } got;
+    REQUIRE(petrel_translate_stream(
+                session, text.c_str(), &c,
+                [](void* data, const petrel_token_event* ev) {
+                  auto* s = static_cast<Streamed*>(data);
+                  s->null_text |= ev->text == nullptr || ev->text_delta == nullptr;
+                  if (!ev->final) s->pieces.emplace_back(ev->piece);
+                  if (ev->text != nullptr) s->text = ev->text;
+                  return 1;
+                },
+                &got, &translation) == PETREL_OK);
+    petrel_string_free(translation);
+    CHECK_FALSE(got.null_text);
+    CHECK(got.pieces == cpp_pieces);
+    CHECK(got.text == want["output_text"].get<std::string>());
 
     if (!can_run_programs()) continue;
     int status = 0;

@@ -135,7 +135,10 @@ TEST_CASE("sampling options: check() refuses each bad field by name and value", 
                          Bad{"top_p", 0.0f, "= 0"}, Bad{"top_p", 1.5f, "= 1.5"}, Bad{"top_p", NAN, "nan"},
                          Bad{"min_p", -0.25f, "= -0.25"}, Bad{"min_p", 1.0f, "= 1"}, Bad{"min_p", NAN, "nan"},
                          Bad{"repetition_penalty", 0.0f, "= 0"}, Bad{"repetition_penalty", -2.0f, "= -2"},
-                         Bad{"repetition_penalty", INFINITY, "inf"}}) {
+                         Bad{"repetition_penalty", INFINITY, "inf"},
+                         // divisors that make finite logits infinite
+                         Bad{"temperature", 1e-45f, "e-45"}, Bad{"repetition_penalty", 1e-30f, "e-30"},
+                         Bad{"temperature", 2e6f, "2000000"}}) {
     SamplingOptions o;  // greedy: the fields are checked all the same
     const std::string field = bad.field;
     if (field == "temperature") o.temperature = bad.value;

@@ -222,7 +222,7 @@ Status without_exceptions(Job&& job) {
   } catch (const std::bad_alloc&) {
     return Error{ErrorCode::kOutOfMemory, "out of memory"};
   } catch (const std::system_error& e) {
-    return Error{ErrorCode::kInternal, std::string("cannot start a worker thread: ") + e.what()};
+    return Error{ErrorCode::kOutOfMemory, std::string("cannot start a worker thread: ") + e.what()};
   }
 }
 

@@ -52,7 +52,7 @@ petrel_status fail(const petrel::Error& e) {
   return PETREL_INTERNAL;
 }
 
-petrel_status invalid(const char* message) { return fail({petrel::ErrorCode::kInvalidArgument, message}); }
+petrel_status invalid(const std::string& message) { return fail({petrel::ErrorCode::kInvalidArgument, message}); }
 
 // Runs `body`, turning an escaping exception (only std::bad_alloc is expected) into a status.
 template <class Body>
@@ -84,6 +84,26 @@ size_t whole_blocks(size_t struct_size) {
   return 0;  // to_cpp refuses such a size first
 }
 
+// A token event for a C callback, its strings NUL-terminated copies: the piece views the
+// model's string table and a delta its text, neither ending in a NUL. The text and its
+// delta are NULL only when the call streams no text (text.data() is null then; an empty
+// text is "", as on the first steps of a multilingual model, whose language token is "").
+struct EventStrings {
+  std::string piece, text, delta;
+  petrel_token_event convert(const petrel::TokenEvent& e) {
+    piece.assign(e.piece);
+    text.assign(e.text);
+    delta.assign(e.text_delta);
+    const bool has_text = e.text.data() != nullptr;
+    return {e.input, e.ids, e.length, piece.c_str(), e.provisional ? 1 : 0, e.final ? 1 : 0,
+            has_text ? text.c_str() : nullptr, has_text ? delta.c_str() : nullptr, e.text_restarted ? 1 : 0};
+  }
+};
+
+// Ids a caller passes in one array: far more than any model's positions. A longer length
+// is garbage (and would wrap the end pointer around the address space).
+constexpr size_t kMaxCallerIds = size_t{1} << 20;
+
 // A caller's options, reading only the fields its struct_size covers (an older
 // header's caller gets defaults for fields added since).
 petrel::Result<petrel::TranslateOptions> to_cpp(const petrel_options* o) {
@@ -110,16 +130,8 @@ petrel::Result<petrel::TranslateOptions> to_cpp(const petrel_options* o) {
     const petrel_token_fn fn = o->on_token;
     void* const data = o->on_token_data;
     t.stream_text = o->stream_text != 0;
-    t.on_token = [fn, data, text = std::string(), delta = std::string()](const petrel::TokenEvent& e) mutable {
-      petrel_token_event c{e.input,         e.ids,   e.length, e.piece.data(), e.provisional ? 1 : 0,
-                           e.final ? 1 : 0, nullptr, nullptr,  e.text_restarted ? 1 : 0};
-      if (e.piece.empty()) c.piece = "";
-      if (!e.text.empty() || !e.text_delta.empty() || e.text_restarted) {  // NUL-terminated copies for C
-        text.assign(e.text);
-        delta.assign(e.text_delta);
-        c.text = text.c_str();
-        c.text_delta = delta.c_str();
-      }
+    t.on_token = [fn, data, strings = EventStrings()](const petrel::TokenEvent& e) mutable {
+      const petrel_token_event c = strings.convert(e);
       return fn(data, &c) != 0;
     };
   }
@@ -130,8 +142,10 @@ petrel::Result<petrel::TranslateOptions> to_cpp(const petrel_options* o) {
       return petrel::Error{petrel::ErrorCode::kInvalidArgument,
                            "petrel_options.target_prefix is NULL but target_prefix_length is " +
                                std::to_string(o->target_prefix_length)};
-    if (o->target_prefix_length > (size_t{1} << 20))  // far over any model's positions: a garbage length
-      return petrel::Error{petrel::ErrorCode::kInvalidArgument, "petrel_options.target_prefix_length is too large"};
+    if (o->target_prefix_length > kMaxCallerIds)
+      return petrel::Error{petrel::ErrorCode::kInvalidArgument,
+                           "petrel_options.target_prefix_length is " + std::to_string(o->target_prefix_length) +
+                               ": far over any model's positions"};
     t.target_prefix.assign(o->target_prefix, o->target_prefix + o->target_prefix_length);
   }
   if (has(offsetof(petrel_options, max_length_factor) + sizeof(double))) t.max_length_factor = o->max_length_factor;
@@ -193,15 +207,8 @@ petrel::Result<petrel::GenerateOptions> to_cpp(const petrel_generate_options* o)
   if (o->on_token != nullptr) {
     const petrel_token_fn fn = o->on_token;
     void* const data = o->on_token_data;
-    // The event's strings are NUL-terminated copies: a piece or delta views a longer text.
-    g.on_token = [fn, data, piece = std::string(), text = std::string(), delta = std::string()](
-                     const petrel::TokenEvent& e) mutable {
-      piece.assign(e.piece);
-      text.assign(e.text);
-      delta.assign(e.text_delta);
-      const bool has_text = e.text.data() != nullptr;
-      petrel_token_event c{e.input, e.ids, e.length, piece.c_str(), 0, e.final ? 1 : 0,
-                           has_text ? text.c_str() : nullptr, has_text ? delta.c_str() : nullptr, 0};
+    g.on_token = [fn, data, strings = EventStrings()](const petrel::TokenEvent& e) mutable {
+      const petrel_token_event c = strings.convert(e);
       return fn(data, &c) != 0;
     };
   }
@@ -333,6 +340,9 @@ petrel_status petrel_translate_ids(petrel_session* session, const int32_t* const
     std::vector<std::vector<int32_t>> cpp(batch);
     for (size_t i = 0; i < batch; ++i) {
       if (inputs[i] == nullptr && lengths[i] > 0) return invalid("petrel_translate_ids: NULL input");
+      if (lengths[i] > kMaxCallerIds)
+        return invalid("petrel_translate_ids: input " + std::to_string(i + 1) + " has length " +
+                       std::to_string(lengths[i]) + ", far over any model's positions");
       cpp[i].assign(inputs[i], inputs[i] + lengths[i]);
     }
     auto cpp_options = to_cpp(options);
@@ -514,6 +524,9 @@ petrel_status petrel_generate(petrel_session* session, const int32_t* prompt, si
       return invalid("petrel_generate: NULL argument");
     *result = nullptr;
     if (!session->generator) return invalid("petrel_generate: a translation model's session translates (petrel_translate_ids)");
+    if (length > kMaxCallerIds)
+      return invalid("petrel_generate: the prompt's length " + std::to_string(length) +
+                     " is far over any model's positions");
     auto g = to_cpp(o);
     if (!g) return fail(g.error());
     auto generated = session->generator->generate({std::vector<int32_t>(prompt, prompt + length)}, g.value());

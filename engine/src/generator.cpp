@@ -193,6 +193,7 @@ struct Generator::Impl {
   std::vector<float> logits;
   std::vector<int32_t> sequence;  // prompt + generated, for the repetition penalty
   GenerateTimings timings;
+  std::atomic<bool> busy{false};  // detail::SessionCall
   // The model's chat template, parsed on first use and kept: every turn renders it.
   std::optional<Result<text::ChatTemplate>> chat_template;
 };
@@ -346,8 +347,11 @@ Result<Generator> Generator::create(std::shared_ptr<const Model> model, const Tr
                  model->info().source + ": not a decoder-only model (translate it with a Translator)"};
   auto kernels = detail::session_kernels(*model, options);
   if (!kernels) return kernels.error();
-  return Generator(std::make_unique<Impl>(std::move(model), *kernels.value(), options.threads,
-                                          options.activation_scales));
+  auto impl = detail::make_session([&] {
+    return std::make_unique<Impl>(std::move(model), *kernels.value(), options.threads, options.activation_scales);
+  });
+  if (!impl) return impl.error();
+  return Generator(std::move(impl.value()));
 }
 
 Generator::Generator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -357,9 +361,13 @@ Generator& Generator::operator=(Generator&&) noexcept = default;
 
 Result<std::vector<Generation>> Generator::generate(const std::vector<std::vector<int32_t>>& prompts,
                                                     const GenerateOptions& options) {
+  const detail::SessionCall call(impl_->busy);
+  if (auto refused = call.refused("Generator")) return *refused;
   return impl_->generate(prompts, options);
 }
 Result<TextGeneration> Generator::generate_text(std::string_view prompt, const GenerateOptions& options) {
+  const detail::SessionCall call(impl_->busy);
+  if (auto refused = call.refused("Generator")) return *refused;
   auto tokenizer = text_tokenizer(*impl_->model);
   if (!tokenizer) return tokenizer.error();
   auto ids = tokenizer.value()->encode_text(prompt, true);
@@ -424,6 +432,8 @@ Conversation& Conversation::operator=(Conversation&&) noexcept = default;
 const std::vector<ChatMessage>& Conversation::messages() const { return impl_->messages; }
 
 Result<TextGeneration> Conversation::reply(std::string_view user_message, const GenerateOptions& options) {
+  const detail::SessionCall call(impl_->generator.busy);
+  if (auto refused = call.refused("Generator")) return *refused;
   std::vector<ChatMessage> messages = impl_->messages;
   messages.push_back({"user", std::string(user_message)});
   auto prompt = impl_->owner.apply_chat_template(messages, true, impl_->template_flags);

@@ -3,10 +3,14 @@
 // petrel_engine_internal target.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <optional>
+#include <string>
+#include <system_error>
 #include <vector>
 
 #include "format/weights.h"
@@ -46,6 +50,45 @@ ModelWeights weights_for(const Model& model, ActivationScales scales);
 // an id outside the vocabulary, takes more positions than the model has, or holds
 // nothing but the pads the encoder masks (models::SourceReader).
 std::optional<Error> source_problem(const ModelInfo& info, const std::vector<int32_t>& ids, size_t input);
+
+// A session's state made by `make` (a Translator's or Generator's: its thread pool
+// starts threads), with what can fail there as an Error: memory, or a thread the system
+// would not start (a process limit, a small phone's memory).
+template <typename Make>
+auto make_session(Make&& make) -> Result<decltype(make())> {
+  try {
+    return make();
+  } catch (const std::bad_alloc&) {
+    return Error{ErrorCode::kOutOfMemory, "out of memory"};
+  } catch (const std::system_error& e) {
+    return Error{ErrorCode::kOutOfMemory, std::string("cannot start a thread: ") + e.what()};
+  }
+}
+
+// Marks a session (a Translator's or Generator's caches and buffers) in use for one
+// call. A second call while it is, from a token callback on the same thread or from
+// another thread against the one-thread-at-a-time rule, would overwrite the state the
+// first is still reading: it gets an error instead of corrupting the heap.
+class SessionCall {
+ public:
+  explicit SessionCall(std::atomic<bool>& busy) : busy_(busy), entered_(!busy.exchange(true)) {}
+  ~SessionCall() {
+    if (entered_) busy_ = false;
+  }
+  SessionCall(const SessionCall&) = delete;
+  SessionCall& operator=(const SessionCall&) = delete;
+  // The error for a call that did not enter (`what`: "Translator", "Generator").
+  std::optional<Error> refused(const char* what) const {
+    if (entered_) return std::nullopt;
+    return Error{ErrorCode::kInvalidArgument,
+                 std::string("this ") + what + " is already running a call: a token callback must not call back " +
+                     "into its own session, and one session serves one thread at a time"};
+  }
+
+ private:
+  std::atomic<bool>& busy_;
+  bool entered_;
+};
 
 // A hypothesis as text, with the tokens of its ids (the model's tokenizer).
 Result<TextHypothesis> text_hypothesis(const Model& model, Hypothesis&& hypothesis);

@@ -114,6 +114,7 @@ struct Translator::Impl {
   models::OutputVocabulary output;
   decode::SearchState search;
   TranslateTimings timings;
+  std::atomic<bool> busy{false};  // detail::SessionCall
 };
 
 
@@ -160,8 +161,11 @@ Result<Translator> Translator::create(std::shared_ptr<const Model> model, const 
                                               "generates with petrel::Generator, not a Translator"};
   auto kernels = detail::session_kernels(*model, options);
   if (!kernels) return kernels.error();
-  return Translator(std::make_unique<Impl>(std::move(model), *kernels.value(), options.threads,
-                                           options.activation_scales));
+  auto impl = detail::make_session([&] {
+    return std::make_unique<Impl>(std::move(model), *kernels.value(), options.threads, options.activation_scales);
+  });
+  if (!impl) return impl.error();
+  return Translator(std::move(impl.value()));
 }
 
 Result<std::vector<TextTranslation>> Translator::translate_text(const std::vector<std::string>& texts,
@@ -300,6 +304,8 @@ size_t Translator::threads() const { return impl_->pool.size(); }
 
 Result<std::vector<Translation>> Translator::translate(const std::vector<std::vector<int32_t>>& batch,
                                                        const TranslateOptions& options) {
+  const detail::SessionCall call(impl_->busy);
+  if (auto refused = call.refused("Translator")) return *refused;
   try {
     return impl_->translate(batch, options);
   } catch (const std::bad_alloc&) {  // the API never throws: memory ran out while buffers grew

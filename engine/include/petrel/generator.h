@@ -1,6 +1,7 @@
 // Generating with a decoder-only model (a language model: Gemma 3, Llama, Qwen). A
 // Generator holds per-thread mutable state (workspace, KV caches): use one per thread;
-// the Model can be shared.
+// the Model can be shared. A call made while another runs (from its own on_token
+// callback, or a Conversation's on the same Generator) fails with kInvalidArgument.
 #pragma once
 
 #include <cstdint>
@@ -28,11 +29,11 @@ struct GenerateOptions {
   // Sampling (transformers' order: repetition penalty, then temperature, top-k, top-p,
   // min-p); do_sample false is greedy (the most likely token, lowest id among ties).
   std::optional<bool> do_sample;
-  std::optional<float> temperature;         // > 0
+  std::optional<float> temperature;         // in [1e-6, 1e6] (kMinSamplingScale..)
   std::optional<uint32_t> top_k;            // 0: off
   std::optional<float> top_p;               // (0, 1]; 1: off
   std::optional<float> min_p;               // [0, 1); 0: off
-  std::optional<float> repetition_penalty;  // > 0; 1: off (applies to greedy decoding too)
+  std::optional<float> repetition_penalty;  // in [1e-6, 1e6]; 1: off (applies to greedy decoding too)
   uint64_t seed = 0;                        // the same seed gives the same tokens on every CPU
   bool ignore_eos = false;                  // go on past EOS (benchmarks)
   // Store the KV cache as IEEE half precision (half the memory and the bytes attention reads).

@@ -17,7 +17,9 @@
  *
  * Every function returns a status; on failure petrel_last_error() holds a message for
  * the calling thread. A model may be shared by threads; a session belongs to one thread
- * at a time. Nothing here prints, exits or aborts. The header compiles as C99. */
+ * at a time, and a token callback must not call back into its own session (such a call
+ * fails with PETREL_INVALID_ARGUMENT). Nothing here prints, exits or aborts. The header
+ * compiles as C99. */
 #ifndef PETREL_PETREL_H
 #define PETREL_PETREL_H
 
@@ -61,8 +63,9 @@ typedef struct petrel_token_event {
                              "" without a tokenizer */
   int provisional;        /* beam search: a later step may prefer another hypothesis */
   int final;              /* the input's translation is done: `ids` is its best hypothesis */
-  const char* text;       /* text translations with stream_text: the hypothesis so far, else NULL */
-  const char* text_delta; /* what `text` adds to this input's previous event */
+  const char* text;       /* text translations with stream_text: the hypothesis so far ("" while
+                             it is empty), else NULL */
+  const char* text_delta; /* what `text` adds to this input's previous event (NULL with `text`) */
   int text_restarted;     /* `text` does not extend the previous text: show it afresh */
 } petrel_token_event;
 /* Return 0 to stop translating that input now (its hypotheses finish as they are). */
@@ -163,11 +166,11 @@ typedef struct petrel_generate_options {
   size_t struct_size;        /* sizeof(petrel_generate_options) as the caller compiled it */
   size_t max_new_tokens;     /* 0: the model's, else 256 (within its positions) */
   int do_sample;             /* 1: sample; 0: greedy; -1: the model's */
-  float temperature;         /* > 0; NaN: the model's */
+  float temperature;         /* in [1e-6, 1e6]; NaN: the model's */
   int32_t top_k;             /* 0: off; -1: the model's */
   float top_p;               /* (0, 1]; NaN: the model's */
   float min_p;               /* [0, 1); NaN: the model's */
-  float repetition_penalty;  /* > 0; NaN: the model's */
+  float repetition_penalty;  /* in [1e-6, 1e6]; NaN: the model's */
   uint64_t seed;             /* the same seed gives the same tokens on every CPU */
   int ignore_eos;            /* nonzero: go on past EOS */
   int kv_cache_f16;          /* nonzero: keys/values in half precision */

@@ -1,5 +1,6 @@
 // Translating with a loaded model. A Translator holds per-thread mutable state
-// (workspace, KV caches): use one per thread; the Model can be shared.
+// (workspace, KV caches): use one per thread; the Model can be shared. A call made
+// while another runs (from its own on_token callback) fails with kInvalidArgument.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +37,8 @@ struct TokenEvent {
   bool provisional = false;      // beam search: a later step may prefer another hypothesis
   bool final = false;            // the input's translation is done: `ids` is its best hypothesis
                                  //   (one such event per input with a hypothesis, after the last step)
-  // translate_text with stream_text only (detokenizing costs a decode per step):
+  // translate_text with stream_text only (detokenizing costs a decode per step; without,
+  // text.data() is null):
   std::string_view text;         // the hypothesis so far as text
   std::string_view text_delta;   // what `text` adds to this input's previous event
   bool text_restarted = false;   // `text` does not extend the previous text: show it afresh

@@ -112,6 +112,12 @@ struct GenerationDefaults {
   double max_length_factor = 0;
 };
 
+// The range of a temperature or repetition penalty, in a model file or a caller's
+// options: logits divided by 1e-6 stay finite, where a smaller divisor (1e-38) makes
+// them infinite and the step fails.
+constexpr float kMinSamplingScale = 1e-6f;
+constexpr float kMaxSamplingScale = 1e6f;
+
 // How a decoder-only model asks to generate (its generation_config.json); generate()
 // uses these for the options a caller leaves unset.
 struct LanguageModelDefaults {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/c_number.h"
+#include "petrel/types.h"
 
 namespace petrel::decode {
 
@@ -131,12 +132,12 @@ float Random::uniform() { return static_cast<float>(next_u32() >> 8) * (1.0f / 1
 
 Status check(const SamplingOptions& o) {
   // Written so that NaN fails every rule.
-  if (!(o.temperature > 0.0f && std::isfinite(o.temperature)))
-    return invalid("temperature", o.temperature, "a finite number > 0");
+  if (!(o.temperature >= kMinSamplingScale && o.temperature <= kMaxSamplingScale))
+    return invalid("temperature", o.temperature, "in [1e-6, 1e6]");
   if (!(o.top_p > 0.0f && o.top_p <= 1.0f)) return invalid("top_p", o.top_p, "in (0, 1]");
   if (!(o.min_p >= 0.0f && o.min_p < 1.0f)) return invalid("min_p", o.min_p, "in [0, 1)");
-  if (!(o.repetition_penalty > 0.0f && std::isfinite(o.repetition_penalty)))
-    return invalid("repetition_penalty", o.repetition_penalty, "a finite number > 0");
+  if (!(o.repetition_penalty >= kMinSamplingScale && o.repetition_penalty <= kMaxSamplingScale))
+    return invalid("repetition_penalty", o.repetition_penalty, "in [1e-6, 1e6]");
   return Status::ok();
 }
 

@@ -1255,10 +1255,10 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
       return Status::ok();
     };
     d.do_sample = lm->do_sample();
-    s = in_range(lm->temperature(), 1e-6f, 1e6f, "temperature", &d.temperature);
+    s = in_range(lm->temperature(), kMinSamplingScale, kMaxSamplingScale, "temperature", &d.temperature);
     if (s) s = in_range(lm->top_p(), 1e-6f, 1.0f, "top_p", &d.top_p);
     if (s) s = in_range(lm->min_p(), 0.0f, 1.0f, "min_p", &d.min_p);
-    if (s) s = in_range(lm->repetition_penalty(), 1e-6f, 1e6f, "repetition_penalty", &d.repetition_penalty);
+    if (s) s = in_range(lm->repetition_penalty(), kMinSamplingScale, kMaxSamplingScale, "repetition_penalty", &d.repetition_penalty);
     if (!s) return s.error();
     d.top_k = std::min(lm->top_k(), info.vocab_size);
     d.max_new_tokens = std::min(lm->max_new_tokens(), info.max_positions);

@@ -31,10 +31,18 @@ uint32_t generation_of(uint64_t cursor) { return static_cast<uint32_t>(cursor >>
 }  // namespace
 
 ThreadPool::ThreadPool(size_t threads) {
-  for (size_t t = 1; t < threads; ++t) workers_.emplace_back([this, t] { worker_loop(t); });
+  try {
+    workers_.reserve(threads);
+    for (size_t t = 1; t < threads; ++t) workers_.emplace_back([this, t] { worker_loop(t); });
+  } catch (...) {  // a thread the system would not start: the ones started wait on members about to go
+    stop_workers();
+    throw;
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop_workers(); }
+
+void ThreadPool::stop_workers() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;

@@ -29,6 +29,8 @@ Status check_thread_count(const char* what, size_t count, size_t cap);
 
 class ThreadPool {
  public:
+  // Starts threads - 1 workers; throws std::system_error when the system will not
+  // start one (after stopping those it did).
   explicit ThreadPool(size_t threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -54,6 +56,7 @@ class ThreadPool {
   // Claims and runs tasks of run `generation` until none are left.
   void work(uint32_t generation, size_t thread);
   void worker_loop(size_t thread);
+  void stop_workers();  // wakes every worker to return, and joins it
 
   // (generation << 32) | next task: a task is claimed by CAS, so a worker that
   // wakes late can never take a task of a later run for one of an earlier run.
