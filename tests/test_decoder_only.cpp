@@ -345,6 +345,11 @@ TEST_CASE("C API: a language model's session generates what the C++ Generator do
   const size_t lengths[] = {prompt.size()};
   CHECK(petrel_translate_ids(session, inputs, lengths, 1, nullptr, &result) == PETREL_INVALID_ARGUMENT);
   CHECK(std::string(petrel_last_error()).find("petrel_generate") != std::string::npos);
+  o.max_new_tokens = 4;
+  o.top_k = -2;  // -1 is the model's; below is a caller's mistake, not a silent default
+  CHECK(petrel_generate(session, prompt.data(), prompt.size(), &o, &result) == PETREL_INVALID_ARGUMENT);
+  CHECK_THAT(petrel_last_error(), Catch::Matchers::Contains("top_k is -2"));
+  o.top_k = 20;
   o.struct_size = 8;
   CHECK(petrel_generate(session, prompt.data(), prompt.size(), &o, &result) == PETREL_INVALID_ARGUMENT);
   CHECK(std::string(petrel_last_error()).find("struct_size") != std::string::npos);

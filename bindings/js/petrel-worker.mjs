@@ -67,12 +67,16 @@ async function handle(m) {
 
 port.listen((m) => {
   queue = queue.then(async () => {
+    // Anything may be posted here (a page's own message, null): each gets a reply and
+    // the queue goes on, or one bad message would leave every later request unanswered.
+    const id = m !== null && typeof m === "object" ? m.id : undefined;
     try {
+      if (id === undefined) throw new Error("a request is an object with an id and an op");
       if (m.op !== "init" && !petrel) throw new Error("the worker has not been initialized");
-      port.post({ id: m.id, result: await handle(m) });
+      port.post({ id, result: await handle(m) });
     } catch (e) {
-      errorReply(m.id, e);
+      errorReply(id, e);
     }
-  });
+  }).catch(() => {});  // a reply that could not be posted (uncloneable): the next request still runs
 });
 port.post({ ready: true });

@@ -96,7 +96,8 @@ export function loadPetrel(options) {
   const created = createInstance(options || {});
   if (shared) {
     defaultInstance = created;
-    created.catch(() => { if (defaultInstance === created) defaultInstance = null; });
+    // Its dispose() lets the next loadPetrel() make a new shared instance.
+    created.then((p) => { p._shared = created; }, () => { if (defaultInstance === created) defaultInstance = null; });
   }
   return created;
 }
@@ -187,6 +188,7 @@ function checkOptions(options) {
   for (const key of ["sourceLanguage", "targetLanguage"]) {
     if (options[key] !== undefined && options[key] !== null && typeof options[key] !== "string")
       throw invalid(`${key} must be a string`);
+    if (typeof options[key] === "string") checkString(options[key], key);
     o[key] = options[key] || null;
   }
   for (const key of ["shortlist", "kvCacheF16", "splitSentences"]) {
@@ -202,12 +204,29 @@ function checkOptions(options) {
   return o;
 }
 
+// Why `s` cannot cross to the engine as a NUL-terminated UTF-8 string, or null: a
+// U+0000 would cut it short there, and a lone surrogate has no UTF-8 (Emscripten's
+// encoder merges it with the next character).
+function stringProblem(s) {
+  const nul = s.indexOf("\0");
+  if (nul >= 0) return `holds U+0000 at index ${nul}`;
+  const lone = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.exec(s);
+  if (lone) return `holds a lone surrogate (U+${lone[0].charCodeAt(0).toString(16).toUpperCase()}) at index ${lone.index}: not Unicode text`;
+  return null;
+}
+
+function checkString(s, what) {
+  const problem = stringProblem(s);
+  if (problem) throw invalid(`${what} ${problem}`);
+}
+
 function checkTexts(texts) {
   const single = typeof texts === "string";
   const list = single ? [texts] : texts;
   if (!Array.isArray(list)) throw invalid("the text to translate must be a string or an array of strings");
   list.forEach((t, i) => {
     if (typeof t !== "string") throw invalid(`text ${i + 1} is not a string (${t === null ? "null" : typeof t})`);
+    checkString(t, `text ${i + 1}`);
   });
   return { single, list };
 }
@@ -449,6 +468,7 @@ export class Petrel {
   dispose() {
     for (const model of [...this._models]) model.free();
     this._disposed = true;
+    if (this._shared && defaultInstance === this._shared) defaultInstance = null;
   }
 }
 
@@ -577,8 +597,10 @@ export class PetrelModel {
   tokenize(text, sourceLanguage) {
     const handle = this._live();
     if (typeof text !== "string") throw invalid("the text to tokenize must be a string");
+    checkString(text, "the text to tokenize");
     if (sourceLanguage !== undefined && sourceLanguage !== null && typeof sourceLanguage !== "string")
       throw invalid("sourceLanguage must be a string");
+    if (sourceLanguage) checkString(sourceLanguage, "sourceLanguage");
     return this._petrel._run((core) => {
       const strings = [text, sourceLanguage || ""];
       const sizes = strings.map((s) => core.lengthBytesUTF8(s) + 1);

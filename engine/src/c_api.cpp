@@ -185,6 +185,9 @@ petrel::Result<petrel::GenerateOptions> to_cpp(const petrel_generate_options* o)
   g.max_new_tokens = o->max_new_tokens;
   if (o->do_sample >= 0) g.do_sample = o->do_sample != 0;
   if (!std::isnan(o->temperature)) g.temperature = o->temperature;
+  if (o->top_k < -1)
+    return petrel::Error{petrel::ErrorCode::kInvalidArgument, "petrel_generate_options.top_k is " +
+                                                                  std::to_string(o->top_k) + ": 0 (off), -1 (the model's) or a count"};
   if (o->top_k >= 0) g.top_k = static_cast<uint32_t>(o->top_k);
   if (!std::isnan(o->top_p)) g.top_p = o->top_p;
   if (!std::isnan(o->min_p)) g.min_p = o->min_p;

@@ -321,7 +321,7 @@ EMSCRIPTEN_KEEPALIVE PjsResult* pjs_translate(PjsModel* m, const char* const* te
       }
       BatchOptions b;
       b.split_sentences = true;
-      b.max_batch_size = std::max<size_t>(8, n);
+      b.max_batch_size = std::min<size_t>(std::max<size_t>(8, n), kMaxBatchSize);  // more texts: several batches
       b.window = std::max<size_t>(1, n);
       Status s = m->batch->translate_text(inputs, o, b, [&](size_t i, Result<TextTranslation>&& r) {
         if (!r) {

@@ -163,6 +163,13 @@ test("errors: corrupt, truncated, empty and bit-flipped models, bad options, use
   await expectEngineError(model.translate("x", { targetLanguage: "de" }), "PETREL_INVALID_ARGUMENT", /language/);
   await expectEngineError(model.translate("x", { onToken: 3 }), "PETREL_INVALID_ARGUMENT", /onToken/);
   await expectEngineError(model.translate("word ".repeat(2000)), "PETREL_INVALID_ARGUMENT");
+  // Strings that cannot cross to the engine intact are refused, not cut or merged.
+  await expectEngineError(model.translate("hello\u0000 secret words"), "PETREL_INVALID_ARGUMENT", /U\+0000 at index 5/);
+  await expectEngineError(model.translate(["ok", "a\ud800b"]), "PETREL_INVALID_ARGUMENT", /text 2 .*lone surrogate \(U\+D800\) at index 1/);
+  await expectEngineError(model.translate("a\udc00"), "PETREL_INVALID_ARGUMENT", /lone surrogate/);
+  await expectEngineError(model.translate("x", { sourceLanguage: "en\u0000" }), "PETREL_INVALID_ARGUMENT", /sourceLanguage/);
+  assert.throws(() => model.tokenize("a\ud800b"), /lone surrogate/);
+  assert.ok(model.tokenize("\ud83d\ude00").ids.length > 0);  // a pair is fine
   assert.equal(await model.translate("Open the file"), "die Datei öffnen");  // still usable
   model.free();
   model.free();  // twice is fine
@@ -176,6 +183,10 @@ test("sentence splitting as petrel-run does it", async () => {
   const want = nativeLines(enDeF32(), texts, ["--beam", "1"]);
   const got = await model.translate(texts, { splitSentences: true });
   assert.deepEqual(got, want);
+  // More texts than one batch takes: several batches (this failed naming a batch option
+  // the caller never set).
+  const many = await model.translate(new Array(65537).fill(""), { splitSentences: true });
+  assert.equal(many.length, 65537);
   model.free();
 });
 
@@ -229,4 +240,20 @@ test("file paths and URLs with % in the name", async () => {
   }
   await assert.rejects(petrel.loadModel(path.join(TMP, "50%zz.petrel")), (e) => e instanceof PetrelError && e.code === "PETREL_IO");
   await assert.rejects(petrel.loadModel(new Uint8Array(1000), { name: "%" }), (e) => e instanceof PetrelError && e.code === "PETREL_FORMAT");
+});
+
+// Last: it disposes the instance the tests above share.
+test("after the shared instance's dispose(), loadPetrel() makes a new one", async () => {
+  const shared = await loadPetrel();
+  if (shared !== petrel) return;  // another test disposed it first
+  const again = await loadPetrel();
+  assert.equal(again, shared);
+  const model = await again.loadModel(new Uint8Array(fs.readFileSync(enDeInt8())));
+  assert.equal(await model.translate("Open the file"), "die Datei öffnen");
+  again.dispose();
+  const fresh = await loadPetrel();
+  assert.notEqual(fresh, again);
+  const reloaded = await fresh.loadModel(new Uint8Array(fs.readFileSync(enDeInt8())));
+  assert.equal(await reloaded.translate("Open the file"), "die Datei öffnen");
+  reloaded.free();
 });

@@ -34,3 +34,13 @@ test("PetrelWorker (Node worker_threads): load, translate, stream, errors, termi
   w.terminate();
   await assert.rejects(w.translate("x"), /terminated/);
 });
+
+// Whatever a page posts to the worker gets an error reply or none, and the worker goes
+// on: a null message killed it (Node) or left every later request unanswered (browsers).
+test("PetrelWorker: stray messages (null, numbers, no id) do not stop the worker", async () => {
+  const w = await PetrelWorker.create();
+  await w.loadModel(new Uint8Array(fs.readFileSync(enDeF32())));
+  for (const stray of [null, undefined, 42, "translate", { op: "translate" }, []]) w._worker.postMessage(stray);
+  assert.equal(await w.translate("Open the file"), "die Datei öffnen");
+  w.terminate();
+});
