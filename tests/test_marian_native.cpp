@@ -501,18 +501,22 @@ TEST_CASE("the Firefox-shaped student shipped in tools/firefox-student decodes a
   // tools/firefox-student: Mozilla's files (intgemm8 + alphas, SentencePiece vocabulary,
   // binary shortlist) of a student trained here; the fixture holds bergamot's outputs on
   // 320 test sentences, each translated alone (its length limit follows its batch).
-  TempDir tmp;
   std::ifstream in(fixture_dir() + "/firefox-student/expected.json");
   REQUIRE(in);
   const json e = json::parse(in);
   const auto sentences = subset(strings(e["sentences"]));
-  convert::ConvertOptions o;
-  o.checkpoint_dir = std::string(PETREL_SOURCE_DIR) + "/tools/firefox-student";
+  // Converted once per run (under emulation, converting took most of this test's time).
+  auto student = [](DType dtype) {
+    return shared_file(std::string("firefox-student-") + to_string(dtype) + ".petrel", [&](const std::string& out) {
+      convert::ConvertOptions o;
+      o.checkpoint_dir = std::string(PETREL_SOURCE_DIR) + "/tools/firefox-student";
+      o.output_path = out;
+      o.linear_dtype = o.embedding_dtype = dtype;
+      convert::convert_checkpoint(o);
+    });
+  };
   // f32 of the int8 file: the dequantized weights, which bergamot's float32 run read.
-  o.output_path = tmp.file("student-f32.petrel");
-  o.linear_dtype = o.embedding_dtype = DType::kF32;
-  convert::convert_checkpoint(o);
-  auto f32 = load_model(o.output_path);
+  auto f32 = load_model(student(DType::kF32));
   CHECK(f32->info().ssru_layers == 2);
   CHECK(f32->info().shortlist.by_default);
   auto t = Translator::create(f32);
@@ -521,12 +525,9 @@ TEST_CASE("the Firefox-shaped student shipped in tools/firefox-student decodes a
   WARN("student f32: text equal to bergamot float32 " << same << "/" << sentences.size());
   CHECK(same * 100 >= sentences.size() * 99);
 
-  o.output_path = tmp.file("student-int8.petrel");
-  o.linear_dtype = o.embedding_dtype = DType::kInt8;
-  convert::convert_checkpoint(o);
   TranslatorOptions file_scales;
   file_scales.activation_scales = ActivationScales::kFile;
-  auto int8 = Translator::create(load_model(o.output_path), file_scales);
+  auto int8 = Translator::create(load_model(student(DType::kInt8)), file_scales);
   REQUIRE(int8);
   const size_t same8 =
       equal_texts(translate_all(int8.value(), sentences), subset(strings(e["bergamot"]["int8shiftAlphaAll"])));
