@@ -213,6 +213,15 @@ TEST_CASE("petrel-run --input, --json-lines, --stream, and a line too long for t
                     true);
   REQUIRE(status == 0);
   CHECK(out == lines[0] + "\n");
+  // Beam search into a pipe: each input's best translation, one line each, never a
+  // hypothesis that a better one replaced (that was the last text shown) and no
+  // terminal redraws (found by review).
+  std::ofstream(tmp.file("beam.txt")) << "Save changes?\nDo you want to delete this folder?\nOpen the file\n";
+  const std::string plain = run_command(PETREL_RUN + " " + model + " --beam 4 --input " + tmp.file("beam.txt"), &status, true);
+  REQUIRE(status == 0);
+  out = run_command(PETREL_RUN + " " + model + " --beam 4 --stream --input " + tmp.file("beam.txt"), &status, true);
+  REQUIRE(status == 0);
+  CHECK(out == plain);
 }
 
 namespace {

@@ -48,6 +48,22 @@ Outputs translate_c(petrel_session* session, const petrel_options& options) {
   petrel_result_free(result);
   return out;
 }
+// The portable fixture's model with a single-thread session, both freed at scope end.
+struct PortableSession {
+  petrel_model* model = nullptr;
+  petrel_session* session = nullptr;
+  PortableSession() {
+    const std::string path = fixture_dir() + "/portable/post_swish_concat_tied-int8.petrel";
+    REQUIRE(petrel_model_load(path.c_str(), &model) == PETREL_OK);
+    REQUIRE(petrel_session_create(model, nullptr, 1, &session) == PETREL_OK);
+  }
+  ~PortableSession() {
+    petrel_session_free(session);
+    petrel_model_free(model);
+  }
+  PortableSession(const PortableSession&) = delete;
+  PortableSession& operator=(const PortableSession&) = delete;
+};
 }  // namespace
 
 TEST_CASE("C API: same outputs as the C++ API, errors as codes", "[capi]") {
@@ -284,11 +300,8 @@ TEST_CASE("C API: petrel_options carries its size, and a wrong size is refused",
 }
 
 TEST_CASE("C API: a request over the memory limit is PETREL_OUT_OF_MEMORY, on every platform", "[capi]") {
-  const std::string path = fixture_dir() + "/portable/post_swish_concat_tied-int8.petrel";
-  petrel_model* model = nullptr;
-  REQUIRE(petrel_model_load(path.c_str(), &model) == PETREL_OK);
-  petrel_session* session = nullptr;
-  REQUIRE(petrel_session_create(model, nullptr, 1, &session) == PETREL_OK);
+  const PortableSession c;
+  petrel_session* const session = c.session;
   // 2^16 inputs x beam 64 x 64 steps: KV caches alone would need far more than the limit
   // (and their byte counts would wrap a 32-bit size_t).
   const int32_t ids[] = {5, 0};
@@ -310,19 +323,14 @@ TEST_CASE("C API: a request over the memory limit is PETREL_OUT_OF_MEMORY, on ev
         PETREL_INVALID_ARGUMENT);
   CHECK_THAT(petrel_last_error(), Catch::Matchers::Contains("at most 65536"));
   CHECK(result == nullptr);
-  petrel_session_free(session);
-  petrel_model_free(model);
 }
 
 // A token callback that calls back into its own session would reuse the caches the
 // outer call is still filling (heap corruption, found by review): the nested call is
 // refused, and the outer one ends as it would have.
 TEST_CASE("C API: a token callback calling into its own session is refused, and the call goes on", "[capi]") {
-  const std::string path = fixture_dir() + "/portable/post_swish_concat_tied-int8.petrel";
-  petrel_model* model = nullptr;
-  REQUIRE(petrel_model_load(path.c_str(), &model) == PETREL_OK);
-  petrel_session* session = nullptr;
-  REQUIRE(petrel_session_create(model, nullptr, 1, &session) == PETREL_OK);
+  const PortableSession c;
+  petrel_session* const session = c.session;
   petrel_options options;
   petrel_options_init(&options);
   options.beam_size = 2;
@@ -354,8 +362,6 @@ TEST_CASE("C API: a token callback calling into its own session is refused, and 
   // The session serves the next call as before.
   options.on_token = nullptr;
   CHECK(translate_c(session, options) == plain);
-  petrel_session_free(session);
-  petrel_model_free(model);
 }
 
 // A length far over any model's positions is refused before anything is read: 2^62 + 2

@@ -1,10 +1,15 @@
 // petrel-convert: round trip through the loader, folds, and rejection of bad checkpoints.
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <chrono>
 #include <cmath>
 #include <fstream>
+#include <functional>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -440,6 +445,19 @@ TEST_CASE("converter rejects bad checkpoints with a message naming file and tens
 }
 
 #ifndef __EMSCRIPTEN__  // (no FIFOs or device files under Node)
+namespace {
+// Whether `call`, which opens `fifo`, returns within 10 s. One blocked in open() is let go
+// by opening the FIFO's other end (the test fails instead of hanging).
+bool returns_promptly(const std::string& fifo, const std::function<void()>& call) {
+  auto done = std::async(std::launch::async, call);
+  if (done.wait_for(std::chrono::seconds(10)) == std::future_status::ready) return true;
+  const int writer = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+  done.wait();
+  if (writer >= 0) ::close(writer);
+  return false;
+}
+}  // namespace
+
 TEST_CASE("a checkpoint file that is not a regular file is refused, not read forever", "[convert]") {
   // A cloned checkpoint may hold symlinks: config.json -> /dev/zero was read until memory
   // ran out, a FIFO blocked the converter.
@@ -455,8 +473,60 @@ TEST_CASE("a checkpoint file that is not a regular file is refused, not read for
   std::filesystem::remove(dir + "/config.json");
   REQUIRE(mkfifo((dir + "/config.json").c_str(), 0600) == 0);
   CHECK_THROWS_WITH(convert::convert_checkpoint(o), Contains("config.json: not a regular file"));
+  // The files the converter and the loader map: a FIFO as model.safetensors or as the
+  // model blocked them in open(), before fstat could tell (found by review).
+  std::filesystem::remove(dir + "/config.json");
+  std::filesystem::create_symlink(oracle_dir("post_swish_concat_tied") + "/config.json", dir + "/config.json");
+  std::filesystem::remove(dir + "/model.safetensors");
+  REQUIRE(mkfifo((dir + "/model.safetensors").c_str(), 0600) == 0);
+  std::string converted;
+  CHECK(returns_promptly(dir + "/model.safetensors", [&] {
+    try {
+      convert::convert_checkpoint(o);
+    } catch (const std::exception& e) {
+      converted = e.what();
+    }
+  }));
+  CHECK_THAT(converted, Contains("model.safetensors: not a regular file"));
+  std::string loaded;
+  CHECK(returns_promptly(dir + "/model.safetensors", [&] {
+    auto m = Model::load(dir + "/model.safetensors");
+    if (!m) loaded = m.error().message;
+  }));
+  CHECK_THAT(loaded, Contains("model.safetensors: not a regular file"));
+  // Nor is a FIFO or a symlink as the output replaced by a regular file.
+  REQUIRE(mkfifo(tmp.file("fifo.petrel").c_str(), 0600) == 0);
+  o.checkpoint_dir = oracle_dir("post_swish_concat_tied");
+  o.output_path = tmp.file("fifo.petrel");
+  CHECK_THROWS_WITH(convert::convert_checkpoint(o), Contains("fifo.petrel: exists and is not a regular file"));
+  std::filesystem::create_symlink(tmp.file("elsewhere.petrel"), tmp.file("link.petrel"));
+  o.output_path = tmp.file("link.petrel");
+  CHECK_THROWS_WITH(convert::convert_checkpoint(o), Contains("link.petrel: exists and is not a regular file"));
 }
 #endif
+
+// The output replaces what its path names: never one of the checkpoint's own files (its
+// weights were overwritten, found by review), and never with a scale that folds to
+// infinity or zero in f32 (1e39, 1e-300 converted, then failed to run).
+TEST_CASE("petrel-convert refuses an output that is one of its inputs, and scales f32 cannot fold", "[convert]") {
+  TempDir tmp;
+  const std::string dir = tmp.file("ck");
+  copy_dir(oracle_dir("post_swish_concat_tied"), dir);
+  const auto weights = read_bytes(dir + "/model.safetensors");
+  convert::ConvertOptions o;
+  o.checkpoint_dir = dir;
+  o.output_path = dir + "/model.safetensors";
+  CHECK_THROWS_WITH(convert::convert_checkpoint(o), Contains("is a file of the checkpoint being converted"));
+  CHECK(read_bytes(dir + "/model.safetensors") == weights);
+  o.output_path = "";
+  CHECK_THROWS_WITH(convert::convert_checkpoint(o), Contains("no output path"));
+  o.output_path = tmp.file("out.petrel");
+  for (double scale : {1e39, 1e300, 1e-300, 0.0, -1.0}) {
+    INFO(scale);
+    o.embed_scale = scale;
+    CHECK_THROWS_WITH(convert::convert_checkpoint(o), Contains("--embed-scale must be in [1e-6, 1e6]"));
+  }
+}
 
 TEST_CASE("JSON nested deeper than 64 levels is refused before it is parsed", "[convert][json]") {
   // nlohmann::json copies and dump()s values recursively: a config.json value nested

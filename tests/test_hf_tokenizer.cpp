@@ -885,7 +885,7 @@ TEST_CASE("petrel-run --prompt, --stream and --chat on a language model with a t
            {"--system x --prompt a", "--system applies with --chat"},
            {"--chat --template-flag enable_thinking", "expected NAME=true or NAME=false"},
            {"--chat --json", "--json does not apply with --chat"},
-           {"--prompt a --stop ''", "stop[0]"}}) {
+           {"--prompt a --stop ''", "--stop: each string must be 1..256 bytes"}}) {
     INFO(flags);
     const std::string err = run_command(PETREL_RUN + " " + model + " " + flags + " --max-new-tokens 2", &status);
     CHECK(status != 0);

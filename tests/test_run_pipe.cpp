@@ -5,8 +5,12 @@
 // gives a blank output, a failing line its error while the run goes on, exit status 1.
 
 #include <catch2/catch.hpp>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "support/coprocess.h"
 #include "support/test_support.h"
@@ -110,6 +114,9 @@ TEST_CASE("petrel-run refuses options that do not apply to the mode, naming both
       {" --detokenize --source-lang de", {"--source-lang", "--detokenize"}},
       {" --beam 2 --n-best 2", {"--n-best", "--json"}},
       {" --beam 2 --n-best 2 --stream", {"--n-best", "--stream"}},
+      {" --beam 1 --min-new-tokens 5 --max-new-tokens 3", {"--min-new-tokens", "--max-new-tokens"}},
+      {" --greedy --temperature 0.5", {"--temperature", "--greedy"}},
+      {" --stop ''", {"--stop", "1..256 bytes"}},
   };
   for (const auto& [args, names] : cases) {
     INFO(args);
@@ -142,4 +149,45 @@ TEST_CASE("petrel-run: a line longer than it holds is that line's error, the res
   CHECK(objects[2]["index"] == 2);
   CHECK(objects[2]["hypotheses"][0]["text"] != "");
   CHECK(objects[3]["summary"]["inputs"] == 3);
+}
+
+// The lines before an over-long one are answered while it is still arriving: they
+// waited for its end, which a stream that never sends one never reaches (found by review).
+TEST_CASE("petrel-run answers the lines before an over-long line while that line still arrives", "[cli][pipe]") {
+  const std::string model = en_de_model_path();
+  Coprocess run(PETREL_RUN + " " + model + " --beam 1 --json-lines --quiet 2>/dev/null");
+  run.write_line("Open file");
+  std::atomic<bool> answered{false};
+  std::thread writer([&] {  // the long line goes on coming until the answers are read (40 s at most)
+    const std::string chunk(size_t{1} << 16, 'x');
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(40);
+    while (!answered && std::chrono::steady_clock::now() < until && run.write_raw(chunk)) {
+    }
+  });
+  const auto first = run.read_line(20000), second = run.read_line(20000);
+  answered = true;
+  writer.join();
+  REQUIRE(first.has_value());
+  REQUIRE(second.has_value());
+  CHECK(json::parse(*first)["hypotheses"][0]["text"] != "");
+  CHECK_THAT(json::parse(*second)["error"].get<std::string>(), Contains("line 2 is longer than 1048576 bytes"));
+}
+
+// Output nobody can take is a failure, not a success with nothing written: every tool
+// exited 0 into a full disk (found by review).
+TEST_CASE("the tools exit 1 naming standard output when it cannot be written", "[cli]") {
+  if (!std::filesystem::exists("/dev/full")) return;
+  const std::string model = en_de_model_path();
+  TempDir tmp;
+  for (const std::string& command :
+       {PETREL_RUN + " " + model + " --beam 1 --text 'Open the file'", PETREL_RUN + " " + model + " --tokenize --text 'a b'",
+        PETREL_RUN + " " + model + " --beam 1 --json-lines --quiet </dev/null", PETREL_INSPECT + " " + model,
+        PETREL_CONVERT + " " + std::string(PETREL_SOURCE_DIR) + "/tools/demo-model -o " + tmp.file("demo.petrel") + " --json"}) {
+    INFO(command);
+    int status = 0;
+    const std::string err = run_command("{ " + command + " 2>&1 >/dev/full; }", &status);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 1);
+    CHECK_THAT(err, Contains("cannot write standard output"));
+  }
 }

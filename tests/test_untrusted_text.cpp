@@ -158,6 +158,26 @@ TEST_CASE("petrel-inspect and petrel-run refuse such a file with a message, not 
   }
 }
 
+// Valid UTF-8 may still hold terminal controls: petrel-inspect's text printed a tensor
+// name's ESC [2J (clear the screen) and OSC title sequence raw (found by review).
+TEST_CASE("petrel-inspect shows control characters in a file's strings escaped", "[utf8][cli]") {
+  TempDir tmp;
+  std::vector<uint8_t> bytes = valid_model();
+  fb::Model* m = fb::GetMutableModel(bytes.data() + 4);
+  char* name = first_byte(m->tensors()->Get(0)->name());
+  const std::string evil = "\x1b[2J\x1b]0;X\x07\xc2\x9b";  // ESC, BEL and C1's CSI
+  REQUIRE(m->tensors()->Get(0)->name()->size() >= evil.size());
+  std::copy(evil.begin(), evil.end(), name);
+  const std::string model = tmp.file("controls.petrel"), err = tmp.file("stderr");
+  write_bytes(model, bytes);
+  Command inspect = run(PETREL_INSPECT + " '" + model + "'", err);
+  INFO(read_text(err));
+  REQUIRE(inspect.exit_code == 0);
+  CHECK(inspect.out.find_first_of("\x1b\x07") == std::string::npos);
+  CHECK(inspect.out.find("\xc2\x9b") == std::string::npos);
+  CHECK_THAT(inspect.out, Contains("\\x1b[2J\\x1b]0;X\\x07\\u009b"));
+}
+
 TEST_CASE("the tools write valid JSON whatever bytes a path or text holds", "[utf8][cli]") {
   TempDir tmp;
   // A checkpoint directory and model path whose names are not UTF-8 (Linux allows any bytes).

@@ -7,7 +7,6 @@
 #include <new>
 #include <numeric>
 #include <optional>
-#include <system_error>
 #include <thread>
 
 #include "batch_testing.h"
@@ -213,19 +212,6 @@ std::optional<Error> unit_problem(const ModelInfo& info, const std::vector<int32
   return detail::source_problem(info, ids, input);
 }
 
-// Runs a batch job, reporting its own failures as statuses: out of memory, or a worker
-// thread that could not start.
-template <typename Job>
-Status without_exceptions(Job&& job) {
-  try {
-    return job();
-  } catch (const std::bad_alloc&) {
-    return Error{ErrorCode::kOutOfMemory, "out of memory"};
-  } catch (const std::system_error& e) {
-    return Error{ErrorCode::kOutOfMemory, std::string("cannot start a worker thread: ") + e.what()};
-  }
-}
-
 }  // namespace
 
 namespace {
@@ -239,7 +225,7 @@ Status BatchTranslator::translate(const std::vector<std::vector<int32_t>>& input
   const auto start = std::chrono::steady_clock::now();
   impl_->totals = BatchTotals{};
   BatchTotals& totals = impl_->totals;
-  return without_exceptions([&]() -> Status {
+  return detail::without_exceptions([&]() -> Status {
     const ModelInfo& info = impl_->model->info();
     const size_t window = window_size(batching);
     for (size_t i0 = 0; i0 < inputs.size(); i0 += window) {  // a window at a time: memory stays bounded
@@ -286,7 +272,7 @@ Status BatchTranslator::translate_text(const std::vector<std::string>& texts, co
   const auto start = std::chrono::steady_clock::now();
   impl_->totals = BatchTotals{};
   BatchTotals& totals = impl_->totals;
-  return without_exceptions([&]() -> Status {
+  return detail::without_exceptions([&]() -> Status {
     const ModelInfo& info = model.info();
     const size_t window = window_size(batching);
     for (size_t i0 = 0; i0 < texts.size(); i0 += window) {  // tokenized a window at a time

@@ -58,7 +58,6 @@ decode::SamplingOptions sampling_options(const GenerateOptions& o) {
   s.seed = o.seed;
   return s;
 }
-constexpr size_t kMaxStopStrings = 16, kMaxStopBytes = 256;
 
 // The text of generated ids as they come, as transformers' TextStreamer and TGI make
 // it: a window of the newest tokens decoded without and with the newest one, the
@@ -178,7 +177,8 @@ struct Generator::Impl {
                                            const GenerateOptions& options);
   // Generates after `prompt` in `session`; with `stream` (text generation), also the
   // text, stopping at a stop string. Returns how many prompt tokens the caches held.
-  Result<size_t> run(size_t index, const std::vector<int32_t>& prompt, const GenerateOptions& o, Generation& out,
+  // `which` names the prompt in errors ("prompt 2: ..."); empty for a call's only one.
+  Result<size_t> run(size_t index, const std::string& which, const std::vector<int32_t>& prompt, const GenerateOptions& o, Generation& out,
                      LmSession& session, TextStream* stream);
   Result<TextGeneration> generate_text(const std::vector<int32_t>& prompt, const GenerateOptions& options,
                                        LmSession& session);
@@ -198,18 +198,18 @@ struct Generator::Impl {
   std::optional<Result<text::ChatTemplate>> chat_template;
 };
 
-Result<size_t> Generator::Impl::run(size_t index, const std::vector<int32_t>& prompt, const GenerateOptions& o,
+Result<size_t> Generator::Impl::run(size_t index, const std::string& which, const std::vector<int32_t>& prompt, const GenerateOptions& o,
                                     Generation& out, LmSession& session, TextStream* stream) {
   const ModelInfo& info = model->info();
-  const std::string which = "prompt " + std::to_string(index);
-  if (prompt.empty()) return Error{ErrorCode::kInvalidArgument, which + ": empty"};
+  auto at = [&](const std::string& what) { return which.empty() ? what : which + ": " + what; };
+  if (prompt.empty()) return Error{ErrorCode::kInvalidArgument, at("the prompt is empty")};
   for (size_t i = 0; i < prompt.size(); ++i)
     if (prompt[i] < 0 || static_cast<uint32_t>(prompt[i]) >= info.vocab_size)
-      return Error{ErrorCode::kInvalidArgument, which + ", position " + std::to_string(i) + ": id " +
+      return Error{ErrorCode::kInvalidArgument, at("position " + std::to_string(i)) + ": id " +
                                                     std::to_string(prompt[i]) + " is outside the vocabulary (" +
                                                     std::to_string(info.vocab_size) + " tokens)"};
   if (prompt.size() >= info.max_positions)
-    return Error{ErrorCode::kInvalidArgument, which + ": " + std::to_string(prompt.size()) +
+    return Error{ErrorCode::kInvalidArgument, at(std::to_string(prompt.size())) +
                                                   " tokens leave no room to generate within the model's " +
                                                   std::to_string(info.max_positions) + " positions"};
   const size_t max_new = std::min(o.max_new_tokens, info.max_positions - prompt.size());
@@ -218,7 +218,7 @@ Result<size_t> Generator::Impl::run(size_t index, const std::vector<int32_t>& pr
   const detail::CheckedSize bytes =
       generation_bytes(weights, positions, pool.size(), detail::dtype_size(cache_type));
   if (!bytes.ok() || bytes.value() > kMaxRequestBytes)
-    return Error{ErrorCode::kOutOfMemory, which + ": " + std::to_string(positions) + " positions need " +
+    return Error{ErrorCode::kOutOfMemory, at(std::to_string(positions)) + " positions need " +
                                               (bytes.ok() ? mib(bytes.value()) : std::string("more than 2^64 bytes")) +
                                               " of working memory; the limit is " + mib(kMaxRequestBytes) +
                                               ": use a smaller max_new_tokens"};
@@ -267,7 +267,7 @@ Result<size_t> Generator::Impl::run(size_t index, const std::vector<int32_t>& pr
   for (size_t step = 0; step < max_new; ++step) {
     const int32_t token = sampler.next(logits.data(), logits.size(), sequence.data(), sequence.size());
     if (token < 0 || !std::isfinite(logits[static_cast<size_t>(token)]))
-      return Error{ErrorCode::kFormat, info.source + ": " + which + ", step " + std::to_string(step) +
+      return Error{ErrorCode::kFormat, info.source + ": " + at("step " + std::to_string(step)) +
                                            ": the logits are not finite (corrupt weights?)"};
     out.ids.push_back(token);
     sequence.push_back(token);
@@ -301,7 +301,10 @@ Result<std::vector<Generation>> Generator::Impl::generate(const std::vector<std:
   try {
     std::vector<Generation> out(prompts.size());
     for (size_t i = 0; i < prompts.size(); ++i)
-      if (auto r = run(i, prompts[i], resolved.value(), out[i], session, nullptr); !r) return r.error();
+      if (auto r = run(i, prompts.size() > 1 ? "prompt " + std::to_string(i + 1) : "", prompts[i], resolved.value(), out[i],
+                       session, nullptr);
+          !r)
+        return r.error();
     return out;
   } catch (const std::bad_alloc&) {  // the API never throws: memory ran out while buffers grew
     return Error{ErrorCode::kOutOfMemory, "out of memory"};
@@ -319,7 +322,7 @@ Result<TextGeneration> Generator::Impl::generate_text(const std::vector<int32_t>
   try {
     TextStream stream(*tokenizer.value(), options.stop);
     Generation generation;
-    auto reused = run(0, prompt, resolved.value(), generation, lm, &stream);
+    auto reused = run(0, "", prompt, resolved.value(), generation, lm, &stream);
     if (!reused) return reused.error();
     TextGeneration out;
     out.ended_on_eos = generation.ended_on_eos;
@@ -347,7 +350,7 @@ Result<Generator> Generator::create(std::shared_ptr<const Model> model, const Tr
                  model->info().source + ": not a decoder-only model (translate it with a Translator)"};
   auto kernels = detail::session_kernels(*model, options);
   if (!kernels) return kernels.error();
-  auto impl = detail::make_session([&] {
+  auto impl = detail::without_exceptions([&]() -> Result<std::unique_ptr<Impl>> {
     return std::make_unique<Impl>(std::move(model), *kernels.value(), options.threads, options.activation_scales);
   });
   if (!impl) return impl.error();

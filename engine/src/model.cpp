@@ -246,7 +246,8 @@ static Result<std::shared_ptr<const Model>> finish_load(std::unique_ptr<Storage>
 }
 
 Result<std::shared_ptr<const Model>> Model::load(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO's open would wait for a writer before fstat could refuse it.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return Error{ErrorCode::kIo, path + ": cannot open: " + std::strerror(errno)};
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

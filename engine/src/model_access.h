@@ -51,13 +51,13 @@ ModelWeights weights_for(const Model& model, ActivationScales scales);
 // nothing but the pads the encoder masks (models::SourceReader).
 std::optional<Error> source_problem(const ModelInfo& info, const std::vector<int32_t>& ids, size_t input);
 
-// A session's state made by `make` (a Translator's or Generator's: its thread pool
-// starts threads), with what can fail there as an Error: memory, or a thread the system
-// would not start (a process limit, a small phone's memory).
-template <typename Make>
-auto make_session(Make&& make) -> Result<decltype(make())> {
+// Runs `job` (returning a Status or a Result), with what setting up a session or a
+// batch's workers can throw as an Error: memory, or a thread the system would not start
+// (a process limit, a small phone's memory).
+template <typename Job>
+auto without_exceptions(Job&& job) -> decltype(job()) {
   try {
-    return make();
+    return job();
   } catch (const std::bad_alloc&) {
     return Error{ErrorCode::kOutOfMemory, "out of memory"};
   } catch (const std::system_error& e) {

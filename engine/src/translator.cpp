@@ -161,7 +161,7 @@ Result<Translator> Translator::create(std::shared_ptr<const Model> model, const 
                                               "generates with petrel::Generator, not a Translator"};
   auto kernels = detail::session_kernels(*model, options);
   if (!kernels) return kernels.error();
-  auto impl = detail::make_session([&] {
+  auto impl = detail::without_exceptions([&]() -> Result<std::unique_ptr<Impl>> {
     return std::make_unique<Impl>(std::move(model), *kernels.value(), options.threads, options.activation_scales);
   });
   if (!impl) return impl.error();

@@ -50,6 +50,11 @@ class Coprocess {
     REQUIRE(write(to_child_, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()));
   }
 
+  // Writes bytes as they are, from any thread (no assertion): false once the child stops reading.
+  bool write_raw(const std::string& bytes) {
+    return write(to_child_, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size());
+  }
+
   // The next line of output, or nothing when none came within `timeout_ms` or the output ended.
   std::optional<std::string> read_line(int timeout_ms = 60000) {
     for (;;) {

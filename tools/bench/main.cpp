@@ -100,7 +100,7 @@ struct Subject {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int tool_main(int argc, char** argv) {
   cli::Parser p("petrel-bench", "(--model FILE [--model FILE ...] | --checkpoint DIR) [options]",
                 "Measures one translation the way peers are measured (bench/README.md): batch 1, 32 source\n"
                 "tokens, exactly 32 greedy target tokens (EOS held back), medians of --runs after a warm-up.\n"
@@ -145,9 +145,19 @@ int main(int argc, char** argv) {
     }
 
     std::vector<Subject> subjects;
+    // The conversion of --checkpoint, removed however the run ends (an error included).
+    struct Converted {
+      std::string path;
+      ~Converted() {
+        if (!path.empty()) std::remove(path.c_str());
+      }
+    } converted;
     if (p.has("checkpoint")) {
-      subjects.emplace_back(convert_in_child(p.get("checkpoint"), p.get("quantize", "int8"), p.get("output-proj", "")));
+      converted.path = convert_in_child(p.get("checkpoint"), p.get("quantize", "int8"), p.get("output-proj", ""));
+      subjects.emplace_back(converted.path);
     } else {
+      for (const char* flag : {"quantize", "output-proj"})
+        if (p.has(flag)) throw cli::UsageError(std::string("--") + flag + " applies to --checkpoint (a --model is already converted)");
       for (const std::string& path : p.all("model")) subjects.emplace_back(path);
     }
     for (Subject& s : subjects) {
@@ -273,7 +283,6 @@ int main(int argc, char** argv) {
       }
       reports.push_back(j);
     }
-    if (p.has("checkpoint")) std::remove(subjects[0].path.c_str());
     if (p.has("json")) {
       // Paths and text given on the command line may hold any bytes: invalid UTF-8 is
       // written as U+FFFD instead of aborting on nlohmann::json's type_error 316.
@@ -318,3 +327,5 @@ int main(int argc, char** argv) {
     return 1;
   }
 }
+
+int main(int argc, char** argv) { return petrel::cli::exit_status("petrel-bench", tool_main(argc, argv)); }

@@ -1,6 +1,9 @@
 #include "common/cli.h"
 
 #include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
 #include <cstdlib>
 #include <sstream>
 
@@ -117,6 +120,17 @@ std::vector<int32_t> parse_id_list(const std::string& text, const std::string& f
   }
   if (out.empty()) throw UsageError(flag + ": no token ids given");
   return out;
+}
+
+int exit_status(const std::string& program, int status) {
+  std::cout.flush();
+  errno = 0;
+  const bool flushed = std::fflush(stdout) == 0;
+  if (flushed && !std::ferror(stdout) && std::cout.good()) return status;
+  const int error = errno;
+  std::fprintf(stderr, "%s: cannot write standard output%s%s\n", program.c_str(), error != 0 ? ": " : "",
+               error != 0 ? std::strerror(error) : "");
+  return status == 0 ? 1 : status;
 }
 
 }  // namespace petrel::cli

@@ -60,6 +60,11 @@ class Parser {
   std::vector<std::string> positionals_;
 };
 
+// A tool's exit status once its run returned `status`: 1, with a message on standard
+// error, when standard output could not be written (a full disk; a closed pipe with
+// SIGPIPE ignored), which would otherwise pass for success. Call it as main returns.
+int exit_status(const std::string& program, int status);
+
 // Parses whitespace-separated token ids, e.g. "12 7 99 0"; each must fit int32
 // (whether it is in a model's vocabulary is the engine's check).
 std::vector<int32_t> parse_id_list(const std::string& text, const std::string& flag);

@@ -1057,6 +1057,8 @@ class Converter : TensorOutput {
 
 }  // namespace
 
+bool valid_embed_scale(double scale) { return scale >= 1e-6 && scale <= 1e6; }  // NaN fails: its fold and unscale stay finite f32
+
 DType parse_dtype(const std::string& text, const std::string& flag) {
   if (text == "f32") return DType::kF32;
   if (text == "f16") return DType::kF16;
@@ -1115,13 +1117,36 @@ ConvertReport convert_marian_native(const ConvertOptions& options, const MarianN
 
 }  // namespace
 
+namespace {
+// The output is written beside itself and renamed into place, which replaces whatever the
+// path names: refuse what must not be replaced (a device, FIFO, symlink or directory, or
+// one of the checkpoint's own files: its weights were overwritten).
+void check_output_path(const std::string& output, const std::string& dir) {
+  if (output.empty()) throw ConvertError("no output path given");
+  struct stat out {};
+  if (::lstat(output.c_str(), &out) != 0) return;  // a new file
+  if (!S_ISREG(out.st_mode))
+    throw ConvertError(output + ": exists and is not a regular file (a device, FIFO, symlink or directory): not replaced");
+  if (DIR* d = ::opendir(dir.c_str())) {
+    bool input = false;
+    for (const dirent* e; !input && (e = ::readdir(d)) != nullptr;) {
+      struct stat in {};
+      input = ::stat((dir + "/" + e->d_name).c_str(), &in) == 0 && in.st_dev == out.st_dev && in.st_ino == out.st_ino;
+    }
+    ::closedir(d);
+    if (input) throw ConvertError(output + ": is a file of the checkpoint being converted: not replaced");
+  }
+}
+}  // namespace
+
 ConvertReport convert_checkpoint(const ConvertOptions& options) {
   const std::string& dir = options.checkpoint_dir;
   struct stat dir_stat {};
   if (::stat(dir.c_str(), &dir_stat) != 0 || !S_ISDIR(dir_stat.st_mode))
     throw ConvertError(dir + ": not a checkpoint directory");
-  if (options.embed_scale && !(std::isfinite(*options.embed_scale) && *options.embed_scale > 0))
-    throw ConvertError("--embed-scale must be a positive number");
+  check_output_path(options.output_path, dir);
+  if (options.embed_scale && !valid_embed_scale(*options.embed_scale))
+    throw ConvertError("--embed-scale must be in [1e-6, 1e6]");
   if (!file_exists(dir + "/config.json"))
     if (auto native = find_marian_native_files(dir)) return convert_marian_native(options, *native);
   const std::string config_path = dir + "/config.json", generation_path = dir + "/generation_config.json";

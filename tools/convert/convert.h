@@ -89,6 +89,8 @@ struct CheckedVocabulary {
 CheckedVocabulary check_checkpoint_json(const CheckpointJson& files, const ConvertOptions& options = {});
 
 // Parses "f32" | "f16" | "int8" | "int4"; throws on anything else.
+// Whether an embedding scale (ConvertOptions::embed_scale) can be folded: in [1e-6, 1e6].
+bool valid_embed_scale(double scale);
 DType parse_dtype(const std::string& text, const std::string& flag);
 PositionChoice parse_position_choice(const std::string& text);
 // Parses "pre" | "post"; throws on anything else.

@@ -9,6 +9,7 @@
 
 #include "common/cli.h"
 #include "convert/convert.h"
+#include "convert/convert_error.h"
 
 using namespace petrel;
 
@@ -26,7 +27,7 @@ static std::string shape_text(const std::vector<uint64_t>& s) {
   return t;
 }
 
-int main(int argc, char** argv) {
+static int tool_main(int argc, char** argv) {
   cli::Parser p("petrel-convert", "CHECKPOINT_DIR -o MODEL.petrel [options]",
                 "Converts a Hugging Face translation checkpoint -- MarianMT (opus-mt), M2M100, NLLB-200 or\n"
                 "mBART-50; config.json's model_type (marian, m2m_100, mbart) decides the structure -- or a\n"
@@ -75,12 +76,20 @@ int main(int argc, char** argv) {
     convert::ConvertOptions o;
     o.checkpoint_dir = p.positionals()[0];
     o.output_path = p.get("output");
-    o.linear_dtype = convert::parse_dtype(p.get("quantize", "int8"), "--quantize");
-    o.embedding_dtype = convert::parse_dtype(p.get("embeddings", "int8"), "--embeddings");
-    if (p.has("output-proj")) o.output_dtype = convert::parse_dtype(p.get("output-proj"), "--output-proj");
-    if (p.has("embed-scale") && p.get("embed-scale") != "auto") o.embed_scale = p.get_double("embed-scale", 1.0);
-    o.positions = convert::parse_position_choice(p.get("positions", "auto"));
-    if (p.has("norm")) o.norm = convert::parse_norm(p.get("norm"));
+    try {  // a flag value the converter's parsers refuse is a usage error too (exit 2)
+      o.linear_dtype = convert::parse_dtype(p.get("quantize", "int8"), "--quantize");
+      o.embedding_dtype = convert::parse_dtype(p.get("embeddings", "int8"), "--embeddings");
+      if (p.has("output-proj")) o.output_dtype = convert::parse_dtype(p.get("output-proj"), "--output-proj");
+      o.positions = convert::parse_position_choice(p.get("positions", "auto"));
+      if (p.has("norm")) o.norm = convert::parse_norm(p.get("norm"));
+    } catch (const convert::ConvertError& e) {
+      throw cli::UsageError(e.what());
+    }
+    if (p.has("embed-scale") && p.get("embed-scale") != "auto") {
+      o.embed_scale = p.get_double("embed-scale", 1.0);
+      if (!convert::valid_embed_scale(*o.embed_scale))
+        throw cli::UsageError("--embed-scale must be in [1e-6, 1e6], got " + p.get("embed-scale"));
+    }
     o.shortlist_path = p.get("shortlist", "");
     o.shortlist_first = static_cast<uint32_t>(p.get_int("shortlist-first", 100, 0, 1 << 24));
     o.shortlist_best = static_cast<uint32_t>(p.get_int("shortlist-best", 100, 1, 1 << 16));
@@ -138,3 +147,5 @@ int main(int argc, char** argv) {
     return 1;
   }
 }
+
+int main(int argc, char** argv) { return petrel::cli::exit_status("petrel-convert", tool_main(argc, argv)); }

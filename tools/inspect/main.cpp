@@ -1,5 +1,6 @@
 // petrel-inspect: what a .petrel file holds — architecture, folds, tensors.
 #include <cmath>
+#include <cstdarg>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -10,6 +11,44 @@
 #include "petrel/translator.h"
 
 using namespace petrel;
+
+// The text description is gathered here, then printed through without_controls: strings
+// from the file (tensor names, notes, tokens, templates) may hold terminal control
+// sequences (clear the screen, set the title), which --json escapes and text must too.
+static std::string text;
+__attribute__((format(printf, 1, 2))) static void say(const char* format, ...) {
+  va_list args, again;
+  va_start(args, format);
+  va_copy(again, args);
+  const int n = std::vsnprintf(nullptr, 0, format, args);
+  va_end(args);
+  if (n > 0) {
+    const size_t at = text.size();
+    text.resize(at + static_cast<size_t>(n) + 1);
+    std::vsnprintf(&text[at], static_cast<size_t>(n) + 1, format, again);
+    text.resize(at + static_cast<size_t>(n));
+  }
+  va_end(again);
+}
+// C0 controls but the newline, DEL, and C1 controls (UTF-8 C2 80..C2 9F) as \xNN / \u00NN.
+static std::string without_controls(const std::string& s) {
+  std::string out;
+  char code[8];
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if ((c < 0x20 && c != '\n') || c == 0x7f) {
+      std::snprintf(code, sizeof code, "\\x%02x", c);
+      out += code;
+    } else if (c == 0xc2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(s[i + 1]) <= 0x9f) {
+      std::snprintf(code, sizeof code, "\\u%04x", static_cast<unsigned char>(s[++i]));
+      out += code;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
 
 static std::string position_text(const PositionInfo& p) {
   std::string s = to_string(p.kind);
@@ -58,7 +97,7 @@ static nlohmann::json tokenizer_json(const TokenizerInfo& t) {
   return j;
 }
 
-int main(int argc, char** argv) {
+static int tool_main(int argc, char** argv) {
   cli::Parser p("petrel-inspect", "MODEL.petrel [--json] [--no-tensors] [--verify]",
                 "Verifies a Petrel model file and describes it: architecture, hyper-parameters,\n"
                 "special tokens, scales folded at conversion, and the tensor table.");
@@ -192,46 +231,46 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  std::printf("%s: Petrel model, format %u.%u, %llu bytes (from %s)\n", p.positionals()[0].c_str(), m.format_major,
+  say("%s: Petrel model, format %u.%u, %llu bytes (from %s)\n", p.positionals()[0].c_str(), m.format_major,
               m.format_minor, static_cast<unsigned long long>(m.file_size), m.producer.c_str());
   if (m.decoder_only) {
-    std::printf("  architecture      decoder-only (%s), %u layers (%u with a sliding window), tied output: %s\n",
+    say("  architecture      decoder-only (%s), %u layers (%u with a sliding window), tied output: %s\n",
                 m.model_type.c_str(), m.decoder_layers, m.sliding_window_layers, m.tied_output ? "yes" : "no");
-    std::printf("  attention         %u query heads, %u K/V heads, head_dim %u; rotary positions%s\n", m.num_heads,
+    say("  attention         %u query heads, %u K/V heads, head_dim %u; rotary positions%s\n", m.num_heads,
                 m.num_kv_heads, m.head_dim,
                 m.final_logit_softcap > 0 ? (", logits soft-capped at " + std::to_string(m.final_logit_softcap)).c_str() : "");
     std::string eos;
     for (int32_t id : m.lm.eos_ids) eos += " " + std::to_string(id);
-    std::printf("  generation        bos %d, stops at:%s; %s (temperature %g, top-k %u, top-p %g, min-p %g, "
+    say("  generation        bos %d, stops at:%s; %s (temperature %g, top-k %u, top-p %g, min-p %g, "
                 "repetition penalty %g)\n",
                 m.lm.bos_id, eos.c_str(), m.lm.do_sample ? "samples" : "greedy", m.lm.temperature, m.lm.top_k,
                 m.lm.top_p, m.lm.min_p, m.lm.repetition_penalty);
   } else {
-    std::printf("  architecture      %s, %u encoder + %u decoder layers%s\n", m.architecture.c_str(), m.encoder_layers,
+    say("  architecture      %s, %u encoder + %u decoder layers%s\n", m.architecture.c_str(), m.encoder_layers,
                 m.decoder_layers,
                 m.ssru_layers ? (" (" + std::to_string(m.ssru_layers) + " of them SSRU)").c_str() : "");
   }
   const std::string vocab = m.target_vocab_size == m.vocab_size
                                 ? std::to_string(m.vocab_size)
                                 : std::to_string(m.vocab_size) + " source / " + std::to_string(m.target_vocab_size) + " target";
-  std::printf("  d_model %u, heads %u, ffn %u, vocab %s, max positions %u\n", m.d_model, m.num_heads, m.ffn_dim,
+  say("  d_model %u, heads %u, ffn %u, vocab %s, max positions %u\n", m.d_model, m.num_heads, m.ffn_dim,
               vocab.c_str(), m.max_positions);
-  std::printf("  norm              %s-norm %s (eps %g), activation %s\n", to_string(m.norm), to_string(m.norm_kind),
+  say("  norm              %s-norm %s (eps %g), activation %s\n", to_string(m.norm), to_string(m.norm_kind),
               m.layer_norm_eps, to_string(m.activation));
-  std::printf("  positions         encoder: %s\n                    decoder: %s\n",
+  say("  positions         encoder: %s\n                    decoder: %s\n",
               position_text(m.encoder_positions).c_str(), position_text(m.decoder_positions).c_str());
-  std::printf("  embeddings        %s%s, output projection %s%s\n",
+  say("  embeddings        %s%s, output projection %s%s\n",
               m.shared_embeddings ? "shared by encoder and decoder" : "separate",
               m.embedding_norm ? ", LayerNorm on embedding + position" : "",
               m.tied_output ? "tied to the decoder table" : "separate",
               m.final_logits_bias ? ", final logits bias" : "");
   std::string bad;
   for (int32_t id : m.bad_word_ids) bad += " " + std::to_string(id);
-  std::printf("  tokens            pad %d, eos %d, decoder start %s, never generated:%s\n", m.pad_id, m.eos_id,
+  say("  tokens            pad %d, eos %d, decoder start %s, never generated:%s\n", m.pad_id, m.eos_id,
               m.decoder_start_zeros ? "an all-zero embedding" : std::to_string(m.decoder_start_id).c_str(),
               bad.empty() ? " none" : bad.c_str());
   if (m.static_activation_scales)
-    std::printf("  int8 activations  static scales in the file (petrel-run --activation-scales file)\n");
+    say("  int8 activations  static scales in the file (petrel-run --activation-scales file)\n");
   auto spm_text = [](const SentencePieceInfo& s) {
     return s.algorithm + ", " + std::to_string(s.pieces) + " pieces, normalizer " +
            (s.normalizer.empty() ? std::string("?") : s.normalizer) + (s.byte_fallback ? ", byte fallback" : "") +
@@ -239,12 +278,12 @@ int main(int argc, char** argv) {
                                      : ", piece trie built at load");
   };
   if (m.tokenizer.kind == "marian") {
-    std::printf("  tokenizer         Marian (SentencePiece): source %s; target %s%s\n", spm_text(m.tokenizer.source).c_str(),
+    say("  tokenizer         Marian (SentencePiece): source %s; target %s%s\n", spm_text(m.tokenizer.source).c_str(),
                 spm_text(m.tokenizer.target).c_str(),
                 m.tokenizer.separate_target_vocab ? "; separate target vocabulary" : "");
   }
   if (m.tokenizer.kind == "marian-words")
-    std::printf("  tokenizer         Marian C++ word vocabulary (words split at spaces)%s\n",
+    say("  tokenizer         Marian C++ word vocabulary (words split at spaces)%s\n",
                 m.tokenizer.separate_target_vocab ? "; separate target vocabulary" : "");
   if (m.tokenizer.kind == "huggingface") {
     std::string specials;
@@ -252,20 +291,20 @@ int main(int argc, char** argv) {
       specials += (i ? " " : "") + m.tokenizer.special_tokens[i];
     if (m.tokenizer.special_tokens.size() > 12)
       specials += " ... (" + std::to_string(m.tokenizer.special_tokens.size()) + ")";
-    std::printf("  tokenizer         tokenizer.json: %u tokens, %u merges, %u added tokens; %s\n", m.vocab_size,
+    say("  tokenizer         tokenizer.json: %u tokens, %u merges, %u added tokens; %s\n", m.vocab_size,
                 m.tokenizer.merges, m.tokenizer.added_tokens, m.tokenizer.pipeline.c_str());
-    std::printf("  special tokens    %s\n", specials.c_str());
+    say("  special tokens    %s\n", specials.c_str());
     if (m.decoder_only)
-      std::printf("  chat template     %s\n", m.lm.chat_template.empty()
+      say("  chat template     %s\n", m.lm.chat_template.empty()
                                                   ? "none"
                                                   : (std::to_string(m.lm.chat_template.size()) + " bytes (bos_token " +
                                                      m.lm.bos_token + ", eos_token " + m.lm.eos_token + ")").c_str());
   }
   if (m.tokenizer.kind == "sentencepiece")
-    std::printf("  tokenizer         Marian C++ (SentencePiece ids are the model's): source %s; target %s\n",
+    say("  tokenizer         Marian C++ (SentencePiece ids are the model's): source %s; target %s\n",
                 spm_text(m.tokenizer.source).c_str(), spm_text(m.tokenizer.target).c_str());
   if (m.tokenizer.kind == "fairseq")
-    std::printf("  tokenizer         %s (SentencePiece %s), source language by default: %s\n", m.tokenizer.family.c_str(),
+    say("  tokenizer         %s (SentencePiece %s), source language by default: %s\n", m.tokenizer.family.c_str(),
                 spm_text(m.tokenizer.source).c_str(),
                 m.tokenizer.default_source_language.empty() ? "none (give one)"
                                                             : m.tokenizer.default_source_language.c_str());
@@ -275,41 +314,41 @@ int main(int argc, char** argv) {
       codes += (i ? " " : "") + m.tokenizer.language_codes[i];
     if (m.tokenizer.language_codes.size() > 12)
       codes += " ... (" + std::to_string(m.tokenizer.language_codes.size()) + ")";
-    std::printf("  language codes    %s\n", codes.empty() ? "none" : codes.c_str());
+    say("  language codes    %s\n", codes.empty() ? "none" : codes.c_str());
   }
-  std::printf("  vocabulary        %s\n", m.tokenizer.kind == "sentencepiece"
+  say("  vocabulary        %s\n", m.tokenizer.kind == "sentencepiece"
                                             ? (std::to_string(m.vocab_size) + " SentencePiece pieces, text tokenizer").c_str()
                                         : m.vocab.empty() ? "none (token ids only)"
                                         : (std::to_string(m.vocab.size()) + " tokens" +
                                            (m.has_text_tokenizer ? ", text tokenizer" : ", ids only")).c_str());
   if (m.shortlist.present)
-    std::printf("  shortlist         %llu tokens always + up to %u per source token (%llu in all), from %s%s\n",
+    say("  shortlist         %llu tokens always + up to %u per source token (%llu in all), from %s%s\n",
                 static_cast<unsigned long long>(m.shortlist.always), m.shortlist.best,
                 static_cast<unsigned long long>(m.shortlist.candidates), m.shortlist.source.c_str(),
                 m.shortlist.by_default ? "; used by default" : "");
   else
-    std::printf("  shortlist         none\n");
+    say("  shortlist         none\n");
   const GenerationDefaults& g = m.generation;
   const std::string max_length = g.max_length_factor > 0 ? std::to_string(g.max_length_factor).substr(0, 4) + " x source"
                                  : g.max_length      ? std::to_string(g.max_length)
                                                      : "none";
-  std::printf("  decoding          beam %u, %s stop, length penalty %g, max length %s, forced EOS %s, "
+  say("  decoding          beam %u, %s stop, length penalty %g, max length %s, forced EOS %s, "
               "forced first token (target language) %s%s\n",
               g.num_beams, to_string(g.beam_stop), g.length_penalty, max_length.c_str(),
               g.forced_eos_id >= 0 ? std::to_string(g.forced_eos_id).c_str() : "none",
               g.forced_bos_id >= 0 ? std::to_string(g.forced_bos_id).c_str() : "none",
               g.from_checkpoint ? " (the checkpoint's generation config)" : " (defaults: the file records none)");
-  std::printf("  folded scales:\n");
+  say("  folded scales:\n");
   for (const auto& f : m.folds) {
-    std::printf("    %-16s %-12.6g %s\n", f.what.c_str(), f.value, f.note.c_str());
+    say("    %-16s %-12.6g %s\n", f.what.c_str(), f.value, f.note.c_str());
     std::string targets;
     for (size_t i = 0; i < f.targets.size() && i < 4; ++i) targets += (i ? ", " : "") + f.targets[i];
     if (f.targets.size() > 4) targets += ", ... (" + std::to_string(f.targets.size()) + " tensors)";
-    std::printf("    %-16s into: %s\n", "", targets.c_str());
+    say("    %-16s into: %s\n", "", targets.c_str());
   }
   if (tensors) {
     // Quantization error as the converter measured it (files before 1.2 record none).
-    std::printf("  tensors:\n    %-44s %-5s %-14s %12s %10s %8s\n", "name", "dtype", "shape", "bytes", "max|err|",
+    say("  tensors:\n    %-44s %-5s %-14s %12s %10s %8s\n", "name", "dtype", "shape", "bytes", "max|err|",
                 "SNR dB");
     for (const auto& t : m.tensors) {
       std::string shape;
@@ -318,18 +357,21 @@ int main(int argc, char** argv) {
       if (std::isfinite(t.max_abs_error)) std::snprintf(err, sizeof err, "%.3g", t.max_abs_error);
       if (std::isinf(t.snr_db)) std::snprintf(snr, sizeof snr, "exact");
       else if (std::isfinite(t.snr_db)) std::snprintf(snr, sizeof snr, "%.1f", t.snr_db);
-      std::printf("    %-44s %-5s %-14s %12llu %10s %8s\n", t.name.c_str(), to_string(t.dtype), shape.c_str(),
+      say("    %-44s %-5s %-14s %12llu %10s %8s\n", t.name.c_str(), to_string(t.dtype), shape.c_str(),
                   static_cast<unsigned long long>(t.bytes), err, snr);
     }
   }
   if (m.data_crc32)
-    std::printf("  data checksum     CRC-32 %s%s\n", checksum, verify ? " (verified)" : " (--verify checks it)");
+    say("  data checksum     CRC-32 %s%s\n", checksum, verify ? " (verified)" : " (--verify checks it)");
   else
-    std::printf("  data checksum     none recorded\n");
+    say("  data checksum     none recorded\n");
   std::string paths;
   for (const auto& isa : runnable_isas()) paths += (paths.empty() ? "" : ", ") + isa;
-  std::printf("  kernel paths      %s (in use: %s)\n", paths.c_str(), isa.c_str());
-  std::printf("  total             %zu tensors, %llu parameters, %llu tensor bytes\n", m.tensors.size(),
+  say("  kernel paths      %s (in use: %s)\n", paths.c_str(), isa.c_str());
+  say("  total             %zu tensors, %llu parameters, %llu tensor bytes\n", m.tensors.size(),
               static_cast<unsigned long long>(m.parameter_count), static_cast<unsigned long long>(tensor_bytes));
+  std::fputs(without_controls(text).c_str(), stdout);
   return 0;
 }
+
+int main(int argc, char** argv) { return petrel::cli::exit_status("petrel-inspect", tool_main(argc, argv)); }

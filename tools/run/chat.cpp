@@ -43,6 +43,7 @@ int run_chat(Generator& generator, const GenerateOptions& options, const ChatSet
   LineReader reader(fd, "standard input");
   std::vector<Input> window;
   for (size_t index = 0;; ++index) {
+    if (std::ferror(stdout)) break;  // nobody reads the replies (main reports it)
     if (interactive) std::fputs("> ", stderr);
     if (!reader.next_window(1, window)) break;
     const Input& message = window[0];

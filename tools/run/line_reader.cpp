@@ -25,7 +25,7 @@ bool LineReader::next_window(size_t max_lines, std::vector<Input>& out) {
       buffer_.clear();
       start_ = 0;
       skipping_ = true;
-      continue;
+      return true;  // the lines before it (and its error) now, however long the rest takes to come
     }
     if (done_) {
       if (start_ < buffer_.size()) {

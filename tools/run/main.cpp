@@ -87,9 +87,15 @@ class Progress {
   double last_ = -1;
 };
 
+// Whether an error message begins by naming `input` ("input 3 has ...", not "input 31").
+bool names_input(const std::string& message, const std::string& input) {
+  return message.compare(0, input.size(), input) == 0 &&
+         (message.size() == input.size() || !std::isdigit(static_cast<unsigned char>(message[input.size()])));
+}
+
 }  // namespace
 
-int main(int argc, char** argv) {
+static int tool_main(int argc, char** argv) {
   cli::Parser p("petrel-run", "MODEL.petrel [--text \"...\"]... [--ids \"12 7 99 0\"]... [--input FILE] [options]",
                 "Translates with a Petrel model. Inputs: --text (repeatable; tokenized by the model file's\n"
                 "tokenizer, EOS appended) and --ids (repeatable; used verbatim) are translated as one batch.\n"
@@ -129,7 +135,7 @@ int main(int argc, char** argv) {
   p.flag("max-batch", "N", "--input: inputs per batch (default 8; more is faster and takes more memory)");
   p.flag("window", "N", "--input: lines read and sorted at a time (default 8 x --max-batch)");
   p.flag("workers", "W", "--input: translator sessions on their own threads sharing the model (default 1)");
-  p.toggle("stream", "print each translation as it is produced (text inputs, one at a time)");
+  p.toggle("stream", "print each translation as it is produced (text inputs, one at a time; into a pipe, each when done)");
   p.toggle("tokenize", "show how the inputs tokenize (pieces and ids) instead of translating");
   p.toggle("detokenize", "show the inputs (ids) as text instead of translating");
   p.flag("beam", "K", "beam size, 1 = greedy (default: the model's num_beams, else 1)");
@@ -245,6 +251,9 @@ int main(int argc, char** argv) {
                             "(plain output is one line per input)");
     options.max_new_tokens = static_cast<size_t>(p.get_int("max-new-tokens", 0, 1, 1 << 20));
     options.min_new_tokens = static_cast<size_t>(p.get_int("min-new-tokens", 0, 0, 1 << 20));
+    if (p.has("max-new-tokens") && options.min_new_tokens > options.max_new_tokens)
+      throw cli::UsageError("--min-new-tokens " + std::to_string(options.min_new_tokens) + " is more than --max-new-tokens " +
+                            std::to_string(options.max_new_tokens));
     if (p.has("length-penalty")) {
       options.length_penalty = p.get_double("length-penalty", 1.0);
       if (!(*options.length_penalty >= 0 && *options.length_penalty <= 10))
@@ -279,10 +288,18 @@ int main(int argc, char** argv) {
     for (const auto& text : p.all("text")) given.push_back({text, std::nullopt});
     for (const auto& text : p.all("prompt")) given.push_back({text, std::nullopt});
     lm_options.stop = p.all("stop");
+    if (lm_options.stop.size() > kMaxStopStrings)
+      throw cli::UsageError("--stop: at most " + std::to_string(kMaxStopStrings) + " strings");
+    for (const std::string& stop : lm_options.stop)
+      if (stop.empty() || stop.size() > kMaxStopBytes)
+        throw cli::UsageError("--stop: each string must be 1.." + std::to_string(kMaxStopBytes) + " bytes");
     // Sampling flags are checked here; which model type they apply to, after loading.
     if (p.has("sample") && p.has("greedy")) throw cli::UsageError("--sample or --greedy, not both");
     if (p.has("sample")) lm_options.do_sample = true;
     if (p.has("greedy")) lm_options.do_sample = false;
+    if (p.has("greedy"))  // the repetition penalty applies to greedy decoding too; these do not
+      for (const char* flag : {"temperature", "top-k", "top-p", "min-p", "seed"})
+        if (p.has(flag)) throw cli::UsageError(std::string("--") + flag + " shapes sampling: not with --greedy");
     auto ranged = [&](const char* flag, double lo, double hi, bool lo_open) {
       const double v = p.get_double(flag, 0);
       if (!(lo_open ? v > lo : v >= lo) || !(v <= hi))
@@ -290,10 +307,11 @@ int main(int argc, char** argv) {
                               ", " + std::to_string(hi) + "]");
       return static_cast<float>(v);
     };
-    if (p.has("temperature")) lm_options.temperature = ranged("temperature", 0, 1e6, true);
+    if (p.has("temperature")) lm_options.temperature = ranged("temperature", kMinSamplingScale, kMaxSamplingScale, false);
     if (p.has("top-p")) lm_options.top_p = ranged("top-p", 0, 1, true);
     if (p.has("min-p")) lm_options.min_p = ranged("min-p", 0, 0.999999, false);
-    if (p.has("repetition-penalty")) lm_options.repetition_penalty = ranged("repetition-penalty", 0, 1e6, true);
+    if (p.has("repetition-penalty"))
+      lm_options.repetition_penalty = ranged("repetition-penalty", kMinSamplingScale, kMaxSamplingScale, false);
     if (p.has("top-k")) lm_options.top_k = static_cast<uint32_t>(p.get_int("top-k", 0, 0, 1 << 24));
     if (p.has("seed")) lm_options.seed = static_cast<uint64_t>(p.get_int("seed", 0, 0, std::numeric_limits<long long>::max()));
     lm_options.ignore_eos = p.has("ignore-eos");
@@ -342,6 +360,7 @@ int main(int argc, char** argv) {
   LineReader reader(fd, source_name);
   bool given_taken = false;
   auto next_window = [&](size_t lines, std::vector<Input>& out) {
+    if (std::ferror(stdout)) return false;  // nobody reads the output: stop (main reports it)
     if (from_lines) return reader.next_window(lines, out);
     if (given_taken) return false;
     out = given;
@@ -380,7 +399,8 @@ int main(int argc, char** argv) {
   auto report = [&](size_t index, const std::string& message) {
     ++failed;
     progress.clear_line();
-    const std::string where = from_lines ? "" : "input " + std::to_string(index + 1) + ": ";
+    const std::string input = "input " + std::to_string(index + 1);
+    const std::string where = from_lines || names_input(message, input) ? "" : input + ": ";
     std::fprintf(stderr, "petrel-run: %s%s\n", where.c_str(), message.c_str());
     emit({{"index", index}, {"error", where + message}}, "");
   };
@@ -397,14 +417,16 @@ int main(int argc, char** argv) {
   };
   std::vector<Input> window;
   size_t base = 0;  // the index of the window's first input
-  // The engine numbers a call's inputs from 1 ("input 3 has ..."); a line's error names its line.
-  auto as_line = [&](std::string message, size_t k) {
+  // The engine numbers a call's inputs from 1 ("input 3 has ..."): its input k + 1 is
+  // the run's input `index` (a line's error names its line).
+  auto renumber = [&](std::string message, size_t k, size_t index) {
     const std::string prefix = "input " + std::to_string(k + 1);
-    if (from_lines && message.compare(0, prefix.size(), prefix) == 0 &&
-        (message.size() == prefix.size() || !std::isdigit(static_cast<unsigned char>(message[prefix.size()]))))
-      message = source_name + " line " + std::to_string(base + k + 1) + message.substr(prefix.size());
+    if (names_input(message, prefix))
+      message = (from_lines ? source_name + " line " : std::string("input ")) + std::to_string(index + 1) +
+                message.substr(prefix.size());
     return message;
   };
+  auto as_line = [&](const std::string& message, size_t k) { return renumber(message, k, base + k); };
 
   if (p.has("tokenize") || p.has("detokenize")) {  // no translation: the tokenizer alone
     for (; next_window(256, window); base += window.size()) {
@@ -630,12 +652,21 @@ int main(int argc, char** argv) {
       tokens += t.generated_tokens;
     };
     if (p.has("stream")) {
+      // On a terminal the text grows in place, redrawn when a beam changes its mind and
+      // once more for the final best hypothesis; into a pipe or a file, which cannot be
+      // redrawn, each input's final text when it is done (one line per input, as produced).
+      const bool redraw = isatty(STDOUT_FILENO) != 0;
+      std::string shown;
       TranslateOptions streaming = options;
       streaming.stream_text = true;
       streaming.on_token = [&](const TokenEvent& e) {
-        if (e.final) return true;
-        if (e.text_restarted) std::printf("\r\033[K%.*s", static_cast<int>(e.text.size()), e.text.data());
-        else std::printf("%.*s", static_cast<int>(e.text_delta.size()), e.text_delta.data());
+        if (!redraw && !e.final) return true;
+        if (e.text.compare(0, shown.size(), shown) == 0) {
+          std::printf("%.*s", static_cast<int>(e.text.size() - shown.size()), e.text.data() + shown.size());
+        } else {
+          std::printf("\r\033[K%.*s", static_cast<int>(e.text.size()), e.text.data());
+        }
+        shown.assign(e.text);
         std::fflush(stdout);
         return true;
       };
@@ -645,6 +676,7 @@ int main(int argc, char** argv) {
           report(base, *in.error);
           continue;
         }
+        shown.clear();
         if (!blank(in)) {
           auto r = translator.translate_text({in.text}, streaming);
           if (!r) {
@@ -692,7 +724,7 @@ int main(int argc, char** argv) {
           }
           auto one = translate(std::decay_t<decltype(inputs)>{inputs[i]});
           if (!one) {
-            report(i, one.error().message);
+            report(i, renumber(one.error().message, 0, i));
             continue;
           }
           add_timings();
@@ -746,3 +778,5 @@ int main(int argc, char** argv) {
   }
   return failed == 0 ? 0 : 1;
 }
+
+int main(int argc, char** argv) { return petrel::cli::exit_status("petrel-run", tool_main(argc, argv)); }

@@ -20,6 +20,10 @@
 
 namespace petrel {
 
+// GenerateOptions::stop: how many strings, and how long each may be.
+constexpr size_t kMaxStopStrings = 16;
+constexpr size_t kMaxStopBytes = 256;
+
 // Options left unset take the model's own (ModelInfo::lm: its generation_config.json),
 // as transformers' generate() does; a caller's value always wins.
 struct GenerateOptions {
@@ -47,7 +51,7 @@ struct GenerateOptions {
   // appears once it is whole characters and cannot be the start of a stop string.
   bool stream_text = false;
   // Generation stops at the first of these strings in the output text, which then ends
-  // before it (as transformers' stop_strings). At most 16, each 1..256 bytes.
+  // before it (as transformers' stop_strings). At most kMaxStopStrings, each 1..kMaxStopBytes bytes.
   std::vector<std::string> stop;
 };
 
