@@ -50,10 +50,10 @@ Outputs translate_c(petrel_session* session, const petrel_options& options) {
 }
 // The portable fixture's model with a single-thread session, both freed at scope end.
 struct PortableSession {
+  const std::string path = fixture_dir() + "/portable/post_swish_concat_tied-int8.petrel";
   petrel_model* model = nullptr;
   petrel_session* session = nullptr;
   PortableSession() {
-    const std::string path = fixture_dir() + "/portable/post_swish_concat_tied-int8.petrel";
     REQUIRE(petrel_model_load(path.c_str(), &model) == PETREL_OK);
     REQUIRE(petrel_session_create(model, nullptr, 1, &session) == PETREL_OK);
   }
@@ -230,11 +230,9 @@ TEST_CASE("C API: a text translation with no hypothesis is an error, not a read 
 }
 
 TEST_CASE("C API: petrel_options carries its size, and a wrong size is refused", "[capi]") {
-  const std::string path = fixture_dir() + "/portable/post_swish_concat_tied-int8.petrel";
-  petrel_model* model = nullptr;
-  REQUIRE(petrel_model_load(path.c_str(), &model) == PETREL_OK);
-  petrel_session* session = nullptr;
-  REQUIRE(petrel_session_create(model, nullptr, 1, &session) == PETREL_OK);
+  const PortableSession c;
+  petrel_session* const session = c.session;
+  const std::string& path = c.path;
   petrel_options options;
   petrel_options_init(&options);
   CHECK(options.struct_size == sizeof(petrel_options));
@@ -295,8 +293,6 @@ TEST_CASE("C API: petrel_options carries its size, and a wrong size is refused",
   options.target_language = "de";  // a single-pair model has no language codes
   CHECK(petrel_translate_ids(session, inputs, lengths, 1, &options, &result) == PETREL_INVALID_ARGUMENT);
   CHECK_THAT(petrel_last_error(), Catch::Matchers::Contains("unknown target language 'de'"));
-  petrel_session_free(session);
-  petrel_model_free(model);
 }
 
 TEST_CASE("C API: a request over the memory limit is PETREL_OUT_OF_MEMORY, on every platform", "[capi]") {
@@ -367,11 +363,8 @@ TEST_CASE("C API: a token callback calling into its own session is refused, and 
 // A length far over any model's positions is refused before anything is read: 2^62 + 2
 // wrapped the end pointer around, and the call translated 2 ids (found by review).
 TEST_CASE("C API: lengths beyond any model's positions are refused", "[capi]") {
-  const std::string path = fixture_dir() + "/portable/post_swish_concat_tied-int8.petrel";
-  petrel_model* model = nullptr;
-  REQUIRE(petrel_model_load(path.c_str(), &model) == PETREL_OK);
-  petrel_session* session = nullptr;
-  REQUIRE(petrel_session_create(model, nullptr, 1, &session) == PETREL_OK);
+  const PortableSession c;
+  petrel_session* const session = c.session;
   const int32_t ids[] = {19, 20, 0};
   const int32_t* inputs[] = {ids};
   for (size_t length : {(size_t{1} << 20) + 1, SIZE_MAX, SIZE_MAX / 4 + 3}) {
@@ -381,8 +374,6 @@ TEST_CASE("C API: lengths beyond any model's positions are refused", "[capi]") {
     CHECK_THAT(petrel_last_error(), Catch::Matchers::Contains("far over any model's positions"));
     CHECK(result == nullptr);
   }
-  petrel_session_free(session);
-  petrel_model_free(model);
 }
 
 #if !defined(__EMSCRIPTEN__)

@@ -41,13 +41,7 @@ json lm_expected(const std::string& name) {
 }
 
 std::string convert_lm(const std::string& name, DType dtype) {
-  return shared_file("lm-" + name + "-" + to_string(dtype) + ".petrel", [&](const std::string& out) {
-    convert::ConvertOptions o;
-    o.checkpoint_dir = lm_fixture_dir(name);
-    o.output_path = out;
-    o.linear_dtype = o.embedding_dtype = dtype;
-    convert::convert_checkpoint(o);
-  });
+  return shared_conversion("lm-" + name, lm_fixture_dir(name), dtype);
 }
 
 std::vector<std::vector<int32_t>> id_lists(const json& j) {

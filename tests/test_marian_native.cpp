@@ -507,13 +507,7 @@ TEST_CASE("the Firefox-shaped student shipped in tools/firefox-student decodes a
   const auto sentences = subset(strings(e["sentences"]));
   // Converted once per run (under emulation, converting took most of this test's time).
   auto student = [](DType dtype) {
-    return shared_file(std::string("firefox-student-") + to_string(dtype) + ".petrel", [&](const std::string& out) {
-      convert::ConvertOptions o;
-      o.checkpoint_dir = std::string(PETREL_SOURCE_DIR) + "/tools/firefox-student";
-      o.output_path = out;
-      o.linear_dtype = o.embedding_dtype = dtype;
-      convert::convert_checkpoint(o);
-    });
+    return shared_conversion("firefox-student", std::string(PETREL_SOURCE_DIR) + "/tools/firefox-student", dtype);
   };
   // f32 of the int8 file: the dequantized weights, which bergamot's float32 run read.
   auto f32 = load_model(student(DType::kF32));

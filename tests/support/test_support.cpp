@@ -135,14 +135,18 @@ void use_fixture_options(convert::ConvertOptions& o) {
   if (norm != "auto") o.norm = convert::parse_norm(norm);
 }
 
-std::string en_de_model_path(DType dtype) {
-  return shared_file(std::string("en-de-") + to_string(dtype) + ".petrel", [&](const std::string& out) {
+std::string shared_conversion(const std::string& name, const std::string& checkpoint_dir, DType dtype) {
+  return shared_file(name + "-" + to_string(dtype) + ".petrel", [&](const std::string& out) {
     convert::ConvertOptions o;
-    o.checkpoint_dir = std::string(PETREL_SOURCE_DIR) + "/tools/en-de-model";
+    o.checkpoint_dir = checkpoint_dir;
     o.output_path = out;
     o.linear_dtype = o.embedding_dtype = dtype;
     convert::convert_checkpoint(o);
   });
+}
+
+std::string en_de_model_path(DType dtype) {
+  return shared_conversion("en-de", std::string(PETREL_SOURCE_DIR) + "/tools/en-de-model", dtype);
 }
 
 size_t subset_stride() {

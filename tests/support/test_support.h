@@ -50,6 +50,9 @@ size_t subset_stride();
 std::vector<std::string> model_test_isas();
 // The thread counts of `wanted` this build can start (a WebAssembly build runs one).
 std::vector<size_t> thread_counts(std::initializer_list<size_t> wanted);
+// `checkpoint_dir` converted with every weight in `dtype`, once per run (shared_file,
+// as NAME-DTYPE.petrel).
+std::string shared_conversion(const std::string& name, const std::string& checkpoint_dir, DType dtype);
 // The bundled en-de model (tools/en-de-model) converted with dtype weights and
 // embeddings: once per dtype and process, into a process-wide temporary directory.
 std::string en_de_model_path(DType dtype = DType::kInt8);
