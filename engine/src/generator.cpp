@@ -18,11 +18,6 @@
 namespace petrel {
 
 namespace {
-constexpr size_t kDefaultMaxNewTokens = 256;
-
-double ms_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-}
 
 // The bytes of the buffers one prompt's generation grows (KV caches, activations, logits).
 detail::CheckedSize generation_bytes(const detail::ModelWeights& w, size_t positions, size_t threads,
@@ -43,8 +38,6 @@ detail::CheckedSize generation_bytes(const detail::ModelWeights& w, size_t posit
   total += CheckedSize(info.vocab_size) * 4 * 2;                    // logits, sampler scratch
   return total;
 }
-
-std::string mib(uint64_t bytes) { return std::to_string((bytes + (1u << 20) - 1) >> 20) + " MiB"; }
 
 // The sampler's options of resolved GenerateOptions (every optional set).
 decode::SamplingOptions sampling_options(const GenerateOptions& o) {
@@ -146,7 +139,7 @@ Result<GenerateOptions> resolve_generate_options(const Model& model, const Gener
     return Error{ErrorCode::kInvalidArgument, info.source + ": not a decoder-only model (translate it with a Translator)"};
   const LanguageModelDefaults& d = info.lm;
   GenerateOptions o = options;
-  if (o.max_new_tokens == 0) o.max_new_tokens = d.max_new_tokens != 0 ? d.max_new_tokens : kDefaultMaxNewTokens;
+  if (o.max_new_tokens == 0) o.max_new_tokens = d.max_new_tokens != 0 ? d.max_new_tokens : detail::kDefaultMaxNewTokens;
   if (o.max_new_tokens > info.max_positions)
     return Error{ErrorCode::kInvalidArgument, "max_new_tokens " + std::to_string(o.max_new_tokens) +
                                                   " is more than the model's positions (" +
@@ -217,11 +210,9 @@ Result<size_t> Generator::Impl::run(size_t index, const std::string& which, cons
   const DType cache_type = o.kv_cache_f16 ? DType::kF16 : DType::kF32;
   const detail::CheckedSize bytes =
       generation_bytes(weights, positions, pool.size(), detail::dtype_size(cache_type));
-  if (!bytes.ok() || bytes.value() > kMaxRequestBytes)
-    return Error{ErrorCode::kOutOfMemory, at(std::to_string(positions)) + " positions need " +
-                                              (bytes.ok() ? mib(bytes.value()) : std::string("more than 2^64 bytes")) +
-                                              " of working memory; the limit is " + mib(kMaxRequestBytes) +
-                                              ": use a smaller max_new_tokens"};
+  if (auto problem = detail::working_memory_problem(bytes, at(std::to_string(positions)) + " positions need",
+                                                    "use a smaller max_new_tokens"))
+    return *problem;
 
   // The caches' tokens that begin the prompt stay (at least one prompt token is run:
   // its logits give the first new token).
@@ -245,7 +236,7 @@ Result<size_t> Generator::Impl::run(size_t index, const std::string& which, cons
   auto start = std::chrono::steady_clock::now();
   graph.forward(prompt.data() + reused, prompt.size() - reused, state, workspace, logits.data());
   session.cached.insert(session.cached.end(), prompt.begin() + static_cast<std::ptrdiff_t>(reused), prompt.end());
-  timings.prefill_ms += ms_since(start);
+  timings.prefill_ms += detail::ms_since(start);
   timings.prompt_tokens += prompt.size() - reused;
   start = std::chrono::steady_clock::now();
   out.ids.clear();
@@ -288,7 +279,7 @@ Result<size_t> Generator::Impl::run(size_t index, const std::string& which, cons
     session.cached.push_back(token);
   }
   if (o.on_token) event(true);
-  timings.generate_ms += ms_since(start);
+  timings.generate_ms += detail::ms_since(start);
   timings.generated_tokens += out.ids.size();
   return reused;
 }

@@ -78,17 +78,18 @@ bool parse_activation_scales(const std::string& text, ActivationScales* out) {
   return true;
 }
 
-namespace {
-
-// The bytes a model reads: a read-only file mapping or an aligned heap copy.
-class Storage {
+// The bytes a model reads: a read-only file mapping or an aligned heap copy. (Not in
+// the anonymous namespace: Model::Impl, a class with linkage, holds one.)
+class ModelStorage {
  public:
-  virtual ~Storage() = default;
+  virtual ~ModelStorage() = default;
   virtual const uint8_t* data() const = 0;
   virtual size_t size() const = 0;
 };
 
-class MappedFile final : public Storage {
+namespace {
+
+class MappedFile final : public ModelStorage {
  public:
   MappedFile(void* addr, size_t size) : addr_(addr), size_(size) {}
   ~MappedFile() override { munmap(addr_, size_); }
@@ -101,7 +102,7 @@ class MappedFile final : public Storage {
 };
 
 // Bytes in a buffer from Model::allocate_buffer, owned.
-class AlignedCopy final : public Storage {
+class AlignedCopy final : public ModelStorage {
  public:
   AlignedCopy(uint8_t* data, size_t size) : data_(data), size_(size) {}
   ~AlignedCopy() override { std::free(data_); }
@@ -122,7 +123,7 @@ constexpr uint64_t kMaxGeneratedTable = 1ull << 22;
 }  // namespace
 
 struct Model::Impl {
-  std::shared_ptr<const Storage> storage;  // ModelInfo::vocab's copies share it
+  std::shared_ptr<const ModelStorage> storage;  // ModelInfo::vocab's copies share it
   std::string name;  // the path or the caller's name, for messages
   ModelInfo info;
   detail::ModelWeights weights;
@@ -200,7 +201,7 @@ std::shared_ptr<const Model> ModelAccess::make(std::unique_ptr<Impl> impl) {
 }
 }  // namespace detail
 
-static Result<std::shared_ptr<const Model>> finish_load(std::unique_ptr<Storage> storage,
+static Result<std::shared_ptr<const Model>> finish_load(std::unique_ptr<ModelStorage> storage,
                                                         const std::string& name) {
   auto bound = detail::bind_model_file(storage->data(), storage->size(), name);
   if (!bound) return bound.error();
@@ -301,7 +302,7 @@ Result<std::shared_ptr<const Model>> Model::load_from_buffer(void* buffer, size_
     std::free(buffer);
     return Error{ErrorCode::kInvalidArgument, name + ": empty model buffer"};
   }
-  std::unique_ptr<Storage> storage;
+  std::unique_ptr<ModelStorage> storage;
   try {
     storage = std::make_unique<AlignedCopy>(static_cast<uint8_t*>(buffer), size);
   } catch (...) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -13,6 +14,7 @@
 #include <system_error>
 #include <vector>
 
+#include "core/checked.h"
 #include "format/weights.h"
 #include "kernels/kernels.h"
 #include "petrel/model.h"
@@ -50,6 +52,20 @@ ModelWeights weights_for(const Model& model, ActivationScales scales);
 // an id outside the vocabulary, takes more positions than the model has, or holds
 // nothing but the pads the encoder masks (models::SourceReader).
 std::optional<Error> source_problem(const ModelInfo& info, const std::vector<int32_t>& ids, size_t input);
+
+// Generated tokens at most when neither the call nor the model sets a number (the
+// public headers' "else 256").
+constexpr size_t kDefaultMaxNewTokens = 256;
+
+// Milliseconds since `start`, for a call's Timings.
+inline double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+// The error for a request whose working memory (`bytes`, computed from its shape before
+// anything is allocated) is over kMaxRequestBytes, or nullopt: "`request` need(s) N MiB of
+// working memory; the limit is M MiB: `remedy`".
+std::optional<Error> working_memory_problem(const CheckedSize& bytes, const std::string& request, const char* remedy);
 
 // Runs `job` (returning a Status or a Result), with what setting up a session or a
 // batch's workers can throw as an Error: memory, or a thread the system would not start

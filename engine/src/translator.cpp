@@ -19,10 +19,6 @@
 namespace petrel {
 
 namespace {
-double ms_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-}
-constexpr size_t kDefaultMaxNewTokens = 256;
 
 // The bytes of every buffer a request grows (activations, KV caches, logits,
 // histories), from the request's shape alone: checked before anything is allocated,
@@ -46,8 +42,6 @@ detail::CheckedSize request_bytes(const ModelInfo& info, size_t sentences, uint6
   total += CheckedSize(sentences) * 3 * beam * max_steps * 4;            // finished hypotheses
   return total;
 }
-
-std::string mib(uint64_t bytes) { return std::to_string((bytes + (1u << 20) - 1) >> 20) + " MiB"; }
 
 // The search's per-step observer as the caller's TokenCallback: no allocation per step.
 class StreamObserver final : public decode::SearchObserver {
@@ -215,6 +209,14 @@ Result<std::vector<TextTranslation>> Translator::translate_text(const std::vecto
 }
 
 namespace detail {
+std::optional<Error> working_memory_problem(const CheckedSize& bytes, const std::string& request, const char* remedy) {
+  if (bytes.ok() && bytes.value() <= kMaxRequestBytes) return std::nullopt;
+  auto mib = [](uint64_t b) { return std::to_string((b + (1u << 20) - 1) >> 20) + " MiB"; };
+  return Error{ErrorCode::kOutOfMemory, request + " " +
+                                            (bytes.ok() ? mib(bytes.value()) : std::string("more than 2^64 bytes")) +
+                                            " of working memory; the limit is " + mib(kMaxRequestBytes) + ": " + remedy};
+}
+
 std::optional<Error> source_problem(const ModelInfo& info, const std::vector<int32_t>& ids, size_t input) {
   auto invalid = [&](const std::string& what) {
     return Error{ErrorCode::kInvalidArgument, "input " + std::to_string(input + 1) + what};
@@ -252,7 +254,7 @@ Result<TranslateOptions> resolve_options(const Model& petrel_model, const Transl
   if (!(o.max_length_factor >= 0 && o.max_length_factor <= 1000))
     return invalid("max length factor must be in 0..1000");
   if (o.max_new_tokens == 0)
-    o.max_new_tokens = std::min<size_t>(model.max_length > 1 ? model.max_length - 1 : kDefaultMaxNewTokens,
+    o.max_new_tokens = std::min<size_t>(model.max_length > 1 ? model.max_length - 1 : detail::kDefaultMaxNewTokens,
                                         info.max_positions);
   if (o.max_new_tokens > info.max_positions)
     return invalid("max new tokens " + std::to_string(o.max_new_tokens) + " exceeds the model's " +
@@ -345,13 +347,12 @@ Result<std::vector<Translation>> Translator::Impl::translate(const std::vector<s
   const DType cache_type = options.kv_cache_f16 ? DType::kF16 : DType::kF32;
   const detail::CheckedSize needed = request_bytes(info, batch.size(), source_tokens, options.beam_size, max_new,
                                                    pool.size(), detail::dtype_size(cache_type));
-  if (!needed.ok() || needed.value() > kMaxRequestBytes)
-    return Error{ErrorCode::kOutOfMemory,
-                 std::to_string(batch.size()) + " inputs (" + std::to_string(source_tokens) + " tokens) with beam " +
-                     std::to_string(options.beam_size) + " over " + std::to_string(max_new) + " new tokens need " +
-                     (needed.ok() ? mib(needed.value()) : std::string("more than 2^64 bytes")) +
-                     " of working memory; the limit is " + mib(kMaxRequestBytes) +
-                     ": translate fewer inputs per call, or use a smaller beam or max_new_tokens"};
+  if (auto problem = detail::working_memory_problem(
+          needed,
+          std::to_string(batch.size()) + " inputs (" + std::to_string(source_tokens) + " tokens) with beam " +
+              std::to_string(options.beam_size) + " over " + std::to_string(max_new) + " new tokens need",
+          "translate fewer inputs per call, or use a smaller beam or max_new_tokens"))
+    return *problem;
 
   decode::SearchOptions so;
   so.beam = options.beam_size;
@@ -375,7 +376,7 @@ Result<std::vector<Translation>> Translator::Impl::translate(const std::vector<s
   if (*options.use_shortlist) output.use_shortlist(weights, batch);
   else output.use_all(weights);
   graph.encode(batch, encoded, workspace);
-  timings.encode_ms = ms_since(start);
+  timings.encode_ms = detail::ms_since(start);
   start = std::chrono::steady_clock::now();
   std::vector<size_t> sentence_of_row(batch.size() * so.beam);
   for (size_t r = 0; r < sentence_of_row.size(); ++r) sentence_of_row[r] = r / so.beam;
@@ -384,7 +385,7 @@ Result<std::vector<Translation>> Translator::Impl::translate(const std::vector<s
   StreamObserver stream(options.on_token, detail::ModelAccess::tokenizer(*model), so.beam > 1);
   if (options.on_token) so.observer = &stream;
   auto found = decode::search(steps, batch.size(), output, kernels, so, search);
-  timings.decode_ms = ms_since(start);
+  timings.decode_ms = detail::ms_since(start);
   if (!found) return found.error();
   timings.decode_steps = found.value().steps;
   if (options.on_token) {  // each input's final translation, after the step-by-step events

@@ -29,6 +29,14 @@ struct TensorInfo {
   std::vector<uint64_t> shape;
 };
 
+// Bytes per element of a floating-point TensorInfo::dtype; 0 for any other name.
+inline size_t float_dtype_size(const std::string& dtype) {
+  if (dtype == "F32") return 4;
+  if (dtype == "F16" || dtype == "BF16") return 2;
+  if (dtype == "F64") return 8;
+  return 0;
+}
+
 class CheckpointFile {
  public:
   virtual ~CheckpointFile() = default;

@@ -30,7 +30,6 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr const char* kProducer = "petrel-convert 0.1.0";
 // A stored position table matches a sinusoidal variant when every entry is this
 // close; variants differ by far more (up to 0.36 for d=512: the paper's and Marian's frequencies differ).
 constexpr double kPositionTolerance = 2e-4;

@@ -13,8 +13,6 @@
 namespace petrel::convert {
 namespace {
 
-constexpr const char* kProducer = "petrel-convert 0.1.0";
-
 // What config.json (and generation_config.json) say about a decoder-only model, read as
 // transformers reads them (tools/reference/decoder_only_semantics.md, transformers
 // 4.57 / 5.0.0.dev0 modeling_gemma3.py, modeling_llama.py, modeling_qwen2.py,

@@ -27,7 +27,6 @@ using detail::checked_mul;
 using detail::load_le16;
 using detail::load_le32;
 using detail::load_le64;
-using detail::quoted;
 
 // marian-dev src/common/binary.h: BINARY_FILE_VERSION.
 constexpr uint64_t kBinaryVersion = 1;
@@ -136,7 +135,7 @@ class YamlParser {
     throw ConvertError(out_.name + ": line " + std::to_string(line_no_) + ": " + what);
   }
   [[noreturn]] void fail_key(const std::string& key, const std::string& what) const {
-    fail("key " + quoted(key) + " " + what);
+    fail("key " + detail::quoted(key) + " " + what);
   }
 
   void parse_line(std::string_view line) {
@@ -220,7 +219,7 @@ class YamlParser {
     std::string key;
     size_t i = scalar(line, 0, false, "(a quoted key)", key);
     i = skip_spaces(line, i);
-    if (i == line.size() || line[i] != ':') fail("expected ':' after the quoted key " + quoted(key));
+    if (i == line.size() || line[i] != ':') fail("expected ':' after the quoted key " + detail::quoted(key));
     value_of(std::move(key), line, i + 1);
   }
 
@@ -463,12 +462,12 @@ NpyHeader parse_npy_header(const uint8_t* p, uint64_t size, const std::string& w
   auto expect = [&](char c) {
     skip();
     if (i == h.size() || h[i] != c) throw bad(".npy header: expected '" + std::string(1, c) + "' at byte " +
-                                              std::to_string(i) + " of " + quoted(h, 120));
+                                              std::to_string(i) + " of " + detail::quoted(h, 120));
     ++i;
   };
   auto string = [&] {
     skip();
-    if (i == h.size() || (h[i] != '\'' && h[i] != '"')) throw bad(".npy header: expected a string in " + quoted(h, 120));
+    if (i == h.size() || (h[i] != '\'' && h[i] != '"')) throw bad(".npy header: expected a string in " + detail::quoted(h, 120));
     const char q = h[i++];
     const size_t close = h.find(q, i);
     if (close == std::string_view::npos) throw bad(".npy header: unterminated string");
@@ -509,7 +508,7 @@ NpyHeader parse_npy_header(const uint8_t* p, uint64_t size, const std::string& w
           ++i;
           break;
         }
-        if (i == h.size() || h[i] < '0' || h[i] > '9') throw bad(".npy header: bad shape in " + quoted(h, 120));
+        if (i == h.size() || h[i] < '0' || h[i] > '9') throw bad(".npy header: bad shape in " + detail::quoted(h, 120));
         uint64_t dim = 0;
         while (i < h.size() && h[i] >= '0' && h[i] <= '9') {
           if (!checked_mul(dim, 10, &dim) || !checked_add(dim, static_cast<uint64_t>(h[i] - '0'), &dim))
@@ -521,14 +520,14 @@ NpyHeader parse_npy_header(const uint8_t* p, uint64_t size, const std::string& w
         out.shape.push_back(dim);
         skip();
         if (i < h.size() && h[i] == ',') ++i;
-        else if (i == h.size() || h[i] != ')') throw bad(".npy header: bad shape in " + quoted(h, 120));
+        else if (i == h.size() || h[i] != ')') throw bad(".npy header: bad shape in " + detail::quoted(h, 120));
       }
     } else {
-      throw bad(".npy header: unexpected or repeated key " + quoted(key));
+      throw bad(".npy header: unexpected or repeated key " + detail::quoted(key));
     }
     skip();
     if (i < h.size() && h[i] == ',') ++i;
-    else if (i == h.size() || h[i] != '}') throw bad(".npy header: expected ',' or '}' in " + quoted(h, 120));
+    else if (i == h.size() || h[i] != '}') throw bad(".npy header: expected ',' or '}' in " + detail::quoted(h, 120));
   }
   skip();
   if (i != h.size()) throw bad(".npy header: text after the dictionary");
@@ -593,7 +592,7 @@ class MarianFile final : public MarianModelFile {
     }
     for (size_t i = 0; i < out.size(); ++i)
       if (!std::isfinite(out[i]))
-        throw ConvertError(path_ + ": item " + quoted(name) + " holds a non-finite value (NaN or Inf) at element " +
+        throw ConvertError(path_ + ": item " + detail::quoted(name) + " holds a non-finite value (NaN or Inf) at element " +
                            std::to_string(i));
     return out;
   }
@@ -601,7 +600,7 @@ class MarianFile final : public MarianModelFile {
   Intgemm8Matrix read_intgemm8(const std::string& name) const override {
     const Item& item = item_named(name);
     if (item.type != kIntgemm8)
-      throw ConvertError(path_ + ": item " + quoted(name) + " is " + type_name(item.type) + ", not intgemm8");
+      throw ConvertError(path_ + ": item " + detail::quoted(name) + " is " + type_name(item.type) + ", not intgemm8");
     const uint8_t* p = data(item);
     Intgemm8Matrix m;
     const uint64_t last = item.shape.back();  // nonzero: checked when parsed
@@ -616,7 +615,7 @@ class MarianFile final : public MarianModelFile {
     std::memcpy(m.values.data(), p, item.elements);
     std::memcpy(&m.multiplier, p + item.elements, 4);
     if (!(m.multiplier > 0) || !std::isfinite(m.multiplier) || !std::isfinite(1.0f / m.multiplier))
-      throw ConvertError(path_ + ": item " + quoted(name) + ": quantization multiplier " +
+      throw ConvertError(path_ + ": item " + detail::quoted(name) + ": quantization multiplier " +
                          std::to_string(m.multiplier) + " is not a positive number with a finite inverse");
     return m;
   }
@@ -624,7 +623,7 @@ class MarianFile final : public MarianModelFile {
  private:
   const Item& item_named(const std::string& name) const {
     auto it = items_.find(name);
-    if (it == items_.end()) throw ConvertError(path_ + ": missing tensor " + quoted(name));
+    if (it == items_.end()) throw ConvertError(path_ + ": missing tensor " + detail::quoted(name));
     return it->second;
   }
 
@@ -667,15 +666,15 @@ class MarianFile final : public MarianModelFile {
              " (with its NUL)");
       if (length > size_ - pos) fail(where + ": name runs past the end of the file (truncated?)");
       const char* s = reinterpret_cast<const char*>(bytes_ + pos);
-      if (s[length - 1] != '\0') fail(where + ": name " + quoted(std::string_view(s, length)) + " lacks its NUL");
+      if (s[length - 1] != '\0') fail(where + ": name " + detail::quoted(std::string_view(s, length)) + " lacks its NUL");
       names[i].assign(s, length - 1);
       if (names[i].find('\0') != std::string::npos || names[i].empty())
-        fail(where + ": name " + quoted(names[i]) + " is empty or holds a NUL");
+        fail(where + ": name " + detail::quoted(names[i]) + " is empty or holds a NUL");
       pos += length;
     }
     std::vector<Item> items(count);
     for (uint64_t i = 0; i < count; ++i) {
-      const std::string where = "item " + quoted(names[i]);
+      const std::string where = "item " + detail::quoted(names[i]);
       const uint64_t dims = headers[i].shape_length;
       if (dims > kMaxTensorDims)
         fail(where + ": shape has " + std::to_string(dims) + " dimensions, more than the limit of " +
@@ -697,7 +696,7 @@ class MarianFile final : public MarianModelFile {
     for (uint64_t i = 0; i < count; ++i) {
       Item& item = items[i];
       const std::string& name = names[i];
-      const std::string where = "item " + quoted(name);
+      const std::string where = "item " + detail::quoted(name);
       item.type = headers[i].type;
       const uint64_t length = headers[i].data_length;
       if (length > size_ - pos)
@@ -748,7 +747,7 @@ class MarianFile final : public MarianModelFile {
       throw;
     }
     for (const ZipRecord& r : zip_->records()) {
-      const std::string where = "record " + quoted(r.name);
+      const std::string where = "record " + detail::quoted(r.name);
       if (r.name.size() <= 4 || r.name.compare(r.name.size() - 4, 4, ".npy") != 0)
         fail(where + " is not a .npy array (Marian's .npz holds <item>.npy records)");
       const std::string name = r.name.substr(0, r.name.size() - 4);
@@ -758,7 +757,7 @@ class MarianFile final : public MarianModelFile {
       Item item;
       item.record = &r;
       item.offset = h.data_offset;
-      const std::string item_where = "item " + quoted(name);
+      const std::string item_where = "item " + detail::quoted(name);
       if (h.fortran_order) fail(item_where + " is stored in Fortran order; Marian reads C order only");
       if (h.shape.empty()) fail(item_where + " is a 0-dimensional array; Marian's items have a shape");
       // Marian reads a 1-D array of n values as [1, n] (io.cpp loadItemsFromNpz).
@@ -769,7 +768,7 @@ class MarianFile final : public MarianModelFile {
       uint64_t element_size = 0;
       if (name == kModelYml) {
         if (h.descr != "<i1" && h.descr != "|i1" && h.descr != "<u1" && h.descr != "|u1")
-          fail(item_where + " has dtype " + quoted(h.descr) + ", expected bytes ('|i1', as Marian writes text)");
+          fail(item_where + " has dtype " + detail::quoted(h.descr) + ", expected bytes ('|i1', as Marian writes text)");
         item.type = kInt8;
         element_size = 1;
       } else if (h.descr == "<f4") {
@@ -781,7 +780,7 @@ class MarianFile final : public MarianModelFile {
         item.dtype = "F16";
         element_size = 2;
       } else {
-        fail(item_where + " has dtype " + quoted(h.descr) + "; Marian's .npz weights are float32 ('<f4')" +
+        fail(item_where + " has dtype " + detail::quoted(h.descr) + "; Marian's .npz weights are float32 ('<f4')" +
              " (float16 '<f2' is read too)");
       }
       bytes *= element_size;
@@ -796,12 +795,12 @@ class MarianFile final : public MarianModelFile {
 
   void add_item(const std::string& name, Item item) {
     if (name == kModelYml) {
-      if (has_yaml_) fail("item " + quoted(name) + " appears twice");
+      if (has_yaml_) fail("item " + detail::quoted(name) + " appears twice");
       has_yaml_ = true;
       yaml_ = std::move(item);
       return;
     }
-    if (!items_.emplace(name, std::move(item)).second) fail("item " + quoted(name) + " appears twice");
+    if (!items_.emplace(name, std::move(item)).second) fail("item " + detail::quoted(name) + " appears twice");
   }
 
   void finish() {
@@ -855,20 +854,20 @@ std::vector<std::string> parse_marian_yaml_vocabulary(std::string_view text, con
   std::vector<bool> given;
   for (const auto& [token, id_text] : map.scalars) {
     if (id_text.empty() || id_text.size() > 8 || id_text.find_first_not_of("0123456789") != std::string::npos)
-      throw ConvertError(name + ": token " + quoted(token) + " has id " + quoted(id_text) +
+      throw ConvertError(name + ": token " + detail::quoted(token) + " has id " + detail::quoted(id_text) +
                          ", not an integer below 2^24");
     const size_t id = std::stoul(id_text);
     // Gaps are allowed, a few: a tiny file must not declare a 2^24-entry table.
     const size_t limit = std::min(kMaxVocabularyKeys, 2 * map.scalars.size() + 1024);
     if (id >= limit)
-      throw ConvertError(name + ": token " + quoted(token) + " has id " + id_text + ", not below " +
+      throw ConvertError(name + ": token " + detail::quoted(token) + " has id " + id_text + ", not below " +
                          std::to_string(limit) + " (twice the vocabulary's " + std::to_string(map.scalars.size()) +
                          " tokens + 1024)");
     if (id >= id_to_token.size()) {  // ids a map leaves out are empty tokens, as in Marian
       id_to_token.resize(id + 1);
       given.resize(id + 1);
     }
-    if (given[id]) throw ConvertError(name + ": id " + id_text + " is given to two tokens (" + quoted(token) + ")");
+    if (given[id]) throw ConvertError(name + ": id " + id_text + " is given to two tokens (" + detail::quoted(token) + ")");
     given[id] = true;
     id_to_token[id] = token;
   }
@@ -879,7 +878,7 @@ std::vector<std::string> parse_marian_yaml_vocabulary(std::string_view text, con
 bool MarianOptions::has(const std::string& key) const { return scalars.count(key) || lists.count(key); }
 
 std::string MarianOptions::text(const std::string& key, const std::string& fallback) const {
-  if (lists.count(key)) throw ConvertError(name + ": key " + quoted(key) + " is a list, expected a single value");
+  if (lists.count(key)) throw ConvertError(name + ": key " + detail::quoted(key) + " is a list, expected a single value");
   auto it = scalars.find(key);
   return it == scalars.end() ? fallback : it->second;
 }
@@ -888,8 +887,8 @@ int64_t MarianOptions::integer(const std::string& key, int64_t fallback, int64_t
   if (!has(key)) return fallback;
   const std::string v = text(key, "");
   auto bad = [&] {
-    return ConvertError(name + ": key " + quoted(key) + " must be an integer in [" + std::to_string(min) + ", " +
-                        std::to_string(max) + "], got " + quoted(v));
+    return ConvertError(name + ": key " + detail::quoted(key) + " must be an integer in [" + std::to_string(min) + ", " +
+                        std::to_string(max) + "], got " + detail::quoted(v));
   };
   const char* begin = v.data();
   const char* end = v.data() + v.size();
@@ -914,7 +913,7 @@ double MarianOptions::number(const std::string& key, double fallback) const {
   in >> value;
   const bool whole = !in.fail() && in.peek() == std::char_traits<char>::eof();
   if (begin == end || std::isspace(static_cast<unsigned char>(*begin)) || !whole || !std::isfinite(value))
-    throw ConvertError(name + ": key " + quoted(key) + " must be a finite number, got " + quoted(v));
+    throw ConvertError(name + ": key " + detail::quoted(key) + " must be a finite number, got " + detail::quoted(v));
   return value;
 }
 
@@ -927,11 +926,11 @@ bool MarianOptions::flag(const std::string& key, bool fallback) const {
     if (lower == "true" || lower == "yes" || lower == "y" || lower == "on") return true;
     if (lower == "false" || lower == "no" || lower == "n" || lower == "off") return false;
   }
-  throw ConvertError(name + ": key " + quoted(key) + " must be true or false, got " + quoted(v));
+  throw ConvertError(name + ": key " + detail::quoted(key) + " must be true or false, got " + detail::quoted(v));
 }
 
 std::vector<std::string> MarianOptions::list(const std::string& key) const {
-  if (scalars.count(key)) throw ConvertError(name + ": key " + quoted(key) + " is a single value, expected a list");
+  if (scalars.count(key)) throw ConvertError(name + ": key " + detail::quoted(key) + " is a single value, expected a list");
   auto it = lists.find(key);
   return it == lists.end() ? std::vector<std::string>{} : it->second;
 }

@@ -18,6 +18,9 @@
 
 namespace petrel::convert {
 
+// The file's `producer` field.
+constexpr const char* kProducer = "petrel-convert 0.1.0";
+
 // Appends the first `size` bytes of file `from` to file `to`, whose end is at offset `at`,
 // in writes that end on 2 MiB offsets of `to` (so the page cache can hold it in 2 MiB
 // folios, which a mapping then maps with 2 MiB pages). False on a read or write error.

@@ -95,7 +95,6 @@ const char* refused_opcode_name(uint8_t op) {
 
 using detail::load_le32;
 using detail::load_le64;
-using detail::quoted;
 
 // What a memo entry occupies (an unordered_map node and its share of the buckets),
 // for the memory budget.
@@ -250,7 +249,7 @@ Id Machine::global(const std::string& module, const std::string& name) {
       v.dtype = c.dtype;
       return make(std::move(v));
     }
-    fail("global " + quoted(full) +
+    fail("global " + detail::quoted(full) +
          " is not allowed: a state dict needs only collections.OrderedDict, torch._utils._rebuild_tensor_v2, "
          "torch._utils._rebuild_parameter and torch.*Storage (anything else, such as a pickled model or a "
          "function, would run code when unpickled)");
@@ -344,7 +343,7 @@ Id Machine::persistent_load(Id pid_id) {
   if (pid.kind != Kind::kTuple || pid.items.empty())
     fail(std::string("persistent id is ") + kind_name(pid.kind) + ", not a ('storage', ...) tuple");
   const std::string& tag = string(pid.items[0], "persistent id's tag");
-  if (tag != "storage") fail("persistent id " + quoted(tag) + " is not allowed (only 'storage' is)");
+  if (tag != "storage") fail("persistent id " + detail::quoted(tag) + " is not allowed (only 'storage' is)");
   // zip: ('storage', type, key, location, elements); legacy adds a view (or None).
   if (pid.items.size() != storage_id_fields_)
     fail("storage persistent id has " + std::to_string(pid.items.size()) + " fields (" +
@@ -367,7 +366,7 @@ Id Machine::persistent_load(Id pid_id) {
   s.key = key(items[2], "storage key");
   string(items[3], "storage location");
   const int64_t elements = integer(items[4], "storage size");
-  if (elements < 0) fail("storage " + quoted(s.key) + " has a negative size " + std::to_string(elements));
+  if (elements < 0) fail("storage " + detail::quoted(s.key) + " has a negative size " + std::to_string(elements));
   s.elements = static_cast<uint64_t>(elements);
   s.view_elements = s.elements;
   s.position = base_ + op_position_;
@@ -381,8 +380,8 @@ Id Machine::persistent_load(Id pid_id) {
     const int64_t length = integer(view.items[2], "storage view size");
     if (begin < 0 || length < 0 || static_cast<uint64_t>(begin) > s.elements ||
         static_cast<uint64_t>(length) > s.elements - static_cast<uint64_t>(begin))
-      fail("storage view " + quoted(ref_key) + " (offset " + std::to_string(begin) + ", size " +
-           std::to_string(length) + ") lies outside storage " + quoted(s.key) + " of " + std::to_string(s.elements) +
+      fail("storage view " + detail::quoted(ref_key) + " (offset " + std::to_string(begin) + ", size " +
+           std::to_string(length) + ") lies outside storage " + detail::quoted(s.key) + " of " + std::to_string(s.elements) +
            " elements");
     s.view_begin = static_cast<uint64_t>(begin);
     s.view_elements = static_cast<uint64_t>(length);
@@ -393,7 +392,7 @@ Id Machine::persistent_load(Id pid_id) {
     const StorageRef& old = storages_[found->second];
     if (old.key != s.key || old.dtype != s.dtype || old.elements != s.elements || old.view_begin != s.view_begin ||
         old.view_elements != s.view_elements)
-      fail("storage " + quoted(ref_key) + " is declared again with a different type or size");
+      fail("storage " + detail::quoted(ref_key) + " is declared again with a different type or size");
     index = found->second;
   } else {
     charge(sizeof(StorageRef) + s.key.size() + kMemoEntryBytes + 2 * ref_key.size());  // + its node in storage_by_key_

@@ -14,7 +14,6 @@
 namespace petrel::convert {
 namespace {
 
-using detail::quoted;
 using pickle::Id;
 using pickle::Kind;
 
@@ -28,8 +27,6 @@ constexpr int64_t kLegacyProtocol = 1001;
 // stay linear in the file: a real checkpoint has about 1 per byte or less (computed for an
 // f16 NLLB-200-600M with its 256k x 1024 table under four names: 1.1).
 constexpr uint64_t kMaxElementsPerFileByte = 4;
-
-size_t element_size(const std::string& dtype) { return dtype == "F32" ? 4 : 2; }
 
 float load_f32(const uint8_t* p) {
   float v;
@@ -113,21 +110,21 @@ void PytorchCheckpoint::parse_zip() {
   const std::string& first = records.front().name;
   const size_t slash = first.find('/');
   if (slash == std::string::npos || slash == 0)
-    throw ConvertError(path_ + ": zip record " + quoted(first) + " is not inside a folder (torch.save puts all in one)");
+    throw ConvertError(path_ + ": zip record " + detail::quoted(first) + " is not inside a folder (torch.save puts all in one)");
   const std::string prefix = first.substr(0, slash + 1);
   for (const ZipRecord& r : records)
     if (r.name.compare(0, prefix.size(), prefix) != 0)
-      throw ConvertError(path_ + ": zip record " + quoted(r.name) + " lies outside the archive's folder " + quoted(prefix));
+      throw ConvertError(path_ + ": zip record " + detail::quoted(r.name) + " lies outside the archive's folder " + detail::quoted(prefix));
   if (zip_->find(prefix + "constants.pkl"))
     throw ConvertError(path_ + ": a TorchScript archive (torch.jit.save), not a state dict saved by torch.save");
   if (const ZipRecord* order = zip_->find(prefix + "byteorder")) {
     const char* bytes = reinterpret_cast<const char*>(zip_->verified_data(*order));
     if (std::string(bytes, order->size) != "little")
-      throw ConvertError(path_ + ": record " + quoted(order->name) + " says the tensors are not little-endian; "
+      throw ConvertError(path_ + ": record " + detail::quoted(order->name) + " says the tensors are not little-endian; "
                          "Petrel reads little-endian checkpoints");
   }
   const ZipRecord* pkl = zip_->find(prefix + "data.pkl");
-  if (!pkl) throw ConvertError(path_ + ": no record " + quoted(prefix + "data.pkl") + " (not a checkpoint written by torch.save)");
+  if (!pkl) throw ConvertError(path_ + ": no record " + detail::quoted(prefix + "data.pkl") + " (not a checkpoint written by torch.save)");
   pickle::Machine machine(path_, pkl->name, pkl->data_offset, 5);
   size_t used = 0;
   const Id root = machine.run(zip_->verified_data(*pkl), pkl->size, &used);
@@ -141,12 +138,12 @@ void PytorchCheckpoint::parse_zip() {
     const std::string name = prefix + "data/" + s.key;
     const ZipRecord* r = zip_->find(name);
     if (!r)
-      throw ConvertError(machine.where(s.position) + ": storage " + quoted(s.key) + " has no record " + quoted(name));
+      throw ConvertError(machine.where(s.position) + ": storage " + detail::quoted(s.key) + " has no record " + detail::quoted(name));
     uint64_t bytes = 0;
-    if (__builtin_mul_overflow(s.elements, element_size(s.dtype), &bytes) || bytes != r->size)
-      throw ConvertError(path_ + ": record " + quoted(name) + " holds " + std::to_string(r->size) + " bytes, but storage " +
-                         quoted(s.key) + " is declared with " + std::to_string(s.elements) + " " + s.dtype + " elements");
-    offsets.push_back(r->data_offset + s.view_begin * element_size(s.dtype));
+    if (__builtin_mul_overflow(s.elements, float_dtype_size(s.dtype), &bytes) || bytes != r->size)
+      throw ConvertError(path_ + ": record " + detail::quoted(name) + " holds " + std::to_string(r->size) + " bytes, but storage " +
+                         detail::quoted(s.key) + " is declared with " + std::to_string(s.elements) + " " + s.dtype + " elements");
+    offsets.push_back(r->data_offset + s.view_begin * float_dtype_size(s.dtype));
     storage_records.push_back(r);
   }
   add_state_dict(machine, root, offsets, storage_records);
@@ -196,7 +193,7 @@ void PytorchCheckpoint::parse_legacy() {
   for (const pickle::StorageRef& s : state.storages()) {
     auto [it, added] = roots.emplace(s.key, Root{s.dtype, s.elements});
     if (!added && (it->second.dtype != s.dtype || it->second.elements != s.elements))
-      throw ConvertError(state.where(s.position) + ": storage " + quoted(s.key) + " is declared again with a different "
+      throw ConvertError(state.where(s.position) + ": storage " + detail::quoted(s.key) + " is declared again with a different "
                          "type or size");
   }
   for (Id key_id : keys.items) {
@@ -204,17 +201,17 @@ void PytorchCheckpoint::parse_legacy() {
     if (key.kind != Kind::kString) throw ConvertError(key_list.where(keys_offset) + ": a storage key is not a string");
     auto it = roots.find(key.text);
     if (it == roots.end())
-      throw ConvertError(key_list.where(keys_offset) + ": storage " + quoted(key.text) + " is listed but no tensor uses it");
+      throw ConvertError(key_list.where(keys_offset) + ": storage " + detail::quoted(key.text) + " is listed but no tensor uses it");
     Root& r = it->second;
-    if (r.stored) throw ConvertError(key_list.where(keys_offset) + ": storage " + quoted(key.text) + " is listed twice");
-    const std::string where = path_ + ": byte " + std::to_string(pos) + " (storage " + quoted(key.text) + ")";
+    if (r.stored) throw ConvertError(key_list.where(keys_offset) + ": storage " + detail::quoted(key.text) + " is listed twice");
+    const std::string where = path_ + ": byte " + std::to_string(pos) + " (storage " + detail::quoted(key.text) + ")";
     if (size_ - pos < 8) throw ConvertError(where + ": truncated: the file ends before the storage's size");
     const uint64_t count = detail::load_le64(data_ + pos);
     if (count != r.elements)
       throw ConvertError(where + ": holds " + std::to_string(count) + " elements, the state dict declares " +
                          std::to_string(r.elements));
     uint64_t bytes = 0;
-    if (__builtin_mul_overflow(count, element_size(r.dtype), &bytes) || bytes > size_ - pos - 8)
+    if (__builtin_mul_overflow(count, float_dtype_size(r.dtype), &bytes) || bytes > size_ - pos - 8)
       throw ConvertError(where + ": truncated: " + std::to_string(count) + " " + r.dtype +
                          " elements run past the end of the file");
     r.offset = pos + 8;
@@ -223,14 +220,14 @@ void PytorchCheckpoint::parse_legacy() {
   }
   for (const auto& [key, r] : roots)
     if (!r.stored)
-      throw ConvertError(path_ + ": storage " + quoted(key) + " is used by a tensor but missing from the storage key list");
+      throw ConvertError(path_ + ": storage " + detail::quoted(key) + " is used by a tensor but missing from the storage key list");
   if (pos != size_)
     throw ConvertError(path_ + ": byte " + std::to_string(pos) + ": " + std::to_string(size_ - pos) +
                        " bytes after the last storage");
 
   std::vector<uint64_t> offsets;
   for (const pickle::StorageRef& s : state.storages())
-    offsets.push_back(roots.at(s.key).offset + s.view_begin * element_size(s.dtype));
+    offsets.push_back(roots.at(s.key).offset + s.view_begin * float_dtype_size(s.dtype));
   add_state_dict(state, root, offsets, std::vector<const ZipRecord*>(state.storages().size(), nullptr));
 }
 
@@ -249,11 +246,11 @@ void PytorchCheckpoint::add_state_dict(const pickle::Machine& machine, uint32_t 
       throw ConvertError(path_ + ": a state dict key is " + pickle::kind_name(key.kind) + ", not a string");
     const std::string& name = key.text;
     if (value.kind != Kind::kTensor)
-      throw ConvertError(path_ + ": state dict entry " + quoted(name) + " is " + pickle::kind_name(value.kind) +
+      throw ConvertError(path_ + ": state dict entry " + detail::quoted(name) + " is " + pickle::kind_name(value.kind) +
                          ", not a tensor (Petrel reads a model's state dict, not a training checkpoint)");
     const pickle::TensorRef& t = machine.tensors()[static_cast<size_t>(value.number)];
     const pickle::StorageRef& s = machine.storages()[t.storage];
-    const std::string where = machine.where(t.position) + ": tensor " + quoted(name);
+    const std::string where = machine.where(t.position) + ": tensor " + detail::quoted(name);
 
     Tensor out;
     out.dtype = s.dtype;
@@ -290,11 +287,11 @@ void PytorchCheckpoint::add_state_dict(const pickle::Machine& machine, uint32_t 
           throw ConvertError(where + ": its last element's position overflows (size/stride/offset too large)");
       }
       if (last >= s.view_elements)
-        throw ConvertError(where + ": reads element " + std::to_string(last) + " of storage " + quoted(s.key) +
+        throw ConvertError(where + ": reads element " + std::to_string(last) + " of storage " + detail::quoted(s.key) +
                            ", which holds " + std::to_string(s.view_elements) + " elements");
     }
     if (!tensors_.emplace(name, std::move(out)).second)
-      throw ConvertError(path_ + ": state dict entry " + quoted(name) + " appears twice");
+      throw ConvertError(path_ + ": state dict entry " + detail::quoted(name) + " appears twice");
   }
 }
 
@@ -311,7 +308,7 @@ const TensorInfo* PytorchCheckpoint::find(const std::string& name) const {
 
 std::vector<float> PytorchCheckpoint::read_f32(const std::string& name) const {
   auto it = tensors_.find(name);
-  if (it == tensors_.end()) throw ConvertError(path_ + ": missing tensor " + quoted(name));
+  if (it == tensors_.end()) throw ConvertError(path_ + ": missing tensor " + detail::quoted(name));
   uint64_t elements = 1;
   for (uint64_t s : it->second.shape) elements *= s;  // checked when parsed
   std::vector<float> out(elements);
@@ -342,7 +339,7 @@ void PytorchCheckpoint::read(const std::string& name, const Tensor& t, uint64_t 
   if (file_) file_->release();
   for (size_t i = 0; i < elements; ++i)
     if (!std::isfinite(out[i]))
-      throw ConvertError(path_ + ": tensor " + quoted(name) + " holds a non-finite value (NaN or Inf) at element " +
+      throw ConvertError(path_ + ": tensor " + detail::quoted(name) + " holds a non-finite value (NaN or Inf) at element " +
                          std::to_string(index_offset + i));
 }
 

@@ -15,13 +15,6 @@ namespace {
 
 constexpr uint64_t kMaxHeader = 100ull << 20;  // safetensors' own limit
 
-size_t element_size(const std::string& dtype) {
-  if (dtype == "F32") return 4;
-  if (dtype == "F16" || dtype == "BF16") return 2;
-  if (dtype == "F64") return 8;
-  return 0;
-}
-
 }  // namespace
 
 SafetensorsFile::SafetensorsFile(const std::string& path)
@@ -67,7 +60,7 @@ void SafetensorsFile::parse() {
     SafetensorsEntry e;
     if (!v["dtype"].is_string()) throw bad("dtype is not a string");
     e.dtype = v["dtype"].get<std::string>();
-    size_t esize = element_size(e.dtype);
+    size_t esize = float_dtype_size(e.dtype);
     if (esize == 0) throw bad("unsupported dtype " + e.dtype + " (F32, F16, BF16, F64 are)");
     if (!v["shape"].is_array()) throw bad("shape is not an array");
     if (v["shape"].size() > kMaxTensorDims)
@@ -124,7 +117,7 @@ const SafetensorsEntry& SafetensorsFile::entry(const std::string& name) const {
 
 std::vector<float> SafetensorsFile::read_f32(const std::string& name) const {
   const SafetensorsEntry& e = entry(name);
-  std::vector<float> out((e.end - e.begin) / element_size(e.dtype));
+  std::vector<float> out((e.end - e.begin) / float_dtype_size(e.dtype));
   read_elements(name, 0, out.size(), out.data());
   return out;
 }
@@ -137,7 +130,7 @@ void SafetensorsFile::read_f32_rows(const std::string& name, uint64_t first_row,
 void SafetensorsFile::read_elements(const std::string& name, uint64_t first, uint64_t count, float* out) const {
   const SafetensorsEntry& e = entry(name);
   if (count == 0) return;  // an empty tensor: `out` may be null (memcpy must not see it)
-  const size_t esize = element_size(e.dtype);
+  const size_t esize = float_dtype_size(e.dtype);
   const uint8_t* p = data_ + e.begin + first * esize;
   // One loop per dtype: the test stays out of the loop over a table's elements.
   if (e.dtype == "F32") {

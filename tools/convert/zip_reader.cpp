@@ -24,7 +24,6 @@ constexpr uint16_t kMissing16 = 0xffffu;
 using detail::load_le16;
 using detail::load_le32;
 using detail::load_le64;
-using detail::quoted;
 
 // [begin, begin + length) lies within [0, limit).
 bool fits(uint64_t begin, uint64_t length, uint64_t limit) { return begin <= limit && length <= limit - begin; }
@@ -172,7 +171,7 @@ ZipArchive::ZipArchive(const uint8_t* data, size_t size, std::string path)
     ZipRecord r;
     r.name.assign(reinterpret_cast<const char*>(c + kCentralHeaderSize), name_length);
     r.crc32 = load_le32(c + 16);
-    const std::string where = path_ + ": record " + quoted(r.name);
+    const std::string where = path_ + ": record " + detail::quoted(r.name);
     if (r.name.empty() || r.name.find('\0') != std::string::npos) throw ConvertError(entry + ": empty or bad name");
     const uint8_t* extra = c + kCentralHeaderSize + name_length;
     apply_zip64(extra, extra_length, {&uncompressed, &compressed, &local}, where);
@@ -196,7 +195,7 @@ ZipArchive::ZipArchive(const uint8_t* data, size_t size, std::string path)
       throw ConvertError(where + ": local header runs into the central directory");
     const std::string local_name(reinterpret_cast<const char*>(h + kLocalHeaderSize), local_name_length);
     if (local_name != r.name)
-      throw ConvertError(where + ": local header names it " + quoted(local_name));
+      throw ConvertError(where + ": local header names it " + detail::quoted(local_name));
     if (load_le16(h + 6) != flags || load_le16(h + 8) != method)
       throw ConvertError(where + ": local header's flags or method differ from the central directory's");
     const uint8_t* local_extra = h + kLocalHeaderSize + local_name_length;
@@ -242,8 +241,8 @@ ZipArchive::ZipArchive(const uint8_t* data, size_t size, std::string path)
             [](const Footprint& a, const Footprint& b) { return a.begin < b.begin; });
   for (size_t i = 1; i < footprints.size(); ++i)
     if (footprints[i].begin < footprints[i - 1].end)
-      throw ConvertError(path_ + ": records " + quoted(records_[footprints[i - 1].record].name) + " and " +
-                         quoted(records_[footprints[i].record].name) + " overlap");
+      throw ConvertError(path_ + ": records " + detail::quoted(records_[footprints[i - 1].record].name) + " and " +
+                         detail::quoted(records_[footprints[i].record].name) + " overlap");
   verified_.assign(records_.size(), false);
 }
 
@@ -254,14 +253,14 @@ const ZipRecord* ZipArchive::find(const std::string& name) const {
 
 const uint8_t* ZipArchive::verified_data(const ZipRecord& record) const {
   auto it = by_name_.find(record.name);
-  if (it == by_name_.end()) throw ConvertError(path_ + ": no record " + quoted(record.name));
+  if (it == by_name_.end()) throw ConvertError(path_ + ": no record " + detail::quoted(record.name));
   const size_t index = it->second;
   if (!verified_[index]) {
     const uint32_t crc = detail::crc32(data_ + record.data_offset, record.size);
     if (crc != record.crc32) {
       char buf[64];
       std::snprintf(buf, sizeof buf, "CRC-32 is %08x, the directory says %08x", crc, record.crc32);
-      throw ConvertError(path_ + ": record " + quoted(record.name) + ": " + buf + " (corrupt download?)");
+      throw ConvertError(path_ + ": record " + detail::quoted(record.name) + ": " + buf + " (corrupt download?)");
     }
     verified_[index] = true;
   }
