@@ -59,6 +59,9 @@ std::string LineReader::too_long() const {
 }
 
 bool LineReader::read_more(bool wait) {
+#ifdef __EMSCRIPTEN__
+  wait = true;  // Node's file streams (NODERAWFS) have no poll(): every read blocks
+#endif
   pollfd p{fd_, POLLIN, 0};
   if (!wait && poll(&p, 1, 0) == 0) return false;
   char chunk[1 << 16];
