@@ -222,7 +222,8 @@ struct BadCheckpoint {
     o.output_path = out();
     REQUIRE_THROWS_WITH(convert::convert_checkpoint(o), Contains(a) && Contains(b));
     REQUIRE_FALSE(exists(out()));
-    REQUIRE_FALSE(exists(out() + ".partial"));
+    for (const auto& entry : std::filesystem::directory_iterator(tmp.path()))  // no partial output either
+      REQUIRE(entry.path().filename().string().rfind("out.petrel", 0) == std::string::npos);
   }
 };
 
@@ -526,6 +527,26 @@ TEST_CASE("petrel-convert refuses an output that is one of its inputs, and scale
     o.embed_scale = scale;
     CHECK_THROWS_WITH(convert::convert_checkpoint(o), Contains("--embed-scale must be in [1e-6, 1e6]"));
   }
+}
+
+TEST_CASE("petrel-convert writes beside the output through files of its own, never a file that exists", "[convert]") {
+  // It wrote MODEL.partial and MODEL.data.partial with O_TRUNC: a user's files of those
+  // names were emptied (and the second deleted), and two conversions to one path wrote
+  // into each other's.
+  TempDir tmp;
+  convert::ConvertOptions o;
+  o.checkpoint_dir = oracle_dir("post_swish_concat_tied");
+  o.output_path = tmp.file("out.petrel");
+  const std::vector<uint8_t> mine = {'m', 'i', 'n', 'e'};
+  for (const char* suffix : {".partial", ".data.partial"}) write_bytes(o.output_path + suffix, mine);
+  convert::convert_checkpoint(o);
+  REQUIRE(load_model(o.output_path) != nullptr);
+  size_t files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(tmp.path())) {
+    ++files;
+    if (entry.path() != o.output_path) CHECK(read_bytes(entry.path().string()) == mine);
+  }
+  CHECK(files == 3);
 }
 
 TEST_CASE("JSON nested deeper than 64 levels is refused before it is parsed", "[convert][json]") {

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -18,6 +19,19 @@ namespace petrel::convert {
 namespace {
 
 constexpr size_t kWriteBuffer = size_t{1} << 20;
+
+// Creates a new file beside `path`, `path`.<pid>-<n><suffix> (O_EXCL): never one that
+// exists (a file of the user's that happens to have the name, or another conversion's to
+// the same path, which would write into each other). Its name goes to `created`.
+int create_partial(const std::string& path, const char* suffix, mode_t mode, std::string& created) {
+  static std::atomic<unsigned> counter{0};
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    created = path + "." + std::to_string(::getpid()) + "-" + std::to_string(counter++) + suffix;
+    const int fd = ::open(created.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+    if (fd >= 0 || errno != EEXIST) return fd;
+  }
+  return -1;  // errno: EEXIST
+}
 
 bool write_all(int fd, const uint8_t* p, size_t n) {
   while (n > 0) {
@@ -59,9 +73,9 @@ bool append_in_huge_page_chunks(int from, int to, uint64_t at, uint64_t size) {
 
 ModelWriter::ModelWriter(const std::string& path) : path_(path) {
   builder_.ForceDefaults(true);
-  const std::string data_path = path + ".data.partial";
-  data_fd_ = ::open(data_path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (data_fd_ < 0) throw ConvertError(path + ": cannot create output: " + std::strerror(errno));
+  std::string data_path;
+  data_fd_ = create_partial(path, ".data.partial", 0600, data_path);
+  if (data_fd_ < 0) throw ConvertError(data_path + ": cannot create output: " + std::strerror(errno));
   ::unlink(data_path.c_str());  // the open descriptor keeps it; no file is left behind, whatever happens
 }
 
@@ -155,9 +169,9 @@ uint64_t ModelWriter::write(flatbuffers::Offset<fb::Model> root) {
   uint64_t data_start = detail::data_section_start(meta_size - 4);
 
   const std::string& path = path_;
-  std::string tmp = path + ".partial";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw ConvertError(path + ": cannot create output: " + std::strerror(errno));
+  std::string tmp;
+  const int fd = create_partial(path, ".partial", 0644, tmp);
+  if (fd < 0) throw ConvertError(tmp + ": cannot create output: " + std::strerror(errno));
   static const uint8_t zeros[detail::kDataAlignment] = {};
   const size_t padding = data_start - meta_size;  // < kDataAlignment
   const bool wrote =
