@@ -128,6 +128,27 @@ TEST_CASE("petrel-run refuses options that do not apply to the mode, naming both
   }
 }
 
+TEST_CASE("petrel-run exits 2 when the model or the CPU refuses a flag's value, naming the value", "[cli]") {
+  const std::string model = en_de_model_path();
+  // As one batch (--text, --ids), a stream, and lines (the batch translator).
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {" --text 'a' --isa bogus", "bogus"},
+      {" --stream --isa bogus", "bogus"},
+      {" --isa bogus", "bogus"},
+      {" --text 'a' --target-lang xx", "xx"},
+      {" --text 'a' --max-new-tokens 100000", "100000"},
+      {" --ids '1 0' --target-prefix 99999", "99999"},
+  };
+  for (const auto& [args, named] : cases) {
+    INFO(args);
+    int status = 0;
+    const std::string out = run_command(PETREL_RUN + " " + model + args + " </dev/null", &status);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 2);
+    CHECK_THAT(out, Contains(named));
+  }
+}
+
 TEST_CASE("petrel-run: a line longer than it holds is that line's error, the rest are translated", "[cli][pipe]") {
   const std::string model = en_de_model_path();
   TempDir tmp;

@@ -48,6 +48,16 @@ std::string json_text(const nlohmann::json& j) { return j.dump(-1, ' ', false, n
 
 void fail(const std::string& message) { std::fprintf(stderr, "petrel-run: error: %s\n", message.c_str()); }
 
+// Reports an error from setting up the run (resolving the options against the model,
+// creating the session) and returns the exit status: the options come from the flags, so
+// a value the model or this CPU refuses (an unknown --isa, a --target-lang the model does
+// not have, --max-new-tokens past its positions) is a usage error, 2, as a malformed flag
+// is; out of memory or threads, 1.
+int setup_failure(const Error& e) {
+  fail(e.message);
+  return e.code == ErrorCode::kInvalidArgument || e.code == ErrorCode::kUnsupported ? 2 : 1;
+}
+
 nlohmann::json hypotheses_json(const std::vector<TextHypothesis>& hyps) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& h : hyps) out.push_back({{"text", h.text}, {"ids", h.ids}, {"score", h.score}});
@@ -479,9 +489,14 @@ static int tool_main(int argc, char** argv) {
                     " is a language model (decoder-only)"), 2;
     lm_options.max_new_tokens = options.max_new_tokens;
     auto resolved = resolve_generate_options(model, lm_options);
-    if (!resolved) return fail(resolved.error().message), 2;
+    if (!resolved) return setup_failure(resolved.error());
+    if (!*resolved.value().do_sample)  // as transformers warns: these only shape sampling
+      for (const char* flag : {"temperature", "top-k", "top-p", "min-p", "seed"})
+        if (p.has(flag))
+          std::fprintf(stderr, "petrel-run: warning: --%s has no effect: %s decodes greedily (its generation_config.json); add --sample\n",
+                       flag, p.positionals()[0].c_str());
     auto created = Generator::create(loaded.value(), translator_options);
-    if (!created) return fail(created.error().message), 1;
+    if (!created) return setup_failure(created.error());
     Generator& generator = created.value();
     GenerateOptions run = lm_options;
     if (p.has("chat")) {
@@ -490,6 +505,7 @@ static int tool_main(int argc, char** argv) {
       settings.template_flags = chat_flags;
       settings.json_lines = json_lines;
       settings.quiet = quiet;
+      settings.reply_tokens = resolved.value().max_new_tokens;
       return run::run_chat(generator, run, settings, fd);
     }
     run.stream_text = text_inputs;
@@ -589,10 +605,7 @@ static int tool_main(int argc, char** argv) {
     return failed == 0 ? 0 : 1;
   }
   auto effective = resolve_options(model, options);  // the model's defaults filled in
-  if (!effective) {
-    fail(effective.error().message);
-    return 1;
-  }
+  if (!effective) return setup_failure(effective.error());
   double encode_ms = 0, decode_ms = 0, run_seconds = 0;
   size_t steps = 0;
   std::string isa;
@@ -600,7 +613,7 @@ static int tool_main(int argc, char** argv) {
 
   if (from_lines && !p.has("stream")) {  // lines: windows sorted, packed, printed in order as ready
     auto batch = BatchTranslator::create(loaded.value(), translator_options, workers);
-    if (!batch) return fail(batch.error().message), 1;
+    if (!batch) return setup_failure(batch.error());
     isa = batch.value().isa();
     sessions = batch.value().workers();
     const auto run_start = std::chrono::steady_clock::now();
@@ -641,7 +654,7 @@ static int tool_main(int argc, char** argv) {
     run_seconds = ms_since(run_start) / 1000;
   } else {  // --text / --ids: one batch; --stream: one input at a time, printed as produced
     auto created = Translator::create(loaded.value(), translator_options);
-    if (!created) return fail(created.error().message), 1;
+    if (!created) return setup_failure(created.error());
     Translator& translator = created.value();
     isa = translator.isa();
     auto add_timings = [&] {
