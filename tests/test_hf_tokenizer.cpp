@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -292,6 +293,61 @@ TEST_CASE("A conversation reuses its KV cache across turns and answers as a fres
   CHECK(reused_total > 0);
   CHECK(chat.value().messages().size() == 7);  // system + 3 x (user, assistant)
   CHECK(chat.value().messages()[2].role == "assistant");
+}
+
+TEST_CASE("A conversation past the model's positions drops its oldest exchanges and answers as a fresh run",
+          "[hf_tokenizer][decoder_only]") {
+  if (!petrel::test::xz_decompress(hf_fixture("gemma3/tokenizer_config.json.xz"))) return;
+  auto model = petrel::test::load_model(lm_with_tokenizer());
+  const size_t positions = model->info().max_positions;
+  auto generator = petrel::Generator::create(model);
+  REQUIRE(generator);
+  auto fresh = petrel::Generator::create(model);
+  REQUIRE(fresh);
+  const auto* tok = dynamic_cast<const petrel::text::HfTokenizer*>(petrel::detail::ModelAccess::tokenizer(*model));
+  petrel::GenerateOptions o;
+  o.do_sample = false;
+  o.max_new_tokens = 16;
+  o.ignore_eos = true;  // every reply takes its 16 tokens
+  auto chat = petrel::Conversation::create(generator.value(), "the system");
+  REQUIRE(chat);
+  const std::string message = "is the model in the user system";
+  size_t drops = 0;
+  for (size_t turn = 0; turn < 100 && drops < 3; ++turn) {
+    INFO("turn " << turn);
+    const size_t before = chat.value().messages().size();
+    auto dropped = chat.value().make_room(message, o.max_new_tokens);
+    REQUIRE(dropped);
+    CHECK(chat.value().messages().size() == before - 2 * dropped.value());
+    CHECK(chat.value().messages()[0].role == "system");
+    if (dropped.value() > 0) ++drops;
+    // What is left, with the message, leaves the room asked for; one exchange more did not.
+    std::vector<petrel::ChatMessage> history = chat.value().messages();
+    history.push_back({"user", message});
+    auto ids = tok->encode_text(fresh.value().apply_chat_template(history, true).value(), false);
+    REQUIRE(ids);
+    CHECK(ids.value().size() + o.max_new_tokens <= positions);
+    // The reply: as a fresh Generator's run of that history (the caches, which held the
+    // dropped exchanges, are reused only as far as the prompt is unchanged).
+    auto reply = chat.value().reply(message, o);
+    REQUIRE(reply);
+    CHECK(reply.value().ids.size() == o.max_new_tokens);
+    auto want = fresh.value().generate({ids.value()}, o);
+    REQUIRE(want);
+    CHECK(reply.value().ids == want.value()[0].ids);
+  }
+  CHECK(drops == 3);
+  // A message that alone leaves no room: nothing dropped, and the reply says why.
+  const std::string huge(positions * 4, 'a');
+  const size_t kept = chat.value().messages().size();
+  auto none = chat.value().make_room(huge, o.max_new_tokens);
+  REQUIRE(none);
+  CHECK(none.value() == 0);
+  CHECK(chat.value().messages().size() == kept);
+  auto refused = chat.value().reply(huge, o);
+  REQUIRE_FALSE(refused);
+  CHECK_THAT(refused.error().message, Catch::Contains("positions"));
+  CHECK(chat.value().messages().size() == kept);
 }
 
 TEST_CASE("Chat template flags reach the template: Qwen3's enable_thinking", "[hf_tokenizer][decoder_only]") {
@@ -853,6 +909,7 @@ TEST_CASE("petrel-run --prompt, --stream and --chat on a language model with a t
   std::vector<json> replies;
   for (std::string line; std::getline(lines, line);) replies.push_back(json::parse(line));
   REQUIRE(replies.size() == 2);
+  CHECK(replies[0]["dropped_exchanges"] == 0);
   CHECK(replies[0]["reused_tokens"] == 0);
   CHECK(replies[1]["reused_tokens"].get<size_t>() > 0);
   auto conversation = petrel::Conversation::create(generator.value(), "the system");
@@ -880,6 +937,31 @@ TEST_CASE("petrel-run --prompt, --stream and --chat on a language model with a t
     CHECK(live.finish().second == 1);
   }
 
+  {  // a conversation longer than the model's positions: every message answered, the
+     // oldest exchanges dropped to make room (said on standard error)
+    std::ofstream many(tmp.file("many.txt"));
+    for (int i = 0; i < 40; ++i) many << "is the model in the user system\n";
+    many.close();
+    const std::string err = tmp.file("err.txt");
+    const std::string out = run_command("{ " + PETREL_RUN + " " + model + " --chat --greedy --ignore-eos " +
+                                            "--max-new-tokens 16 --json-lines < " + tmp.file("many.txt") + " 2>" + err + "; }",
+                                        &status, true);
+    CHECK(status == 0);
+    std::istringstream in(out);
+    size_t answered = 0, dropped = 0;
+    for (std::string line; std::getline(in, line); ++answered) {
+      const json r = json::parse(line);
+      REQUIRE(r.contains("text"));
+      CHECK(r["ids"].size() == 16);
+      dropped += r["dropped_exchanges"].get<size_t>();
+    }
+    CHECK(answered == 40);
+    CHECK(dropped > 0);
+    std::ifstream e(err);
+    const std::string said((std::istreambuf_iterator<char>(e)), std::istreambuf_iterator<char>());
+    CHECK_THAT(said, Catch::Contains("oldest exchange"));
+  }
+
   for (const auto& [flags, expect] : std::vector<std::pair<std::string, std::string>>{
            {"--text 'a'", "--text is for translation models"},
            {"--system x --prompt a", "--system applies with --chat"},
@@ -890,6 +972,21 @@ TEST_CASE("petrel-run --prompt, --stream and --chat on a language model with a t
     const std::string err = run_command(PETREL_RUN + " " + model + " " + flags + " --max-new-tokens 2", &status);
     CHECK(status != 0);
     CHECK_THAT(err, Catch::Contains(expect));
+  }
+  // Sampling flags on a model that decodes greedily unless told: a warning, as
+  // transformers gives, instead of silence; with --sample, none.
+  auto defaults = petrel::resolve_generate_options(*loaded, {});
+  REQUIRE(defaults);
+  REQUIRE_FALSE(*defaults.value().do_sample);  // the fixture's generation_config.json has no do_sample
+  for (const std::string sample : {"", " --sample"}) {
+    INFO("flags:" << sample);
+    const std::string err = run_command("{ " + PETREL_RUN + " " + model + " --prompt a --temperature 0.5 --top-k 3" +
+                                            sample + " --max-new-tokens 2 --quiet 2>&1 >/dev/null; }",
+                                        &status);
+    CHECK(status == 0);
+    const bool warned = err.find("--temperature has no effect") != std::string::npos &&
+                        err.find("--top-k has no effect") != std::string::npos;
+    CHECK(warned == sample.empty());
   }
   const std::string plain = petrel::test::shared_file("lm-gemma3-ids.petrel", [](const std::string& out_path) {
     petrel::convert::ConvertOptions c;
@@ -950,6 +1047,15 @@ TEST_CASE("The C API generates from text, renders the chat template and holds a 
     CHECK(petrel_result_text(result, 0, 0) != nullptr);
     petrel_result_free(result);
   }
+  // make_room: nothing to drop while the conversation leaves room; its exchanges when
+  // it must leave all but 30 of the model's positions.
+  size_t dropped = 99;
+  CHECK(petrel_conversation_make_room(chat, "more", 16, &dropped) == PETREL_OK);
+  CHECK(dropped == 0);
+  const size_t positions = petrel::test::load_model(path)->info().max_positions;
+  CHECK(petrel_conversation_make_room(chat, "more", positions - 30, &dropped) == PETREL_OK);
+  CHECK(dropped == 2);
+  CHECK(petrel_conversation_make_room(chat, nullptr, 16, &dropped) == PETREL_INVALID_ARGUMENT);
   const char* stop[] = {""};
   o.stop = stop;
   o.stop_count = 1;

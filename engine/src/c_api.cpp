@@ -602,6 +602,19 @@ petrel_status petrel_conversation_reply(petrel_conversation* conversation, const
   });
 }
 
+petrel_status petrel_conversation_make_room(petrel_conversation* conversation, const char* message,
+                                            size_t new_tokens, size_t* dropped) {
+  return guarded([&] {
+    if (conversation == nullptr || message == nullptr || dropped == nullptr)
+      return invalid("petrel_conversation_make_room: NULL argument");
+    *dropped = 0;
+    auto made = conversation->conversation.make_room(message, new_tokens);
+    if (!made) return fail(made.error());
+    *dropped = made.value();
+    return PETREL_OK;
+  });
+}
+
 void petrel_conversation_free(petrel_conversation* conversation) { delete conversation; }
 
 }  // extern "C"

@@ -404,6 +404,8 @@ struct Conversation::Impl {
   std::vector<std::pair<std::string, bool>> template_flags;
   std::vector<ChatMessage> messages;
   LmSession session;
+
+  Result<std::vector<int32_t>> prompt(std::vector<ChatMessage>& messages, std::string_view user_message) const;
 };
 
 Result<Conversation> Conversation::create(Generator& generator, std::string_view system,
@@ -425,16 +427,58 @@ Conversation::Conversation(Conversation&&) noexcept = default;
 Conversation& Conversation::operator=(Conversation&&) noexcept = default;
 const std::vector<ChatMessage>& Conversation::messages() const { return impl_->messages; }
 
+// The conversation's `messages` with `user_message` after them, rendered by the chat
+// template (the assistant's turn opened) and tokenized.
+Result<std::vector<int32_t>> Conversation::Impl::prompt(std::vector<ChatMessage>& messages,
+                                                        std::string_view user_message) const {
+  messages.push_back({"user", std::string(user_message)});
+  auto text = owner.apply_chat_template(messages, true, template_flags);
+  if (!text) return text.error();
+  auto tokenizer = text_tokenizer(*generator.model);
+  if (!tokenizer) return tokenizer.error();
+  return tokenizer.value()->encode_text(text.value(), false);  // the template wrote the special tokens
+}
+
+Result<size_t> Conversation::make_room(std::string_view user_message, size_t new_tokens) {
+  const detail::SessionCall call(impl_->generator.busy);
+  if (auto refused = call.refused("Generator")) return *refused;
+  const size_t positions = impl_->generator.model->info().max_positions;
+  const std::vector<ChatMessage>& kept = impl_->messages;
+  const size_t first = !kept.empty() && kept[0].role == "system" ? 1 : 0;
+  const size_t exchanges = (kept.size() - first) / 2;  // each reply added a user message and the assistant's
+  // Whether the conversation without its oldest `k` exchanges leaves the room.
+  auto fits = [&](size_t k) -> Result<bool> {
+    std::vector<ChatMessage> messages(kept.begin(), kept.begin() + static_cast<std::ptrdiff_t>(first));
+    messages.insert(messages.end(), kept.begin() + static_cast<std::ptrdiff_t>(first + 2 * k), kept.end());
+    auto ids = impl_->prompt(messages, user_message);
+    if (!ids) return ids.error();
+    return ids.value().size() + std::max<size_t>(new_tokens, 1) <= positions;
+  };
+  auto now = fits(0);
+  if (!now) return now.error();
+  if (now.value() || exchanges == 0) return size_t{0};
+  auto without_all = fits(exchanges);
+  if (!without_all) return without_all.error();
+  if (!without_all.value()) return size_t{0};  // the message alone does not fit: reply() says so
+  // The fewest exchanges to drop, by bisection (fewer exchanges, fewer tokens): a few
+  // renderings of the conversation, not one per exchange.
+  size_t lo = 0, hi = exchanges;  // lo does not fit, hi does
+  while (hi - lo > 1) {
+    const size_t mid = lo + (hi - lo) / 2;
+    auto f = fits(mid);
+    if (!f) return f.error();
+    (f.value() ? hi : lo) = mid;
+  }
+  impl_->messages.erase(impl_->messages.begin() + static_cast<std::ptrdiff_t>(first),
+                        impl_->messages.begin() + static_cast<std::ptrdiff_t>(first + 2 * hi));
+  return hi;
+}
+
 Result<TextGeneration> Conversation::reply(std::string_view user_message, const GenerateOptions& options) {
   const detail::SessionCall call(impl_->generator.busy);
   if (auto refused = call.refused("Generator")) return *refused;
   std::vector<ChatMessage> messages = impl_->messages;
-  messages.push_back({"user", std::string(user_message)});
-  auto prompt = impl_->owner.apply_chat_template(messages, true, impl_->template_flags);
-  if (!prompt) return prompt.error();
-  auto tokenizer = text_tokenizer(*impl_->generator.model);
-  if (!tokenizer) return tokenizer.error();
-  auto ids = tokenizer.value()->encode_text(prompt.value(), false);  // the template wrote the special tokens
+  auto ids = impl_->prompt(messages, user_message);
   if (!ids) return ids.error();
   auto reply = impl_->generator.generate_text(ids.value(), options, impl_->session);
   if (!reply) {

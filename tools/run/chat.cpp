@@ -55,6 +55,14 @@ int run_chat(Generator& generator, const GenerateOptions& options, const ChatSet
       --index;
       continue;
     }
+    auto dropped = chat.make_room(message.text, settings.reply_tokens);
+    if (!dropped) {
+      fail(index, dropped.error().message);
+      continue;
+    }
+    if (dropped.value() > 0 && !settings.quiet)
+      std::fprintf(stderr, "[the model's positions would not hold the conversation and a %zu-token reply: dropped its %zu oldest exchange%s]\n",
+                   settings.reply_tokens, dropped.value(), dropped.value() == 1 ? "" : "s");
     auto reply = chat.reply(message.text, turn);
     if (!reply) {
       fail(index, reply.error().message);
@@ -70,6 +78,7 @@ int run_chat(Generator& generator, const GenerateOptions& options, const ChatSet
                           {"ended_on_stop", r.ended_on_stop},
                           {"prompt_tokens", r.prompt_tokens},
                           {"reused_tokens", r.reused_tokens},
+                          {"dropped_exchanges", dropped.value()},
                           {"prefill_ms", t.prefill_ms},
                           {"generate_ms", t.generate_ms}};
       std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());

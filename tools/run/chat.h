@@ -15,6 +15,9 @@ struct ChatSettings {
   std::vector<std::pair<std::string, bool>> template_flags;  // --template-flag NAME=true|false
   bool json_lines = false;   // one JSON object per reply instead of streamed text
   bool quiet = false;        // no prompt marks or timing on standard error
+  // Room kept for each reply (the resolved max_new_tokens): a conversation that would not
+  // leave it within the model's positions drops its oldest exchanges first.
+  size_t reply_tokens = 1;
 };
 
 // Reads messages from `fd` until its end; returns the process exit status.
