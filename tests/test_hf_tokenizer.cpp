@@ -315,28 +315,50 @@ TEST_CASE("A conversation past the model's positions drops its oldest exchanges 
   size_t drops = 0;
   for (size_t turn = 0; turn < 100 && drops < 3; ++turn) {
     INFO("turn " << turn);
-    const size_t before = chat.value().messages().size();
+    const std::vector<petrel::ChatMessage> before = chat.value().messages();
     auto dropped = chat.value().make_room(message, o.max_new_tokens);
     REQUIRE(dropped);
-    CHECK(chat.value().messages().size() == before - 2 * dropped.value());
+    CHECK(chat.value().messages().size() == before.size() - 2 * dropped.value());
     CHECK(chat.value().messages()[0].role == "system");
-    if (dropped.value() > 0) ++drops;
+    auto prompt_tokens = [&](std::vector<petrel::ChatMessage> history) {
+      history.push_back({"user", message});
+      auto ids = tok->encode_text(fresh.value().apply_chat_template(history, true).value(), false);
+      REQUIRE(ids);
+      return ids.value();
+    };
     // What is left, with the message, leaves the room asked for; one exchange more did not.
-    std::vector<petrel::ChatMessage> history = chat.value().messages();
-    history.push_back({"user", message});
-    auto ids = tok->encode_text(fresh.value().apply_chat_template(history, true).value(), false);
-    REQUIRE(ids);
-    CHECK(ids.value().size() + o.max_new_tokens <= positions);
+    const std::vector<int32_t> ids = prompt_tokens(chat.value().messages());
+    CHECK(ids.size() + o.max_new_tokens <= positions);
+    if (dropped.value() > 0) {
+      ++drops;
+      std::vector<petrel::ChatMessage> one_more = chat.value().messages();
+      one_more.insert(one_more.begin() + 1, before.begin() + 1 + 2 * (dropped.value() - 1),
+                      before.begin() + 1 + 2 * dropped.value());
+      CHECK(prompt_tokens(one_more).size() + o.max_new_tokens > positions);
+    }
     // The reply: as a fresh Generator's run of that history (the caches, which held the
     // dropped exchanges, are reused only as far as the prompt is unchanged).
     auto reply = chat.value().reply(message, o);
     REQUIRE(reply);
     CHECK(reply.value().ids.size() == o.max_new_tokens);
-    auto want = fresh.value().generate({ids.value()}, o);
+    auto want = fresh.value().generate({ids}, o);
     REQUIRE(want);
     CHECK(reply.value().ids == want.value()[0].ids);
   }
   CHECK(drops == 3);
+  // A reply longer than even the message alone leaves room for: every exchange dropped,
+  // and the reply takes the positions left.
+  petrel::GenerateOptions longest = o;
+  longest.max_new_tokens = positions;
+  const size_t exchanges = (chat.value().messages().size() - 1) / 2;
+  REQUIRE(exchanges > 0);
+  auto all = chat.value().make_room(message, longest.max_new_tokens);
+  REQUIRE(all);
+  CHECK(all.value() == exchanges);
+  REQUIRE(chat.value().messages().size() == 1);
+  auto reply = chat.value().reply(message, longest);
+  REQUIRE(reply);
+  CHECK(reply.value().prompt_tokens + reply.value().ids.size() == positions);
   // A message that alone leaves no room: nothing dropped, and the reply says why.
   const std::string huge(positions * 4, 'a');
   const size_t kept = chat.value().messages().size();

@@ -28,6 +28,15 @@ head -40 "$src/tests/fixtures/en-de/test.en" >"$work/in.txt"
 cmp "$work/wasm.txt" "$work/native.txt" || fail "petrel-run.js --input translated differently"
 cat "$work/in.txt" | "$node" "$wasm/petrel-run.js" "$work/native.petrel" >"$work/piped.txt" 2>/dev/null
 cmp "$work/piped.txt" "$work/native.txt" || fail "petrel-run.js from a pipe translated differently"
+# On a live pipe (a coprocess): each line is answered before the next is written.
+coproc live { "$node" "$wasm/petrel-run.js" "$work/native.petrel" 2>/dev/null; }
+for n in 1 2; do
+  sed -n "${n}p" "$work/in.txt" >&"${live[1]}"
+  read -r -t 120 answer <&"${live[0]}" || fail "petrel-run.js did not answer line $n before line $((n + 1)) was written"
+  [[ $answer == "$(sed -n "${n}p" "$work/native.txt")" ]] || fail "petrel-run.js on a live pipe: line $n is '$answer'"
+done
+eval "exec ${live[1]}>&-"
+wait "$live_PID"
 
 "$native/petrel-inspect" "$work/native.petrel" --json >"$work/native.json"
 "$node" "$wasm/petrel-inspect.js" "$work/native.petrel" --json >"$work/wasm.json"

@@ -446,28 +446,36 @@ Result<size_t> Conversation::make_room(std::string_view user_message, size_t new
   const std::vector<ChatMessage>& kept = impl_->messages;
   const size_t first = !kept.empty() && kept[0].role == "system" ? 1 : 0;
   const size_t exchanges = (kept.size() - first) / 2;  // each reply added a user message and the assistant's
-  // Whether the conversation without its oldest `k` exchanges leaves the room.
-  auto fits = [&](size_t k) -> Result<bool> {
+  // Whether the conversation without its oldest `k` exchanges leaves `room` positions.
+  auto fits = [&](size_t k, size_t room) -> Result<bool> {
     std::vector<ChatMessage> messages(kept.begin(), kept.begin() + static_cast<std::ptrdiff_t>(first));
     messages.insert(messages.end(), kept.begin() + static_cast<std::ptrdiff_t>(first + 2 * k), kept.end());
     auto ids = impl_->prompt(messages, user_message);
     if (!ids) return ids.error();
-    return ids.value().size() + std::max<size_t>(new_tokens, 1) <= positions;
+    return ids.value().size() < positions && room <= positions - ids.value().size();
   };
-  auto now = fits(0);
+  const size_t room = std::max<size_t>(new_tokens, 1);
+  auto now = fits(0, room);
   if (!now) return now.error();
   if (now.value() || exchanges == 0) return size_t{0};
-  auto without_all = fits(exchanges);
+  auto without_all = fits(exchanges, room);
   if (!without_all) return without_all.error();
-  if (!without_all.value()) return size_t{0};  // the message alone does not fit: reply() says so
-  // The fewest exchanges to drop, by bisection (fewer exchanges, fewer tokens): a few
-  // renderings of the conversation, not one per exchange.
-  size_t lo = 0, hi = exchanges;  // lo does not fit, hi does
-  while (hi - lo > 1) {
-    const size_t mid = lo + (hi - lo) / 2;
-    auto f = fits(mid);
-    if (!f) return f.error();
-    (f.value() ? hi : lo) = mid;
+  size_t hi = exchanges;  // fits, or is the most room there is
+  if (without_all.value()) {
+    // The fewest exchanges to drop, by bisection (fewer exchanges, fewer tokens): a few
+    // renderings of the conversation, not one per exchange. Only a count that was seen
+    // to fit is used.
+    size_t lo = 0;  // does not fit
+    while (hi - lo > 1) {
+      const size_t mid = lo + (hi - lo) / 2;
+      auto f = fits(mid, room);
+      if (!f) return f.error();
+      (f.value() ? hi : lo) = mid;
+    }
+  } else {  // not even the message alone leaves that room: all the room there is, if any
+    auto one = fits(exchanges, 1);
+    if (!one) return one.error();
+    if (!one.value()) return size_t{0};  // no room at all: reply() says why
   }
   impl_->messages.erase(impl_->messages.begin() + static_cast<std::ptrdiff_t>(first),
                         impl_->messages.begin() + static_cast<std::ptrdiff_t>(first + 2 * hi));

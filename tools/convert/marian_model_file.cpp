@@ -34,7 +34,7 @@ constexpr uint64_t kBinaryVersion = 1;
 constexpr uint64_t kInt8 = 0x0101, kFloat16 = 0x0402, kFloat32 = 0x0404, kIntgemm8 = 0x4101,
                    kIntgemm16 = 0x4102;
 constexpr uint64_t kPackedClass = 0x0800;
-constexpr size_t kHeaderBytes = 32;  // four u64 per item
+constexpr size_t kItemHeaderBytes = 32;  // four u64 per item
 
 const std::string kModelYml = "special:model.yml";
 
@@ -642,7 +642,7 @@ class MarianFile final : public MarianModelFile {
       fail("Marian binary format version " + std::to_string(version) + " (only version 1 exists; not a Marian .bin?)");
     const uint64_t count = load_le64(bytes_ + 8);
     uint64_t pos = 16;
-    if (count > (size_ - pos) / kHeaderBytes)
+    if (count > (size_ - pos) / kItemHeaderBytes)
       fail("declares " + std::to_string(count) + " items, whose headers alone need more than the file's " +
            std::to_string(size_) + " bytes (truncated, or not a Marian .bin?)");
     if (count > kMaxItems)
@@ -655,7 +655,7 @@ class MarianFile final : public MarianModelFile {
     for (auto& h : headers) {
       h = {load_le64(bytes_ + pos), load_le64(bytes_ + pos + 8), load_le64(bytes_ + pos + 16),
            load_le64(bytes_ + pos + 24)};
-      pos += kHeaderBytes;
+      pos += kItemHeaderBytes;
     }
     std::vector<std::string> names(count);
     for (uint64_t i = 0; i < count; ++i) {

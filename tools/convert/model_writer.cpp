@@ -75,7 +75,7 @@ ModelWriter::ModelWriter(const std::string& path) : path_(path) {
   builder_.ForceDefaults(true);
   std::string data_path;
   data_fd_ = create_partial(path, ".data.partial", 0600, data_path);
-  if (data_fd_ < 0) throw ConvertError(data_path + ": cannot create output: " + std::strerror(errno));
+  if (data_fd_ < 0) throw ConvertError(path + ": cannot create output: " + std::strerror(errno));
   ::unlink(data_path.c_str());  // the open descriptor keeps it; no file is left behind, whatever happens
 }
 
@@ -169,31 +169,34 @@ uint64_t ModelWriter::write(flatbuffers::Offset<fb::Model> root) {
   uint64_t data_start = detail::data_section_start(meta_size - 4);
 
   const std::string& path = path_;
-  std::string tmp;
-  const int fd = create_partial(path, ".partial", 0644, tmp);
-  if (fd < 0) throw ConvertError(tmp + ": cannot create output: " + std::strerror(errno));
+  // The file in the making: closed and removed on every way out but the rename (a
+  // failed write, the engine's refusal, an exception such as bad_alloc).
+  struct Partial {
+    std::string name;
+    int fd = -1;
+    ~Partial() {
+      if (fd >= 0) ::close(fd);
+      if (!name.empty()) std::remove(name.c_str());
+    }
+  } partial;
+  partial.fd = create_partial(path, ".partial", 0644, partial.name);
+  if (partial.fd < 0) throw ConvertError(path + ": cannot create output: " + std::strerror(errno));
   static const uint8_t zeros[detail::kDataAlignment] = {};
   const size_t padding = data_start - meta_size;  // < kDataAlignment
-  const bool wrote =
-      write_all(fd, meta, meta_size) && write_all(fd, zeros, padding) && append_in_huge_page_chunks(data_fd_, fd, data_start, data_size_);
+  const bool wrote = write_all(partial.fd, meta, meta_size) && write_all(partial.fd, zeros, padding) &&
+                     append_in_huge_page_chunks(data_fd_, partial.fd, data_start, data_size_);
   int error = wrote ? 0 : errno;
-  if (::close(fd) != 0 && error == 0) error = errno;
-  if (!wrote || error != 0) {
-    std::remove(tmp.c_str());
-    throw ConvertError(path + ": writing failed: " + std::strerror(error));
-  }
+  if (::close(partial.fd) != 0 && error == 0) error = errno;
+  partial.fd = -1;
+  if (!wrote || error != 0) throw ConvertError(path + ": writing failed: " + std::strerror(error));
   // The engine's own loader has the last word: a file it would refuse is never written
   // (the converter's checks and the loader's limits cannot drift apart unnoticed).
-  auto loaded = Model::load(tmp);
-  if (!loaded) {
-    std::remove(tmp.c_str());
+  auto loaded = Model::load(partial.name);
+  if (!loaded)
     throw ConvertError(path + ": not written: the engine would refuse the model (" + loaded.error().message + ")");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int error = errno;
-    std::remove(tmp.c_str());
-    throw ConvertError(path + ": writing failed: " + std::strerror(error));
-  }
+  if (std::rename(partial.name.c_str(), path.c_str()) != 0)
+    throw ConvertError(path + ": writing failed: " + std::strerror(errno));
+  partial.name.clear();  // it is the model now
   return data_start + data_size_;
 }
 

@@ -121,7 +121,7 @@ ShortlistTable read_lexical_shortlist(std::istream& in, const std::string& path,
 namespace {
 
 constexpr uint64_t kBinaryShortlistMagic = 0xF11A48D5013417F5ull;
-constexpr size_t kHeaderBytes = 6 * sizeof(uint64_t);
+constexpr size_t kShortlistHeaderBytes = 6 * sizeof(uint64_t);
 
 uint64_t load_u64(const uint8_t* p) {
   uint64_t v = 0;
@@ -175,15 +175,15 @@ ShortlistTable read_binary_shortlist(const uint8_t* data, size_t size, const std
 
   if (size < sizeof(uint64_t) || load_u64(data) != kBinaryShortlistMagic)
     fail("not a binary shortlist: it does not start with the magic " + hex(kBinaryShortlistMagic));
-  if (size < kHeaderBytes)
-    fail("truncated: " + std::to_string(size) + " bytes, shorter than the " + std::to_string(kHeaderBytes) +
+  if (size < kShortlistHeaderBytes)
+    fail("truncated: " + std::to_string(size) + " bytes, shorter than the " + std::to_string(kShortlistHeaderBytes) +
          "-byte header");
   const uint64_t checksum = load_u64(data + 8), first_num = load_u64(data + 16), best_num = load_u64(data + 24),
                  offsets_size = load_u64(data + 32), lists_size = load_u64(data + 40);
 
   // The declared sizes against the bytes there are, by division: a declared 2^60 can
   // neither overflow the arithmetic nor make us allocate anything.
-  const uint64_t after_header = size - kHeaderBytes;
+  const uint64_t after_header = size - kShortlistHeaderBytes;
   if (offsets_size > after_header / sizeof(uint64_t))
     fail("truncated: header.wordToOffsetSize = " + std::to_string(offsets_size) +
          " offsets of 8 bytes do not fit in the " + std::to_string(after_header) + " bytes after the header");
@@ -214,7 +214,7 @@ ShortlistTable read_binary_shortlist(const uint8_t* data, size_t size, const std
   if (max_candidates > UINT32_MAX)
     fail("header.shortListsSize = " + std::to_string(lists_size) + " is more candidates than 32-bit offsets index");
 
-  const uint8_t* offsets = data + kHeaderBytes;
+  const uint8_t* offsets = data + kShortlistHeaderBytes;
   const uint8_t* lists = offsets + offsets_size * sizeof(uint64_t);
   if (load_u64(offsets) != 0) fail("wordToOffset[0] = " + std::to_string(load_u64(offsets)) + ", must be 0");
   const uint64_t last = load_u64(offsets + source_vocab * sizeof(uint64_t));

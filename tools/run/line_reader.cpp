@@ -60,10 +60,13 @@ std::string LineReader::too_long() const {
 
 bool LineReader::read_more(bool wait) {
 #ifdef __EMSCRIPTEN__
-  wait = true;  // Node's file streams (NODERAWFS) have no poll(): every read blocks
-#endif
+  // Node's file streams (NODERAWFS) have no poll(), and every read blocks: read only when
+  // there is nothing to answer yet, so the lines already read are answered first.
+  if (!wait) return false;
+#else
   pollfd p{fd_, POLLIN, 0};
   if (!wait && poll(&p, 1, 0) == 0) return false;
+#endif
   char chunk[1 << 16];
   ssize_t n;
   do n = read(fd_, chunk, sizeof chunk);

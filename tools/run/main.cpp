@@ -493,7 +493,7 @@ static int tool_main(int argc, char** argv) {
     if (!*resolved.value().do_sample)  // as transformers warns: these only shape sampling
       for (const char* flag : {"temperature", "top-k", "top-p", "min-p", "seed"})
         if (p.has(flag))
-          std::fprintf(stderr, "petrel-run: warning: --%s has no effect: %s decodes greedily (its generation_config.json); add --sample\n",
+          std::fprintf(stderr, "petrel-run: warning: --%s has no effect: %s decodes greedily unless given --sample\n",
                        flag, p.positionals()[0].c_str());
     auto created = Generator::create(loaded.value(), translator_options);
     if (!created) return setup_failure(created.error());

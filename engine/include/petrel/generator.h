@@ -145,10 +145,11 @@ class Conversation {
   PETREL_API Result<TextGeneration> reply(std::string_view user_message, const GenerateOptions& options = {});
   // For a conversation grown to the model's positions: drops the oldest exchanges (a
   // user message and the reply to it; the system message stays), oldest first, until the
-  // conversation with `user_message` leaves room for `new_tokens` generated tokens.
-  // Returns how many it dropped (0 when it already fits, or when nothing is left to drop
-  // and it still does not: reply() then says why). The next reply runs the history kept
-  // again from where it changed.
+  // conversation with `user_message` leaves room for `new_tokens` generated tokens (when
+  // even the message alone does not leave that many: all of them, and reply() generates
+  // what fits). Returns how many it dropped (0 when it already fits, or when the message
+  // alone leaves no room at all: reply() then says why). The next reply runs the history
+  // kept again from where it changed.
   PETREL_API Result<size_t> make_room(std::string_view user_message, size_t new_tokens);
   PETREL_API const std::vector<ChatMessage>& messages() const;
 

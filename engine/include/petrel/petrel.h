@@ -214,8 +214,9 @@ PETREL_API petrel_status petrel_conversation_reply(petrel_conversation* conversa
                                                    const petrel_generate_options* options, petrel_result** result);
 /* For a conversation grown to the model's positions: drops its oldest exchanges (a user
  * message and its reply; the system message stays) until it leaves room, with `message`,
- * for `new_tokens` generated tokens; *dropped: how many (0 when it already fits, or when
- * the message alone would not). Conversation::make_room in C++. */
+ * for `new_tokens` generated tokens (all of them when the message alone leaves less);
+ * *dropped: how many (0 when it already fits, or when the message alone leaves no room).
+ * Conversation::make_room in C++. */
 PETREL_API petrel_status petrel_conversation_make_room(petrel_conversation* conversation, const char* message,
                                                        size_t new_tokens, size_t* dropped);
 PETREL_API void petrel_conversation_free(petrel_conversation* conversation);

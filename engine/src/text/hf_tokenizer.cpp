@@ -201,7 +201,7 @@ Status replace_ranges(std::string& text, const std::vector<std::pair<uint32_t, u
 }
 
 // Every `pattern` in `text` replaced by `content`.
-Status replace_all(std::string& text, std::string_view pattern, std::string_view content, HfBudget& budget,
+Status replace_all_budgeted(std::string& text, std::string_view pattern, std::string_view content, HfBudget& budget,
                    const HfStep& step) {
   if (pattern.empty()) return Status::ok();
   std::vector<std::pair<uint32_t, uint32_t>> matches;
@@ -478,7 +478,7 @@ Status HfTokenizer::normalize(std::string_view text, std::string& out, HfBudget&
       }
       case HfNormalizerKind::kReplace:
         if (!s.pattern_is_regex) {
-          if (Status r = replace_all(out, s.pattern, s.content, budget, step("Replace")); !r) return r;
+          if (Status r = replace_all_budgeted(out, s.pattern, s.content, budget, step("Replace")); !r) return r;
         } else {
           if (Status r = regex_matches(normalizer_regex_[i], out, matches, budget, step("Replace")); !r) return r;
           if (Status r = replace_ranges(out, matches, s.content, budget, step("Replace")); !r) return r;
@@ -564,7 +564,7 @@ Status HfTokenizer::pre_tokenize(std::string_view text, size_t section_index, st
         }
         case HfPreTokenizerKind::kMetaspace: {
           const HfStep step{"pre_tokenizers", i, "Metaspace"};
-          if (Status r = replace_all(word, " ", s.replacement, budget, step); !r) return r;
+          if (Status r = replace_all_budgeted(word, " ", s.replacement, budget, step); !r) return r;
           const bool prepend = s.add_prefix_space && word.compare(0, s.replacement.size(), s.replacement) != 0 &&
                                (s.prepend_scheme == detail::HfPrependScheme::kAlways ||
                                 (s.prepend_scheme == detail::HfPrependScheme::kFirst && section_index == 0));
@@ -1071,7 +1071,7 @@ Result<std::string> HfTokenizer::decode_ids(const int32_t* ids, size_t count, bo
       }
       case HfDecoderKind::kReplace:
         for (std::string& token : tokens)
-          if (Status s = replace_all(token, d.pattern, d.content, budget, HfStep{"decoders", i, "Replace"}); !s)
+          if (Status s = replace_all_budgeted(token, d.pattern, d.content, budget, HfStep{"decoders", i, "Replace"}); !s)
             return s.error();
         continue;
       case HfDecoderKind::kByteFallback: {
@@ -1141,8 +1141,8 @@ Result<std::string> HfTokenizer::decode_ids(const int32_t* ids, size_t count, bo
           // (No growth: the replacement is not empty.)
           const HfStep step{"decoders", i, "Metaspace"};
           if (k == 0 && d.add_prefix_space && t_.model == detail::HfModelKind::kUnigram)
-            (void)replace_all(tokens[k], d.replacement, "", budget, step);
-          (void)replace_all(tokens[k], d.replacement, " ", budget, step);
+            (void)replace_all_budgeted(tokens[k], d.replacement, "", budget, step);
+          (void)replace_all_budgeted(tokens[k], d.replacement, " ", budget, step);
           if (d.add_prefix_space && k == 0 && !tokens[k].empty() && tokens[k][0] == ' ') tokens[k].erase(0, 1);
         }
         continue;
