@@ -256,39 +256,62 @@ TEST_CASE("Language models take text: generate_text is the ids path with the tok
   }
 }
 
-TEST_CASE("A conversation reuses its KV cache across turns and answers as a fresh run of the whole history",
-          "[hf_tokenizer][decoder_only]") {
-  if (!petrel::test::xz_decompress(hf_fixture("gemma3/tokenizer_config.json.xz"))) return;
-  auto model = petrel::test::load_model(lm_with_tokenizer());
-  auto generator = petrel::Generator::create(model);
-  REQUIRE(generator);
-  auto fresh = petrel::Generator::create(model);
-  REQUIRE(fresh);
-  const auto* tok = dynamic_cast<const petrel::text::HfTokenizer*>(petrel::detail::ModelAccess::tokenizer(*model));
-  petrel::GenerateOptions o;
-  o.do_sample = false;
-  o.max_new_tokens = GENERATE(as<size_t>{}, 5, 60);  // 60: the history outgrows the 6-token window's ring
-  o.kv_cache_f16 = false;
-  auto chat = petrel::Conversation::create(generator.value(), "the system");
-  REQUIRE(chat);
-  size_t reused_total = 0;
-  for (const char* message : {"hi the user", "is the model in", "the end"}) {
-    const std::vector<petrel::ChatMessage> before = chat.value().messages();
-    auto reply = chat.value().reply(message, o);
-    REQUIRE(reply);
-    reused_total += reply.value().reused_tokens;
-    // The same reply from a fresh Generator given the whole rendered history.
-    std::vector<petrel::ChatMessage> history = before;
+namespace {
+
+petrel::Generator make_generator(const std::shared_ptr<const petrel::Model>& model) {
+  auto g = petrel::Generator::create(model);
+  REQUIRE(g);
+  return std::move(g.value());
+}
+
+// A conversation's model (the small Gemma-style one), and a second Generator that runs a
+// whole rendered history afresh: what each of the conversation's replies must equal.
+struct FreshRuns {
+  std::shared_ptr<const petrel::Model> model = petrel::test::load_model(lm_with_tokenizer());
+  petrel::Generator generator = make_generator(model);  // the conversation's
+  petrel::Generator fresh = make_generator(model);
+  const petrel::text::HfTokenizer* tok =
+      dynamic_cast<const petrel::text::HfTokenizer*>(petrel::detail::ModelAccess::tokenizer(*model));
+
+  // The prompt of `history` and the user's `message`, rendered (the assistant's turn
+  // opened) and tokenized as a conversation's reply does.
+  std::vector<int32_t> prompt(std::vector<petrel::ChatMessage> history, const std::string& message) {
     history.push_back({"user", message});
-    auto rendered = fresh.value().apply_chat_template(history, true);
+    auto rendered = fresh.apply_chat_template(history, true);
     REQUIRE(rendered);
     CHECK(rendered.value().rfind("<start_of_turn>model\n") == rendered.value().size() - 21);
     auto ids = tok->encode_text(rendered.value(), false);
     REQUIRE(ids);
-    CHECK(reply.value().prompt_tokens == ids.value().size());
-    auto want = fresh.value().generate({ids.value()}, o);
+    return ids.value();
+  }
+  // The fresh Generator's ids after `prompt`.
+  std::vector<int32_t> run(const std::vector<int32_t>& prompt, const petrel::GenerateOptions& o) {
+    auto want = fresh.generate({prompt}, o);
     REQUIRE(want);
-    CHECK(reply.value().ids == want.value()[0].ids);
+    return want.value()[0].ids;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("A conversation reuses its KV cache across turns and answers as a fresh run of the whole history",
+          "[hf_tokenizer][decoder_only]") {
+  if (!petrel::test::xz_decompress(hf_fixture("gemma3/tokenizer_config.json.xz"))) return;
+  FreshRuns runs;
+  petrel::GenerateOptions o;
+  o.do_sample = false;
+  o.max_new_tokens = GENERATE(as<size_t>{}, 5, 60);  // 60: the history outgrows the 6-token window's ring
+  o.kv_cache_f16 = false;
+  auto chat = petrel::Conversation::create(runs.generator, "the system");
+  REQUIRE(chat);
+  size_t reused_total = 0;
+  for (const char* message : {"hi the user", "is the model in", "the end"}) {
+    const std::vector<int32_t> prompt = runs.prompt(chat.value().messages(), message);
+    auto reply = chat.value().reply(message, o);
+    REQUIRE(reply);
+    reused_total += reply.value().reused_tokens;
+    CHECK(reply.value().prompt_tokens == prompt.size());
+    CHECK(reply.value().ids == runs.run(prompt, o));
   }
   CHECK(reused_total > 0);
   CHECK(chat.value().messages().size() == 7);  // system + 3 x (user, assistant)
@@ -298,18 +321,13 @@ TEST_CASE("A conversation reuses its KV cache across turns and answers as a fres
 TEST_CASE("A conversation past the model's positions drops its oldest exchanges and answers as a fresh run",
           "[hf_tokenizer][decoder_only]") {
   if (!petrel::test::xz_decompress(hf_fixture("gemma3/tokenizer_config.json.xz"))) return;
-  auto model = petrel::test::load_model(lm_with_tokenizer());
-  const size_t positions = model->info().max_positions;
-  auto generator = petrel::Generator::create(model);
-  REQUIRE(generator);
-  auto fresh = petrel::Generator::create(model);
-  REQUIRE(fresh);
-  const auto* tok = dynamic_cast<const petrel::text::HfTokenizer*>(petrel::detail::ModelAccess::tokenizer(*model));
+  FreshRuns runs;
+  const size_t positions = runs.model->info().max_positions;
   petrel::GenerateOptions o;
   o.do_sample = false;
   o.max_new_tokens = 16;
   o.ignore_eos = true;  // every reply takes its 16 tokens
-  auto chat = petrel::Conversation::create(generator.value(), "the system");
+  auto chat = petrel::Conversation::create(runs.generator, "the system");
   REQUIRE(chat);
   const std::string message = "is the model in the user system";
   size_t drops = 0;
@@ -320,30 +338,22 @@ TEST_CASE("A conversation past the model's positions drops its oldest exchanges 
     REQUIRE(dropped);
     CHECK(chat.value().messages().size() == before.size() - 2 * dropped.value());
     CHECK(chat.value().messages()[0].role == "system");
-    auto prompt_tokens = [&](std::vector<petrel::ChatMessage> history) {
-      history.push_back({"user", message});
-      auto ids = tok->encode_text(fresh.value().apply_chat_template(history, true).value(), false);
-      REQUIRE(ids);
-      return ids.value();
-    };
     // What is left, with the message, leaves the room asked for; one exchange more did not.
-    const std::vector<int32_t> ids = prompt_tokens(chat.value().messages());
-    CHECK(ids.size() + o.max_new_tokens <= positions);
+    const std::vector<int32_t> prompt = runs.prompt(chat.value().messages(), message);
+    CHECK(prompt.size() + o.max_new_tokens <= positions);
     if (dropped.value() > 0) {
       ++drops;
       std::vector<petrel::ChatMessage> one_more = chat.value().messages();
       one_more.insert(one_more.begin() + 1, before.begin() + 1 + 2 * (dropped.value() - 1),
                       before.begin() + 1 + 2 * dropped.value());
-      CHECK(prompt_tokens(one_more).size() + o.max_new_tokens > positions);
+      CHECK(runs.prompt(one_more, message).size() + o.max_new_tokens > positions);
     }
     // The reply: as a fresh Generator's run of that history (the caches, which held the
     // dropped exchanges, are reused only as far as the prompt is unchanged).
     auto reply = chat.value().reply(message, o);
     REQUIRE(reply);
     CHECK(reply.value().ids.size() == o.max_new_tokens);
-    auto want = fresh.value().generate({ids}, o);
-    REQUIRE(want);
-    CHECK(reply.value().ids == want.value()[0].ids);
+    CHECK(reply.value().ids == runs.run(prompt, o));
   }
   CHECK(drops == 3);
   // A reply longer than even the message alone leaves room for: every exchange dropped,
