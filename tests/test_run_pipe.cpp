@@ -29,6 +29,20 @@ std::string read_file(const std::string& path) {
   return s.str();
 }
 
+// petrel-run on the en-de model with each case's arguments (standard input empty) must
+// exit 2, a usage error, with a message naming each of the case's strings.
+void check_usage_errors(const std::vector<std::pair<std::string, std::vector<std::string>>>& cases) {
+  const std::string model = en_de_model_path();
+  for (const auto& [args, names] : cases) {
+    INFO(args);
+    int status = 0;
+    const std::string out = run_command(PETREL_RUN + " " + model + args + " </dev/null", &status);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 2);
+    for (const std::string& name : names) CHECK_THAT(out, Contains(name));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("petrel-run answers each line on a pipe before the next is written, in every line mode", "[cli][pipe]") {
@@ -102,8 +116,7 @@ TEST_CASE("petrel-run --n-best with lines: one JSON object per input holds its h
 }
 
 TEST_CASE("petrel-run refuses options that do not apply to the mode, naming both", "[cli]") {
-  const std::string model = en_de_model_path();
-  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+  check_usage_errors({
       {" --text 'a' --workers 2", {"--workers", "--text"}},
       {" --ids '1 0' --no-split", {"--no-split", "--ids"}},
       {" --text 'a' --max-batch 4", {"--max-batch", "--text"}},
@@ -117,36 +130,19 @@ TEST_CASE("petrel-run refuses options that do not apply to the mode, naming both
       {" --beam 1 --min-new-tokens 5 --max-new-tokens 3", {"--min-new-tokens", "--max-new-tokens"}},
       {" --greedy --temperature 0.5", {"--temperature", "--greedy"}},
       {" --stop ''", {"--stop", "1..256 bytes"}},
-  };
-  for (const auto& [args, names] : cases) {
-    INFO(args);
-    int status = 0;
-    const std::string out = run_command(PETREL_RUN + " " + model + args + " </dev/null", &status);
-    CHECK(WIFEXITED(status));
-    CHECK(WEXITSTATUS(status) == 2);
-    for (const std::string& name : names) CHECK_THAT(out, Contains(name));
-  }
+  });
 }
 
 TEST_CASE("petrel-run exits 2 when the model or the CPU refuses a flag's value, naming the value", "[cli]") {
-  const std::string model = en_de_model_path();
   // As one batch (--text, --ids), a stream, and lines (the batch translator).
-  const std::vector<std::pair<std::string, std::string>> cases = {
-      {" --text 'a' --isa bogus", "bogus"},
-      {" --stream --isa bogus", "bogus"},
-      {" --isa bogus", "bogus"},
-      {" --text 'a' --target-lang xx", "xx"},
-      {" --text 'a' --max-new-tokens 100000", "100000"},
-      {" --ids '1 0' --target-prefix 99999", "99999"},
-  };
-  for (const auto& [args, named] : cases) {
-    INFO(args);
-    int status = 0;
-    const std::string out = run_command(PETREL_RUN + " " + model + args + " </dev/null", &status);
-    CHECK(WIFEXITED(status));
-    CHECK(WEXITSTATUS(status) == 2);
-    CHECK_THAT(out, Contains(named));
-  }
+  check_usage_errors({
+      {" --text 'a' --isa bogus", {"bogus"}},
+      {" --stream --isa bogus", {"bogus"}},
+      {" --isa bogus", {"bogus"}},
+      {" --text 'a' --target-lang xx", {"xx"}},
+      {" --text 'a' --max-new-tokens 100000", {"100000"}},
+      {" --ids '1 0' --target-prefix 99999", {"99999"}},
+  });
 }
 
 TEST_CASE("petrel-run: a line longer than it holds is that line's error, the rest are translated", "[cli][pipe]") {
