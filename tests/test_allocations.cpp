@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <new>
+#include <unistd.h>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
@@ -16,6 +17,7 @@
 #include "convert/convert.h"
 #include "convert/quantize.h"
 #include "decode/sampling.h"
+#include "model_access.h"
 #include "models/output_vocabulary.h"
 #include "petrel/generator.h"
 #include "petrel/translator.h"
@@ -357,3 +359,18 @@ TEST_CASE("a shortlist gathers each source id's candidates once, however often t
   CHECK(peak_bytes.load() < int64_t{4} << 20);
 }
 #endif
+
+TEST_CASE("a request over this device's memory is refused before it is allocated", "[generation]") {
+  // kMaxRequestBytes (32 GiB on 64-bit) would let a phone with 4 GiB start a 20 GiB request
+  // and be killed; the limit is the device's memory where that is less.
+  const uint64_t device = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t limit = std::min(petrel::kMaxRequestBytes, device);
+  CHECK(petrel::detail::working_memory_limit() == limit);
+  CHECK_FALSE(petrel::detail::working_memory_problem(petrel::detail::CheckedSize(limit), "it needs", "less"));
+  const auto over = petrel::detail::working_memory_problem(petrel::detail::CheckedSize(limit + 1), "it needs", "ask less");
+  REQUIRE(over);
+  CHECK(over->code == petrel::ErrorCode::kOutOfMemory);
+  CHECK_THAT(over->message, Catch::Matchers::Contains("the limit is " + std::to_string((limit + (1u << 20) - 1) >> 20) + " MiB") &&
+                                Catch::Matchers::EndsWith(": ask less"));
+  if (device < petrel::kMaxRequestBytes) CHECK_THAT(over->message, Catch::Matchers::Contains("this device's memory"));
+}

@@ -1,6 +1,7 @@
 // petrel-convert: round trip through the loader, folds, and rejection of bad checkpoints.
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -13,7 +14,9 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "convert/config_reader.h"
 #include "convert/convert.h"
+#include "convert/model_writer.h"
 #include "convert/safetensors.h"
 #include "format/weights.h"
 #include "model_access.h"
@@ -549,6 +552,38 @@ TEST_CASE("petrel-convert writes beside the output through files of its own, nev
   CHECK(files == 3);
 }
 
+#ifndef __EMSCRIPTEN__
+TEST_CASE("a signal during the final write removes the partial output, then ends the process as before",
+          "[convert]") {
+  // Ctrl-C while write() copied and verified the file left MODEL.<pid>-<n>.partial behind.
+  // In a child: petrel-convert's handlers, a registered partial file (as write() holds
+  // one), then the signal; the child must die of it, with the file gone.
+  TempDir tmp;
+  for (const int signal_number : {SIGINT, SIGTERM, SIGHUP})
+    for (const bool still_registered : {true, false}) {
+      const std::string partial = tmp.file("model.petrel.1-0.partial");
+      write_bytes(partial, {'p'});
+      const pid_t child = fork();
+      REQUIRE(child >= 0);
+      if (child == 0) {
+        convert::remove_partial_outputs_on_signals();
+        convert::PartialRegistration other(tmp.file("other.partial"));  // another slot, no file
+        std::optional<convert::PartialRegistration> registered(partial);
+        if (!still_registered) registered.reset();  // renamed into place: not to be removed
+        raise(signal_number);
+        _exit(0);  // not reached
+      }
+      int status = 0;
+      REQUIRE(waitpid(child, &status, 0) == child);
+      INFO("signal " << signal_number << (still_registered ? ", registered" : ", released"));
+      CHECK(WIFSIGNALED(status));
+      CHECK(WTERMSIG(status) == signal_number);
+      CHECK(std::filesystem::exists(partial) == !still_registered);
+      std::filesystem::remove(partial);
+    }
+}
+#endif
+
 TEST_CASE("JSON nested deeper than 64 levels is refused before it is parsed", "[convert][json]") {
   // nlohmann::json copies and dump()s values recursively: a config.json value nested
   // 100,000 deep overflowed the stack when an error message showed it.
@@ -617,6 +652,72 @@ TEST_CASE("JSON nested deeper than 64 levels is refused before it is parsed", "[
     CHECK_THROWS_WITH(convert::SafetensorsFile(bytes.data(), bytes.size(), "deep.safetensors"),
                       Contains("deep.safetensors: header: JSON nested deeper than 64 levels"));
   }
+}
+
+TEST_CASE("an error shows a JSON value's first 200 bytes without writing it all out", "[convert][json]") {
+  // The oracle: nlohmann::json's own dump, cut at 200 bytes.
+  auto expected = [](const nlohmann::json& v) {
+    const std::string d = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    size_t cut = 200;
+    while (cut < d.size() && (static_cast<unsigned char>(d[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
+    return d.size() <= 200 ? d : d.substr(0, cut) + "...";
+  };
+  std::mt19937 rng(7);
+  // Random values nested a few levels: numbers, strings with escapes and UTF-8, empty
+  // and full containers, small and over the limit.
+  auto random_value = [&](size_t elements) {
+    using json = nlohmann::json;
+    const char* strings[] = {"a", "\"q\"\n", "\xC3\xA9t\xC3\xA9", "", "k\\"};
+    std::vector<json> pool;  // built bottom-up: a container takes the last few values made
+    for (size_t n = 0; n < elements; ++n) {
+      json item;
+      switch (rng() % 9) {
+        case 0: item = static_cast<int>(rng() % 2000) - 1000; break;
+        case 1: item = std::ldexp(static_cast<double>(rng() % 1000), -static_cast<int>(rng() % 20)); break;
+        case 2: item = strings[rng() % 5]; break;
+        case 3: item = (rng() % 2) == 0; break;
+        case 4: item = nullptr; break;
+        case 5: item = std::string(rng() % 300, 'x'); break;
+        case 6: case 7: {
+          const size_t take = std::min<size_t>(pool.size(), rng() % 5);
+          item = json::array();
+          for (size_t k = pool.size() - take; k < pool.size(); ++k) item.push_back(pool[k]);
+          pool.resize(pool.size() - take);
+          break;
+        }
+        default: {
+          const size_t take = std::min<size_t>(pool.size(), rng() % 5);
+          item = json::object();
+          for (size_t k = pool.size() - take; k < pool.size(); ++k) item[strings[rng() % 5] + std::to_string(k)] = pool[k];
+          pool.resize(pool.size() - take);
+        }
+      }
+      pool.push_back(std::move(item));
+    }
+    return json(pool);
+  };
+  for (int round = 0; round < 300; ++round) {
+    const nlohmann::json v = random_value(rng() % 40);
+    INFO(v.dump());
+    REQUIRE(convert::json_excerpt(v) == expected(v));
+    for (const auto& item : v) REQUIRE(convert::json_excerpt(item) == expected(item));
+  }
+  // Huge values: the same text, and a string cut inside a UTF-8 sequence stays valid.
+  nlohmann::json many = nlohmann::json::array();
+  for (int i = 0; i < 1000000; ++i) many.push_back(i);
+  CHECK(convert::json_excerpt(many) == expected(many));
+  nlohmann::json keys;
+  for (int i = 0; i < 100000; ++i) keys[std::to_string(i)] = std::string(50, 'v');
+  CHECK(convert::json_excerpt(keys) == expected(keys));
+  const nlohmann::json text = std::string(1 << 24, 'e');
+  CHECK(convert::json_excerpt(text) == expected(text));
+  // Cut at a character's start: "aa" and 2000 x U+00E9 (2 bytes) would end inside one.
+  nlohmann::json accents = "aa";
+  for (int i = 0; i < 2000; ++i) accents.get_ref<std::string&>() += "\xC3\xA9";
+  const std::string cut = convert::json_excerpt(accents);
+  CHECK(cut.size() == 199 + 3);
+  CHECK(cut.compare(0, 199, expected(accents), 0, 199) == 0);
+  CHECK_NOTHROW(nlohmann::json(cut).dump());  // valid UTF-8, or dump() throws
 }
 
 TEST_CASE("a safetensors shape of more than 16 dimensions is refused by name", "[convert][safetensors]") {

@@ -298,10 +298,16 @@ Status BatchTranslator::translate_text(const std::vector<std::string>& texts, co
             u.result = Error{t.error().code, "input " + std::to_string(i + 1) + ": " + t.error().message};
             unit_tokens.emplace_back();
           } else {
-            u.ids = t.value().ids;
-            totals.source_tokens += u.ids.size();
-            if (auto problem = unit_problem(info, u.ids, i, batching.split_sentences)) u.result = std::move(*problem);
-            unit_tokens.push_back(std::move(t.value()));
+            totals.source_tokens += t.value().ids.size();
+            if (auto problem = unit_problem(info, t.value().ids, i, batching.split_sentences)) {
+              // Refused: its tokens go now, so a window of token-dense lines holds one
+              // line's tokens at a time, not all of them.
+              u.result = std::move(*problem);
+              unit_tokens.emplace_back();
+            } else {
+              u.ids = t.value().ids;
+              unit_tokens.push_back(std::move(t.value()));
+            }
           }
           units.push_back(std::move(u));
         }

@@ -62,9 +62,12 @@ inline double ms_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
+// What one request may need: kMaxRequestBytes, or this device's memory where that is less.
+uint64_t working_memory_limit();
+
 // The error for a request whose working memory (`bytes`, computed from its shape before
-// anything is allocated) is over kMaxRequestBytes, or nullopt: "`request` need(s) N MiB of
-// working memory; the limit is M MiB: `remedy`".
+// anything is allocated) is over working_memory_limit(), or nullopt: "`request` need(s) N
+// MiB of working memory; the limit is M MiB: `remedy`".
 std::optional<Error> working_memory_problem(const CheckedSize& bytes, const std::string& request, const char* remedy);
 
 // Runs `job` (returning a Status or a Result), with what setting up a session or a

@@ -7,6 +7,8 @@
 #include <new>
 #include <optional>
 
+#include <unistd.h>
+
 #include "core/checked.h"
 #include "core/utf8.h"
 #include "decode/decoder_steps.h"
@@ -209,12 +211,26 @@ Result<std::vector<TextTranslation>> Translator::translate_text(const std::vecto
 }
 
 namespace detail {
+uint64_t working_memory_limit() {
+  // A phone with 4 GiB would let a 20 GiB request through kMaxRequestBytes and be killed by
+  // the OOM killer instead of returning an error. (Under emscripten sysconf gives the
+  // heap's maximum.)
+  static const uint64_t limit = [] {
+    const long pages = sysconf(_SC_PHYS_PAGES), page_bytes = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page_bytes <= 0) return kMaxRequestBytes;
+    return std::min(kMaxRequestBytes, static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_bytes));
+  }();
+  return limit;
+}
+
 std::optional<Error> working_memory_problem(const CheckedSize& bytes, const std::string& request, const char* remedy) {
-  if (bytes.ok() && bytes.value() <= kMaxRequestBytes) return std::nullopt;
+  const uint64_t limit = working_memory_limit();
+  if (bytes.ok() && bytes.value() <= limit) return std::nullopt;
   auto mib = [](uint64_t b) { return std::to_string((b + (1u << 20) - 1) >> 20) + " MiB"; };
-  return Error{ErrorCode::kOutOfMemory, request + " " +
-                                            (bytes.ok() ? mib(bytes.value()) : std::string("more than 2^64 bytes")) +
-                                            " of working memory; the limit is " + mib(kMaxRequestBytes) + ": " + remedy};
+  return Error{ErrorCode::kOutOfMemory,
+               request + " " + (bytes.ok() ? mib(bytes.value()) : std::string("more than 2^64 bytes")) +
+                   " of working memory; the limit is " + mib(limit) +
+                   (limit < kMaxRequestBytes ? " (this device's memory)" : "") + ": " + remedy};
 }
 
 std::optional<Error> source_problem(const ModelInfo& info, const std::vector<int32_t>& ids, size_t input) {

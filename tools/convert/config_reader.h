@@ -77,11 +77,53 @@ inline void check_json_depth(const std::string& where, std::string_view text) {
   }
 }
 
-// A JSON value for an error message: at most 200 bytes of it.
+// A JSON value for an error message: at most 200 bytes of it. Written a value at a time
+// (an explicit stack, no recursion) and stopped at the limit, so a value of 100 MB costs
+// what its first 200 bytes do, not a dump of it all.
 inline std::string json_excerpt(const nlohmann::json& v) {
-  std::string s = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  if (s.size() > 200) s = s.substr(0, 200) + "...";
-  return s;
+  using json = nlohmann::json;
+  constexpr size_t kLimit = 200;
+  // A string cut just past the limit (the cut may split a UTF-8 sequence: the replace
+  // handler shows it as U+FFFD).
+  auto quoted_start = [](const std::string& text) {
+    return json(text.substr(0, kLimit + 1)).dump(-1, ' ', false, json::error_handler_t::replace);
+  };
+  struct Open {
+    json::const_iterator next, end;
+    bool object, first;
+  };
+  std::vector<Open> open;
+  std::string s;
+  const json* value = &v;
+  while (s.size() <= kLimit) {
+    if (value != nullptr) {
+      if (value->is_structured() && !value->empty()) {
+        s += value->is_object() ? '{' : '[';
+        open.push_back({value->cbegin(), value->cend(), value->is_object(), true});
+      } else if (value->is_string()) {
+        s += quoted_start(value->get_ref<const std::string&>());
+      } else {
+        s += value->dump();  // a number, true/false, null, [] or {}
+      }
+      value = nullptr;
+      continue;
+    }
+    if (open.empty()) return s;
+    Open& o = open.back();
+    if (o.next == o.end) {
+      s += o.object ? '}' : ']';
+      open.pop_back();
+      continue;
+    }
+    if (!o.first) s += ',';
+    o.first = false;
+    if (o.object) s += quoted_start(o.next.key()) + ':';
+    value = &*o.next;
+    ++o.next;
+  }
+  size_t cut = kLimit;  // not inside a UTF-8 sequence: the message stays valid text
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+  return s.substr(0, cut) + "...";
 }
 
 // nlohmann::json's parse error for a message: at most 300 bytes of it (it quotes the

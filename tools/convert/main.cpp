@@ -9,6 +9,7 @@
 
 #include "common/cli.h"
 #include "convert/convert.h"
+#include "convert/model_writer.h"
 #include "convert/convert_error.h"
 
 using namespace petrel;
@@ -103,6 +104,7 @@ static int tool_main(int argc, char** argv) {
         std::fflush(stderr);
       };
     }
+    convert::remove_partial_outputs_on_signals();  // Ctrl-C leaves no MODEL.<pid>-<n>.partial
     convert::ConvertReport r = convert::convert_checkpoint(o);
     if (!quiet && terminal) std::fprintf(stderr, "\r\033[K");
 

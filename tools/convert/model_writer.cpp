@@ -1,6 +1,7 @@
 #include "convert/model_writer.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 
 #include "convert/convert_error.h"
 #include "format/crc32.h"
@@ -31,6 +33,24 @@ int create_partial(const std::string& path, const char* suffix, mode_t mode, std
     if (fd >= 0 || errno != EEXIST) return fd;
   }
   return -1;  // errno: EEXIST
+}
+
+// The partial outputs being written, for a signal handler to remove: fixed slots, as a
+// handler may only read memory and call async-signal-safe functions such as unlink.
+constexpr size_t kPartialSlots = 8, kMaxPartialPath = 4096;
+struct PartialSlot {
+  std::atomic<bool> taken{false}, named{false};
+  char path[kMaxPartialPath];
+};
+PartialSlot partial_slots[kPartialSlots];
+static_assert(std::atomic<bool>::is_always_lock_free, "read by a signal handler");
+
+void remove_partials_and_die(int signal_number) {
+  for (PartialSlot& s : partial_slots)
+    if (s.named.load()) ::unlink(s.path);
+  // SA_RESETHAND restored the default action: raised again, the signal ends the process
+  // as it would have (pending until this handler returns).
+  ::raise(signal_number);
 }
 
 bool write_all(int fd, const uint8_t* p, size_t n) {
@@ -69,6 +89,35 @@ bool append_in_huge_page_chunks(int from, int to, uint64_t at, uint64_t size) {
     size -= chunk;
   }
   return true;
+}
+
+PartialRegistration::PartialRegistration(const std::string& path) {
+  if (path.size() >= kMaxPartialPath) return;
+  for (PartialSlot& s : partial_slots) {
+    bool free = false;
+    if (!s.taken.compare_exchange_strong(free, true)) continue;
+    std::memcpy(s.path, path.c_str(), path.size() + 1);
+    s.named.store(true);
+    slot_ = &s;
+    return;
+  }
+}
+
+PartialRegistration::~PartialRegistration() {
+  if (slot_ == nullptr) return;
+  auto* s = static_cast<PartialSlot*>(slot_);
+  s->named.store(false);
+  s->taken.store(false);
+}
+
+void remove_partial_outputs_on_signals() {
+  for (int signal_number : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction action = {};
+    action.sa_handler = remove_partials_and_die;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESETHAND;
+    ::sigaction(signal_number, &action, nullptr);
+  }
 }
 
 ModelWriter::ModelWriter(const std::string& path) : path_(path) {
@@ -174,6 +223,7 @@ uint64_t ModelWriter::write(flatbuffers::Offset<fb::Model> root) {
   struct Partial {
     std::string name;
     int fd = -1;
+    std::optional<PartialRegistration> registered;  // outlives the removal below
     ~Partial() {
       if (fd >= 0) ::close(fd);
       if (!name.empty()) std::remove(name.c_str());
@@ -181,6 +231,7 @@ uint64_t ModelWriter::write(flatbuffers::Offset<fb::Model> root) {
   } partial;
   partial.fd = create_partial(path, ".partial", 0644, partial.name);
   if (partial.fd < 0) throw ConvertError(path + ": cannot create output: " + std::strerror(errno));
+  partial.registered.emplace(partial.name);
   static const uint8_t zeros[detail::kDataAlignment] = {};
   const size_t padding = data_start - meta_size;  // < kDataAlignment
   const bool wrote = write_all(partial.fd, meta, meta_size) && write_all(partial.fd, zeros, padding) &&

@@ -26,6 +26,25 @@ constexpr const char* kProducer = "petrel-convert 0.1.0";
 // folios, which a mapping then maps with 2 MiB pages). False on a read or write error.
 bool append_in_huge_page_chunks(int from, int to, uint64_t at, uint64_t size);
 
+// Makes SIGINT, SIGTERM and SIGHUP remove the partial outputs of ModelWriter::write()s in
+// progress before they end the process as they would have (petrel-convert calls it; a
+// library caller with handlers of its own does not).
+void remove_partial_outputs_on_signals();
+
+// Names a partial output for those handlers to remove while this object lives (write()
+// holds one from creating its file to renaming it). Up to 8 at once in a process; beyond
+// that, or for a path of 4 KiB or more, only the clean-up on a signal is lost.
+class PartialRegistration {
+ public:
+  explicit PartialRegistration(const std::string& path);
+  ~PartialRegistration();
+  PartialRegistration(const PartialRegistration&) = delete;
+  PartialRegistration& operator=(const PartialRegistration&) = delete;
+
+ private:
+  void* slot_ = nullptr;  // model_writer.cpp's slot, or none
+};
+
 class ModelWriter {
  public:
   // The file will be written to `path` (write()); its tensor bytes go to a temporary
