@@ -720,6 +720,18 @@ TEST_CASE("an error shows a JSON value's first 200 bytes without writing it all 
   CHECK_NOTHROW(nlohmann::json(cut).dump());  // valid UTF-8, or dump() throws
 }
 
+TEST_CASE("a vocab.json with fewer tokens than its size names the first id without one", "[convert][json]") {
+  // It allocated a slot per id of vocab_size first (2^24 ids: 512 MB for a 2-token file).
+  auto parse = [](const std::string& text, uint32_t size) { return convert::parse_vocab("v.json", text, size, "vocab_size"); };
+  CHECK(parse(R"({"b": 1, "a": 0})", 2) == std::vector<std::string>{"a", "b"});
+  CHECK_THROWS_WITH(parse(R"({"a": 0, "c": 2})", 3), "v.json: no token for id 1 (2 tokens for vocab_size 3)");
+  CHECK_THROWS_WITH(parse(R"({"a": 0, "b": 1})", 1u << 24), "v.json: no token for id 2 (2 tokens for vocab_size 16777216)");
+  CHECK_THROWS_WITH(parse(R"({"a": 0, "b": 1, "c": 1, "d": 2})", 5), "v.json: id 1 is used by two tokens");
+  CHECK_THROWS_WITH(parse(R"({"a": 0, "b": 1, "c": 1})", 3), "v.json: id 1 is used by two tokens");
+  CHECK_THROWS_WITH(parse(R"({"a": 0, "b": "1"})", 1u << 24), Contains("token 'b' has id \"1\", outside vocab_size"));
+  CHECK_THROWS_WITH(parse(R"({"a": 0, "b": 7})", 3), Contains("token 'b' has id 7, outside vocab_size 3"));
+}
+
 TEST_CASE("a safetensors shape of more than 16 dimensions is refused by name", "[convert][safetensors]") {
   const float one = 1.0f;
   auto file = [&](size_t dims) {

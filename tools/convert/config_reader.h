@@ -5,6 +5,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <fstream>
@@ -231,13 +232,29 @@ inline std::vector<std::string> parse_vocab(const std::string& path, const std::
                                             const char* size_key) {
   const nlohmann::json j = parse_json(path, text);
   if (!j.is_object()) throw ConvertError(path + ": must map tokens to ids");
-  std::vector<std::string> vocab(size);
-  std::vector<bool> seen(size, false);
-  for (auto it = j.begin(); it != j.end(); ++it) {
+  auto checked_id = [&](nlohmann::json::const_iterator it) {
     if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 || it.value().get<int64_t>() >= size)
       throw ConvertError(path + ": token '" + it.key() + "' has id " + json_excerpt(it.value()) + ", outside " + size_key +
                          " " + std::to_string(size));
-    auto id = it.value().get<size_t>();
+    return it.value().get<size_t>();
+  };
+  if (j.size() < size) {
+    // Too few tokens: the first id without one is found from the ids given, not from
+    // `size` slots (2 tokens and a size of 2^24 would allocate 512 MB first).
+    std::vector<size_t> ids;
+    for (auto it = j.cbegin(); it != j.cend(); ++it) ids.push_back(checked_id(it));
+    std::sort(ids.begin(), ids.end());
+    const auto twice = std::adjacent_find(ids.begin(), ids.end());
+    if (twice != ids.end()) throw ConvertError(path + ": id " + std::to_string(*twice) + " is used by two tokens");
+    size_t missing = 0;
+    while (missing < ids.size() && ids[missing] == missing) ++missing;
+    throw ConvertError(path + ": no token for id " + std::to_string(missing) + " (" + std::to_string(j.size()) +
+                       " tokens for " + size_key + " " + std::to_string(size) + ")");
+  }
+  std::vector<std::string> vocab(size);
+  std::vector<bool> seen(size, false);
+  for (auto it = j.cbegin(); it != j.cend(); ++it) {
+    auto id = checked_id(it);
     if (seen[id]) throw ConvertError(path + ": id " + std::to_string(id) + " is used by two tokens");
     seen[id] = true;
     vocab[id] = it.key();
