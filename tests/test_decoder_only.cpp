@@ -170,6 +170,55 @@ TEST_CASE("decoder-only prefill in chunks equals token-by-token decoding", "[dec
   }
 }
 
+TEST_CASE("a sliding-window ring grows with the sequence, not allocated whole for a short one", "[decoder_only]") {
+  // A conversation's session starts its caches for the model's positions: each sliding
+  // layer's ring (window + kPrefillChunk slots) was allocated whole for the first
+  // message; a window near max_positions made a 22-token message allocate gigabytes.
+  auto model = load_model(convert_lm("gemma3_f32", DType::kF32));
+  Graph graph(*model, kernels::isa_name(kernels::best_isa()));
+  graph.run({5, 6, 7}, false);  // start(512): rings of 6 + 128 slots for the sliding layers
+  const auto& layers = detail::ModelAccess::weights(*model).decoder.layers;
+  size_t rings = 0;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    INFO("layer " << l);
+    rings += graph.state.ring[l] != 0;
+    CHECK(graph.state.slots[l] == 3);
+  }
+  CHECK(rings == 2);
+}
+
+TEST_CASE("a model's RoPE tables are one per kind of layer, equal ones shared", "[decoder_only][format]") {
+  // A file giving each of its layers a table of its own made every forward compute cos/sin
+  // rows per layer, and allocate them (32 MB per table at head_dim 65536), uncounted.
+  std::vector<uint8_t> bytes = read_bytes(convert_lm("gemma3_f32", DType::kF32));
+  fb::Model* m = fb::GetMutableModel(bytes.data() + 4);
+  auto layer = [&](uint32_t i) { return m->mutable_decoder()->mutable_layers()->GetMutableObject(i); };
+  REQUIRE(layer(0)->sliding_window() != 0);
+  REQUIRE(layer(1)->sliding_window() == 0);
+  REQUIRE(layer(2)->sliding_window() != 0);
+  {
+    auto loaded = load_bytes(bytes);
+    REQUIRE(loaded);
+    Graph graph(*loaded.value(), kernels::isa_name(kernels::best_isa()));
+    graph.run({5, 6}, false);
+    CHECK(graph.state.rope_tables.size() == 2);
+  }
+  // A sliding layer with the full-attention layer's table, beside one with its own.
+  REQUIRE(layer(2)->mutate_rope_inv_freq(layer(1)->rope_inv_freq()));
+  auto refused = load_bytes(bytes);
+  REQUIRE_FALSE(refused);
+  CHECK_THAT(refused.error().message, Catch::Matchers::Contains("decoder.layers.2.rope_inv_freq differs from "
+                                                                "decoder.layers.0's, a layer of the same kind "
+                                                                "(sliding-window attention)"));
+  // Every sliding layer with the full layer's table: one table, shared by all three.
+  REQUIRE(layer(0)->mutate_rope_inv_freq(layer(1)->rope_inv_freq()));
+  auto shared = load_bytes(bytes);
+  REQUIRE(shared);
+  Graph graph(*shared.value(), kernels::isa_name(kernels::best_isa()));
+  graph.run({5, 6}, false);
+  CHECK(graph.state.rope_tables.size() == 1);
+}
+
 // Quantized weights: the oracle's greedy choices, teacher-forced, mostly survive. Random
 // models 48-64 wide have nearly flat logits, and int4's noise (one scale per 32 weights)
 // is large beside their margins, so its floor is low (measured: 131 of 240 agree); the
@@ -225,6 +274,26 @@ TEST_CASE("decoder-only generation refuses bad prompts and options by name", "[d
   auto t = Translator::create(model);
   REQUIRE_FALSE(t);
   CHECK(t.error().message.find("decoder-only") != std::string::npos);
+}
+
+TEST_CASE("a model with fewer positions than the default budget generates with default options",
+          "[decoder_only]") {
+  // With neither the call nor the model giving max_new_tokens, the default of 256 was
+  // refused by a model of 100 positions; the translator clamps its default the same way.
+  TempDir tmp;
+  convert::ConvertOptions o;
+  o.checkpoint_dir = edited_fixture("qwen3", tmp.file("qwen3-100"), [](json& c) { c["max_position_embeddings"] = 100; });
+  o.output_path = tmp.file("qwen3-100.petrel");
+  convert::convert_checkpoint(o);
+  auto model = load_model(o.output_path);
+  REQUIRE(model->info().max_positions == 100);
+  REQUIRE(model->info().lm.max_new_tokens == 0);
+  Generator g = make_generator(model, "");
+  GenerateOptions ignore_eos;
+  ignore_eos.ignore_eos = true;
+  auto r = g.generate({{5, 6, 7}}, ignore_eos);
+  REQUIRE(r);
+  CHECK(r.value()[0].ids.size() == 97);  // every position there is
 }
 
 TEST_CASE("decoder-only files record their folds and structure", "[decoder_only]") {

@@ -196,10 +196,39 @@ TEST_CASE("crafted hostile fields are rejected by name", "[format]") {
     REQUIRE(m->mutate_max_positions(0xffffffffu));
     expect_rejected(bytes, "max_positions", "out of range");
   }
+  SECTION("Marian's frequencies at a d_model of 2 (0/0: NaN at every position)") {
+    REQUIRE(m->mutate_d_model(2));
+    REQUIRE(m->mutate_num_heads(1));
+    REQUIRE(m->mutable_encoder()->mutable_positions()->mutate_frequency(fb::FrequencyConvention::MarianCpp));
+    expect_rejected(bytes, "encoder.positions.frequency", "4 or more, not 2");
+  }
   SECTION("a position table too large to generate at load") {
     REQUIRE(m->mutate_max_positions(1u << 20));  // within the field's range, not x d_model
     expect_rejected(bytes, "max_positions x d_model", "too large for a generated position table");
   }
+}
+
+TEST_CASE("bad words are listed once: the converter drops repeats, the loader refuses them", "[format][convert]") {
+  // Every listed id is masked for every hypothesis at every step: a file repeating one id
+  // 4 M times made each step cost several times more, for nothing.
+  TempDir tmp;
+  const std::string dir = tmp.file("checkpoint");
+  copy_dir(oracle_dir("post_swish_concat_tied"), dir);
+  nlohmann::json config = nlohmann::json::parse(std::ifstream(dir + "/config.json"));
+  const int32_t first = config["bad_words_ids"][0][0].get<int32_t>();
+  config["bad_words_ids"] = {{first}, {5}, {5}, {first}, {6}};
+  std::ofstream(dir + "/config.json") << config.dump();
+  convert::ConvertOptions o;
+  o.checkpoint_dir = dir;
+  o.output_path = tmp.file("m.petrel");
+  convert::convert_checkpoint(o);
+  std::vector<uint8_t> bytes = read_bytes(o.output_path);
+  auto loaded = load_bytes(bytes);
+  REQUIRE(loaded);
+  CHECK(loaded.value()->info().bad_word_ids == std::vector<int32_t>{first, 5, 6});
+  fb::Model* m = metadata(bytes);
+  m->mutable_bad_word_ids()->Mutate(2, 5);
+  expect_rejected(bytes, "bad_word_ids", "lists id 5 twice");
 }
 
 TEST_CASE("packed tensors: layout and row sums are checked", "[format]") {
@@ -299,6 +328,7 @@ TEST_CASE("a model buffer is in 2 MiB pages where the kernel gives them", "[form
   direct = std::aligned_alloc(kHuge, 4 * kHuge);
   if (direct != nullptr) {
     ::madvise(direct, 4 * kHuge, MADV_HUGEPAGE);
+    ::madvise(direct, 4 * kHuge, MADV_DONTNEED);  // memory malloc reuses may be in 4 KiB pages
     std::memset(direct, 1, 4 * kHuge);
     reference = smaps_bytes(direct, "AnonHugePages");
   }

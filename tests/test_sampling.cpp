@@ -133,7 +133,7 @@ TEST_CASE("sampling options: check() refuses each bad field by name and value", 
   for (const Bad& bad : {Bad{"temperature", 0.0f, "= 0"}, Bad{"temperature", -1.0f, "= -1"},
                          Bad{"temperature", NAN, "nan"}, Bad{"temperature", INFINITY, "inf"},
                          Bad{"top_p", 0.0f, "= 0"}, Bad{"top_p", 1.5f, "= 1.5"}, Bad{"top_p", NAN, "nan"},
-                         Bad{"min_p", -0.25f, "= -0.25"}, Bad{"min_p", 1.0f, "= 1"}, Bad{"min_p", NAN, "nan"},
+                         Bad{"min_p", -0.25f, "= -0.25"}, Bad{"min_p", 1.5f, "= 1.5"}, Bad{"min_p", NAN, "nan"},
                          Bad{"repetition_penalty", 0.0f, "= 0"}, Bad{"repetition_penalty", -2.0f, "= -2"},
                          Bad{"repetition_penalty", INFINITY, "inf"},
                          // divisors that make finite logits infinite
@@ -314,6 +314,14 @@ TEST_CASE("min-p removes only probabilities strictly less than min_p times the m
   Sampler tempered(sampling(0.5f, 0, 1.0f, 0.3f));
   next_of(tempered, logits);
   CHECK(tempered.kept_ids() == std::vector<int32_t>{0});
+  // min_p = 1 (transformers takes [0, 1]; a model file's default was refused before):
+  // the most likely tokens only, ties included.
+  REQUIRE(decode::check(sampling(1.0f, 0, 1.0f, 1.0f)));
+  Sampler one(sampling(1.0f, 0, 1.0f, 1.0f));
+  next_of(one, logits);
+  CHECK(one.kept_ids() == std::vector<int32_t>{0});
+  next_of(one, {0.5f, -1.0f, 0.5f});
+  CHECK(one.kept_ids() == std::vector<int32_t>{0, 2});
 }
 
 // Bernstein's inequality: for a count S of N draws, each the token with probability q,

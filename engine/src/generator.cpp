@@ -33,9 +33,12 @@ detail::CheckedSize generation_bytes(const detail::ModelWeights& w, size_t posit
   total += CheckedSize(positions) * info.num_kv_heads * info.head_dim * cache_element * 2 * info.decoder_layers;
   total += CheckedSize(chunk) * (8 * width + 2 * info.ffn_dim) * 4;  // layer workspace
   total += CheckedSize(chunk) * (widest + widest / 8) * threads;    // int8 activations per thread
-  total += CheckedSize(positions) * 4 * threads;                    // attention scores
+  total += CheckedSize(info.max_positions) * 4 * threads;           // attention scores (sized for any length)
   total += CheckedSize(chunk) * std::min(positions, widest_window) * sizeof(size_t);  // ring key lists
-  total += CheckedSize(info.vocab_size) * 4 * 2;                    // logits, sampler scratch
+  // Logits, and the sampler's per-token scratch: ids, logits, probabilities, exps, order,
+  // penalty marks.
+  total += CheckedSize(info.vocab_size) * (4 + 4 + 4 + 4 + 4 + 4 + 1);
+  total += CheckedSize(chunk) * (info.head_dim / 2) * 4 * 2 * 2;      // RoPE cos/sin rows: a table per kind of layer
   return total;
 }
 
@@ -139,7 +142,9 @@ Result<GenerateOptions> resolve_generate_options(const Model& model, const Gener
     return Error{ErrorCode::kInvalidArgument, info.source + ": not a decoder-only model (translate it with a Translator)"};
   const LanguageModelDefaults& d = info.lm;
   GenerateOptions o = options;
-  if (o.max_new_tokens == 0) o.max_new_tokens = d.max_new_tokens != 0 ? d.max_new_tokens : detail::kDefaultMaxNewTokens;
+  if (o.max_new_tokens == 0)  // the model's default (within its positions, by the loader), or ours within them
+    o.max_new_tokens = d.max_new_tokens != 0 ? d.max_new_tokens
+                                             : std::min<size_t>(detail::kDefaultMaxNewTokens, info.max_positions);
   if (o.max_new_tokens > info.max_positions)
     return Error{ErrorCode::kInvalidArgument, "max_new_tokens " + std::to_string(o.max_new_tokens) +
                                                   " is more than the model's positions (" +

@@ -186,12 +186,15 @@ void read_generation(const ConfigReader& r, CheckpointConfig& c, bool from_gener
   if (given("bad_words_ids")) {
     const json& bw = j["bad_words_ids"];
     if (!bw.is_array()) throw ConvertError(path + ": bad_words_ids must be a list of lists");
+    std::vector<bool> listed(c.target_vocab, false);  // each id once (the engine's loader refuses repeats)
     for (const json& seq : bw) {
       if (!seq.is_array() || seq.size() != 1 || !seq[0].is_number_integer() || seq[0].get<int64_t>() < 0 ||
           seq[0].get<int64_t>() >= c.target_vocab)
         throw ConvertError(path + ": bad_words_ids entry " + json_excerpt(seq) +
                            " is not supported (single token ids below vocab_size are)");
-      c.bad_words.push_back(seq[0].get<int32_t>());
+      const auto id = seq[0].get<int32_t>();
+      if (!listed[static_cast<size_t>(id)]) c.bad_words.push_back(id);
+      listed[static_cast<size_t>(id)] = true;
     }
   }
   c.num_beams = given("num_beams") ? r.positive("num_beams") : 1;

@@ -184,7 +184,7 @@ static int tool_main(int argc, char** argv) {
   p.flag("temperature", "T", "language models: sampling temperature > 0 (default: the model's, else 1)");
   p.flag("top-k", "K", "language models: sample among the K most likely tokens, 0 = all (default: the model's)");
   p.flag("top-p", "P", "language models: sample among the most likely tokens holding mass P, in (0, 1]");
-  p.flag("min-p", "P", "language models: drop tokens below P x the most likely one's probability, in [0, 1)");
+  p.flag("min-p", "P", "language models: drop tokens below P x the most likely one's probability, in [0, 1]");
   p.flag("repetition-penalty", "R", "language models: divide (multiply if negative) the logits of every token\n"
                                     "                              seen so far by R > 0 (default: the model's, else 1)");
   p.flag("seed", "S", "language models: the sampler's seed (default 0; the same seed gives the same tokens on every CPU)");
@@ -319,7 +319,7 @@ static int tool_main(int argc, char** argv) {
     };
     if (p.has("temperature")) lm_options.temperature = ranged("temperature", kMinSamplingScale, kMaxSamplingScale, false);
     if (p.has("top-p")) lm_options.top_p = ranged("top-p", 0, 1, true);
-    if (p.has("min-p")) lm_options.min_p = ranged("min-p", 0, 0.999999, false);
+    if (p.has("min-p")) lm_options.min_p = ranged("min-p", 0, 1, false);
     if (p.has("repetition-penalty"))
       lm_options.repetition_penalty = ranged("repetition-penalty", kMinSamplingScale, kMaxSamplingScale, false);
     if (p.has("top-k")) lm_options.top_k = static_cast<uint32_t>(p.get_int("top-k", 0, 0, 1 << 24));

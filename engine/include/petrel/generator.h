@@ -36,7 +36,7 @@ struct GenerateOptions {
   std::optional<float> temperature;         // in [1e-6, 1e6] (kMinSamplingScale..)
   std::optional<uint32_t> top_k;            // 0: off
   std::optional<float> top_p;               // (0, 1]; 1: off
-  std::optional<float> min_p;               // [0, 1); 0: off
+  std::optional<float> min_p;               // [0, 1]; 0: off
   std::optional<float> repetition_penalty;  // in [1e-6, 1e6]; 1: off (applies to greedy decoding too)
   uint64_t seed = 0;                        // the same seed gives the same tokens on every CPU
   bool ignore_eos = false;                  // go on past EOS (benchmarks)

@@ -169,7 +169,7 @@ typedef struct petrel_generate_options {
   float temperature;         /* in [1e-6, 1e6]; NaN: the model's */
   int32_t top_k;             /* 0: off; -1: the model's */
   float top_p;               /* (0, 1]; NaN: the model's */
-  float min_p;               /* [0, 1); NaN: the model's */
+  float min_p;               /* [0, 1]; NaN: the model's */
   float repetition_penalty;  /* in [1e-6, 1e6]; NaN: the model's */
   uint64_t seed;             /* the same seed gives the same tokens on every CPU */
   int ignore_eos;            /* nonzero: go on past EOS */

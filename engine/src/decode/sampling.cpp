@@ -135,7 +135,8 @@ Status check(const SamplingOptions& o) {
   if (!(o.temperature >= kMinSamplingScale && o.temperature <= kMaxSamplingScale))
     return invalid("temperature", o.temperature, "in [1e-6, 1e6]");
   if (!(o.top_p > 0.0f && o.top_p <= 1.0f)) return invalid("top_p", o.top_p, "in (0, 1]");
-  if (!(o.min_p >= 0.0f && o.min_p < 1.0f)) return invalid("min_p", o.min_p, "in [0, 1)");
+  // transformers' MinPLogitsWarper takes [0, 1]: at 1 only the most likely tokens stay.
+  if (!(o.min_p >= 0.0f && o.min_p <= 1.0f)) return invalid("min_p", o.min_p, "in [0, 1]");
   if (!(o.repetition_penalty >= kMinSamplingScale && o.repetition_penalty <= kMaxSamplingScale))
     return invalid("repetition_penalty", o.repetition_penalty, "in [1e-6, 1e6]");
   return Status::ok();

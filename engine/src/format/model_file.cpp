@@ -1036,6 +1036,12 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
       if (!s) return s.error();
       info.bad_word_ids.push_back(checked);
     }
+    // Each is masked for every hypothesis at every step: 4 M repeats of one id cost time
+    // per step for nothing (and a list longer than the vocabulary must repeat one).
+    std::vector<int32_t> sorted = info.bad_word_ids;
+    std::sort(sorted.begin(), sorted.end());
+    const auto twice = std::adjacent_find(sorted.begin(), sorted.end());
+    if (twice != sorted.end()) return fail("field 'bad_word_ids' lists id " + std::to_string(*twice) + " twice");
   }
 
   Binder bind(m, bytes + data_start, m->data_size(), name);
@@ -1050,6 +1056,10 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
   bind.set_rms_norm(info.norm_kind == NormKind::kRmsNorm);
   const uint64_t d = info.d_model, ffn = info.ffn_dim, vocab = info.target_vocab_size;
   const uint64_t q_width = uint64_t{info.num_heads} * info.head_dim, kv_width = uint64_t{info.num_kv_heads} * info.head_dim;
+  // The RoPE frequencies of full-attention and of sliding-window layers ([0], [1]), and
+  // the first layer of each kind that had them.
+  const float* rope_of_kind[2] = {nullptr, nullptr};
+  std::string rope_layer_of_kind[2];
   // What a decoder-only layer has beyond an encoder-decoder's (schema: Layer, since 1.7).
   auto bind_decoder_only_parts = [&](const fb::Layer& l, const std::string& lr, Layer& layer) -> Status {
     if (l.cross_attn() != nullptr || l.cross_attn_norm() != nullptr)
@@ -1073,6 +1083,25 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
       for (uint32_t i = 0; i < info.head_dim / 2; ++i)
         if (!std::isfinite(layer.rope_inv_freq[i]))
           return fail(lr + ".rope_inv_freq[" + std::to_string(i) + "] is not finite");
+      // One table per kind of layer (Gemma 3: rope_theta for full attention,
+      // rope_local_base_freq for sliding windows): the runtime computes cos/sin rows per
+      // distinct table, so a table per layer would cost time and memory per layer. Equal
+      // tables become one.
+      const size_t kind = layer.sliding_window != 0;
+      if (rope_of_kind[kind] == nullptr) {
+        rope_of_kind[kind] = layer.rope_inv_freq;
+        rope_layer_of_kind[kind] = lr;
+      } else if (std::memcmp(rope_of_kind[kind], layer.rope_inv_freq, info.head_dim / 2 * sizeof(float)) != 0) {
+        return fail(lr + ".rope_inv_freq differs from " + rope_layer_of_kind[kind] +
+                    "'s, a layer of the same kind (" + (kind ? "sliding-window" : "full") +
+                    " attention): a model has one RoPE table per kind of layer");
+      }
+      layer.rope_inv_freq = rope_of_kind[kind];
+      for (const float* other : rope_of_kind)  // both kinds' tables may be equal: one then
+        if (other != nullptr && std::memcmp(other, layer.rope_inv_freq, info.head_dim / 2 * sizeof(float)) == 0) {
+          layer.rope_inv_freq = other;
+          break;
+        }
     }
     return Status::ok();
   };
@@ -1084,8 +1113,6 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
     if (stack->layers()->size() == 0 || stack->layers()->size() > kMaxLayers)
       return fail(r + ": layer count " + std::to_string(stack->layers()->size()) +
                   " is out of range 1.." + std::to_string(kMaxLayers));
-    Status st = bind.matrix(stack->embed_tokens(), r + ".embed_tokens", rows, d, &dst->embed_tokens);
-    if (!st) return st;
     const fb::Positions* p = stack->positions();
     if (!enum_in_range(p->kind()) || !enum_in_range(p->frequency()))
       return fail(r + ".positions: unknown kind or frequency convention");
@@ -1094,6 +1121,14 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
     if (p->first_index() > kMaxPositions)
       return fail(r + ".positions.first_index = " + std::to_string(p->first_index()) + " is out of range 0.." +
                   std::to_string(kMaxPositions));
+    // Marian's exponents are i / (d/2 - 1): 0/0, NaN at every position, at d_model 2.
+    if ((dst->positions.kind == PositionKind::kSinusoidalConcatenated ||
+         dst->positions.kind == PositionKind::kSinusoidalInterleaved) &&
+        dst->positions.frequency == FrequencyConvention::kMarianCpp && d < 4)
+      return fail(r + ".positions.frequency: Marian's convention needs a d_model of 4 or more, not " +
+                  std::to_string(d));
+    Status st = bind.matrix(stack->embed_tokens(), r + ".embed_tokens", rows, d, &dst->embed_tokens);
+    if (!st) return st;
     if (dst->positions.kind == PositionKind::kLearned) {
       // Position i reads row first_index + i (mBART's tables start at 2), so the
       // table holds first_index + max_positions rows.

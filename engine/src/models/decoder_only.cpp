@@ -62,11 +62,15 @@ void DecoderOnly::reserve(Workspace& ws) const {
 void DecoderOnly::grow_caches(size_t positions, LmState& st) const {
   const size_t row_bytes = shape_.kv_width() * detail::dtype_size(st.cache_type);
   for (size_t l = 0; l < st.k.size(); ++l) {
-    const size_t needed = st.ring[l] != 0 ? st.ring[l] : positions;
+    // A ring grows as the rest do until it is whole: before its first wrap its slots are
+    // positions (slot = position % ring = position), so the bytes stay where they are. A
+    // conversation's session starts its rings for the model's positions, and a ring
+    // allocated whole up front cost a window's caches for a first message of a few tokens.
+    const size_t limit = st.ring[l] != 0 ? st.ring[l] : st.max_positions;
+    const size_t needed = std::min(positions, limit);
     if (st.slots[l] >= needed) continue;
     // Half as much again (within the limit): a sequence's caches grow O(log n) times.
-    const size_t slots = st.ring[l] != 0 ? needed
-                                         : std::min(st.max_positions, std::max(needed, st.slots[l] + st.slots[l] / 2));
+    const size_t slots = std::min(limit, std::max(needed, st.slots[l] + st.slots[l] / 2));
     st.k[l].resize(slots * row_bytes);
     st.v[l].resize(slots * row_bytes);
     st.slots[l] = slots;
