@@ -558,6 +558,7 @@ TEST_CASE("a signal during the final write removes the partial output, then ends
   // Ctrl-C while write() copied and verified the file left MODEL.<pid>-<n>.partial behind.
   // In a child: petrel-convert's handlers, a registered partial file (as write() holds
   // one), then the signal; the child must die of it, with the file gone.
+  // A signal the process was started ignoring (nohup, `&` in a script) stays ignored.
   TempDir tmp;
   for (const int signal_number : {SIGINT, SIGTERM, SIGHUP})
     for (const bool still_registered : {true, false}) {
@@ -566,6 +567,7 @@ TEST_CASE("a signal during the final write removes the partial output, then ends
       const pid_t child = fork();
       REQUIRE(child >= 0);
       if (child == 0) {
+        for (const int s : {SIGINT, SIGTERM, SIGHUP}) signal(s, SIG_DFL);  // whatever the test run has
         convert::remove_partial_outputs_on_signals();
         convert::PartialRegistration other(tmp.file("other.partial"));  // another slot, no file
         std::optional<convert::PartialRegistration> registered(partial);
@@ -581,6 +583,25 @@ TEST_CASE("a signal during the final write removes the partial output, then ends
       CHECK(std::filesystem::exists(partial) == !still_registered);
       std::filesystem::remove(partial);
     }
+  for (const int signal_number : {SIGINT, SIGHUP}) {
+    const std::string partial = tmp.file("model.petrel.2-0.partial");
+    write_bytes(partial, {'p'});
+    const pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      signal(signal_number, SIG_IGN);
+      convert::remove_partial_outputs_on_signals();
+      convert::PartialRegistration registered(partial);
+      raise(signal_number);
+      _exit(7);  // reached: the signal was ignored
+    }
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    INFO("ignored signal " << signal_number);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 7);
+    CHECK(std::filesystem::exists(partial));
+  }
 }
 #endif
 
@@ -728,8 +749,8 @@ TEST_CASE("a vocab.json with fewer tokens than its size names the first id witho
   CHECK_THROWS_WITH(parse(R"({"a": 0, "b": 1})", 1u << 24), "v.json: no token for id 2 (2 tokens for vocab_size 16777216)");
   CHECK_THROWS_WITH(parse(R"({"a": 0, "b": 1, "c": 1, "d": 2})", 5), "v.json: id 1 is used by two tokens");
   CHECK_THROWS_WITH(parse(R"({"a": 0, "b": 1, "c": 1})", 3), "v.json: id 1 is used by two tokens");
-  CHECK_THROWS_WITH(parse(R"({"a": 0, "b": "1"})", 1u << 24), Contains("token 'b' has id \"1\", outside vocab_size"));
-  CHECK_THROWS_WITH(parse(R"({"a": 0, "b": 7})", 3), Contains("token 'b' has id 7, outside vocab_size 3"));
+  CHECK_THROWS_WITH(parse(R"({"a": 0, "b": "1"})", 1u << 24), Contains("token \"b\" has id \"1\", outside vocab_size"));
+  CHECK_THROWS_WITH(parse(R"({"a": 0, "b": 7})", 3), Contains("token \"b\" has id 7, outside vocab_size 3"));
 }
 
 TEST_CASE("a safetensors shape of more than 16 dimensions is refused by name", "[convert][safetensors]") {

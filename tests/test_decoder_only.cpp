@@ -204,14 +204,25 @@ TEST_CASE("a model's RoPE tables are one per kind of layer, equal ones shared", 
     CHECK(graph.state.rope_tables.size() == 2);
   }
   // A sliding layer with the full-attention layer's table, beside one with its own.
-  REQUIRE(layer(2)->mutate_rope_inv_freq(layer(1)->rope_inv_freq()));
-  auto refused = load_bytes(bytes);
+  std::vector<uint8_t> mixed = bytes;
+  fb::Model* mm = fb::GetMutableModel(mixed.data() + 4);
+  auto* layer2 = mm->mutable_decoder()->mutable_layers()->GetMutableObject(2);
+  REQUIRE(layer2->mutate_rope_inv_freq(layer(1)->rope_inv_freq()));
+  auto refused = load_bytes(mixed);
   REQUIRE_FALSE(refused);
   CHECK_THAT(refused.error().message, Catch::Matchers::Contains("decoder.layers.2.rope_inv_freq differs from "
                                                                 "decoder.layers.0's, a layer of the same kind "
                                                                 "(sliding-window attention)"));
-  // Every sliding layer with the full layer's table: one table, shared by all three.
-  REQUIRE(layer(0)->mutate_rope_inv_freq(layer(1)->rope_inv_freq()));
+  // The sliding layers' own table given the full one's values: two tensors, one table.
+  auto data_of = [&](int32_t index) {
+    const fb::Tensor* t = m->tensors()->Get(static_cast<uint32_t>(index));
+    uint32_t flatbuffer_size;
+    std::memcpy(&flatbuffer_size, bytes.data(), 4);
+    return bytes.data() + detail::data_section_start(flatbuffer_size) + t->data()->offset();
+  };
+  REQUIRE(layer(0)->rope_inv_freq() != layer(1)->rope_inv_freq());
+  REQUIRE(m->head_dim() > 0);
+  std::memcpy(data_of(layer(0)->rope_inv_freq()), data_of(layer(1)->rope_inv_freq()), m->head_dim() / 2 * sizeof(float));
   auto shared = load_bytes(bytes);
   REQUIRE(shared);
   Graph graph(*shared.value(), kernels::isa_name(kernels::best_isa()));

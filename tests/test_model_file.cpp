@@ -1,6 +1,9 @@
 // The loader treats a model file as hostile input: every corruption below must be
 // rejected with an error naming the problem, or load safely; never crash.
 #include <sys/mman.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
@@ -208,7 +211,7 @@ TEST_CASE("crafted hostile fields are rejected by name", "[format]") {
   }
 }
 
-TEST_CASE("bad words are listed once: the converter drops repeats, the loader refuses them", "[format][convert]") {
+TEST_CASE("bad words are listed once: the converter drops repeats, the loader too", "[format][convert]") {
   // Every listed id is masked for every hypothesis at every step: a file repeating one id
   // 4 M times made each step cost several times more, for nothing.
   TempDir tmp;
@@ -227,8 +230,10 @@ TEST_CASE("bad words are listed once: the converter drops repeats, the loader re
   REQUIRE(loaded);
   CHECK(loaded.value()->info().bad_word_ids == std::vector<int32_t>{first, 5, 6});
   fb::Model* m = metadata(bytes);
-  m->mutable_bad_word_ids()->Mutate(2, 5);
-  expect_rejected(bytes, "bad_word_ids", "lists id 5 twice");
+  m->mutable_bad_word_ids()->Mutate(2, 5);  // as an older converter's file may have them
+  auto repeated = load_bytes(bytes);
+  REQUIRE(repeated);
+  CHECK(repeated.value()->info().bad_word_ids == std::vector<int32_t>{first, 5});
 }
 
 TEST_CASE("packed tensors: layout and row sums are checked", "[format]") {
@@ -324,11 +329,16 @@ TEST_CASE("a model buffer is in 2 MiB pages where the kernel gives them", "[form
   // Kept until the end, so the buffer cannot reuse its memory.
   size_t reference = 0;
   void* direct = nullptr;
+#ifdef __GLIBC__
+  // glibc's heap hands back memory earlier tests freed, whose pages may already be 4 KiB
+  // ones (after the whole suite, 2 runs in 5 failed so): its free pages are returned to
+  // the kernel first, so both blocks below fault in afresh.
+  malloc_trim(0);
+#endif
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   direct = std::aligned_alloc(kHuge, 4 * kHuge);
   if (direct != nullptr) {
     ::madvise(direct, 4 * kHuge, MADV_HUGEPAGE);
-    ::madvise(direct, 4 * kHuge, MADV_DONTNEED);  // memory malloc reuses may be in 4 KiB pages
     std::memset(direct, 1, 4 * kHuge);
     reference = smaps_bytes(direct, "AnonHugePages");
   }

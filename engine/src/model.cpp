@@ -288,13 +288,10 @@ void* Model::allocate_buffer(size_t size) {
   if (size >= kHuge) {  // in 2 MiB pages where the kernel gives them, as Model::load's mapping
     const size_t bytes = (size + kHuge - 1) / kHuge * kHuge;
     void* buffer = std::aligned_alloc(kHuge, bytes);
-    if (buffer != nullptr) {
-      ::madvise(buffer, bytes, MADV_HUGEPAGE);
-      // malloc may hand back memory freed earlier and already faulted in 4 KiB pages, which
-      // stay so: dropped (its contents are undefined anyway), it faults in afresh, 2 MiB at
-      // a time where the kernel has them.
-      ::madvise(buffer, bytes, MADV_DONTNEED);
-    }
+    // (Memory malloc hands back after an earlier free may already be in 4 KiB pages, and
+    // stays so. Not dropped with MADV_DONTNEED: on arm64 with memory tagging a page faulted
+    // in afresh loses the allocation's tags.)
+    if (buffer != nullptr) ::madvise(buffer, bytes, MADV_HUGEPAGE);
     return buffer;
   }
 #endif

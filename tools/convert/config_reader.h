@@ -234,7 +234,7 @@ inline std::vector<std::string> parse_vocab(const std::string& path, const std::
   if (!j.is_object()) throw ConvertError(path + ": must map tokens to ids");
   auto checked_id = [&](nlohmann::json::const_iterator it) {
     if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 || it.value().get<int64_t>() >= size)
-      throw ConvertError(path + ": token '" + it.key() + "' has id " + json_excerpt(it.value()) + ", outside " + size_key +
+      throw ConvertError(path + ": token " + json_excerpt(nlohmann::json(it.key())) + " has id " + json_excerpt(it.value()) + ", outside " + size_key +
                          " " + std::to_string(size));
     return it.value().get<size_t>();
   };

@@ -112,6 +112,10 @@ PartialRegistration::~PartialRegistration() {
 
 void remove_partial_outputs_on_signals() {
   for (int signal_number : {SIGINT, SIGTERM, SIGHUP}) {
+    // An ignored signal stays ignored: `nohup petrel-convert ...`, or `... &` from a script,
+    // must survive the hang-up or Ctrl-C it was started to survive.
+    struct sigaction current = {};
+    if (::sigaction(signal_number, nullptr, &current) == 0 && current.sa_handler == SIG_IGN) continue;
     struct sigaction action = {};
     action.sa_handler = remove_partials_and_die;
     sigemptyset(&action.sa_mask);

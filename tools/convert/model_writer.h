@@ -28,7 +28,7 @@ bool append_in_huge_page_chunks(int from, int to, uint64_t at, uint64_t size);
 
 // Makes SIGINT, SIGTERM and SIGHUP remove the partial outputs of ModelWriter::write()s in
 // progress before they end the process as they would have (petrel-convert calls it; a
-// library caller with handlers of its own does not).
+// library caller with handlers of its own does not). Ignored signals stay ignored.
 void remove_partial_outputs_on_signals();
 
 // Names a partial output for those handlers to remove while this object lives (write()

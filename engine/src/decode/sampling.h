@@ -53,7 +53,7 @@ struct SamplingOptions {
   float temperature = 1.0f;         // > 0 (finite)
   uint32_t top_k = 0;               // 0: off
   float top_p = 1.0f;               // (0, 1]; 1: off
-  float min_p = 0.0f;               // [0, 1); 0: off
+  float min_p = 0.0f;               // [0, 1]; 0: off
   float repetition_penalty = 1.0f;  // > 0 (finite); 1: off
   uint64_t seed = 0;
 };

@@ -1030,18 +1030,17 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
   if (s) s = token(m->decoder_start_id(), "decoder_start_id", &info.decoder_start_id);
   if (!s) return s.error();
   if (m->bad_word_ids()) {
+    // Each once, in the file's order: every one is masked for every hypothesis at every
+    // step, and 4 M repeats of one id cost time per step for nothing. (Files of older
+    // converters may repeat one: they still load.)
+    std::vector<bool> listed(info.target_vocab_size, false);
     for (int32_t id : *m->bad_word_ids()) {
       int32_t checked = 0;
       s = token(id, "bad_word_ids", &checked);
       if (!s) return s.error();
-      info.bad_word_ids.push_back(checked);
+      if (!listed[static_cast<size_t>(checked)]) info.bad_word_ids.push_back(checked);
+      listed[static_cast<size_t>(checked)] = true;
     }
-    // Each is masked for every hypothesis at every step: 4 M repeats of one id cost time
-    // per step for nothing (and a list longer than the vocabulary must repeat one).
-    std::vector<int32_t> sorted = info.bad_word_ids;
-    std::sort(sorted.begin(), sorted.end());
-    const auto twice = std::adjacent_find(sorted.begin(), sorted.end());
-    if (twice != sorted.end()) return fail("field 'bad_word_ids' lists id " + std::to_string(*twice) + " twice");
   }
 
   Binder bind(m, bytes + data_start, m->data_size(), name);
@@ -1087,21 +1086,23 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
       // rope_local_base_freq for sliding windows): the runtime computes cos/sin rows per
       // distinct table, so a table per layer would cost time and memory per layer. Equal
       // tables become one.
+      auto equal = [&](const float* a, const float* b) {
+        return std::memcmp(a, b, info.head_dim / 2 * sizeof(float)) == 0;
+      };
+      for (const float* other : rope_of_kind)  // a table equal to one seen is that one
+        if (other != nullptr && equal(other, layer.rope_inv_freq)) {
+          layer.rope_inv_freq = other;
+          break;
+        }
       const size_t kind = layer.sliding_window != 0;
       if (rope_of_kind[kind] == nullptr) {
         rope_of_kind[kind] = layer.rope_inv_freq;
         rope_layer_of_kind[kind] = lr;
-      } else if (std::memcmp(rope_of_kind[kind], layer.rope_inv_freq, info.head_dim / 2 * sizeof(float)) != 0) {
+      } else if (rope_of_kind[kind] != layer.rope_inv_freq) {
         return fail(lr + ".rope_inv_freq differs from " + rope_layer_of_kind[kind] +
                     "'s, a layer of the same kind (" + (kind ? "sliding-window" : "full") +
                     " attention): a model has one RoPE table per kind of layer");
       }
-      layer.rope_inv_freq = rope_of_kind[kind];
-      for (const float* other : rope_of_kind)  // both kinds' tables may be equal: one then
-        if (other != nullptr && std::memcmp(other, layer.rope_inv_freq, info.head_dim / 2 * sizeof(float)) == 0) {
-          layer.rope_inv_freq = other;
-          break;
-        }
     }
     return Status::ok();
   };

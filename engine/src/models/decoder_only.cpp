@@ -71,6 +71,10 @@ void DecoderOnly::grow_caches(size_t positions, LmState& st) const {
     if (st.slots[l] >= needed) continue;
     // Half as much again (within the limit): a sequence's caches grow O(log n) times.
     const size_t slots = std::min(limit, std::max(needed, st.slots[l] + st.slots[l] / 2));
+    // reserve first: resize alone may take up to twice the bytes (vector's own growth),
+    // which generation_bytes does not count.
+    st.k[l].reserve(slots * row_bytes);
+    st.v[l].reserve(slots * row_bytes);
     st.k[l].resize(slots * row_bytes);
     st.v[l].resize(slots * row_bytes);
     st.slots[l] = slots;
