@@ -560,44 +560,38 @@ TEST_CASE("a signal during the final write removes the partial output, then ends
   // one), then the signal; the child must die of it, with the file gone.
   // A signal the process was started ignoring (nohup, `&` in a script) stays ignored.
   TempDir tmp;
-  for (const int signal_number : {SIGINT, SIGTERM, SIGHUP})
-    for (const bool still_registered : {true, false}) {
-      const std::string partial = tmp.file("model.petrel.1-0.partial");
-      write_bytes(partial, {'p'});
-      const pid_t child = fork();
-      REQUIRE(child >= 0);
-      if (child == 0) {
-        for (const int s : {SIGINT, SIGTERM, SIGHUP}) signal(s, SIG_DFL);  // whatever the test run has
-        convert::remove_partial_outputs_on_signals();
-        convert::PartialRegistration other(tmp.file("other.partial"));  // another slot, no file
-        std::optional<convert::PartialRegistration> registered(partial);
-        if (!still_registered) registered.reset();  // renamed into place: not to be removed
-        raise(signal_number);
-        _exit(0);  // not reached
-      }
-      int status = 0;
-      REQUIRE(waitpid(child, &status, 0) == child);
-      INFO("signal " << signal_number << (still_registered ? ", registered" : ", released"));
-      CHECK(WIFSIGNALED(status));
-      CHECK(WTERMSIG(status) == signal_number);
-      CHECK(std::filesystem::exists(partial) == !still_registered);
-      std::filesystem::remove(partial);
-    }
-  for (const int signal_number : {SIGINT, SIGHUP}) {
-    const std::string partial = tmp.file("model.petrel.2-0.partial");
+  const std::string partial = tmp.file("model.petrel.1-0.partial");
+  // The status of a child that installs the handlers (with `signal_number` ignored or at its
+  // default), registers `partial` (released again unless `still_registered`) and raises it.
+  auto child_status = [&](int signal_number, bool ignored, bool still_registered) {
     write_bytes(partial, {'p'});
     const pid_t child = fork();
     REQUIRE(child >= 0);
     if (child == 0) {
-      signal(signal_number, SIG_IGN);
+      for (const int s : {SIGINT, SIGTERM, SIGHUP}) signal(s, SIG_DFL);  // whatever the test run has
+      if (ignored) signal(signal_number, SIG_IGN);
       convert::remove_partial_outputs_on_signals();
-      convert::PartialRegistration registered(partial);
+      convert::PartialRegistration other(tmp.file("other.partial"));  // another slot, no file
+      std::optional<convert::PartialRegistration> registered(partial);
+      if (!still_registered) registered.reset();  // renamed into place: not to be removed
       raise(signal_number);
-      _exit(7);  // reached: the signal was ignored
+      _exit(7);  // reached only when the signal is ignored
     }
     int status = 0;
     REQUIRE(waitpid(child, &status, 0) == child);
+    return status;
+  };
+  for (const int signal_number : {SIGINT, SIGTERM, SIGHUP})
+    for (const bool still_registered : {true, false}) {
+      INFO("signal " << signal_number << (still_registered ? ", registered" : ", released"));
+      const int status = child_status(signal_number, false, still_registered);
+      CHECK(WIFSIGNALED(status));
+      CHECK(WTERMSIG(status) == signal_number);
+      CHECK(std::filesystem::exists(partial) == !still_registered);
+    }
+  for (const int signal_number : {SIGINT, SIGHUP}) {
     INFO("ignored signal " << signal_number);
+    const int status = child_status(signal_number, true, true);
     CHECK(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 7);
     CHECK(std::filesystem::exists(partial));
