@@ -186,7 +186,7 @@ void read_generation(const ConfigReader& r, CheckpointConfig& c, bool from_gener
   if (given("bad_words_ids")) {
     const json& bw = j["bad_words_ids"];
     if (!bw.is_array()) throw ConvertError(path + ": bad_words_ids must be a list of lists");
-    std::vector<bool> listed(c.target_vocab, false);  // each id once (the engine's loader refuses repeats)
+    std::vector<bool> listed(c.target_vocab, false);  // each id once: repeats mask nothing more
     for (const json& seq : bw) {
       if (!seq.is_array() || seq.size() != 1 || !seq[0].is_number_integer() || seq[0].get<int64_t>() < 0 ||
           seq[0].get<int64_t>() >= c.target_vocab)
