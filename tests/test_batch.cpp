@@ -167,7 +167,7 @@ TEST_CASE("petrel-run --input, --json-lines, --stream, and a line too long for t
   const std::string model = tmp.file("en-de.petrel");
   {
     convert::ConvertOptions o;
-    o.checkpoint_dir = std::string(PETREL_SOURCE_DIR) + "/tools/en-de-model";
+    o.checkpoint_dir = source_dir() + "/tools/en-de-model";
     o.output_path = model;
     convert::convert_checkpoint(o);
   }
@@ -176,7 +176,7 @@ TEST_CASE("petrel-run --input, --json-lines, --stream, and a line too long for t
   std::ofstream(tmp.file("in.txt")) << "You need to specify a command.\n\nOpen file. Save changes?\n" << long_line << "\n";
   int status = 0;
   // Plain output: a line per input, the failed one empty, exit status 1, the error on stderr.
-  std::string out = run_command(PETREL_RUN + " " + model + " --beam 1 --input " + tmp.file("in.txt"), &status, true);
+  std::string out = run_command(petrel_run_command() + " " + model + " --beam 1 --input " + tmp.file("in.txt"), &status, true);
   CHECK(status != 0);
   std::vector<std::string> lines;
   for (size_t at = 0; at < out.size();) {
@@ -189,11 +189,11 @@ TEST_CASE("petrel-run --input, --json-lines, --stream, and a line too long for t
   CHECK(lines[1].empty());
   CHECK(lines[2].find(' ') != std::string::npos);  // two sentences, joined
   CHECK(lines[3].empty());
-  out = run_command(PETREL_RUN + " " + model + " --beam 1 --input " + tmp.file("in.txt") + " --quiet", &status);
+  out = run_command(petrel_run_command() + " " + model + " --beam 1 --input " + tmp.file("in.txt") + " --quiet", &status);
   CHECK_THAT(out, Contains("in.txt line 4 has a sentence of") && Contains("at most 512"));
 
   // --json-lines: an object per input in order, then the totals.
-  out = run_command(PETREL_RUN + " " + model + " --beam 1 --json-lines --no-split < " + tmp.file("in.txt"), &status,
+  out = run_command(petrel_run_command() + " " + model + " --beam 1 --json-lines --no-split < " + tmp.file("in.txt"), &status,
                     true);
   std::vector<nlohmann::json> objects;
   for (size_t at = 0; at < out.size();) {
@@ -209,7 +209,7 @@ TEST_CASE("petrel-run --input, --json-lines, --stream, and a line too long for t
   CHECK(objects[4]["summary"]["failed"] == 1);
 
   // --stream prints the same translation as it is produced.
-  out = run_command(PETREL_RUN + " " + model + " --beam 1 --stream --text 'You need to specify a command.'", &status,
+  out = run_command(petrel_run_command() + " " + model + " --beam 1 --stream --text 'You need to specify a command.'", &status,
                     true);
   REQUIRE(status == 0);
   CHECK(out == lines[0] + "\n");
@@ -217,9 +217,9 @@ TEST_CASE("petrel-run --input, --json-lines, --stream, and a line too long for t
   // hypothesis that a better one replaced (that was the last text shown) and no
   // terminal redraws (found by review).
   std::ofstream(tmp.file("beam.txt")) << "Save changes?\nDo you want to delete this folder?\nOpen the file\n";
-  const std::string plain = run_command(PETREL_RUN + " " + model + " --beam 4 --input " + tmp.file("beam.txt"), &status, true);
+  const std::string plain = run_command(petrel_run_command() + " " + model + " --beam 4 --input " + tmp.file("beam.txt"), &status, true);
   REQUIRE(status == 0);
-  out = run_command(PETREL_RUN + " " + model + " --beam 4 --stream --input " + tmp.file("beam.txt"), &status, true);
+  out = run_command(petrel_run_command() + " " + model + " --beam 4 --stream --input " + tmp.file("beam.txt"), &status, true);
   REQUIRE(status == 0);
   CHECK(out == plain);
 }
@@ -242,7 +242,7 @@ TEST_CASE("C API: petrel_translate_many delivers in input order, errors per inpu
   auto model_path = [] {
     static TempDir tmp;
     convert::ConvertOptions o;
-    o.checkpoint_dir = std::string(PETREL_SOURCE_DIR) + "/tools/en-de-model";
+    o.checkpoint_dir = source_dir() + "/tools/en-de-model";
     o.output_path = tmp.file("en-de.petrel");
     convert::convert_checkpoint(o);
     return o.output_path;

@@ -113,7 +113,7 @@ TEST_CASE("petrel-inspect --verify and petrel_model_verify report a corrupt weig
   write_bytes(bad, bytes);
 
   auto inspect = [&](const std::string& args, std::string* out) {
-    FILE* pipe = popen((PETREL_INSPECT + " " + args + " 2>&1").c_str(), "r");
+    FILE* pipe = popen((petrel_inspect_command() + " " + args + " 2>&1").c_str(), "r");
     REQUIRE(pipe != nullptr);
     char buf[4096];
     size_t n;

@@ -47,7 +47,7 @@ std::vector<uint32_t> held_out_numbers(size_t count) {
 double accuracy(DType dtype, const std::vector<uint32_t>& numbers) {
   TempDir tmp;
   convert::ConvertOptions o;
-  o.checkpoint_dir = std::string(PETREL_SOURCE_DIR) + "/tools/demo-model";
+  o.checkpoint_dir = source_dir() + "/tools/demo-model";
   o.output_path = tmp.file("demo.petrel");
   o.linear_dtype = o.embedding_dtype = dtype;
   convert::convert_checkpoint(o);

@@ -921,19 +921,19 @@ TEST_CASE("petrel-run --prompt, --stream and --chat on a language model with a t
   REQUIRE(want);
   int status = -1;
   const std::string out =
-      run_command(PETREL_RUN + " " + model + " --prompt 'the user' --greedy --max-new-tokens 12 --json", &status, true);
+      run_command(petrel_run_command() + " " + model + " --prompt 'the user' --greedy --max-new-tokens 12 --json", &status, true);
   REQUIRE(status == 0);
   const json j = json::parse(out);
   CHECK(j["results"][0]["hypotheses"][0]["text"] == want.value().text);
   CHECK(j["results"][0]["hypotheses"][0]["ids"].get<std::vector<int32_t>>() == want.value().ids);
   const std::string streamed =
-      run_command(PETREL_RUN + " " + model + " --prompt 'the user' --greedy --max-new-tokens 12 --stream --quiet", &status, true);
+      run_command(petrel_run_command() + " " + model + " --prompt 'the user' --greedy --max-new-tokens 12 --stream --quiet", &status, true);
   CHECK(status == 0);
   CHECK(streamed == want.value().text + "\n");
 
   petrel::test::TempDir tmp;
   std::ofstream(tmp.file("chat.txt")) << "hi the user\nis the model in\n";
-  const std::string chat = run_command(PETREL_RUN + " " + model + " --chat --system 'the system' --greedy " +
+  const std::string chat = run_command(petrel_run_command() + " " + model + " --chat --system 'the system' --greedy " +
                                            "--max-new-tokens 6 --json-lines < " + tmp.file("chat.txt"),
                                        &status, true);
   REQUIRE(status == 0);
@@ -952,7 +952,7 @@ TEST_CASE("petrel-run --prompt, --stream and --chat on a language model with a t
   CHECK(conversation.value().reply("is the model in", six).value().text == replies[1]["text"]);
   {  // on a live pipe: each reply before the next message is written; a message too long
      // to hold (over 1 MiB) is that message's error, and the conversation goes on
-    petrel::test::Coprocess live(PETREL_RUN + " " + model + " --chat --system 'the system' --greedy " +
+    petrel::test::Coprocess live(petrel_run_command() + " " + model + " --chat --system 'the system' --greedy " +
                                  "--max-new-tokens 6 --json-lines --quiet 2>/dev/null");
     std::vector<json> answers;
     for (const std::string& message : {std::string("hi the user"), std::string((size_t{1} << 20) + 10, 'x'),
@@ -975,7 +975,7 @@ TEST_CASE("petrel-run --prompt, --stream and --chat on a language model with a t
     for (int i = 0; i < 40; ++i) many << "is the model in the user system\n";
     many.close();
     const std::string err = tmp.file("err.txt");
-    const std::string out = run_command("{ " + PETREL_RUN + " " + model + " --chat --greedy --ignore-eos " +
+    const std::string out = run_command("{ " + petrel_run_command() + " " + model + " --chat --greedy --ignore-eos " +
                                             "--max-new-tokens 16 --json-lines < " + tmp.file("many.txt") + " 2>" + err + "; }",
                                         &status, true);
     CHECK(status == 0);
@@ -1001,7 +1001,7 @@ TEST_CASE("petrel-run --prompt, --stream and --chat on a language model with a t
            {"--chat --json", "--json does not apply with --chat"},
            {"--prompt a --stop ''", "--stop: each string must be 1..256 bytes"}}) {
     INFO(flags);
-    const std::string err = run_command(PETREL_RUN + " " + model + " " + flags + " --max-new-tokens 2", &status);
+    const std::string err = run_command(petrel_run_command() + " " + model + " " + flags + " --max-new-tokens 2", &status);
     CHECK(status != 0);
     CHECK_THAT(err, Catch::Contains(expect));
   }
@@ -1012,7 +1012,7 @@ TEST_CASE("petrel-run --prompt, --stream and --chat on a language model with a t
   REQUIRE_FALSE(*defaults.value().do_sample);  // the fixture's generation_config.json has no do_sample
   for (const std::string sample : {"", " --sample"}) {
     INFO("flags:" << sample);
-    const std::string err = run_command("{ " + PETREL_RUN + " " + model + " --prompt a --temperature 0.5 --top-k 3" +
+    const std::string err = run_command("{ " + petrel_run_command() + " " + model + " --prompt a --temperature 0.5 --top-k 3" +
                                             sample + " --max-new-tokens 2 --quiet 2>&1 >/dev/null; }",
                                         &status);
     CHECK(status == 0);
@@ -1026,7 +1026,7 @@ TEST_CASE("petrel-run --prompt, --stream and --chat on a language model with a t
     c.output_path = out_path;
     petrel::convert::convert_checkpoint(c);
   });
-  const std::string err = run_command(PETREL_RUN + " " + plain + " --chat < /dev/null", &status);
+  const std::string err = run_command(petrel_run_command() + " " + plain + " --chat < /dev/null", &status);
   CHECK(status != 0);
   CHECK_THAT(err, Catch::Contains("--chat needs a language model converted with its tokenizer.json"));
 }

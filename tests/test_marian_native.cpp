@@ -312,7 +312,7 @@ TEST_CASE("petrel-run on a Marian model: shortlist on by default, length factor,
     if (margin(i) > margin(pick)) pick = i;
   const std::string text = e["sentences"][pick];
   auto run = [&](const std::string& flags, int* status) {
-    return run_command(PETREL_RUN + " " + model + " --text '" + text + "' --json " + flags, status, true);
+    return run_command(petrel_run_command() + " " + model + " --text '" + text + "' --json " + flags, status, true);
   };
   int status = 0;
   json by_default = json::parse(run("", &status));
@@ -328,13 +328,13 @@ TEST_CASE("petrel-run on a Marian model: shortlist on by default, length factor,
   const size_t source_tokens = e["source_ids"][pick].size() + 1;
   CHECK(off["results"][0]["hypotheses"][0]["ids"].size() <= (source_tokens + 1) / 2);
   CHECK(by_default["results"][0]["hypotheses"][0]["ids"].size() > (source_tokens + 1) / 2);  // else the check above checks nothing
-  std::string out = run_command(PETREL_RUN + " " + model + " --text x --max-length-factor 0", &status);
+  std::string out = run_command(petrel_run_command() + " " + model + " --text x --max-length-factor 0", &status);
   CHECK(status != 0);
   CHECK_THAT(out, Contains("--max-length-factor"));
-  out = run_command(PETREL_RUN + " " + model + " --text x --activation-scales static", &status);
+  out = run_command(petrel_run_command() + " " + model + " --text x --activation-scales static", &status);
   CHECK(status != 0);
   CHECK_THAT(out, Contains("--activation-scales"));
-  out = run_command(PETREL_RUN + " " + model + " --text x --shortlist --no-shortlist", &status);
+  out = run_command(petrel_run_command() + " " + model + " --text x --shortlist --no-shortlist", &status);
   CHECK(status != 0);
   CHECK_THAT(out, Contains("--no-shortlist"));
 }
@@ -507,7 +507,7 @@ TEST_CASE("the Firefox-shaped student shipped in tools/firefox-student decodes a
   const auto sentences = subset(strings(e["sentences"]));
   // Converted once per run (under emulation, converting took most of this test's time).
   auto student = [](DType dtype) {
-    return shared_conversion("firefox-student", std::string(PETREL_SOURCE_DIR) + "/tools/firefox-student", dtype);
+    return shared_conversion("firefox-student", source_dir() + "/tools/firefox-student", dtype);
   };
   // f32 of the int8 file: the dequantized weights, which bergamot's float32 run read.
   auto f32 = load_model(student(DType::kF32));

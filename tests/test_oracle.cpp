@@ -449,7 +449,7 @@ TEST_CASE("multilingual families decode with their checkpoint's defaults and per
     std::string ids;
     for (int32_t id : inputs[0]) ids += (ids.empty() ? "" : " ") + std::to_string(id);
     int status = 0;
-    const std::string out = run_command(PETREL_RUN + " " + convert_fixture(name, DType::kF32, tmp) + " --ids \"" + ids +
+    const std::string out = run_command(petrel_run_command() + " " + convert_fixture(name, DType::kF32, tmp) + " --ids \"" + ids +
                                             "\" --beam 1 --length-penalty 1 --max-new-tokens " +
                                             std::to_string(e["max_new_tokens"].get<int>()) + " --target-prefix " +
                                             std::to_string(lang["forced_bos_id"].get<int>()) + " --json",
@@ -548,7 +548,7 @@ TEST_CASE("multilingual families translate text with source and target languages
 
     if (!can_run_programs()) continue;
     int status = 0;
-    const std::string out = run_command(PETREL_RUN + " " + path + " --text \"" + text + "\" --source-lang " + src +
+    const std::string out = run_command(petrel_run_command() + " " + path + " --text \"" + text + "\" --source-lang " + src +
                                             " --target-lang " + tgt + " --beam 1 --length-penalty 1 --max-new-tokens " +
                                             std::to_string(e["max_new_tokens"].get<int>()) + " --json",
                                         &status);
@@ -568,7 +568,7 @@ TEST_CASE("multilingual families translate text with source and target languages
   // petrel-run --tokenize honours --source-lang (here the target's code, to tell them apart).
   if (can_run_programs()) {
     int status = 0;
-    const std::string tokens = run_command(PETREL_RUN + " " + path + " --tokenize --text file --source-lang " +
+    const std::string tokens = run_command(petrel_run_command() + " " + path + " --tokenize --text file --source-lang " +
                                                t["tgt_lang"].get<std::string>(), &status);
     CHECK(status == 0);
     CHECK_THAT(tokens, Contains(std::to_string(t["tgt_lang_id"].get<int32_t>())));
@@ -764,9 +764,9 @@ TEST_CASE("petrel-run --json reproduces the oracle's greedy and beam outputs", "
                            std::to_string(e["beam"]["width"].get<int>()) + " --length-penalty " +
                            std::to_string(e["beam"]["alpha"].get<double>()) + " --beam-stop first-k";
   int status = 0;
-  json greedy = json::parse(run_command(PETREL_RUN + args + " --beam 1 --json", &status));
+  json greedy = json::parse(run_command(petrel_run_command() + args + " --beam 1 --json", &status));
   REQUIRE(status == 0);
-  json beamed = json::parse(run_command(PETREL_RUN + args + beam + " --json", &status));
+  json beamed = json::parse(run_command(petrel_run_command() + args + beam + " --json", &status));
   REQUIRE(status == 0);
   for (size_t b = 0; b < e["inputs"].size(); ++b) {
     CHECK(greedy["results"][b]["input"] == e["inputs"][b]);
@@ -777,7 +777,7 @@ TEST_CASE("petrel-run --json reproduces the oracle's greedy and beam outputs", "
   CHECK(beamed["decoding"]["beam_stop"] == "first-k");
   // Without --beam-stop: the model's rule, Hugging Face's default for these checkpoints.
   const std::string heuristic = beam.substr(0, beam.find(" --beam-stop"));
-  json beamed_default = json::parse(run_command(PETREL_RUN + args + heuristic + " --json", &status));
+  json beamed_default = json::parse(run_command(petrel_run_command() + args + heuristic + " --json", &status));
   REQUIRE(status == 0);
   CHECK(beamed_default["decoding"]["beam_stop"] == "heuristic");
   for (size_t b = 0; b < e["inputs"].size(); ++b)
@@ -787,7 +787,7 @@ TEST_CASE("petrel-run --json reproduces the oracle's greedy and beam outputs", "
   CHECK(greedy["isa"] == runnable_isas().back());
   CHECK(greedy["kv_cache"] == "f32");
   // The f16 KV cache keeps these outputs (see the f16 KV cache oracle test).
-  json half = json::parse(run_command(PETREL_RUN + args + " --beam 1 --kv-cache f16 --json", &status));
+  json half = json::parse(run_command(petrel_run_command() + args + " --beam 1 --kv-cache f16 --json", &status));
   REQUIRE(status == 0);
   CHECK(half["kv_cache"] == "f16");
   for (size_t b = 0; b < e["inputs"].size(); ++b)
@@ -816,22 +816,22 @@ TEST_CASE("petrel-run reports bad flags and inputs with a non-zero exit", "[cli]
   TempDir tmp;
   const std::string model = convert_fixture("post_swish_concat_tied", DType::kInt8, tmp);
   int status = 0;
-  std::string out = run_command(PETREL_RUN + " " + model + " --ids \"1 0\" --frobnicate", &status);
+  std::string out = run_command(petrel_run_command() + " " + model + " --ids \"1 0\" --frobnicate", &status);
   CHECK(status != 0);
   CHECK_THAT(out, Contains("unknown option '--frobnicate'"));
-  out = run_command(PETREL_RUN + " " + model + " --ids \"1 99 0\"", &status);
+  out = run_command(petrel_run_command() + " " + model + " --ids \"1 99 0\"", &status);
   CHECK(status != 0);
   CHECK_THAT(out, Contains("token id 99 is out of range"));
-  out = run_command(PETREL_RUN + " " + model + " --ids \"1 0\" --beam 0", &status);
+  out = run_command(petrel_run_command() + " " + model + " --ids \"1 0\" --beam 0", &status);
   CHECK(status != 0);
   CHECK_THAT(out, Contains("--beam"));
-  out = run_command(PETREL_RUN + " " + model + " --ids \"1 0\" --kv-cache f8", &status);
+  out = run_command(petrel_run_command() + " " + model + " --ids \"1 0\" --kv-cache f8", &status);
   CHECK(status != 0);
   CHECK_THAT(out, Contains("--kv-cache: 'f8' is not one of f32, f16"));
-  out = run_command(PETREL_RUN + " " + model + " --ids \"1 x 0\"", &status);
+  out = run_command(petrel_run_command() + " " + model + " --ids \"1 x 0\"", &status);
   CHECK(status != 0);
   CHECK_THAT(out, Contains("'x' is not an integer"));
-  out = run_command(PETREL_RUN + " " + tmp.file("missing.petrel") + " --ids \"1 0\"", &status);
+  out = run_command(petrel_run_command() + " " + tmp.file("missing.petrel") + " --ids \"1 0\"", &status);
   CHECK(status != 0);
   CHECK_THAT(out, Contains("missing.petrel") && Contains("cannot open"));
 }
@@ -841,9 +841,9 @@ TEST_CASE("petrel-run --threads reaches the translator", "[cli]") {
   const std::string model = convert_fixture("post_swish_concat_tied", DType::kF32, tmp);
   const std::string args = " " + model + " --ids \"19 20 37 19 34 4 0\" --ids \"27 18 24 0\" --beam 3 --json";
   int status = 0;
-  json one = json::parse(run_command(PETREL_RUN + args, &status));
+  json one = json::parse(run_command(petrel_run_command() + args, &status));
   REQUIRE(status == 0);
-  json three = json::parse(run_command(PETREL_RUN + args + " --threads 3", &status));
+  json three = json::parse(run_command(petrel_run_command() + args + " --threads 3", &status));
   REQUIRE(status == 0);
   CHECK(one["threads"] == 1);
   CHECK(three["threads"] == 3);

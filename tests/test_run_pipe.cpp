@@ -36,7 +36,7 @@ void check_usage_errors(const std::vector<std::pair<std::string, std::vector<std
   for (const auto& [args, names] : cases) {
     INFO(args);
     int status = 0;
-    const std::string out = run_command(PETREL_RUN + " " + model + args + " </dev/null", &status);
+    const std::string out = run_command(petrel_run_command() + " " + model + args + " </dev/null", &status);
     CHECK(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 2);
     for (const std::string& name : names) CHECK_THAT(out, Contains(name));
@@ -60,7 +60,7 @@ TEST_CASE("petrel-run answers each line on a pipe before the next is written, in
     const bool tokenize = mode == " --tokenize";
     // --no-split does not apply with --stream (one input at a time, never split).
     const std::string options = tokenize ? "" : mode == " --stream" ? " --beam 1" : " --beam 1 --no-split";
-    Coprocess run(PETREL_RUN + " " + model + options + mode + " 2>" + err);
+    Coprocess run(petrel_run_command() + " " + model + options + mode + " 2>" + err);
     std::vector<std::string> answers;
     for (size_t i = 0; i < lines.size(); ++i) {
       run.write_line(lines[i]);
@@ -102,7 +102,7 @@ TEST_CASE("petrel-run answers each line on a pipe before the next is written, in
 
 TEST_CASE("petrel-run --n-best with lines: one JSON object per input holds its hypotheses", "[cli][pipe]") {
   const std::string model = en_de_model_path();
-  Coprocess run(PETREL_RUN + " " + model + " --beam 3 --n-best 3 --json-lines 2>/dev/null");
+  Coprocess run(petrel_run_command() + " " + model + " --beam 3 --n-best 3 --json-lines 2>/dev/null");
   run.write_line("Open file");
   const auto answer = run.read_line();
   REQUIRE(answer.has_value());
@@ -154,7 +154,7 @@ TEST_CASE("petrel-run: a line longer than it holds is that line's error, the res
   }
   int status = 0;
   const std::string out =
-      run_command(PETREL_RUN + " " + model + " --beam 1 --json-lines --quiet --input " + tmp.file("in.txt") + " 2>/dev/null",
+      run_command(petrel_run_command() + " " + model + " --beam 1 --json-lines --quiet --input " + tmp.file("in.txt") + " 2>/dev/null",
                   &status, true);
   CHECK(WEXITSTATUS(status) == 1);
   std::vector<json> objects;
@@ -172,7 +172,7 @@ TEST_CASE("petrel-run: a line longer than it holds is that line's error, the res
 // waited for its end, which a stream that never sends one never reaches (found by review).
 TEST_CASE("petrel-run answers the lines before an over-long line while that line still arrives", "[cli][pipe]") {
   const std::string model = en_de_model_path();
-  Coprocess run(PETREL_RUN + " " + model + " --beam 1 --json-lines --quiet 2>/dev/null");
+  Coprocess run(petrel_run_command() + " " + model + " --beam 1 --json-lines --quiet 2>/dev/null");
   run.write_line("Open file");
   std::atomic<bool> answered{false};
   std::thread writer([&] {  // the long line goes on coming until the answers are read (40 s at most)
@@ -197,9 +197,9 @@ TEST_CASE("the tools exit 1 naming standard output when it cannot be written", "
   const std::string model = en_de_model_path();
   TempDir tmp;
   for (const std::string& command :
-       {PETREL_RUN + " " + model + " --beam 1 --text 'Open the file'", PETREL_RUN + " " + model + " --tokenize --text 'a b'",
-        PETREL_RUN + " " + model + " --beam 1 --json-lines --quiet </dev/null", PETREL_INSPECT + " " + model,
-        PETREL_CONVERT + " " + std::string(PETREL_SOURCE_DIR) + "/tools/demo-model -o " + tmp.file("demo.petrel") + " --json"}) {
+       {petrel_run_command() + " " + model + " --beam 1 --text 'Open the file'", petrel_run_command() + " " + model + " --tokenize --text 'a b'",
+        petrel_run_command() + " " + model + " --beam 1 --json-lines --quiet </dev/null", petrel_inspect_command() + " " + model,
+        petrel_convert_command() + " " + source_dir() + "/tools/demo-model -o " + tmp.file("demo.petrel") + " --json"}) {
     INFO(command);
     int status = 0;
     const std::string err = run_command("{ " + command + " 2>&1 >/dev/full; }", &status);

@@ -117,7 +117,7 @@ int collect(void* data, const petrel_token_event* e) {
 TEST_CASE("streaming from C: petrel_translate_stream and petrel_options.on_token", "[stream][capi]") {
   TempDir tmp;
   convert::ConvertOptions o;
-  o.checkpoint_dir = std::string(PETREL_SOURCE_DIR) + "/tools/en-de-model";
+  o.checkpoint_dir = source_dir() + "/tools/en-de-model";
   o.output_path = tmp.file("en-de.petrel");
   convert::convert_checkpoint(o);
   petrel_model* model = nullptr;

@@ -175,7 +175,7 @@ TEST_CASE("petrel-run: --text, lines on standard input, --tokenize and --detoken
   int status = 0;
   const std::string greedy = " --beam 1 --max-new-tokens 12";
   // A file through standard input: one translation per line, in order, empty for empty.
-  std::string out = run_command("cat " + tmp.file("in.txt") + " | " + PETREL_RUN + " " + model + greedy + " --max-batch 3",
+  std::string out = run_command("cat " + tmp.file("in.txt") + " | " + petrel_run_command() + " " + model + greedy + " --max-batch 3",
                                 &status, /*stdout_only=*/true);
   REQUIRE(status == 0);
   std::string want;
@@ -186,7 +186,7 @@ TEST_CASE("petrel-run: --text, lines on standard input, --tokenize and --detoken
   // --text, repeatable, with --json.
   std::string args;
   for (size_t i = 0; i < 3; ++i) args += " --text '" + e["translations"][i]["text"].get<std::string>() + "'";
-  json j = json::parse(run_command(PETREL_RUN + " " + model + greedy + args + " --json", &status, true));
+  json j = json::parse(run_command(petrel_run_command() + " " + model + greedy + args + " --json", &status, true));
   REQUIRE(status == 0);
   for (size_t i = 0; i < 3; ++i) {
     CHECK(j["results"][i]["input_text"] == e["translations"][i]["text"]);
@@ -196,7 +196,7 @@ TEST_CASE("petrel-run: --text, lines on standard input, --tokenize and --detoken
 
   // --tokenize shows pieces and ids; --detokenize turns ids back into text.
   const json& line = e["tokenizer"][1];
-  j = json::parse(run_command(PETREL_RUN + " " + model + " --tokenize --json --text '" +
+  j = json::parse(run_command(petrel_run_command() + " " + model + " --tokenize --json --text '" +
                                   line["text"].get<std::string>() + "'",
                               &status, true));
   REQUIRE(status == 0);
@@ -204,18 +204,18 @@ TEST_CASE("petrel-run: --text, lines on standard input, --tokenize and --detoken
   CHECK(j["results"][0]["ids"] == line["ids"]);
   std::string ids;
   for (int32_t id : line["ids"]) ids += (ids.empty() ? "" : " ") + std::to_string(id);
-  out = run_command(PETREL_RUN + " " + model + " --detokenize --ids '" + ids + "'", &status, true);
+  out = run_command(petrel_run_command() + " " + model + " --detokenize --ids '" + ids + "'", &status, true);
   REQUIRE(status == 0);
   CHECK(out == line["decoded"].get<std::string>() + "\n");
 
   // Bytes that are not UTF-8 still give valid JSON (replaced), never an abort.
   std::ofstream(tmp.file("bad.txt")) << "caf\xe9 \xff\xfe ok\n";
-  out = run_command(PETREL_RUN + " " + model + greedy + " --json < " + tmp.file("bad.txt"), &status, true);
+  out = run_command(petrel_run_command() + " " + model + greedy + " --json < " + tmp.file("bad.txt"), &status, true);
   REQUIRE(status == 0);
   CHECK_NOTHROW(json::parse(out));
 
   // Flags that cannot go together, and text for a model without a tokenizer.
-  out = run_command(PETREL_RUN + " " + model + " --tokenize --ids '1 0'", &status);
+  out = run_command(petrel_run_command() + " " + model + " --tokenize --ids '1 0'", &status);
   CHECK(status != 0);
   CHECK_THAT(out, Contains("--tokenize takes text inputs"));
 }

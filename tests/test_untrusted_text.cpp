@@ -147,9 +147,9 @@ TEST_CASE("petrel-inspect and petrel-run refuse such a file with a message, not 
   SECTION("vocabulary entry") { *vocab_first_byte(m, 5) = '\xff'; }
   const std::string model = tmp.file("bad.petrel"), err = tmp.file("stderr");
   write_bytes(model, bytes);
-  for (const std::string& command : {PETREL_INSPECT + " '" + model + "' --json",
-                                     PETREL_RUN + " '" + model + "' --ids \"1 2 0\" --json",
-                                     PETREL_RUN + " '" + model + "' --text \"w1 w2\" --json"}) {
+  for (const std::string& command : {petrel_inspect_command() + " '" + model + "' --json",
+                                     petrel_run_command() + " '" + model + "' --ids \"1 2 0\" --json",
+                                     petrel_run_command() + " '" + model + "' --text \"w1 w2\" --json"}) {
     INFO(command);
     Command c = run(command, err);
     CHECK(c.exit_code == 1);  // an error exit, not a signal (SIGABRT was the bug)
@@ -170,7 +170,7 @@ TEST_CASE("petrel-inspect shows control characters in a file's strings escaped",
   std::copy(evil.begin(), evil.end(), name);
   const std::string model = tmp.file("controls.petrel"), err = tmp.file("stderr");
   write_bytes(model, bytes);
-  Command inspect = run(PETREL_INSPECT + " '" + model + "'", err);
+  Command inspect = run(petrel_inspect_command() + " '" + model + "'", err);
   INFO(read_text(err));
   REQUIRE(inspect.exit_code == 0);
   CHECK(inspect.out.find_first_of("\x1b\x07") == std::string::npos);
@@ -185,7 +185,7 @@ TEST_CASE("the tools write valid JSON whatever bytes a path or text holds", "[ut
   copy_dir(oracle_dir(kTextFixture), dir);
   const std::string model = tmp.file("m-\xe2\x82.petrel"), err = tmp.file("stderr");
 
-  Command convert = run(PETREL_CONVERT + " '" + dir + "' -o '" + model + "' --json", err);
+  Command convert = run(petrel_convert_command() + " '" + dir + "' -o '" + model + "' --json", err);
   INFO(read_text(err));
   REQUIRE(convert.exit_code == 0);
   const json report = json::parse(convert.out);  // throws on invalid UTF-8
@@ -194,7 +194,7 @@ TEST_CASE("the tools write valid JSON whatever bytes a path or text holds", "[ut
   REQUIRE(loaded.has_value());
   CHECK(loaded.value()->info().source == "ckpt-\xef\xbf\xbd\xef\xbf\xbd");
 
-  Command inspect = run(PETREL_INSPECT + " '" + model + "' --json", err);
+  Command inspect = run(petrel_inspect_command() + " '" + model + "' --json", err);
   REQUIRE(inspect.exit_code == 0);
   const json info = json::parse(inspect.out);
   CHECK_THAT(info["file"].get<std::string>(), Contains("m-\xef\xbf\xbd.petrel"));
@@ -202,11 +202,11 @@ TEST_CASE("the tools write valid JSON whatever bytes a path or text holds", "[ut
 
   // Text that is not UTF-8 cannot be encoded by the model's vocabulary: a message.
   // The input's error is on standard error and, as valid JSON, in its result.
-  Command text = run(PETREL_RUN + " '" + model + "' --text \"w1 \xff\" --json", err);
+  Command text = run(petrel_run_command() + " '" + model + "' --text \"w1 \xff\" --json", err);
   CHECK(text.exit_code == 1);
   CHECK_THAT(read_text(err), Contains("cannot encode"));
   CHECK_THAT(json::parse(text.out)["results"][0]["error"].get<std::string>(), Contains("cannot encode"));
-  Command ok = run(PETREL_RUN + " '" + model + "' --text \"w1 w2\" --json", err);
+  Command ok = run(petrel_run_command() + " '" + model + "' --text \"w1 w2\" --json", err);
   REQUIRE(ok.exit_code == 0);
   CHECK(json::parse(ok.out)["results"][0]["input_text"] == "w1 w2");
 }

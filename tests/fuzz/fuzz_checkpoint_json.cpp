@@ -20,6 +20,7 @@
 #include "convert/convert.h"
 #include "exercise_model.h"
 #include "marian_checkpoint.h"
+#include "support/build_paths.h"
 
 namespace {
 // The family fixtures' SentencePiece models (NLLB's 200 pieces, M2M100's and mBART-50's 256).
@@ -27,7 +28,7 @@ const std::vector<std::string>& family_models() {
   static const std::vector<std::string> models = [] {
     std::vector<std::string> m;
     for (const char* f : {"nllb_d1024", "m2m100_tiny", "mbart50_tiny"})
-      m.push_back(petrel::fuzz::read_file(std::string(PETREL_FIXTURES_DIR) + "/oracle/" + f + "/sentencepiece.bpe.model"));
+      m.push_back(petrel::fuzz::read_file(petrel::test::fixture_dir() + "/oracle/" + f + "/sentencepiece.bpe.model"));
     return m;
   }();
   return models;

@@ -27,6 +27,7 @@
 #include "convert/spm_model.h"
 #include "exercise_model.h"
 #include "marian_checkpoint.h"
+#include "support/build_paths.h"
 #include "petrel/batch_translator.h"
 #include "text/sentence_splitter.h"
 
@@ -61,7 +62,7 @@ int32_t id_in(const std::vector<std::string>& tokens, const std::string& token) 
 // Writes checkpoint `kind` (see the top of the file), converts it and loads it.
 TextModel build(int kind) {
   static const fuzz::ScratchDir scratch("petrel-fuzz-text");
-  const std::string models = std::string(PETREL_FIXTURES_DIR) + "/sentencepiece/models/";
+  const std::string models = petrel::test::fixture_dir() + "/sentencepiece/models/";
   const std::string source_spm = models + (kind == 0 ? "unigram_nfkc_bytes_udf.spm" : "unigram_nfkc_cf.spm");
   const std::string target_spm = models + (kind == 0 ? "bpe_identity_bytes_udf.spm" : "bpe_noescape.spm");
   const convert::SpmModel source = convert::read_spm_model(source_spm);

@@ -54,7 +54,6 @@ std::string ids_text(const std::vector<int32_t>& ids) {
   return s;
 }
 
-std::string fixture_dir() { return PETREL_FIXTURES_DIR; }
 std::string oracle_dir(const std::string& name) { return fixture_dir() + "/oracle/" + name; }
 
 nlohmann::json expected_for(const std::string& name) {
@@ -146,7 +145,7 @@ std::string shared_conversion(const std::string& name, const std::string& checkp
 }
 
 std::string en_de_model_path(DType dtype) {
-  return shared_conversion("en-de", std::string(PETREL_SOURCE_DIR) + "/tools/en-de-model", dtype);
+  return shared_conversion("en-de", source_dir() + "/tools/en-de-model", dtype);
 }
 
 size_t subset_stride() {

@@ -13,12 +13,12 @@
 #include <vector>
 
 #include "convert/convert.h"
+#include "support/build_paths.h"
 #include "kernels/kernels.h"
 #include "petrel/model.h"
 
 namespace petrel::test {
 
-std::string fixture_dir();                     // tests/fixtures
 std::string oracle_dir(const std::string& name);  // tests/fixtures/oracle/<name>
 nlohmann::json expected_for(const std::string& name);  // the oracle's expected.json for <name>
 // The checkpoint directory of oracle fixture <name>: the committed directory, or for a
