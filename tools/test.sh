@@ -105,7 +105,7 @@ build/tsan/tests/petrel_concurrency_tests "$concurrency"
 $native_only && { stage "done"; exit 0; }
 
 stage "WebAssembly (emscripten, SIMD128): kernel/oracle tests and the JavaScript package's tests under Node; the web page in headless Chromium"
-cmake --preset wasm >/dev/null
+cmake --preset wasm -DPETREL_WASM_TOOLS_LINK_OPTIMIZATION=-O1 >/dev/null
 cmake --build --preset wasm -j"$jobs"
 # The package's tests compare its translations with the native build's petrel-run.
 step "tests under Node"
