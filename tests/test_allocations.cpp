@@ -362,9 +362,10 @@ TEST_CASE("a shortlist gathers each source id's candidates once, however often t
 
 TEST_CASE("a request over this device's memory is refused before it is allocated", "[generation]") {
   // kMaxRequestBytes (32 GiB on 64-bit) would let a phone with 4 GiB start a 20 GiB request
-  // and be killed; the limit is the device's memory where that is less.
+  // and be killed; the limit is the device's memory, or the process's cgroup limit, where
+  // that is less.
   const uint64_t device = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  const uint64_t limit = std::min(petrel::kMaxRequestBytes, device);
+  const uint64_t limit = std::min({petrel::kMaxRequestBytes, device, petrel::detail::cgroup_memory_limit("")});
   CHECK(petrel::detail::working_memory_limit() == limit);
   CHECK_FALSE(petrel::detail::working_memory_problem(petrel::detail::CheckedSize(limit), "it needs", "less"));
   const auto over = petrel::detail::working_memory_problem(petrel::detail::CheckedSize(limit + 1), "it needs", "ask less");
@@ -372,5 +373,38 @@ TEST_CASE("a request over this device's memory is refused before it is allocated
   CHECK(over->code == petrel::ErrorCode::kOutOfMemory);
   CHECK_THAT(over->message, Catch::Matchers::Contains("the limit is " + std::to_string((limit + (1u << 20) - 1) >> 20) + " MiB") &&
                                 Catch::Matchers::EndsWith(": ask less"));
-  if (device < petrel::kMaxRequestBytes) CHECK_THAT(over->message, Catch::Matchers::Contains("this device's memory"));
+  if (limit < petrel::kMaxRequestBytes) CHECK_THAT(over->message, Catch::Matchers::Contains("the memory this process may use"));
+}
+
+TEST_CASE("the cgroup memory limit is the least of the process's groups and their ancestors, v1 and v2", "[generation]") {
+  petrel::test::TempDir tmp;
+  const std::string root = tmp.path();
+  auto put = [&](const std::string& path, const std::string& text) {
+    std::filesystem::create_directories(std::filesystem::path(root + path).parent_path());
+    std::ofstream(root + path) << text;
+  };
+  using petrel::detail::cgroup_memory_limit;
+  CHECK(cgroup_memory_limit(root) == UINT64_MAX);  // no /proc: no limit
+  // v2: the group's own memory.max is "max"; its parent's is 3 GiB, the top's 5 GiB.
+  put("/proc/self/cgroup", "0::/app.slice/petrel.service\n");
+  put("/sys/fs/cgroup/app.slice/petrel.service/memory.max", "max\n");
+  CHECK(cgroup_memory_limit(root) == UINT64_MAX);
+  put("/sys/fs/cgroup/app.slice/memory.max", "3221225472\n");
+  put("/sys/fs/cgroup/memory.max", "5368709120\n");
+  CHECK(cgroup_memory_limit(root) == 3221225472u);
+  put("/sys/fs/cgroup/app.slice/petrel.service/memory.max", "1073741824\n");
+  CHECK(cgroup_memory_limit(root) == 1073741824u);
+  // Values that are not a number of bytes are no limit: garbage, a number past 2^64.
+  put("/sys/fs/cgroup/app.slice/petrel.service/memory.max", "12ab\n");
+  put("/sys/fs/cgroup/app.slice/memory.max", "99999999999999999999999\n");
+  CHECK(cgroup_memory_limit(root) == 5368709120u);
+  // v1: the memory controller's line, among others; a container sees its group at the top.
+  put("/proc/self/cgroup", "12:cpu,cpuacct:/docker/abc\n4:memory:/docker/abc\n1:name=systemd:/docker/abc\n");
+  CHECK(cgroup_memory_limit(root) == UINT64_MAX);  // v2's files are not read for v1 lines
+  put("/sys/fs/cgroup/memory/memory.limit_in_bytes", "536870912\n");
+  CHECK(cgroup_memory_limit(root) == 536870912u);
+  // A line without the memory controller, a malformed line and a path longer than a path
+  // can be read nothing; the last line reads v2's top.
+  put("/proc/self/cgroup", "3:cpu:/a\nnonsense\n0::" + std::string(5000, '/') + "\n0::/\n");
+  CHECK(cgroup_memory_limit(root) == 5368709120u);
 }

@@ -62,8 +62,13 @@ inline double ms_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
-// What one request may need: kMaxRequestBytes, or this device's memory where that is less.
+// What one request may need: kMaxRequestBytes, or this device's memory or the process's
+// cgroup memory limit where that is less.
 uint64_t working_memory_limit();
+// The least memory limit of the cgroups (v1 or v2) this process is in and their
+// ancestors, read under `root` ("" in the product; a directory of made-up files in tests):
+// UINT64_MAX when there is none.
+uint64_t cgroup_memory_limit(const std::string& root);
 
 // The error for a request whose working memory (`bytes`, computed from its shape before
 // anything is allocated) is over working_memory_limit(), or nullopt: "`request` need(s) N

@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <new>
 #include <optional>
+#include <string>
 
 #include <unistd.h>
 
@@ -211,14 +214,79 @@ Result<std::vector<TextTranslation>> Translator::translate_text(const std::vecto
 }
 
 namespace detail {
+namespace {
+
+// The first `limit` bytes of a file, or nullopt if it cannot be read.
+std::optional<std::string> read_system_file(const std::string& path, size_t limit) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return std::nullopt;
+  std::string text(limit, '\0');
+  text.resize(std::fread(text.data(), 1, limit, f));
+  std::fclose(f);
+  return text;
+}
+
+// A limit file's value: a decimal number of bytes, or nullopt ("max", anything else).
+std::optional<uint64_t> limit_value(const std::string& text) {
+  uint64_t value = 0;
+  size_t digits = 0;
+  for (; digits < text.size() && text[digits] >= '0' && text[digits] <= '9'; ++digits) {
+    if (value > (UINT64_MAX - 9) / 10) return std::nullopt;
+    value = value * 10 + static_cast<uint64_t>(text[digits] - '0');
+  }
+  if (digits == 0 || (digits < text.size() && text[digits] != '\n')) return std::nullopt;
+  return value;
+}
+
+}  // namespace
+
+uint64_t cgroup_memory_limit(const std::string& root) {
+  auto membership = read_system_file(root + "/proc/self/cgroup", 64 << 10);
+  if (!membership) return UINT64_MAX;
+  uint64_t limit = UINT64_MAX;
+  // Each line is "id:controllers:path". v2's unified hierarchy ("0::path") has the limit in
+  // memory.max; v1's memory controller in memory.limit_in_bytes. A group's ancestors
+  // limit it too, and in a container the group's own directory may be mounted as the
+  // hierarchy's top, so every directory from the path up to the top is read.
+  size_t at = 0;
+  while (at < membership->size()) {
+    size_t end = membership->find('\n', at);
+    if (end == std::string::npos) end = membership->size();
+    const std::string line = membership->substr(at, end - at);
+    at = end + 1;
+    const size_t colon1 = line.find(':'), colon2 = colon1 == std::string::npos ? colon1 : line.find(':', colon1 + 1);
+    if (colon2 == std::string::npos) continue;
+    const std::string controllers = "," + line.substr(colon1 + 1, colon2 - colon1 - 1) + ",";
+    std::string path = line.substr(colon2 + 1);
+    if (path.size() > 4096) continue;  // longer than a path can be (PATH_MAX)
+    std::string top, file;
+    if (line.compare(0, colon2 + 1, "0::") == 0) {
+      top = root + "/sys/fs/cgroup", file = "/memory.max";
+    } else if (controllers.find(",memory,") != std::string::npos) {
+      top = root + "/sys/fs/cgroup/memory", file = "/memory.limit_in_bytes";
+    } else {
+      continue;
+    }
+    while (true) {  // path, then each parent
+      if (auto text = read_system_file(top + path + file, 64))
+        if (auto value = limit_value(*text)) limit = std::min(limit, *value);
+      const size_t slash = path.find_last_of('/');
+      if (slash == std::string::npos || path.empty()) break;
+      path.resize(slash);
+    }
+  }
+  return limit;
+}
+
 uint64_t working_memory_limit() {
   // A phone with 4 GiB would let a 20 GiB request through kMaxRequestBytes and be killed by
-  // the OOM killer instead of returning an error. (Under emscripten sysconf gives the
-  // heap's maximum.)
+  // the OOM killer instead of returning an error; so would a container given 2 GiB of a
+  // larger machine. (Under emscripten sysconf gives the heap's maximum.)
   static const uint64_t limit = [] {
+    uint64_t device = kMaxRequestBytes;
     const long pages = sysconf(_SC_PHYS_PAGES), page_bytes = sysconf(_SC_PAGESIZE);
-    if (pages <= 0 || page_bytes <= 0) return kMaxRequestBytes;
-    return std::min(kMaxRequestBytes, static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_bytes));
+    if (pages > 0 && page_bytes > 0) device = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_bytes);
+    return std::min({kMaxRequestBytes, device, cgroup_memory_limit("")});
   }();
   return limit;
 }
@@ -230,7 +298,7 @@ std::optional<Error> working_memory_problem(const CheckedSize& bytes, const std:
   return Error{ErrorCode::kOutOfMemory,
                request + " " + (bytes.ok() ? mib(bytes.value()) : std::string("more than 2^64 bytes")) +
                    " of working memory; the limit is " + mib(limit) +
-                   (limit < kMaxRequestBytes ? " (this device's memory)" : "") + ": " + remedy};
+                   (limit < kMaxRequestBytes ? " (the memory this process may use)" : "") + ": " + remedy};
 }
 
 std::optional<Error> source_problem(const ModelInfo& info, const std::vector<int32_t>& ids, size_t input) {

@@ -53,6 +53,25 @@ void remove_partials_and_die(int signal_number) {
   ::raise(signal_number);
 }
 
+// Holds SIGINT, SIGTERM and SIGHUP back while it lives: one arriving between a partial
+// file's creation and its registration (or removal) would otherwise leave the file behind.
+// A held signal is delivered when the scope ends, with the file registered.
+class SignalsHeld {
+ public:
+  SignalsHeld() {
+    sigset_t held;
+    sigemptyset(&held);
+    for (int signal_number : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&held, signal_number);
+    ::pthread_sigmask(SIG_BLOCK, &held, &before_);
+  }
+  ~SignalsHeld() { ::pthread_sigmask(SIG_SETMASK, &before_, nullptr); }
+  SignalsHeld(const SignalsHeld&) = delete;
+  SignalsHeld& operator=(const SignalsHeld&) = delete;
+
+ private:
+  sigset_t before_;
+};
+
 bool write_all(int fd, const uint8_t* p, size_t n) {
   while (n > 0) {
     const ssize_t w = ::write(fd, p, n);
@@ -127,9 +146,15 @@ void remove_partial_outputs_on_signals() {
 ModelWriter::ModelWriter(const std::string& path) : path_(path) {
   builder_.ForceDefaults(true);
   std::string data_path;
-  data_fd_ = create_partial(path, ".data.partial", 0600, data_path);
-  if (data_fd_ < 0) throw ConvertError(path + ": cannot create output: " + std::strerror(errno));
-  ::unlink(data_path.c_str());  // the open descriptor keeps it; no file is left behind, whatever happens
+  int create_error = 0;
+  {
+    const SignalsHeld held;
+    data_fd_ = create_partial(path, ".data.partial", 0600, data_path);
+    create_error = errno;
+    // The open descriptor keeps it; no file is left behind, whatever happens.
+    if (data_fd_ >= 0) ::unlink(data_path.c_str());
+  }
+  if (data_fd_ < 0) throw ConvertError(path + ": cannot create output: " + std::strerror(create_error));
 }
 
 ModelWriter::~ModelWriter() {
@@ -233,9 +258,14 @@ uint64_t ModelWriter::write(flatbuffers::Offset<fb::Model> root) {
       if (!name.empty()) std::remove(name.c_str());
     }
   } partial;
-  partial.fd = create_partial(path, ".partial", 0644, partial.name);
-  if (partial.fd < 0) throw ConvertError(path + ": cannot create output: " + std::strerror(errno));
-  partial.registered.emplace(partial.name);
+  int create_error = 0;
+  {
+    const SignalsHeld held;
+    partial.fd = create_partial(path, ".partial", 0644, partial.name);
+    create_error = errno;
+    if (partial.fd >= 0) partial.registered.emplace(partial.name);
+  }
+  if (partial.fd < 0) throw ConvertError(path + ": cannot create output: " + std::strerror(create_error));
   static const uint8_t zeros[detail::kDataAlignment] = {};
   const size_t padding = data_start - meta_size;  // < kDataAlignment
   const bool wrote = write_all(partial.fd, meta, meta_size) && write_all(partial.fd, zeros, padding) &&
