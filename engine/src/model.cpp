@@ -105,7 +105,7 @@ class MappedFile final : public ModelStorage {
 class AlignedCopy final : public ModelStorage {
  public:
   AlignedCopy(uint8_t* data, size_t size) : data_(data), size_(size) {}
-  ~AlignedCopy() override { std::free(data_); }
+  ~AlignedCopy() override { Model::free_buffer(data_); }
   const uint8_t* data() const override { return data_; }
   size_t size() const override { return size_; }
 
@@ -281,35 +281,76 @@ Result<std::shared_ptr<const Model>> Model::load(const std::string& path) {
   return finish_load(std::make_unique<MappedFile>(addr, size), path);
 }
 
+namespace {
+
+// What free_buffer needs to release a buffer from allocate_buffer, in the 64 bytes before
+// it (which keep the buffer 64-byte aligned).
+struct BufferHeader {
+  void* base;     // what was allocated
+  size_t length;  // bytes mapped from base; 0: base is from aligned_alloc
+};
+constexpr size_t kBufferHeader = 64;
+static_assert(sizeof(BufferHeader) <= kBufferHeader, "the header fits before the buffer");
+
+}  // namespace
+
 void* Model::allocate_buffer(size_t size) {
   constexpr size_t kHuge = size_t{2} << 20;
-  if (size == 0 || size > SIZE_MAX - kHuge) return nullptr;
+  if (size == 0 || size > SIZE_MAX - 2 * kHuge) return nullptr;
+  uint8_t* buffer = nullptr;
+  BufferHeader header{};
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-  if (size >= kHuge) {  // in 2 MiB pages where the kernel gives them, as Model::load's mapping
+  if (size >= kHuge) {
+    // In 2 MiB pages where the kernel gives them, as Model::load's mapping. Mapped here,
+    // not taken from malloc: memory malloc hands back after an earlier free may already be
+    // in 4 KiB pages, and would stay so. The buffer starts on a 2 MiB boundary, its header
+    // in the page before; the slack around them is unmapped.
+    const long page_size = ::sysconf(_SC_PAGESIZE);
+    const size_t page = page_size > 0 ? static_cast<size_t>(page_size) : 4096;
     const size_t bytes = (size + kHuge - 1) / kHuge * kHuge;
-    void* buffer = std::aligned_alloc(kHuge, bytes);
-    // (Memory malloc hands back after an earlier free may already be in 4 KiB pages, and
-    // stays so. Not dropped with MADV_DONTNEED: on arm64 with memory tagging a page faulted
-    // in afresh loses the allocation's tags.)
-    if (buffer != nullptr) ::madvise(buffer, bytes, MADV_HUGEPAGE);
-    return buffer;
+    void* mapped = ::mmap(nullptr, bytes + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mapped == MAP_FAILED) return nullptr;
+    const uintptr_t at = reinterpret_cast<uintptr_t>(mapped), end = at + bytes + kHuge;
+    const uintptr_t start = (at + kBufferHeader + kHuge - 1) / kHuge * kHuge;
+    const uintptr_t keep = (start - kBufferHeader) / page * page;
+    if (keep > at) ::munmap(mapped, keep - at);
+    if (end > start + bytes) ::munmap(reinterpret_cast<void*>(start + bytes), end - (start + bytes));
+    buffer = reinterpret_cast<uint8_t*>(start);
+    header = {reinterpret_cast<void*>(keep), start + bytes - keep};
+    ::madvise(buffer, bytes, MADV_HUGEPAGE);
   }
 #endif
-  return std::aligned_alloc(64, (size + 63) / 64 * 64);
+  if (buffer == nullptr) {
+    void* base = std::aligned_alloc(64, kBufferHeader + (size + 63) / 64 * 64);
+    if (base == nullptr) return nullptr;
+    buffer = static_cast<uint8_t*>(base) + kBufferHeader;
+    header = {base, 0};
+  }
+  std::memcpy(buffer - kBufferHeader, &header, sizeof header);
+  return buffer;
 }
 
-void Model::free_buffer(void* buffer) { std::free(buffer); }
+void Model::free_buffer(void* buffer) {
+  if (buffer == nullptr) return;
+  BufferHeader header;
+  std::memcpy(&header, static_cast<uint8_t*>(buffer) - kBufferHeader, sizeof header);
+  if (header.length == 0) {
+    std::free(header.base);
+  } else {
+    ::munmap(header.base, header.length);
+  }
+}
 
 Result<std::shared_ptr<const Model>> Model::load_from_buffer(void* buffer, size_t size, const std::string& name) {
   if (buffer == nullptr || size == 0) {
-    std::free(buffer);
+    free_buffer(buffer);
     return Error{ErrorCode::kInvalidArgument, name + ": empty model buffer"};
   }
   std::unique_ptr<ModelStorage> storage;
   try {
     storage = std::make_unique<AlignedCopy>(static_cast<uint8_t*>(buffer), size);
   } catch (...) {
-    std::free(buffer);
+    free_buffer(buffer);
     throw;
   }
   return finish_load(std::move(storage), name);
