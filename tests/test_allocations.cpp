@@ -407,4 +407,13 @@ TEST_CASE("the cgroup memory limit is the least of the process's groups and thei
   // can be read nothing; the last line reads v2's top.
   put("/proc/self/cgroup", "3:cpu:/a\nnonsense\n0::" + std::string(5000, '/') + "\n0::/\n");
   CHECK(cgroup_memory_limit(root) == 5368709120u);
+  // A group outside the process's cgroup namespace: not under this tree's top, whose
+  // limit is another group's.
+  put("/proc/self/cgroup", "0::/../../system.slice/petrel.service\n");
+  CHECK(cgroup_memory_limit(root) == UINT64_MAX);
+  put("/proc/self/cgroup", "0::/app.slice/..\n");
+  CHECK(cgroup_memory_limit(root) == UINT64_MAX);
+  // A line cut at the 64 KiB read limit is not read: "/app.slice" of "/app.slicex".
+  put("/proc/self/cgroup", std::string(65536 - 13, '\n') + "0::/app.slicex\n");
+  CHECK(cgroup_memory_limit(root) == UINT64_MAX);
 }

@@ -352,7 +352,7 @@ TEST_CASE("a model buffer is in 2 MiB pages where the kernel gives them", "[form
 
 TEST_CASE("model buffers of every size are 64-byte aligned, writable to their end, and freed", "[format]") {
   // Below 2 MiB from the heap, from 2 MiB up mapped: free_buffer tells them apart (the
-  // sanitizer builds see a wrong free or an access past the end).
+  // sanitizer builds see a wrong free; a leaked mapping, a crash).
   constexpr size_t kHuge = size_t{2} << 20;
   for (const size_t size : {size_t{1}, size_t{63}, size_t{64}, size_t{4097}, kHuge - 1, kHuge, kHuge + 1, 3 * kHuge + 17}) {
     INFO("size " << size);

@@ -310,11 +310,12 @@ void* Model::allocate_buffer(size_t size) {
     const size_t bytes = (size + kHuge - 1) / kHuge * kHuge;
     void* mapped = ::mmap(nullptr, bytes + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mapped == MAP_FAILED) return nullptr;
-    const uintptr_t at = reinterpret_cast<uintptr_t>(mapped), end = at + bytes + kHuge;
+    const uintptr_t at = reinterpret_cast<uintptr_t>(mapped);
     const uintptr_t start = (at + kBufferHeader + kHuge - 1) / kHuge * kHuge;
     const uintptr_t keep = (start - kBufferHeader) / page * page;
+    const size_t tail = kHuge - (start - at);  // (no end address: it may wrap to 0 on 32-bit)
     if (keep > at) ::munmap(mapped, keep - at);
-    if (end > start + bytes) ::munmap(reinterpret_cast<void*>(start + bytes), end - (start + bytes));
+    if (tail > 0) ::munmap(reinterpret_cast<void*>(start + bytes), tail);
     buffer = reinterpret_cast<uint8_t*>(start);
     header = {reinterpret_cast<void*>(keep), start + bytes - keep};
     ::madvise(buffer, bytes, MADV_HUGEPAGE);

@@ -241,8 +241,11 @@ std::optional<uint64_t> limit_value(const std::string& text) {
 }  // namespace
 
 uint64_t cgroup_memory_limit(const std::string& root) {
-  auto membership = read_system_file(root + "/proc/self/cgroup", 64 << 10);
+  constexpr size_t kMaxMembership = 64 << 10;
+  auto membership = read_system_file(root + "/proc/self/cgroup", kMaxMembership);
   if (!membership) return UINT64_MAX;
+  // A line cut by the read limit could name another group ("/a/b" of "/a/bc").
+  if (membership->size() == kMaxMembership) membership->resize(membership->find_last_of('\n') + 1);
   uint64_t limit = UINT64_MAX;
   // Each line is "id:controllers:path". v2's unified hierarchy ("0::path") has the limit in
   // memory.max; v1's memory controller in memory.limit_in_bytes. A group's ancestors
@@ -259,6 +262,11 @@ uint64_t cgroup_memory_limit(const std::string& root) {
     const std::string controllers = "," + line.substr(colon1 + 1, colon2 - colon1 - 1) + ",";
     std::string path = line.substr(colon2 + 1);
     if (path.size() > 4096) continue;  // longer than a path can be (PATH_MAX)
+    // A group outside this cgroup namespace ("/../x"): neither it nor what the walk up would
+    // read is this process's.
+    const bool up = path.find("/../") != std::string::npos ||
+                    (path.size() >= 3 && path.compare(path.size() - 3, 3, "/..") == 0);
+    if (up) continue;
     std::string top, file;
     if (line.compare(0, colon2 + 1, "0::") == 0) {
       top = root + "/sys/fs/cgroup", file = "/memory.max";

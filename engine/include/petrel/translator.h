@@ -23,7 +23,8 @@ constexpr size_t kMaxBatchSize = size_t{1} << 16;  // inputs per call
 constexpr size_t kMaxBeamSize = 64;
 // Working memory one call may need (KV caches, logits, histories, activations),
 // computed before anything is allocated; more fails with ErrorCode::kOutOfMemory. On a
-// device with less memory than this, the limit is the device's memory.
+// device with less memory than this, or in a cgroup (a container, a service) with a
+// smaller memory limit, the limit is that.
 constexpr uint64_t kMaxRequestBytes = sizeof(void*) >= 8 ? uint64_t{32} << 30 : uint64_t{3} << 29;
 
 // One step of a translation as it is produced (TranslateOptions::on_token): called after
