@@ -11,7 +11,8 @@
 # the sanitized and emulated runs check a subset of the heavy tests' data
 # (PETREL_TEST_SUBSET).
 # Compiles go through ccache when it is installed (a second run recompiles only what
-# changed; set CCACHE_DISABLE=1 to measure a cold build).
+# changed, in this clone or in another at any path; set CCACHE_DISABLE=1 to measure a
+# cold build).
 #   tools/test.sh            everything
 #   tools/test.sh --native   x86-64 builds only
 set -euo pipefail

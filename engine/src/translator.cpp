@@ -294,7 +294,11 @@ uint64_t working_memory_limit() {
     uint64_t device = kMaxRequestBytes;
     const long pages = sysconf(_SC_PHYS_PAGES), page_bytes = sysconf(_SC_PAGESIZE);
     if (pages > 0 && page_bytes > 0) device = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_bytes);
+#if defined(__linux__)  // (not under emscripten: a page's module has no files to read)
     return std::min({kMaxRequestBytes, device, cgroup_memory_limit("")});
+#else
+    return std::min(kMaxRequestBytes, device);
+#endif
   }();
   return limit;
 }
