@@ -5,8 +5,11 @@ import { packageUrl, enDeF32 } from "./helpers.mjs";
 
 const { PetrelWorker } = await import(packageUrl("petrel-worker-client.mjs"));
 
-test("PetrelWorker (Node worker_threads): load, translate, stream, errors, terminate", async () => {
+// Each test ends its worker however it ends: a live worker thread keeps Node's test runner
+// waiting, so one failed assertion hung the suite until ctest's timeout (30 minutes).
+test("PetrelWorker (Node worker_threads): load, translate, stream, errors, terminate", async (t) => {
   const w = await PetrelWorker.create();
+  t.after(() => w.terminate());
   assert.match(w.version, /^\d+\./);
   assert.equal(w.info, null);
   const model = await w.loadModel(new Uint8Array(fs.readFileSync(enDeF32())));
@@ -37,8 +40,9 @@ test("PetrelWorker (Node worker_threads): load, translate, stream, errors, termi
 
 // Whatever a page posts to the worker gets an error reply or none, and the worker goes
 // on: a null message killed it (Node) or left every later request unanswered (browsers).
-test("PetrelWorker: stray messages (null, numbers, no id) do not stop the worker", async () => {
+test("PetrelWorker: stray messages (null, numbers, no id) do not stop the worker", async (t) => {
   const w = await PetrelWorker.create();
+  t.after(() => w.terminate());
   await w.loadModel(new Uint8Array(fs.readFileSync(enDeF32())));
   for (const stray of [null, undefined, 42, "translate", { op: "translate" }, []]) w._worker.postMessage(stray);
   assert.equal(await w.translate("Open the file"), "die Datei öffnen");
