@@ -275,11 +275,12 @@ uint64_t cgroup_memory_limit(const std::string& root) {
     } else {
       continue;
     }
+    while (!path.empty() && path.back() == '/') path.pop_back();  // "/" is the top itself
     while (true) {  // path, then each parent
       if (auto text = read_system_file(top + path + file, 64))
         if (auto value = limit_value(*text)) limit = std::min(limit, *value);
       const size_t slash = path.find_last_of('/');
-      if (slash == std::string::npos || path.empty()) break;
+      if (slash == std::string::npos) break;
       path.resize(slash);
     }
   }

@@ -27,8 +27,8 @@
 #include "convert/spm_model.h"
 #include "exercise_model.h"
 #include "marian_checkpoint.h"
-#include "support/build_paths.h"
 #include "petrel/batch_translator.h"
+#include "support/build_paths.h"
 #include "text/sentence_splitter.h"
 
 namespace {

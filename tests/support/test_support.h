@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "convert/convert.h"
-#include "support/build_paths.h"
 #include "kernels/kernels.h"
 #include "petrel/model.h"
+#include "support/build_paths.h"
 
 namespace petrel::test {
 

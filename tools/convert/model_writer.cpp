@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <optional>
+#include <utility>
 
 #include "convert/convert_error.h"
 #include "format/crc32.h"
@@ -22,17 +23,48 @@ namespace {
 
 constexpr size_t kWriteBuffer = size_t{1} << 20;
 
+// The signals on which partial outputs are removed (remove_partial_outputs_on_signals).
+constexpr int kRemovalSignals[] = {SIGINT, SIGTERM, SIGHUP};
+
+// Holds kRemovalSignals back while it lives; one held is delivered when the scope ends.
+class SignalsHeld {
+ public:
+  SignalsHeld() {
+    sigset_t held;
+    sigemptyset(&held);
+    for (int signal_number : kRemovalSignals) sigaddset(&held, signal_number);
+    ::pthread_sigmask(SIG_BLOCK, &held, &before_);
+  }
+  ~SignalsHeld() { ::pthread_sigmask(SIG_SETMASK, &before_, nullptr); }
+  SignalsHeld(const SignalsHeld&) = delete;
+  SignalsHeld& operator=(const SignalsHeld&) = delete;
+
+ private:
+  sigset_t before_;
+};
+
 // Creates a new file beside `path`, `path`.<pid>-<n><suffix> (O_EXCL): never one that
 // exists (a file of the user's that happens to have the name, or another conversion's to
-// the same path, which would write into each other). Its name goes to `created`.
-int create_partial(const std::string& path, const char* suffix, mode_t mode, std::string& created) {
+// the same path, which would write into each other). Its name goes to `created`, then
+// `on_created()` (which must not throw) registers or removes it with the signals held: one
+// arriving in between would otherwise leave the file behind. Returns its descriptor;
+// throws ConvertError naming `path` when no file can be created.
+template <typename OnCreated>
+int create_partial(const std::string& path, const char* suffix, mode_t mode, std::string& created,
+                   OnCreated on_created) {
   static std::atomic<unsigned> counter{0};
+  const SignalsHeld held;
   for (int attempt = 0; attempt < 1000; ++attempt) {
-    created = path + "." + std::to_string(::getpid()) + "-" + std::to_string(counter++) + suffix;
-    const int fd = ::open(created.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-    if (fd >= 0 || errno != EEXIST) return fd;
+    std::string name = path + "." + std::to_string(::getpid()) + "-" + std::to_string(counter++) + suffix;
+    const int fd = ::open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+    if (fd >= 0) {
+      created = std::move(name);
+      on_created();
+      return fd;
+    }
+    if (errno != EEXIST) break;
   }
-  return -1;  // errno: EEXIST
+  throw ConvertError(path + ": cannot create output: " + std::strerror(errno));
 }
 
 // The partial outputs being written, for a signal handler to remove: fixed slots, as a
@@ -52,25 +84,6 @@ void remove_partials_and_die(int signal_number) {
   // as it would have (pending until this handler returns).
   ::raise(signal_number);
 }
-
-// Holds SIGINT, SIGTERM and SIGHUP back while it lives: one arriving between a partial
-// file's creation and its registration (or removal) would otherwise leave the file behind.
-// A held signal is delivered when the scope ends, with the file registered.
-class SignalsHeld {
- public:
-  SignalsHeld() {
-    sigset_t held;
-    sigemptyset(&held);
-    for (int signal_number : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&held, signal_number);
-    ::pthread_sigmask(SIG_BLOCK, &held, &before_);
-  }
-  ~SignalsHeld() { ::pthread_sigmask(SIG_SETMASK, &before_, nullptr); }
-  SignalsHeld(const SignalsHeld&) = delete;
-  SignalsHeld& operator=(const SignalsHeld&) = delete;
-
- private:
-  sigset_t before_;
-};
 
 bool write_all(int fd, const uint8_t* p, size_t n) {
   while (n > 0) {
@@ -130,7 +143,7 @@ PartialRegistration::~PartialRegistration() {
 }
 
 void remove_partial_outputs_on_signals() {
-  for (int signal_number : {SIGINT, SIGTERM, SIGHUP}) {
+  for (int signal_number : kRemovalSignals) {
     // An ignored signal stays ignored: `nohup petrel-convert ...`, or `... &` from a script,
     // must survive the hang-up or Ctrl-C it was started to survive.
     struct sigaction current = {};
@@ -146,15 +159,8 @@ void remove_partial_outputs_on_signals() {
 ModelWriter::ModelWriter(const std::string& path) : path_(path) {
   builder_.ForceDefaults(true);
   std::string data_path;
-  int create_error = 0;
-  {
-    const SignalsHeld held;
-    data_fd_ = create_partial(path, ".data.partial", 0600, data_path);
-    create_error = errno;
-    // The open descriptor keeps it; no file is left behind, whatever happens.
-    if (data_fd_ >= 0) ::unlink(data_path.c_str());
-  }
-  if (data_fd_ < 0) throw ConvertError(path + ": cannot create output: " + std::strerror(create_error));
+  // The open descriptor keeps it; no file is left behind, whatever happens.
+  data_fd_ = create_partial(path, ".data.partial", 0600, data_path, [&] { ::unlink(data_path.c_str()); });
 }
 
 ModelWriter::~ModelWriter() {
@@ -258,14 +264,7 @@ uint64_t ModelWriter::write(flatbuffers::Offset<fb::Model> root) {
       if (!name.empty()) std::remove(name.c_str());
     }
   } partial;
-  int create_error = 0;
-  {
-    const SignalsHeld held;
-    partial.fd = create_partial(path, ".partial", 0644, partial.name);
-    create_error = errno;
-    if (partial.fd >= 0) partial.registered.emplace(partial.name);
-  }
-  if (partial.fd < 0) throw ConvertError(path + ": cannot create output: " + std::strerror(create_error));
+  partial.fd = create_partial(path, ".partial", 0644, partial.name, [&] { partial.registered.emplace(partial.name); });
   static const uint8_t zeros[detail::kDataAlignment] = {};
   const size_t padding = data_start - meta_size;  // < kDataAlignment
   const bool wrote = write_all(partial.fd, meta, meta_size) && write_all(partial.fd, zeros, padding) &&
