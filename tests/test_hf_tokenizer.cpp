@@ -43,28 +43,6 @@ using petrel::test::hf::LoadedHfTokenizer;
 using petrel::test::hf::load_hf_tokenizer;
 using petrel::test::hf::unescape_line;
 
-struct ExpectedReader {
-  const std::string& bytes;
-  size_t at = 0;
-  uint32_t u32() {
-    REQUIRE(at + 4 <= bytes.size());
-    uint32_t v;
-    std::memcpy(&v, bytes.data() + at, 4);
-    at += 4;
-    return v;
-  }
-  uint32_t byte() {
-    REQUIRE(at < bytes.size());
-    return static_cast<unsigned char>(bytes[at++]);
-  }
-  std::string text() {
-    const uint32_t n = u32();
-    REQUIRE(at + n <= bytes.size());
-    std::string s = bytes.substr(at, n);
-    at += n;
-    return s;
-  }
-};
 
 }  // namespace
 
@@ -85,7 +63,7 @@ TEST_CASE("tokenizer.json: Gemma 3, Qwen3 and Llama 3 encode and decode real tex
   REQUIRE(lines.size() >= 100000);
   const petrel::text::HfTokenizer& tok = *loaded->tokenizer;
   const std::string& expected_bytes = *expected_text;
-  ExpectedReader expected{expected_bytes};
+  petrel::test::hf::FixtureReader expected{expected_bytes};
   const size_t stride = petrel::test::subset_stride();
   size_t encode_wrong = 0, decode_wrong = 0, decode_special_wrong = 0;
   std::string report;

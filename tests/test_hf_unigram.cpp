@@ -141,24 +141,6 @@ constexpr KnownDivergence kKnownDivergences[] = {
     {"t5", 67088, "U+FFFD U+033D, as line 62808"},
 };
 
-struct Reader {
-  const std::string& bytes;
-  size_t at = 0;
-  uint32_t u32() {
-    REQUIRE(at + 4 <= bytes.size());
-    uint32_t v;
-    std::memcpy(&v, bytes.data() + at, 4);
-    at += 4;
-    return v;
-  }
-  uint32_t u16() {
-    REQUIRE(at + 2 <= bytes.size());
-    uint16_t v;
-    std::memcpy(&v, bytes.data() + at, 2);
-    at += 2;
-    return v;
-  }
-};
 
 }  // namespace hf_unigram_test
 
@@ -178,22 +160,18 @@ TEST_CASE("hf_unigram: T5-style tokenizer.json tokenizers encode and decode real
   }
   const petrel::text::HfTokenizer& tok = *loaded->tokenizer;
   const int32_t unk = *tok.token_id("<unk>");
-  Reader expected{*expected_text};
+  petrel::test::hf::FixtureReader expected{*expected_text};
   const size_t stride = petrel::test::subset_stride();
   size_t checked = 0, encode_wrong = 0, decode_wrong = 0, with_unknown = 0, diverging = 0, lone_space_lines = 0;
   std::string report;
-  for (size_t k = 0; expected.at < expected_text->size(); ++k) {
+  for (size_t k = 0; !expected.done(); ++k) {
     const uint32_t number = expected.u32();
-    REQUIRE(number < lines.size());
+    if (number >= lines.size()) FAIL("expected.bin names line " << number);
     std::vector<int32_t> want(expected.u32());
     for (int32_t& id : want) id = static_cast<int32_t>(expected.u16());
     const uint32_t length = expected.u32();
     std::string want_text = lines[number];
-    if (length != 0xFFFFFFFFu) {
-      REQUIRE(expected.at + length <= expected_text->size());
-      want_text = expected_text->substr(expected.at, length);
-      expected.at += length;
-    }
+    if (length != 0xFFFFFFFFu) want_text = expected.string_of(length);
     if (k % stride != 0) continue;  // sanitizer and emulated runs check a subset (PETREL_TEST_SUBSET)
     ++checked;
     const std::string& line = lines[number];

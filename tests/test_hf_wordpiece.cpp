@@ -35,24 +35,6 @@ std::optional<petrel::convert::HfTokenizerFiles> wp_fixture_files(const std::str
   return petrel::test::hf::fixture_files(wp_fixture(name));
 }
 
-struct WpReader {
-  const std::string& bytes;
-  size_t at = 0;
-  uint32_t get(size_t n) {
-    REQUIRE(at + n <= bytes.size());
-    uint32_t v = 0;
-    std::memcpy(&v, bytes.data() + at, n);  // little-endian hosts only, as the engine
-    at += n;
-    return v;
-  }
-  std::string text() {
-    const uint32_t n = get(4);
-    REQUIRE(at + n <= bytes.size());
-    std::string s = bytes.substr(at, n);
-    at += n;
-    return s;
-  }
-};
 
 std::string wp_ids_text(const std::vector<int32_t>& ids) {
   std::string s;
@@ -112,11 +94,11 @@ TEST_CASE("tokenizer.json WordPiece: three BERT-style tokenizers encode and deco
     loaded.push_back(petrel::test::hf::load_hf_tokenizer(*files));
   }
   const std::string& bytes = *expected_text;
-  WpReader expected{bytes};
+  petrel::test::hf::FixtureReader expected{bytes};
   const size_t stride = petrel::test::subset_stride();
   size_t lines = 0, wrong[3][2] = {};
   std::string report;
-  while (expected.at < bytes.size()) {
+  while (!expected.done()) {
     const std::string line = expected.text();
     for (size_t v = 0; v < 3; ++v) {
       std::vector<int32_t> want(expected.get(2));

@@ -207,11 +207,16 @@ TEST_CASE("SentencePiece matches spm_encode/spm_decode on the corpus sample", "[
       LoadedModel m = load(name);
       // The piece table (the oracle's own) spells each id once: an "=" id line is the
       // pieces' ids, which this confirms converts both ways.
-      for (int32_t id = 0; id < m.sp.size(); ++id) REQUIRE(m.sp.piece_to_id(m.sp.id_to_piece(id)) == id);
+      // (Counted, as below, not an assertion per id or line: those took much of this
+      // test's time under ASan and qemu.)
+      int32_t ids_not_round_tripped = 0;
+      for (int32_t id = 0; id < m.sp.size(); ++id) ids_not_round_tripped += m.sp.piece_to_id(m.sp.id_to_piece(id)) != id;
+      CHECK(ids_not_round_tripped == 0);
       Encoding e;
       std::string decoded;
       size_t wrong_pieces = 0, wrong_ids = 0, wrong_decode_ids = 0, wrong_decode_pieces = 0, pieces = 0;
-      for (size_t i = 0; i < sample_lines; ++i) {
+      const size_t stride = test::subset_stride();  // sanitizer and emulated runs check a subset
+      for (size_t i = 0; i < sample_lines; i += stride) {
         const std::string& want_pieces = want.at("piece")[i];
         const std::vector<std::string_view> piece_fields = split_spaces(want_pieces);
         std::vector<int32_t> want_ids;
@@ -244,7 +249,7 @@ TEST_CASE("SentencePiece matches spm_encode/spm_decode on the corpus sample", "[
       CHECK(wrong_ids == 0);
       CHECK(wrong_decode_ids == 0);
       CHECK(wrong_decode_pieces == 0);
-      CHECK(pieces > sample_lines);  // the sample is real text, not empty lines
+      CHECK(pieces > sample_lines / stride);  // the sample is real text, not empty lines
     }
   }
 }

@@ -5,9 +5,11 @@
 
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -71,6 +73,35 @@ inline std::optional<LoadedHfTokenizer> load_fixture_tokenizer(const std::string
       name, [&](const std::string& out) { write_bytes(out, petrel::convert::hf_tokenizer_buffer(*files)); });
   return bind_hf_tokenizer_buffer(read_bytes(file), dir);
 }
+
+// Reads a fixture's expected.bin (little-endian integers, u32-length-prefixed texts). A
+// short file throws, which Catch reports as the test's failure: not a REQUIRE per read,
+// whose millions of assertions took most of these tests' time under ASan and qemu.
+struct FixtureReader {
+  const std::string& bytes;
+  size_t at = 0;
+  bool done() const { return at >= bytes.size(); }
+  void need(size_t n) const {
+    if (n > bytes.size() - at) throw std::runtime_error("expected.bin ends early, at byte " + std::to_string(at));
+  }
+  uint32_t get(size_t n) {  // n <= 4 bytes
+    need(n);
+    uint32_t v = 0;
+    std::memcpy(&v, bytes.data() + at, n);  // little-endian hosts only, as the engine
+    at += n;
+    return v;
+  }
+  uint32_t u32() { return get(4); }
+  uint32_t u16() { return get(2); }
+  uint32_t byte() { return get(1); }
+  std::string string_of(size_t n) {
+    need(n);
+    std::string s = bytes.substr(at, n);
+    at += n;
+    return s;
+  }
+  std::string text() { return string_of(u32()); }
+};
 
 // A fixture line: \n, \t and \\ escaped.
 inline std::string unescape_line(const std::string& line) {

@@ -242,9 +242,15 @@ std::string run_command(const std::string& command, int* status, bool stdout_onl
 }
 
 std::vector<uint8_t> read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  // One read of the file's size: a byte-by-byte stream iterator took 13 s for the
+  // 30 MB tokenizers under ASan.
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw std::runtime_error("cannot read " + path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  std::vector<uint8_t> bytes(static_cast<size_t>(in.tellg()));
+  in.seekg(0);
+  if (!in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size())))
+    throw std::runtime_error("cannot read " + path);
+  return bytes;
 }
 
 void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
