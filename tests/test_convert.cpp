@@ -157,10 +157,9 @@ TEST_CASE("fold: W_q x + b_q in the file equals (W_q x + b_q)/sqrt(head_dim) on 
   const size_t d = q.weight.cols;
   const double head_dim = d / model->info().num_heads;
   std::mt19937 rng(7);
-  std::normal_distribution<float> normal;
   for (int trial = 0; trial < 10; ++trial) {
     std::vector<float> x(d);
-    for (float& v : x) v = normal(rng);
+    for (float& v : x) v = test::normal_float(rng);
     for (size_t r = 0; r < d; ++r) {
       double folded = q.bias[r], unfolded = b[r];
       for (size_t c = 0; c < d; ++c) {

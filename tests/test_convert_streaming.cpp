@@ -39,8 +39,7 @@ TEST_CASE("the quantizers round as std::lround does, clamped", "[convert]") {
       xs.push_back(x);
   }
   std::mt19937 rng(3);
-  std::uniform_real_distribution<float> uniform(-200.0f, 200.0f);
-  for (int i = 0; i < 100000; ++i) xs.push_back(uniform(rng));
+  for (int i = 0; i < 100000; ++i) xs.push_back(test::uniform_float(rng, -200.0f, 200.0f));
   size_t wrong = 0;
   for (int32_t limit : {7, 127}) {
     for (float x : xs) {
@@ -54,7 +53,6 @@ TEST_CASE("the quantizers round as std::lround does, clamped", "[convert]") {
 
 TEST_CASE("MatrixEncoder by blocks stores what encode_matrix stores, bit for bit", "[convert]") {
   std::mt19937 rng(11);
-  std::normal_distribution<float> normal(0.0f, 0.3f);
   struct Shape {
     size_t rows, cols;
   };
@@ -62,7 +60,7 @@ TEST_CASE("MatrixEncoder by blocks stores what encode_matrix stores, bit for bit
     for (detail::Layout layout : {detail::Layout::kRowMajor, detail::Layout::kPanel16}) {
       for (Shape s : {Shape{1, 1}, Shape{17, 5}, Shape{40, 33}, Shape{100, 64}, Shape{33, 70}}) {
         std::vector<float> values(s.rows * s.cols);
-        for (float& v : values) v = normal(rng);
+        for (float& v : values) v = test::normal_float(rng, 0.3f);
         values[values.size() / 2] = 0;
         const convert::EncodedMatrix whole = convert::encode_matrix(values, s.rows, s.cols, dtype, 1.5f, layout);
         for (size_t block_values : {size_t{1}, size_t{50}, size_t{700}, s.rows * s.cols}) {

@@ -68,9 +68,8 @@ std::vector<std::pair<std::string, const KernelTable*>> linear_tables() {
 }
 
 std::vector<float> random_values(std::mt19937& rng, size_t n, float scale = 1.0f) {
-  std::normal_distribution<float> normal(0.0f, scale);
   std::vector<float> v(n);
-  for (float& x : v) x = normal(rng);
+  for (float& x : v) x = test::normal_float(rng, scale);
   return v;
 }
 

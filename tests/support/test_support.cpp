@@ -148,6 +148,19 @@ std::string en_de_model_path(DType dtype) {
   return shared_conversion("en-de", source_dir() + "/tools/en-de-model", dtype);
 }
 
+float uniform_float(std::mt19937& rng, float low, float high) {
+  const double u = static_cast<double>(rng()) * 0x1p-32;  // [0, 1)
+  const float x = static_cast<float>(low + (static_cast<double>(high) - low) * u);
+  return x < high ? x : low;  // rounding to float may reach high
+}
+
+float normal_float(std::mt19937& rng, float sd) {
+  const double u1 = (static_cast<double>(rng()) + 1.0) * 0x1p-32;  // (0, 1]: a finite log
+  const double u2 = static_cast<double>(rng()) * 0x1p-32;
+  constexpr double kTwoPi = 6.283185307179586;
+  return static_cast<float>(sd * std::sqrt(-2.0 * std::log(u1)) * std::cos(kTwoPi * u2));
+}
+
 size_t subset_stride() {
   const char* subset = std::getenv("PETREL_TEST_SUBSET");
   if (subset == nullptr || *subset == '\0' || std::string(subset) == "0") return 1;

@@ -9,6 +9,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,13 @@
 #include "support/build_paths.h"
 
 namespace petrel::test {
+
+// Random floats for test data, drawn from the generator's bits with f32/f64 arithmetic.
+// Not std::normal_distribution or std::uniform_real_distribution: libstdc++ draws them
+// through generate_canonical, whose long-double logarithm clang does not fold on aarch64,
+// where long double is software binary128; the kernel tests ran 5-10x slower there.
+float uniform_float(std::mt19937& rng, float low, float high);  // in [low, high)
+float normal_float(std::mt19937& rng, float sd = 1.0f);        // mean 0 (Box-Muller)
 
 std::string oracle_dir(const std::string& name);  // tests/fixtures/oracle/<name>
 nlohmann::json expected_for(const std::string& name);  // the oracle's expected.json for <name>
