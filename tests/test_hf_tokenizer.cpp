@@ -951,7 +951,7 @@ TEST_CASE("petrel-run --prompt, --stream and --chat on a language model with a t
      // oldest exchanges dropped to make room (said on standard error)
     std::ofstream many(tmp.file("many.txt"));
     // 24 messages: the 15th is the first past the positions; from there every turn runs
-    // the whole kept history again (2 s each under qemu), so no more than needed.
+    // the whole kept history again (~0.9 s each under qemu), so no more than needed.
     for (int i = 0; i < 24; ++i) many << "is the model in the user system\n";
     many.close();
     const std::string err = tmp.file("err.txt");
