@@ -366,10 +366,9 @@ TEST_CASE("a request over this device's memory is refused before it is allocated
   // that is less.
   const uint64_t device = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
 #if defined(__linux__)
-  const uint64_t limit = std::min({petrel::kMaxRequestBytes, device, petrel::detail::cgroup_memory_limit("")});
-#else
-  const uint64_t limit = std::min(petrel::kMaxRequestBytes, device);
+  CHECK(petrel::detail::process_memory_limit() == petrel::detail::cgroup_memory_limit(""));
 #endif
+  const uint64_t limit = std::min({petrel::kMaxRequestBytes, device, petrel::detail::process_memory_limit()});
   CHECK(petrel::detail::working_memory_limit() == limit);
   CHECK_FALSE(petrel::detail::working_memory_problem(petrel::detail::CheckedSize(limit), "it needs", "less"));
   const auto over = petrel::detail::working_memory_problem(petrel::detail::CheckedSize(limit + 1), "it needs", "ask less");

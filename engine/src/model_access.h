@@ -69,6 +69,9 @@ uint64_t working_memory_limit();
 // ancestors, read under `root` ("" in the product; a directory of made-up files in tests):
 // UINT64_MAX when there is none.
 uint64_t cgroup_memory_limit(const std::string& root);
+// This process's: cgroup_memory_limit("") on Linux; UINT64_MAX elsewhere (under
+// emscripten a page's module has no files to read).
+uint64_t process_memory_limit();
 
 // The error for a request whose working memory (`bytes`, computed from its shape before
 // anything is allocated) is over working_memory_limit(), or nullopt: "`request` need(s) N

@@ -287,6 +287,14 @@ uint64_t cgroup_memory_limit(const std::string& root) {
   return limit;
 }
 
+uint64_t process_memory_limit() {
+#if defined(__linux__)
+  return cgroup_memory_limit("");
+#else
+  return UINT64_MAX;
+#endif
+}
+
 uint64_t working_memory_limit() {
   // A phone with 4 GiB would let a 20 GiB request through kMaxRequestBytes and be killed by
   // the OOM killer instead of returning an error; so would a container given 2 GiB of a
@@ -295,11 +303,7 @@ uint64_t working_memory_limit() {
     uint64_t device = kMaxRequestBytes;
     const long pages = sysconf(_SC_PHYS_PAGES), page_bytes = sysconf(_SC_PAGESIZE);
     if (pages > 0 && page_bytes > 0) device = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_bytes);
-#if defined(__linux__)  // (not under emscripten: a page's module has no files to read)
-    return std::min({kMaxRequestBytes, device, cgroup_memory_limit("")});
-#else
-    return std::min(kMaxRequestBytes, device);
-#endif
+    return std::min({kMaxRequestBytes, device, process_memory_limit()});
   }();
   return limit;
 }
