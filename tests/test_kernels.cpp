@@ -48,21 +48,25 @@ namespace {
 #endif
 
 // The tables the linear tests compare with the reference, named for messages: every
-// SIMD path's; on x86 the AVX2 path in both single-row int8 GEMV orders (avx2_table()
-// runs the one this CPU's vendor reads fastest) and, where AVX2 runs, the AVX-VNNI path
-// with its one instruction emulated.
+// SIMD path's; on x86 the AVX2 and AVX-512 paths in both single-row int8 GEMV orders
+// (avx2_table() and avx512_table() run the one this CPU's vendor reads fastest) and,
+// where AVX2 runs, the AVX-VNNI path with its one instruction emulated.
 std::vector<std::pair<std::string, const KernelTable*>> linear_tables() {
   std::vector<std::pair<std::string, const KernelTable*>> out;
   for (Isa isa : simd_paths()) out.emplace_back(isa_name(isa), table_for(isa));
 #if defined(__x86_64__) || defined(_M_X64)
-  if (table_for(Isa::kAvx2)) {
-    out.erase(std::remove_if(out.begin(), out.end(),
-                             [](const auto& named) { return named.second == table_for(Isa::kAvx2); }),
+  // A path's table in both orders instead of the one its vendor rule picks.
+  const auto in_both_orders = [&out](Isa isa, const KernelTable& (*table)(GemvOrder)) {
+    const KernelTable* vendor_order = table_for(isa);
+    if (!vendor_order) return;
+    out.erase(std::remove_if(out.begin(), out.end(), [&](const auto& named) { return named.second == vendor_order; }),
               out.end());
-    out.emplace_back("avx2 (panels side by side)", &avx2_table(GemvOrder::kPanelsSideBySide));
-    out.emplace_back("avx2 (one panel at a time)", &avx2_table(GemvOrder::kOnePanelAtATime));
-    out.emplace_back("avxvnni (vpdpbusd emulated)", &avx_vnni_emulated_table());
-  }
+    out.emplace_back(std::string(isa_name(isa)) + " (panels side by side)", &table(GemvOrder::kPanelsSideBySide));
+    out.emplace_back(std::string(isa_name(isa)) + " (one panel at a time)", &table(GemvOrder::kOnePanelAtATime));
+  };
+  in_both_orders(Isa::kAvx2, avx2_table);
+  in_both_orders(Isa::kAvx512, avx512_table);
+  if (table_for(Isa::kAvx2)) out.emplace_back("avxvnni (vpdpbusd emulated)", &avx_vnni_emulated_table());
 #endif
   return out;
 }

@@ -24,7 +24,8 @@ const KernelTable* table_for(Isa isa);
 const KernelTable& avx2_table();  // in the GEMV order this CPU's vendor reads fastest
 const KernelTable& avx2_table(GemvOrder order);
 const KernelTable& avx_vnni_table();
-const KernelTable& avx512_table();
+const KernelTable& avx512_table();  // as avx2_table()
+const KernelTable& avx512_table(GemvOrder order);
 const KernelTable& neon_table();
 const KernelTable& dotprod_table();
 const KernelTable& i8mm_table();

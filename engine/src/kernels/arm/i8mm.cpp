@@ -20,7 +20,7 @@ namespace vec = xsimd;
 
 using Arch = xsimd::neon64;
 constexpr size_t kGemmRows = 4, kGemmPanels = 1, kGemvPanels = 2, kFloatGemvPanels = 2;
-constexpr size_t kInt4GemmRows = 4, kInt4GemmPanels = 1, kInt4GemvPanels = 2;
+constexpr size_t kInt4GemmRows = 4, kInt4GemmPanels = 1, kInt4GemvPanels = 2, kInt4OneStreamGemvPanels = 2;
 
 #include "kernels/arm/neon_loads.inc"
 #include "kernels/arm/sdot_ops.inc"

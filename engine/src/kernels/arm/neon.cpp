@@ -20,7 +20,7 @@ using Arch = xsimd::neon64;
 using Arch = xsimd::neon;
 #endif
 constexpr size_t kGemmRows = 2, kGemmPanels = 1, kGemvPanels = 2, kFloatGemvPanels = 2;
-constexpr size_t kInt4GemmRows = 2, kInt4GemmPanels = 1, kInt4GemvPanels = 2;
+constexpr size_t kInt4GemmRows = 2, kInt4GemmPanels = 1, kInt4GemvPanels = 2, kInt4OneStreamGemvPanels = 2;
 
 #include "kernels/arm/neon_loads.inc"
 

@@ -23,7 +23,7 @@ using F = vec::batch<float, Arch>;
 // Node 20) 2 rows x 1 panel 12% slower at batch 32, 4 x 1 and 2 x 2 50% slower. An int8
 // dot product takes two pmaddwd per 16 products whatever the blocking.
 constexpr size_t kGemmRows = 1, kGemmPanels = 1, kGemvPanels = 1, kFloatGemvPanels = 1;
-constexpr size_t kInt4GemmRows = 2, kInt4GemmPanels = 1, kInt4GemvPanels = 2;
+constexpr size_t kInt4GemmRows = 2, kInt4GemmPanels = 1, kInt4GemvPanels = 2, kInt4OneStreamGemvPanels = 2;
 
 // 4 bytes splatted to every 32-bit lane.
 v128_t splat4(const void* p) {

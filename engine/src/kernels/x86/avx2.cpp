@@ -17,7 +17,9 @@ namespace vec = xsimd;
 
 using Arch = xsimd::fma3<xsimd::avx2>;
 constexpr size_t kGemmRows = 4, kGemmPanels = 1, kGemvPanels = 2, kFloatGemvPanels = 2;
-constexpr size_t kInt4GemmRows = 4, kInt4GemmPanels = 1, kInt4GemvPanels = 2;
+// int4 GEMVs read two panels in either order: the kernel is ALU-bound near the memory's
+// speed, and one panel at a time was slower on AMD too (bench/README, "AVX-512 on AMD").
+constexpr size_t kInt4GemmRows = 4, kInt4GemmPanels = 1, kInt4GemvPanels = 2, kInt4OneStreamGemvPanels = 2;
 
 #include "kernels/x86/avx2_shared.inc"
 
@@ -90,16 +92,7 @@ struct Int4Ops {
 #include "kernels/simd/simd_kernels.inc"
 
 namespace petrel::kernels {
-// A decoder step's int8 GEMVs read their weights from memory. Measured (bench/README,
-// "Cold caches", "AVX2 on AMD"): on Intel two panels side by side with software prefetch
-// reach the floor and one stream does not (a core draws ~1.3x more from DRAM with several);
-// on an AMD Zen 4 one panel at a time without software prefetch reads at the probe's rate
-// (30 GB/s) and two panels with prefetch at 21. Other AMD generations are unmeasured and
-// take the Zen 4 order.
-const KernelTable& avx2_table() {
-  static const bool amd = (__builtin_cpu_init(), __builtin_cpu_is("amd"));
-  return avx2_table(amd ? GemvOrder::kOnePanelAtATime : GemvOrder::kPanelsSideBySide);
-}
+const KernelTable& avx2_table() { return avx2_table(x86::vendor_gemv_order()); }
 const KernelTable& avx2_table(GemvOrder order) {
   return order == GemvOrder::kOnePanelAtATime ? avx2::table<GemvOrder::kOnePanelAtATime>() : avx2::table();
 }

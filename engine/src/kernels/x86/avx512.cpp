@@ -16,11 +16,13 @@ namespace {
 namespace vec = xsimd;
 
 using Arch = xsimd::avx512bw;
-// An int8 GEMV reads 8 panels side by side: 8 streams keep one core's DRAM reads busier
-// than 4 (Gemma-3-shaped int8 steps from memory ~5% faster, bench/README "Decoder-only");
-// in cache the same within noise. f32 keeps 4 (8 was slower in cache).
+// An int8 GEMV reads 8 panels side by side on Intel: 8 streams keep one core's DRAM reads
+// busier than 4 (Gemma-3-shaped int8 steps from memory ~5% faster, bench/README
+// "Decoder-only"); in cache the same within noise. On AMD one panel at a time
+// (x86::vendor_gemv_order), int4 too: with 512-bit products its kernel keeps up with one
+// stream of memory. f32 keeps 4 (8 was slower in cache).
 constexpr size_t kGemmRows = 8, kGemmPanels = 2, kGemvPanels = 8, kFloatGemvPanels = 4;
-constexpr size_t kInt4GemmRows = 4, kInt4GemmPanels = 2, kInt4GemvPanels = 4;
+constexpr size_t kInt4GemmRows = 4, kInt4GemmPanels = 2, kInt4GemvPanels = 4, kInt4OneStreamGemvPanels = 1;
 
 xsimd::batch<float, Arch> load_i8(const int8_t* p) {
   return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
@@ -64,6 +66,26 @@ struct Int8Ops {
   // acc[MR][NR * 16] = sum over k of acts[r][k] (u8) x panel[p][k][16] (s8)
   template <size_t MR, size_t NR>
   static void dot(const uint8_t* acts, size_t kp, const int8_t* panels, size_t panel_bytes, int32_t* acc) {
+    if constexpr (MR * NR == 1) {  // one panel (AMD's GEMV order): two chains of sums, even
+      // and odd groups of 4 columns, so vpdpbusd's latency does not bind the loop (in cache
+      // 1.25x faster on Zen 4, bench/README "AVX-512 on AMD"); exact integers, any order
+      __m512i even = _mm512_setzero_si512(), odd = _mm512_setzero_si512();
+      size_t g = 0;
+      for (; g + 8 <= kp; g += 8) {
+        int32_t a0, a1;
+        std::memcpy(&a0, acts + g, 4);
+        std::memcpy(&a1, acts + g + 4, 4);
+        even = _mm512_dpbusd_epi32(even, _mm512_set1_epi32(a0), _mm512_loadu_si512(panels + g * 16));
+        odd = _mm512_dpbusd_epi32(odd, _mm512_set1_epi32(a1), _mm512_loadu_si512(panels + (g + 4) * 16));
+      }
+      if (g < kp) {
+        int32_t a0;
+        std::memcpy(&a0, acts + g, 4);
+        even = _mm512_dpbusd_epi32(even, _mm512_set1_epi32(a0), _mm512_loadu_si512(panels + g * 16));
+      }
+      _mm512_store_si512(acc, _mm512_add_epi32(even, odd));
+      return;
+    }
     __m512i c[MR][NR];
     for (size_t i = 0; i < MR; ++i)
       for (size_t p = 0; p < NR; ++p) c[i][p] = _mm512_setzero_si512();
@@ -99,7 +121,9 @@ struct Int4Ops {
         high_sums[i][p] = _mm512_setzero_si512();
       }
     const __m512i low = _mm512_set1_epi8(0x0F);
-    x86::prefetch_next_panels<NR>(panels, panel_bytes, 4);  // a block is 256 bytes of each panel
+    // A block is 256 bytes of each panel. One panel (AMD's GEMV order) is one sequential
+    // stream, which the hardware prefetchers follow best alone (bench/README, "AVX-512 on AMD").
+    if constexpr (NR > 1) x86::prefetch_next_panels<NR, true>(panels, panel_bytes, 4);
     for (size_t g = 0; g < 4; ++g) {
       __m512i lo[NR], hi[NR];
       for (size_t p = 0; p < NR; ++p) {
@@ -131,5 +155,8 @@ struct Int4Ops {
 #include "kernels/simd/simd_kernels.inc"
 
 namespace petrel::kernels {
-const KernelTable& avx512_table() { return avx512::table(); }
+const KernelTable& avx512_table() { return avx512_table(x86::vendor_gemv_order()); }
+const KernelTable& avx512_table(GemvOrder order) {
+  return order == GemvOrder::kOnePanelAtATime ? avx512::table<GemvOrder::kOnePanelAtATime>() : avx512::table();
+}
 }  // namespace petrel::kernels

@@ -40,7 +40,7 @@ using Arch = xsimd::fma3<xsimd::avx2>;
 // int4 two (each accumulator takes 8 per block; four panels gave the same estimate,
 // with spills).
 constexpr size_t kGemmRows = 4, kGemmPanels = 1, kGemvPanels = 4, kFloatGemvPanels = 2;
-constexpr size_t kInt4GemmRows = 4, kInt4GemmPanels = 1, kInt4GemvPanels = 2;
+constexpr size_t kInt4GemmRows = 4, kInt4GemmPanels = 1, kInt4GemvPanels = 2, kInt4OneStreamGemvPanels = 2;
 
 #include "kernels/x86/avx2_shared.inc"
 
@@ -81,8 +81,8 @@ struct Int4Ops {
     for (size_t i = 0; i < MR; ++i)
       for (size_t j = 0; j < NR * 2; ++j) c[i][j] = _mm256_set1_epi32(init[i]);
     const __m256i low = _mm256_set1_epi8(0x0F);
-    // A block is 256 bytes of each panel; into L1, as AVX-512's on Intel (prefetch.h).
-    x86::prefetch_next_panels<NR>(panels, panel_bytes, 4);
+    // A block is 256 bytes of each panel; into L2, as every int4 kernel's (prefetch.h).
+    x86::prefetch_next_panels<NR, true>(panels, panel_bytes, 4);
     for (size_t g = 0; g < 4; ++g)
       for (size_t p = 0; p < NR; ++p)
         for (size_t h = 0; h < 2; ++h) {
