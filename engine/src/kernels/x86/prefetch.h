@@ -32,9 +32,9 @@ inline GemvOrder vendor_gemv_order() {
 // at panel_bytes apart), the kernels ask for the same lines of the next NR panels: one call
 // ahead, spread over the call's work, into L1 (kIntoL2 false) or only into L2. Into L2
 // leaves L1's few miss buffers to the loads: on AMD Zen 4 the int4 GEMVs from memory ran
-// 1.7-1.8x faster so (bench/README, "AVX2 on AMD", "AVX-512 on AMD"); on Intel, AVX-512's
-// int4 GEMV ran the same within noise ("At the floor"). So every int4 kernel prefetches
-// into L2, AVX-VNNI's (Intel's; unmeasured) too; the int8 GEMVs that prefetch (AVX2's
+// 1.6-1.7x faster so (bench/README, "AVX2 on AMD", "AVX-512 on AMD"); on Intel, AVX-512's
+// int4 GEMV ran the same within noise ("At the floor"). So every int4 kernel that reads
+// panels side by side prefetches into L2, AVX-VNNI's (Intel's; unmeasured) too; the int8 GEMVs that prefetch (AVX2's
 // side-by-side order, AVX-VNNI's) into L1, as measured on Intel.
 template <size_t NR, bool kIntoL2 = false>
 inline void prefetch_next_panels(const void* at, size_t panel_bytes, size_t lines) {
