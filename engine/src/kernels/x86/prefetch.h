@@ -34,8 +34,9 @@ inline GemvOrder vendor_gemv_order() {
 // leaves L1's few miss buffers to the loads: on AMD Zen 4 the int4 GEMVs from memory ran
 // 1.6-1.7x faster so (bench/README, "AVX2 on AMD", "AVX-512 on AMD"); on Intel, AVX-512's
 // int4 GEMV ran the same within noise ("At the floor"). So every int4 kernel that reads
-// panels side by side prefetches into L2, AVX-VNNI's (Intel's; unmeasured) too; the int8 GEMVs that prefetch (AVX2's
-// side-by-side order, AVX-VNNI's) into L1, as measured on Intel.
+// panels side by side prefetches into L2, AVX-VNNI's (Intel's; unmeasured) too; the int8
+// GEMVs that prefetch (AVX2's side-by-side order, AVX-VNNI's) into L1, as measured on Intel.
+// The last call's requests fall past the matrix; prefetches never fault.
 template <size_t NR, bool kIntoL2 = false>
 inline void prefetch_next_panels(const void* at, size_t panel_bytes, size_t lines) {
   const char* next = static_cast<const char*>(at) + NR * panel_bytes;
