@@ -316,15 +316,18 @@ TEST_CASE("A conversation past the model's positions drops its oldest exchanges 
     REQUIRE(dropped);
     CHECK(chat.value().messages().size() == before.size() - 2 * dropped.value());
     CHECK(chat.value().messages()[0].role == "system");
-    // What is left, with the message, leaves the room asked for; one exchange more did not.
+    // What is left, with the message, leaves the room asked for; after a drop, half the
+    // positions free, and one exchange more would not.
     const std::vector<int32_t> prompt = runs.prompt(chat.value().messages(), message);
     CHECK(prompt.size() + o.max_new_tokens <= positions);
     if (dropped.value() > 0) {
       ++drops;
+      CHECK(runs.prompt(before, message).size() + o.max_new_tokens > positions);  // it had to drop
+      CHECK(prompt.size() + positions / 2 <= positions);
       std::vector<petrel::ChatMessage> one_more = chat.value().messages();
       one_more.insert(one_more.begin() + 1, before.begin() + 1 + 2 * (dropped.value() - 1),
                       before.begin() + 1 + 2 * dropped.value());
-      CHECK(runs.prompt(one_more, message).size() + o.max_new_tokens > positions);
+      CHECK(runs.prompt(one_more, message).size() + positions / 2 > positions);
     }
     // The reply: as a fresh Generator's run of that history (the caches, which held the
     // dropped exchanges, are reused only as far as the prompt is unchanged).

@@ -463,21 +463,33 @@ Result<size_t> Conversation::make_room(std::string_view user_message, size_t new
   auto now = fits(0, room);
   if (!now) return now.error();
   if (now.value() || exchanges == 0) return size_t{0};
-  auto without_all = fits(exchanges, room);
-  if (!without_all) return without_all.error();
-  size_t hi = exchanges;  // fits, or is the most room there is
-  if (without_all.value()) {
+  // Once it must drop, it drops down to half the positions where it can: a drop makes the
+  // next reply re-read the whole history kept (its tokens sit at other positions now), and
+  // dropping just enough would do that on every turn from then on; with half the positions
+  // free the turns after it reuse the caches, and the history is re-read at most once per
+  // half the positions of new conversation.
+  size_t want = 0;  // the room left: half the positions, else `room`, else (0) all there is
+  for (const size_t w : {std::max(room, positions / 2), room}) {
+    auto without_all = fits(exchanges, w);
+    if (!without_all) return without_all.error();
+    if (without_all.value()) {
+      want = w;
+      break;
+    }
+  }
+  size_t hi = exchanges;  // fits `want`, or is the most room there is
+  if (want > 0) {
     // The fewest exchanges to drop, by bisection (fewer exchanges, fewer tokens): a few
     // renderings of the conversation, not one per exchange. Only a count that was seen
     // to fit is used.
-    size_t lo = 0;  // does not fit
+    size_t lo = 0;  // does not fit (it did not leave `room`, so not `want` either)
     while (hi - lo > 1) {
       const size_t mid = lo + (hi - lo) / 2;
-      auto f = fits(mid, room);
+      auto f = fits(mid, want);
       if (!f) return f.error();
       (f.value() ? hi : lo) = mid;
     }
-  } else {  // not even the message alone leaves that room: all the room there is, if any
+  } else {  // not even the message alone leaves `room`: all the room there is, if any
     auto one = fits(exchanges, 1);
     if (!one) return one.error();
     if (!one.value()) return size_t{0};  // no room at all: reply() says why

@@ -143,13 +143,15 @@ class Conversation {
   // Adds the user's message, generates the assistant's reply and adds it. On an error
   // the conversation is as it was before the call.
   PETREL_API Result<TextGeneration> reply(std::string_view user_message, const GenerateOptions& options = {});
-  // For a conversation grown to the model's positions: drops the oldest exchanges (a
-  // user message and the reply to it; the system message stays), oldest first, until the
-  // conversation with `user_message` leaves room for `new_tokens` generated tokens (when
-  // even the message alone does not leave that many: all of them, and reply() generates
-  // what fits). Returns how many it dropped (0 when it already fits, or when the message
-  // alone leaves no room at all: reply() then says why). The next reply runs the history
-  // kept again from where it changed.
+  // For a conversation grown to the model's positions: when the conversation with
+  // `user_message` does not leave room for `new_tokens` generated tokens, drops the oldest
+  // exchanges (a user message and the reply to it; the system message stays), oldest
+  // first, until it leaves half the model's positions free, or where it cannot, that room
+  // (when even the message alone does not leave that many: all of them, and reply()
+  // generates what fits). Returns how many it dropped (0 when it already fits, or when the
+  // message alone leaves no room at all: reply() then says why). The next reply re-reads
+  // the history kept; dropping down to half the positions lets the turns after it reuse
+  // the caches instead of re-reading the history every turn.
   PETREL_API Result<size_t> make_room(std::string_view user_message, size_t new_tokens);
   PETREL_API const std::vector<ChatMessage>& messages() const;
 

@@ -212,9 +212,10 @@ PETREL_API petrel_status petrel_conversation_new(petrel_session* session, const 
  * adds it to the conversation. */
 PETREL_API petrel_status petrel_conversation_reply(petrel_conversation* conversation, const char* message,
                                                    const petrel_generate_options* options, petrel_result** result);
-/* For a conversation grown to the model's positions: drops its oldest exchanges (a user
- * message and its reply; the system message stays) until it leaves room, with `message`,
- * for `new_tokens` generated tokens (all of them when the message alone leaves less);
+/* For a conversation grown to the model's positions: when it does not leave room, with
+ * `message`, for `new_tokens` generated tokens, drops its oldest exchanges (a user message
+ * and its reply; the system message stays) until it leaves half the model's positions
+ * free, or where it cannot, that room (all of them when the message alone leaves less);
  * *dropped: how many (0 when it already fits, or when the message alone leaves no room).
  * Conversation::make_room in C++. */
 PETREL_API petrel_status petrel_conversation_make_room(petrel_conversation* conversation, const char* message,
