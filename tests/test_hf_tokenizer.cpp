@@ -337,6 +337,15 @@ TEST_CASE("A conversation past the model's positions drops its oldest exchanges 
     CHECK(reply.value().ids == runs.run(prompt, o));
   }
   CHECK(drops == 3);
+  // reply() takes make_room's rendering only for make_room's message.
+  REQUIRE(chat.value().make_room(message, o.max_new_tokens));
+  const std::vector<petrel::ChatMessage> history = chat.value().messages();
+  const std::vector<int32_t> other_prompt = runs.prompt(history, "the user");
+  REQUIRE(other_prompt.size() != runs.prompt(history, message).size());
+  auto other = chat.value().reply("the user", o);
+  REQUIRE(other);
+  CHECK(other.value().prompt_tokens == other_prompt.size());
+  CHECK(other.value().ids == runs.run(other_prompt, o));
   // A reply longer than even the message alone leaves room for: every exchange dropped,
   // and the reply takes the positions left.
   petrel::GenerateOptions longest = o;

@@ -409,6 +409,10 @@ struct Conversation::Impl {
   std::vector<std::pair<std::string, bool>> template_flags;
   std::vector<ChatMessage> messages;
   LmSession session;
+  // make_room's prompt for the messages it kept and its user message, which reply() with
+  // that message takes instead of rendering and tokenizing the whole conversation again.
+  std::string prepared_message;
+  std::optional<std::vector<int32_t>> prepared_prompt;
 
   Result<std::vector<int32_t>> prompt(std::vector<ChatMessage>& messages, std::string_view user_message) const;
 };
@@ -417,7 +421,7 @@ Result<Conversation> Conversation::create(Generator& generator, std::string_view
                                           std::vector<std::pair<std::string, bool>> template_flags) {
   auto tokenizer = text_tokenizer(*generator.impl_->model);
   if (!tokenizer) return tokenizer.error();
-  std::unique_ptr<Impl> impl(new Impl{*generator.impl_, generator, std::move(template_flags), {}, {}});
+  std::unique_ptr<Impl> impl(new Impl{*generator.impl_, generator, std::move(template_flags), {}, {}, {}, {}});
   if (!system.empty()) impl->messages.push_back({"system", std::string(system)});
   impl->session.keep = true;
   // The template parses and renders.
@@ -451,18 +455,32 @@ Result<size_t> Conversation::make_room(std::string_view user_message, size_t new
   const std::vector<ChatMessage>& kept = impl_->messages;
   const size_t first = !kept.empty() && kept[0].role == "system" ? 1 : 0;
   const size_t exchanges = (kept.size() - first) / 2;  // each reply added a user message and the assistant's
+  impl_->prepared_prompt.reset();
+  std::vector<std::pair<size_t, std::vector<int32_t>>> prompts;  // (k, the prompt without k exchanges)
   // Whether the conversation without its oldest `k` exchanges leaves `room` positions.
   auto fits = [&](size_t k, size_t room) -> Result<bool> {
     std::vector<ChatMessage> messages(kept.begin(), kept.begin() + static_cast<std::ptrdiff_t>(first));
     messages.insert(messages.end(), kept.begin() + static_cast<std::ptrdiff_t>(first + 2 * k), kept.end());
     auto ids = impl_->prompt(messages, user_message);
     if (!ids) return ids.error();
-    return ids.value().size() < positions && room <= positions - ids.value().size();
+    const size_t length = ids.value().size();
+    prompts.emplace_back(k, std::move(ids.value()));
+    return length < positions && room <= positions - length;
+  };
+  // Keeps the prompt for the `k` exchanges dropped for reply() and returns k.
+  auto prepared = [&](size_t k) {
+    for (auto& [dropped, ids] : prompts)
+      if (dropped == k) {
+        impl_->prepared_message = std::string(user_message);
+        impl_->prepared_prompt = std::move(ids);
+        break;
+      }
+    return k;
   };
   const size_t room = std::max<size_t>(new_tokens, 1);
   auto now = fits(0, room);
   if (!now) return now.error();
-  if (now.value() || exchanges == 0) return size_t{0};
+  if (now.value() || exchanges == 0) return prepared(0);
   // Once it must drop, it drops down to half the positions where it can: a drop makes the
   // next reply re-read the whole history kept (its tokens sit at other positions now), and
   // dropping just enough would do that on every turn from then on; with half the positions
@@ -492,18 +510,26 @@ Result<size_t> Conversation::make_room(std::string_view user_message, size_t new
   } else {  // not even the message alone leaves `room`: all the room there is, if any
     auto one = fits(exchanges, 1);
     if (!one) return one.error();
-    if (!one.value()) return size_t{0};  // no room at all: reply() says why
+    if (!one.value()) return prepared(0);  // no room at all: reply() says why
   }
   impl_->messages.erase(impl_->messages.begin() + static_cast<std::ptrdiff_t>(first),
                         impl_->messages.begin() + static_cast<std::ptrdiff_t>(first + 2 * hi));
-  return hi;
+  return prepared(hi);
 }
 
 Result<TextGeneration> Conversation::reply(std::string_view user_message, const GenerateOptions& options) {
   const detail::SessionCall call(impl_->generator.busy);
   if (auto refused = call.refused("Generator")) return *refused;
   std::vector<ChatMessage> messages = impl_->messages;
-  auto ids = impl_->prompt(messages, user_message);
+  std::optional<std::vector<int32_t>> prepared;
+  prepared.swap(impl_->prepared_prompt);
+  Result<std::vector<int32_t>> ids = std::vector<int32_t>{};
+  if (prepared && impl_->prepared_message == user_message) {  // make_room rendered it
+    messages.push_back({"user", std::string(user_message)});
+    ids = std::move(*prepared);
+  } else {
+    ids = impl_->prompt(messages, user_message);
+  }
   if (!ids) return ids.error();
   auto reply = impl_->generator.generate_text(ids.value(), options, impl_->session);
   if (!reply) {

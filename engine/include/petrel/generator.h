@@ -151,7 +151,8 @@ class Conversation {
   // generates what fits). Returns how many it dropped (0 when it already fits, or when the
   // message alone leaves no room at all: reply() then says why). The next reply re-reads
   // the history kept; dropping down to half the positions lets the turns after it reuse
-  // the caches instead of re-reading the history every turn.
+  // the caches instead of re-reading the history every turn. A reply() to the same
+  // message next takes the prompt make_room rendered and tokenized.
   PETREL_API Result<size_t> make_room(std::string_view user_message, size_t new_tokens);
   PETREL_API const std::vector<ChatMessage>& messages() const;
 
