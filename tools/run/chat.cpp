@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "run/line_reader.h"
+#include "run/run_io.h"
 
 namespace petrel::run {
 
@@ -32,9 +33,7 @@ int run_chat(Generator& generator, const GenerateOptions& options, const ChatSet
   auto fail = [&](size_t index, const std::string& message) {
     std::fprintf(stderr, "petrel-run: message %zu: %s\n", index + 1, message.c_str());
     if (settings.json_lines)
-      std::printf("%s\n", nlohmann::json{{"index", index}, {"error", message}}
-                              .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
-                              .c_str());
+      std::printf("%s\n", json_text({{"index", index}, {"error", message}}).c_str());
     std::fflush(stdout);
     status = 1;
   };
@@ -81,7 +80,7 @@ int run_chat(Generator& generator, const GenerateOptions& options, const ChatSet
                           {"dropped_exchanges", dropped.value()},
                           {"prefill_ms", t.prefill_ms},
                           {"generate_ms", t.generate_ms}};
-      std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+      std::printf("%s\n", json_text(j).c_str());
     } else {
       std::printf("\n");
     }
