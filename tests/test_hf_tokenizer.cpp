@@ -346,6 +346,18 @@ TEST_CASE("A conversation past the model's positions drops its oldest exchanges 
   REQUIRE(other);
   CHECK(other.value().prompt_tokens == other_prompt.size());
   CHECK(other.value().ids == runs.run(other_prompt, o));
+  // A reply that fails leaves the conversation as it was; the next renders it afresh.
+  REQUIRE(chat.value().make_room(message, o.max_new_tokens));
+  const std::vector<petrel::ChatMessage> before_failure = chat.value().messages();
+  petrel::GenerateOptions refused_options = o;
+  refused_options.stop = {""};
+  REQUIRE_FALSE(chat.value().reply(message, refused_options));
+  CHECK(chat.value().messages().size() == before_failure.size());
+  const std::vector<int32_t> again = runs.prompt(before_failure, message);
+  auto after_failure = chat.value().reply(message, o);
+  REQUIRE(after_failure);
+  CHECK(after_failure.value().prompt_tokens == again.size());
+  CHECK(after_failure.value().ids == runs.run(again, o));
   // A reply longer than even the message alone leaves room for: every exchange dropped,
   // and the reply takes the positions left.
   petrel::GenerateOptions longest = o;

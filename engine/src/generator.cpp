@@ -456,7 +456,9 @@ Result<size_t> Conversation::make_room(std::string_view user_message, size_t new
   const size_t first = !kept.empty() && kept[0].role == "system" ? 1 : 0;
   const size_t exchanges = (kept.size() - first) / 2;  // each reply added a user message and the assistant's
   impl_->prepared_prompt.reset();
-  std::vector<std::pair<size_t, std::vector<int32_t>>> prompts;  // (k, the prompt without k exchanges)
+  // The prompt of the last count of exchanges seen to fit: the one kept, for reply().
+  std::optional<std::vector<int32_t>> fitting;
+  size_t fitting_k = 0;
   // Whether the conversation without its oldest `k` exchanges leaves `room` positions.
   auto fits = [&](size_t k, size_t room) -> Result<bool> {
     std::vector<ChatMessage> messages(kept.begin(), kept.begin() + static_cast<std::ptrdiff_t>(first));
@@ -464,36 +466,42 @@ Result<size_t> Conversation::make_room(std::string_view user_message, size_t new
     auto ids = impl_->prompt(messages, user_message);
     if (!ids) return ids.error();
     const size_t length = ids.value().size();
-    prompts.emplace_back(k, std::move(ids.value()));
-    return length < positions && room <= positions - length;
+    if (length >= positions || room > positions - length) return false;
+    fitting = std::move(ids.value());
+    fitting_k = k;
+    return true;
   };
-  // Keeps the prompt for the `k` exchanges dropped for reply() and returns k.
-  auto prepared = [&](size_t k) {
-    for (auto& [dropped, ids] : prompts)
-      if (dropped == k) {
-        impl_->prepared_message = std::string(user_message);
-        impl_->prepared_prompt = std::move(ids);
-        break;
-      }
+  // Drops the oldest `k` exchanges, keeps their prompt for reply() and returns k.
+  auto drop = [&](size_t k) {
+    std::string message(user_message);  // before anything changes: a failed copy changes nothing
+    impl_->messages.erase(impl_->messages.begin() + static_cast<std::ptrdiff_t>(first),
+                          impl_->messages.begin() + static_cast<std::ptrdiff_t>(first + 2 * k));
+    if (fitting && fitting_k == k) {
+      impl_->prepared_message = std::move(message);
+      impl_->prepared_prompt = std::move(fitting);
+    }
     return k;
   };
   const size_t room = std::max<size_t>(new_tokens, 1);
   auto now = fits(0, room);
   if (!now) return now.error();
-  if (now.value() || exchanges == 0) return prepared(0);
+  if (now.value()) return drop(0);
+  if (exchanges == 0) return size_t{0};
   // Once it must drop, it drops down to half the positions where it can: a drop makes the
   // next reply re-read the whole history kept (its tokens sit at other positions now), and
   // dropping just enough would do that on every turn from then on; with half the positions
   // free the turns after it reuse the caches, and the history is re-read at most once per
   // half the positions of new conversation.
-  size_t want = 0;  // the room left: half the positions, else `room`, else (0) all there is
-  for (const size_t w : {std::max(room, positions / 2), room}) {
-    auto without_all = fits(exchanges, w);
+  const size_t half = std::max(room, positions / 2);
+  size_t want = 0;  // the room left: `half`, else `room`, else (0) all there is
+  auto without_all = fits(exchanges, half);
+  if (!without_all) return without_all.error();
+  if (without_all.value()) {
+    want = half;
+  } else if (half > room) {
+    without_all = fits(exchanges, room);
     if (!without_all) return without_all.error();
-    if (without_all.value()) {
-      want = w;
-      break;
-    }
+    if (without_all.value()) want = room;
   }
   size_t hi = exchanges;  // fits `want`, or is the most room there is
   if (want > 0) {
@@ -510,11 +518,9 @@ Result<size_t> Conversation::make_room(std::string_view user_message, size_t new
   } else {  // not even the message alone leaves `room`: all the room there is, if any
     auto one = fits(exchanges, 1);
     if (!one) return one.error();
-    if (!one.value()) return prepared(0);  // no room at all: reply() says why
+    if (!one.value()) return size_t{0};  // no room at all: reply() says why
   }
-  impl_->messages.erase(impl_->messages.begin() + static_cast<std::ptrdiff_t>(first),
-                        impl_->messages.begin() + static_cast<std::ptrdiff_t>(first + 2 * hi));
-  return prepared(hi);
+  return drop(hi);
 }
 
 Result<TextGeneration> Conversation::reply(std::string_view user_message, const GenerateOptions& options) {

@@ -23,7 +23,6 @@ using petrel::run::Input;
 using petrel::run::ms_since;
 using petrel::run::RunIo;
 using petrel::run::RunRequest;
-using petrel::run::setup_failure;
 
 static int tool_main(int argc, char** argv) {
   cli::Parser p("petrel-run", "MODEL.petrel [--text \"...\"]... [--ids \"12 7 99 0\"]... [--input FILE] [options]",

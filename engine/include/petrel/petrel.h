@@ -217,6 +217,7 @@ PETREL_API petrel_status petrel_conversation_reply(petrel_conversation* conversa
  * and its reply; the system message stays) until it leaves half the model's positions
  * free, or where it cannot, that room (all of them when the message alone leaves less);
  * *dropped: how many (0 when it already fits, or when the message alone leaves no room).
+ * A petrel_conversation_reply with the same message next takes the prompt it rendered.
  * Conversation::make_room in C++. */
 PETREL_API petrel_status petrel_conversation_make_room(petrel_conversation* conversation, const char* message,
                                                        size_t new_tokens, size_t* dropped);
