@@ -18,15 +18,15 @@ int run_language_model(const RunRequest& r, RunIo& io) {
   const bool text_inputs = r.text_inputs;
   const size_t threads = r.session.threads;
   const double load_ms = r.load_ms;
-  GenerateOptions lm_options = r.generate;
+  GenerateOptions run = r.generate;
   for (const char* f : {"beam", "n-best", "min-new-tokens", "length-penalty", "beam-stop", "source-lang", "target-lang",
                         "target-prefix", "shortlist", "no-shortlist", "max-length-factor", "no-split",
                         "max-batch-tokens", "max-batch", "window", "workers"})
     if (p.has(f) && !(std::string(f) == "beam" && p.get("beam") == "1"))
       return fail("--" + std::string(f) + " applies to translation models; " + p.positionals()[0] +
                   " is a language model (decoder-only)"), 2;
-  lm_options.max_new_tokens = options.max_new_tokens;
-  auto resolved = resolve_generate_options(model, lm_options);
+  run.max_new_tokens = options.max_new_tokens;
+  auto resolved = resolve_generate_options(model, run);
   if (!resolved) return setup_failure(resolved.error());
   if (!*resolved.value().do_sample)  // as transformers warns: these only shape sampling
     for (const char* flag : {"temperature", "top-k", "top-p", "min-p", "seed"})
@@ -36,7 +36,6 @@ int run_language_model(const RunRequest& r, RunIo& io) {
   auto created = Generator::create(r.model, r.session);
   if (!created) return setup_failure(created.error());
   Generator& generator = created.value();
-  GenerateOptions run = lm_options;
   if (p.has("chat")) {
     run::ChatSettings settings;
     settings.system = p.get("system", "");

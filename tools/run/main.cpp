@@ -294,7 +294,6 @@ static int tool_main(int argc, char** argv) {
   request.session.isa = p.get("isa");
   request.session.threads = threads;
   parse_activation_scales(activation_scales, &request.session.activation_scales);
-  request.activation_scales = activation_scales;
   request.workers = workers;
   request.translate = options;
   request.batching = batching;

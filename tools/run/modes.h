@@ -24,7 +24,6 @@ struct RunRequest {
   bool text_inputs = false;  // inputs are text (else token ids)
   int fd = -1;               // the lines' file (--chat reads its messages there)
   TranslatorOptions session;  // --isa, --threads, --activation-scales
-  std::string activation_scales;
   size_t workers = 1;
   TranslateOptions translate;
   BatchOptions batching;

@@ -45,7 +45,6 @@ int run_translation(const RunRequest& r, RunIo& io) {
   const bool text_inputs = r.text_inputs, has_text = model.info().has_text_tokenizer;
   const size_t threads = r.session.threads, workers = r.workers;
   const double load_ms = r.load_ms;
-  const std::string& activation_scales = r.activation_scales;
   auto effective = resolve_options(model, options);  // the model's defaults filled in
   if (!effective) return setup_failure(effective.error());
   double encode_ms = 0, decode_ms = 0, run_seconds = 0;
@@ -207,7 +206,7 @@ int run_translation(const RunRequest& r, RunIo& io) {
   summary["threads"] = threads;
   summary["workers"] = sessions;
   summary["kv_cache"] = options.kv_cache_f16 ? "f16" : "f32";
-  summary["activation_scales"] = activation_scales;
+  summary["activation_scales"] = to_string(r.session.activation_scales);
   summary["decoding"] = {{"beam", used.beam_size},
                          {"beam_stop", to_string(used.beam_stop)},
                          {"length_penalty", *used.length_penalty},
