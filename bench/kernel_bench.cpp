@@ -153,17 +153,29 @@ void attention_bench(benchmark::State& state, Isa isa, DType kv, size_t position
 }
 
 // A decoder-only step's attention with grouped queries: Gemma-3-270M's 4 query heads over
-// one K/V head of 256 columns, as one call (the heads take each tile of keys in turn).
-void grouped_attention_bench(benchmark::State& state, Isa isa, size_t positions) {
+// one K/V head of 256 columns, as one call (the heads take each tile of keys in turn),
+// caches in f32 or f16. With `rotate_bytes`, copies of K/V spanning that many bytes are
+// rotated, so each call reads its cache from memory as a long context's step does (the
+// step's weights stream through the caches between two layers' attention).
+void grouped_attention_bench(benchmark::State& state, Isa isa, DType kv, size_t positions, size_t rotate_bytes) {
   const KernelTable* kt = table_for(isa);
-  const size_t heads = 4, hd = 256;
+  const size_t heads = 4, hd = 256, esize = detail::dtype_size(kv), cache_bytes = positions * hd * esize;
+  const size_t copies = rotate_bytes / (2 * cache_bytes) + 1;
   auto q = random_values(heads * hd, 1), k = random_values(positions * hd, 2), v = random_values(positions * hd, 3);
-  std::vector<float> scores(positions), out(heads * hd);
-  for (auto _ : state) {
-    kt->attend(q.data(), k.data(), v.data(), DType::kF32, nullptr, positions, hd, hd, heads, scores.data(), out.data());
-    benchmark::DoNotOptimize(out.data());
+  layers::AlignedVector<uint8_t> ks(copies * cache_bytes), vs(copies * cache_bytes);
+  for (size_t c = 0; c < copies; ++c) {
+    kt->store_as(k.data(), k.size(), kv, ks.data() + c * cache_bytes);
+    kt->store_as(v.data(), v.size(), kv, vs.data() + c * cache_bytes);
   }
-  set_rate(state, "GB/s", double(2 * positions * hd * sizeof(float)));
+  std::vector<float> scores(positions), out(heads * hd);
+  size_t copy = 0;
+  for (auto _ : state) {
+    kt->attend(q.data(), ks.data() + copy * cache_bytes, vs.data() + copy * cache_bytes, kv, nullptr, positions, hd,
+               hd, heads, scores.data(), out.data());
+    benchmark::DoNotOptimize(out.data());
+    copy = (copy + 1) % copies;
+  }
+  set_rate(state, "GB/s", double(2 * cache_bytes));
   set_rate(state, "GOP/s", 4.0 * positions * hd * heads);
 }
 
@@ -302,8 +314,12 @@ void register_all() {
             ->Unit(benchmark::kMicrosecond)->UseRealTime();
     for (size_t positions : {128, 1024})
       benchmark::RegisterBenchmark((p + "attention/f32/4x256_grouped_over_" + std::to_string(positions)).c_str(),
-                                   grouped_attention_bench, isa, positions)
+                                   grouped_attention_bench, isa, DType::kF32, positions, 0)
           ->Unit(benchmark::kMicrosecond)->UseRealTime();
+    for (DType kv : {DType::kF32, DType::kF16})
+      benchmark::RegisterBenchmark(
+          (p + "attention/" + to_string(kv) + "/4x256_grouped_from_memory_over_2048").c_str(), grouped_attention_bench,
+          isa, kv, 2048, beyond_last_level_cache())->Unit(benchmark::kMicrosecond)->UseRealTime();
     benchmark::RegisterBenchmark((p + "store_f16/24576").c_str(), store_f16_bench, isa)->UseRealTime();
     benchmark::RegisterBenchmark((p + "log_softmax_top8/58101").c_str(), log_softmax_top_k_bench, isa)->Unit(benchmark::kMicrosecond)->UseRealTime();
     benchmark::RegisterBenchmark((p + "layer_norm/32x512").c_str(), layer_norm_bench, isa, 32, 512)->UseRealTime();

@@ -13,9 +13,19 @@
 namespace petrel::kernels::avx512 {
 namespace {
 
-namespace vec = xsimd;
-
 using Arch = xsimd::avx512bw;
+
+// xsimd 8.1 has no AVX-512 fma: its generic x * y + z, under the project's
+// -ffp-contract=off, compiles to a multiply and an add, two passes through the FMA pipes
+// and two roundings. The kernels' vec::fma is the fused instruction here, as xsimd's is on
+// AVX2 and NEON (f32 GEMM 1.4-1.5x faster, bench/README "Fused multiply-add on AVX-512").
+// Everything else is xsimd's.
+namespace vec {
+using namespace xsimd;
+inline batch<float, Arch> fma(batch<float, Arch> x, batch<float, Arch> y, batch<float, Arch> z) {
+  return _mm512_fmadd_ps(x, y, z);
+}
+}  // namespace vec
 // An int8 GEMV reads 8 panels side by side on Intel: 8 streams keep one core's DRAM reads
 // busier than 4 (Gemma-3-shaped int8 steps from memory ~5% faster, bench/README
 // "Decoder-only"); in cache the same within noise. On AMD one panel at a time
