@@ -145,7 +145,7 @@ void attention_bench(benchmark::State& state, Isa isa, DType kv, size_t position
   for (auto _ : state) {
     for (size_t h = 0; h < heads; ++h)
       kt->attend(q.data() + h * hd, ks.data() + h * hd * esize, vs.data() + h * hd * esize, kv, nullptr, positions, d,
-                 hd, 1, scores.data(), out.data() + h * hd);
+                 hd, 1, scores.data(), out.data() + h * hd, nullptr);
     benchmark::DoNotOptimize(out.data());
   }
   set_rate(state, "GB/s", double(2 * positions * d * esize));
@@ -171,7 +171,7 @@ void grouped_attention_bench(benchmark::State& state, Isa isa, DType kv, size_t 
   size_t copy = 0;
   for (auto _ : state) {
     kt->attend(q.data(), ks.data() + copy * cache_bytes, vs.data() + copy * cache_bytes, kv, nullptr, positions, hd,
-               hd, heads, scores.data(), out.data());
+               hd, heads, scores.data(), out.data(), nullptr);
     benchmark::DoNotOptimize(out.data());
     copy = (copy + 1) % copies;
   }

@@ -20,6 +20,7 @@
 #endif
 
 #include "convert/quantize.h"
+#include "kernels/half.h"
 #include "kernels/isa.h"
 #include "kernels/kernels.h"
 #include "kernels/positions.h"
@@ -82,6 +83,12 @@ std::vector<uint8_t> stored_as(const std::vector<float>& values, DType kv) {
   std::vector<uint8_t> bytes(values.size() * detail::dtype_size(kv));
   reference::store_as(values.data(), values.size(), kv, bytes.data());
   return bytes;
+}
+
+// Element i of stored_as's bytes, as a float.
+float stored_element(const std::vector<uint8_t>& bytes, DType kv, size_t i) {
+  if (kv == DType::kF16) return half_to_float(reinterpret_cast<const uint16_t*>(bytes.data())[i]);
+  return reinterpret_cast<const float*>(bytes.data())[i];
 }
 
 // A weight matrix encoded like the converter does, kept alive with its view.
@@ -553,8 +560,19 @@ TEST_CASE("attention for one head matches the reference (f32 and f16 keys/values
         // Both paths read the same stored elements (the reference's f32 -> f16 rounding).
         const std::vector<uint8_t> ks = stored_as(k, kv), vs = stored_as(v, kv);
         std::vector<float> scores(n), want(head_dim);
+        float want_lse = 0;
         reference::attend(q.data(), ks.data(), vs.data(), kv, nullptr, n, stride, head_dim, 1, scores.data(),
-                          want.data());
+                          want.data(), &want_lse);
+        {  // the log-sum-exp of the scores, in double
+          double sum = 0;
+          for (size_t j = 0; j < n; ++j) {
+            double dot = 0;
+            for (size_t c = 0; c < head_dim; ++c)
+              dot += double(q[c]) * stored_element(ks, kv, j * stride + c);
+            sum += std::exp(dot);
+          }
+          REQUIRE(std::abs(want_lse - std::log(sum)) < 1e-5 * std::max(1.0, std::abs(std::log(sum))));
+        }
         // Keys by a list of rows (a beam's cache): rows in any order, some twice, some
         // never. The reference reads them as the consecutive rows of a gathered copy.
         std::vector<size_t> rows(n);
@@ -567,24 +585,27 @@ TEST_CASE("attention for one head matches the reference (f32 and f16 keys/values
         }
         std::vector<float> gathered(head_dim), listed(head_dim);
         reference::attend(q.data(), kg.data(), vg.data(), kv, nullptr, n, stride, head_dim, 1, scores.data(),
-                          gathered.data());
+                          gathered.data(), nullptr);
         reference::attend(q.data(), ks.data(), vs.data(), kv, rows.data(), n, stride, head_dim, 1, scores.data(),
-                          listed.data());
+                          listed.data(), nullptr);
         REQUIRE(listed == gathered);
         for (Isa isa : simd_paths()) {
           const KernelTable& simd = *table_for(isa);
           std::vector<float> got(head_dim);
-          simd.attend(q.data(), ks.data(), vs.data(), kv, nullptr, n, stride, head_dim, 1, scores.data(), got.data());
+          float got_lse = 0;
+          simd.attend(q.data(), ks.data(), vs.data(), kv, nullptr, n, stride, head_dim, 1, scores.data(), got.data(),
+                      &got_lse);
           const std::string what = std::string(simd.isa) + " attend " + to_string(kv) + " n=" + std::to_string(n) +
                                    " hd=" + std::to_string(head_dim);
           require_close(got, want, 1e-5, what);
+          require_close({got_lse}, {want_lse}, 1e-5, what + " log-sum-exp");
           simd.attend(q.data(), ks.data(), vs.data(), kv, rows.data(), n, stride, head_dim, 1, scores.data(),
-                      got.data());
+                      got.data(), nullptr);
           require_close(got, listed, 1e-5, what + " listed rows");
           // The SIMD path does the same arithmetic whichever way it finds the keys.
           std::vector<float> simd_gathered(head_dim);
           simd.attend(q.data(), kg.data(), vg.data(), kv, nullptr, n, stride, head_dim, 1, scores.data(),
-                      simd_gathered.data());
+                      simd_gathered.data(), nullptr);
           REQUIRE(got == simd_gathered);
         }
       }
@@ -605,27 +626,29 @@ TEST_CASE("attention for a group of heads sharing K and V is each head's attenti
           std::vector<size_t> rows(n);
           for (size_t& row : rows) row = rng() % n;
           std::vector<float> scores(n), want(heads * head_dim), got(heads * head_dim), alone(heads * head_dim);
+          std::vector<float> got_lse(heads), alone_lse(heads);
           const std::string what = std::string(to_string(kv)) + " heads=" + std::to_string(heads) +
                                    " n=" + std::to_string(n) + " hd=" + std::to_string(head_dim);
           const size_t* listed_rows = rows.data();
           for (const size_t* listed : {static_cast<const size_t*>(nullptr), listed_rows}) {
             reference::attend(q.data(), ks.data(), vs.data(), kv, listed, n, stride, head_dim, heads, scores.data(),
-                              want.data());
+                              want.data(), nullptr);
             for (size_t h = 0; h < heads; ++h) {  // the reference's group is its heads one by one
               std::vector<float> one(head_dim);
               reference::attend(q.data() + h * head_dim, ks.data(), vs.data(), kv, listed, n, stride, head_dim, 1,
-                                scores.data(), one.data());
+                                scores.data(), one.data(), nullptr);
               REQUIRE(std::equal(one.begin(), one.end(), want.begin() + h * head_dim));
             }
             for (Isa isa : simd_paths()) {
               const KernelTable& simd = *table_for(isa);
               simd.attend(q.data(), ks.data(), vs.data(), kv, listed, n, stride, head_dim, heads, scores.data(),
-                          got.data());
+                          got.data(), got_lse.data());
               require_close(got, want, 1e-5, std::string(simd.isa) + " grouped attend " + what);
               for (size_t h = 0; h < heads; ++h)
                 simd.attend(q.data() + h * head_dim, ks.data(), vs.data(), kv, listed, n, stride, head_dim, 1,
-                            scores.data(), alone.data() + h * head_dim);
+                            scores.data(), alone.data() + h * head_dim, alone_lse.data() + h);
               REQUIRE(got == alone);
+              REQUIRE(got_lse == alone_lse);
             }
           }
         }
@@ -775,6 +798,63 @@ TEST_CASE("matmul over a thread pool equals the single-thread result exactly", "
           layers::matmul(c3, w.view, bias.data(), x.data(), m, y3.data());
           INFO(isa_name(isa) << " " << to_string(dtype) << " m=" << m << " n=" << n);
           REQUIRE(y1 == y3);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("attention over partitions of keys is the whole softmax and the same for every thread count",
+          "[kernels][threads]") {
+  std::mt19937 rng(31);
+  threads::ThreadPool one(1), two(2), three(3);
+  struct Case {
+    layers::HeadShape shape;
+    size_t rows, keys;
+  };
+  // One row (a step) with one K/V head: its partitions side by side; with four, the heads
+  // side by side; several rows: rows side by side. 600 and 1000 keys: 3 and 4 partitions.
+  for (const Case& t : {Case{{4, 1, 32}, 1, 1000}, Case{{8, 1, 17}, 1, 600}, Case{{4, 4, 32}, 1, 1000},
+                        Case{{6, 2, 16}, 3, 600}, Case{{8, 1, 64}, 1, 200}}) {
+    const size_t q_width = t.shape.q_width(), kv_width = t.shape.kv_width(), group = t.shape.heads / t.shape.kv_heads;
+    REQUIRE(t.rows * t.keys * q_width >= layers::kParallelWork);  // every case is worth the pool
+    // Keys: row r attends [r, r + keys); listed, row r attends key_rows[r..] (any rows).
+    const size_t stored = t.keys + t.rows;
+    auto q = random_values(rng, t.rows * q_width, 1.0f / std::sqrt(float(t.shape.head_dim)));
+    std::vector<size_t> key_rows(stored);
+    for (size_t& row : key_rows) row = rng() % stored;
+    std::vector<layers::KeyRange> ranges(t.rows);
+    for (size_t r = 0; r < t.rows; ++r) ranges[r] = {r, t.keys};
+    for (DType kv : {DType::kF32, DType::kF16}) {
+      const auto ks = stored_as(random_values(rng, stored * kv_width), kv);
+      const auto vs = stored_as(random_values(rng, stored * kv_width), kv);
+      for (const size_t* listed : {static_cast<const size_t*>(nullptr), static_cast<const size_t*>(key_rows.data())}) {
+        // The reference over all of a row's keys at once.
+        std::vector<float> want(t.rows * q_width), scores(t.keys);
+        for (size_t r = 0; r < t.rows; ++r)
+          for (size_t h = 0; h < t.shape.kv_heads; ++h) {
+            const size_t first = listed != nullptr ? 0 : r;
+            const size_t off = (first * kv_width + h * t.shape.head_dim) * detail::dtype_size(kv);
+            reference::attend(q.data() + r * q_width + h * group * t.shape.head_dim, ks.data() + off, vs.data() + off,
+                              kv, listed != nullptr ? listed + r : nullptr, t.keys, kv_width, t.shape.head_dim, group,
+                              scores.data(), want.data() + r * q_width + h * group * t.shape.head_dim, nullptr);
+          }
+        for (Isa isa : runnable_isas()) {
+          std::vector<std::vector<float>> got;
+          for (threads::ThreadPool* pool : {&one, &two, &three}) {
+            layers::Workspace ws;
+            ws.reserve(t.rows, q_width, q_width, t.keys, pool->size());
+            layers::Context c{*table_for(isa), *pool, ws};
+            got.emplace_back(t.rows * q_width, NAN);
+            layers::attend_rows(c, q.data(), ks.data(), vs.data(), kv, ranges.data(), t.rows, t.shape,
+                                got.back().data(), listed);
+          }
+          INFO(isa_name(isa) << " " << to_string(kv) << (listed ? " listed" : "") << " heads " << t.shape.heads
+                             << "/" << t.shape.kv_heads << " x " << t.shape.head_dim << " rows " << t.rows
+                             << " keys " << t.keys);
+          require_close(got[0], want, 1e-5, "against the reference");
+          REQUIRE(got[1] == got[0]);
+          REQUIRE(got[2] == got[0]);
         }
       }
     }

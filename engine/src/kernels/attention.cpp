@@ -14,7 +14,7 @@ inline float to_float(uint16_t h) { return half_to_float(h); }
 
 template <class T>
 void attend_typed(const float* q, const T* k, const T* v, const size_t* rows, size_t n, size_t stride,
-                  size_t head_dim, float* scores, float* out) {
+                  size_t head_dim, float* scores, float* out, float* lse) {
   auto row = [&](size_t j) { return (rows != nullptr ? rows[j] : j) * stride; };
   float max_score = -INFINITY;
   for (size_t j = 0; j < n; ++j) {
@@ -28,6 +28,7 @@ void attend_typed(const float* q, const T* k, const T* v, const size_t* rows, si
     scores[j] = std::exp(scores[j] - max_score);
     sum += scores[j];
   }
+  if (lse != nullptr) *lse = max_score + std::log(sum);
   const float inv = 1.0f / sum;
   for (size_t c = 0; c < head_dim; ++c) out[c] = 0;
   for (size_t j = 0; j < n; ++j) {
@@ -39,14 +40,16 @@ void attend_typed(const float* q, const T* k, const T* v, const size_t* rows, si
 }  // namespace
 
 void attend(const float* q, const void* k, const void* v, DType kv, const size_t* rows, size_t n, size_t stride,
-            size_t head_dim, size_t heads, float* scores, float* out) {
-  for (size_t h = 0; h < heads; ++h, q += head_dim, out += head_dim)  // one head at a time
+            size_t head_dim, size_t heads, float* scores, float* out, float* lse) {
+  for (size_t h = 0; h < heads; ++h, q += head_dim, out += head_dim) {  // one head at a time
+    float* head_lse = lse != nullptr ? lse + h : nullptr;
     if (kv == DType::kF16)
       attend_typed(q, static_cast<const uint16_t*>(k), static_cast<const uint16_t*>(v), rows, n, stride, head_dim,
-                   scores, out);
+                   scores, out, head_lse);
     else
       attend_typed(q, static_cast<const float*>(k), static_cast<const float*>(v), rows, n, stride, head_dim, scores,
-                   out);
+                   out, head_lse);
+  }
 }
 
 void store_as(const float* x, size_t n, DType type, void* out) {

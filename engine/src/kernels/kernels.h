@@ -60,7 +60,7 @@ struct KernelTable {
   void (*embed)(const detail::Matrix& table, const int32_t* ids, const int32_t* pos, size_t m,
                 const float* positions, float* out);
   void (*attend)(const float* q, const void* k, const void* v, DType kv, const size_t* rows, size_t n, size_t stride,
-                 size_t head_dim, size_t heads, float* scores, float* out);
+                 size_t head_dim, size_t heads, float* scores, float* out, float* lse);
   void (*store_as)(const float* x, size_t n, DType type, void* out);
   float (*logsumexp)(const float* x, size_t n);
   size_t (*top_k)(const float* x, size_t n, size_t k, int32_t* ids, float* values);
@@ -106,9 +106,11 @@ void embed(const detail::Matrix& table, const int32_t* ids, const int32_t* pos, 
 // rows `stride` elements apart; key j is row rows[j] of K and V, or row j when rows is
 // null (a beam's cache: its positions live in the rows that wrote them, so reordering
 // beams moves indices, not keys). scores needs n floats (the SIMD paths use one tile of
-// them: they run a tiled online softmax, a single pass over K and V).
+// them: they run a tiled online softmax, a single pass over K and V). lse, unless null,
+// receives each head's log(sum_j exp(q_h . k_j)), with which attentions over disjoint
+// sets of keys merge into the attention over all of them (layers::merge_attention).
 void attend(const float* q, const void* k, const void* v, DType kv, const size_t* rows, size_t n, size_t stride,
-            size_t head_dim, size_t heads, float* scores, float* out);
+            size_t head_dim, size_t heads, float* scores, float* out, float* lse);
 
 // out[i] = x[i] stored as `type`: f32 copies, f16 rounds to nearest even (IEEE).
 void store_as(const float* x, size_t n, DType type, void* out);

@@ -1,6 +1,7 @@
 #include "layers/layers.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace petrel::layers {
 
@@ -11,8 +12,13 @@ void Workspace::reserve(size_t rows, size_t d, size_t ffn, size_t max_keys, size
   if (gate.size() < rows * ffn) gate.resize(rows * ffn);
   if (per_thread.size() < threads) per_thread.resize(threads);
   const size_t widest = kernels::quantized_row_bytes(std::max(d, ffn)), blocks = widest / detail::kInt4Block;
+  // Attention partitions: a query row's heads (d >= the q width >= heads) and their
+  // log-sum-exps, each partition; per thread one partition and two sets of log-sum-exps.
+  const size_t partitions_max = (max_keys + kKeysPerPartition - 1) / kKeysPerPartition;
+  if (partitions.size() < partitions_max * 2 * d) partitions.resize(partitions_max * 2 * d);
   for (ThreadScratch& s : per_thread) {
     if (s.scores.size() < max_keys) s.scores.resize(max_keys);
+    if (s.partial.size() < 3 * d) s.partial.resize(3 * d);
     if (s.quantized.size() < rows * widest) s.quantized.resize(rows * widest);
     if (s.quantized_scales.size() < rows) s.quantized_scales.resize(rows);
     if (s.block_sums.size() < rows * blocks) s.block_sums.resize(rows * blocks);
@@ -43,23 +49,72 @@ void matmul(Context& c, const detail::Matrix& w, const float* bias, const float*
   });
 }
 
+void merge_attention(float* out, float* lse, const float* part_out, const float* part_lse, size_t heads,
+                     size_t head_dim) {
+  for (size_t h = 0; h < heads; ++h) {
+    const float m = std::max(lse[h], part_lse[h]);
+    const float wa = std::exp(lse[h] - m), wb = std::exp(part_lse[h] - m), sum = wa + wb;
+    const float a = wa / sum, b = wb / sum;
+    float* o = out + h * head_dim;
+    const float* p = part_out + h * head_dim;
+    for (size_t c = 0; c < head_dim; ++c) o[c] = o[c] * a + p[c] * b;
+    lse[h] = m + std::log(sum);
+  }
+}
+
 void attend_rows(Context& c, const float* q, const void* k, const void* v, DType kv, const KeyRange* keys,
                  size_t rows, const HeadShape& shape, float* context, const size_t* key_rows) {
   const size_t head_dim = shape.head_dim, q_width = shape.q_width(), kv_width = shape.kv_width();
   const size_t group = shape.heads / shape.kv_heads, esize = detail::dtype_size(kv);  // f32 or f16
-  const size_t chunks = rows >= 8 ? std::min(c.pool.size(), rows) : 1;
+  const size_t group_width = group * head_dim, threads = c.pool.size();
+  auto partitions = [&](size_t r) { return (keys[r].count + kKeysPerPartition - 1) / kKeysPerPartition; };
+  // Partition p of row r for one K/V head's group of query heads, into out and lse.
+  auto attend_partition = [&](size_t r, size_t kv_head, size_t p, float* scores, float* out, float* lse) {
+    const size_t j0 = p * kKeysPerPartition, n = std::min(kKeysPerPartition, keys[r].count - j0);
+    // Listed rows are found from the buffers' starts; a range starts at its first row.
+    const size_t first = key_rows != nullptr ? 0 : keys[r].first + j0;
+    const size_t* listed = key_rows != nullptr ? key_rows + keys[r].first + j0 : nullptr;
+    const size_t kv_off = (first * kv_width + kv_head * head_dim) * esize;
+    c.k.attend(q + r * q_width + kv_head * group_width, static_cast<const uint8_t*>(k) + kv_off,
+               static_cast<const uint8_t*>(v) + kv_off, kv, listed, n, kv_width, head_dim, group, scores, out, lse);
+  };
+  size_t work = 0;  // multiply-adds / 2
+  for (size_t r = 0; r < rows; ++r) work += keys[r].count * q_width;
+  const bool parallel = threads > 1 && work >= kParallelWork;
+
+  if (parallel && rows == 1 && shape.kv_heads < threads && partitions(0) > 1) {
+    // One row: its partitions side by side, then merged in order as below.
+    const size_t parts = partitions(0), stride = group_width + group;
+    float* results = c.ws.partitions.data();
+    c.pool.run(shape.kv_heads * parts, [&](size_t task, size_t thread) {
+      float* result = results + task * stride;
+      attend_partition(0, task / parts, task % parts, c.ws.per_thread[thread].scores.data(), result,
+                       result + group_width);
+    });
+    for (size_t kv_head = 0; kv_head < shape.kv_heads; ++kv_head) {
+      const float* first = results + kv_head * parts * stride;
+      float* out = context + kv_head * group_width;
+      float* lse = c.ws.per_thread[0].partial.data();
+      std::copy_n(first, group_width, out);
+      std::copy_n(first + group_width, group, lse);
+      for (size_t p = 1; p < parts; ++p)
+        merge_attention(out, lse, first + p * stride, first + p * stride + group_width, group, head_dim);
+    }
+    return;
+  }
+  // Rows and K/V heads side by side, each over its partitions in order.
+  const size_t pairs = rows * shape.kv_heads, chunks = parallel ? std::min(threads, pairs) : 1;
   c.pool.run(chunks, [&](size_t chunk, size_t thread) {
-    float* scores = c.ws.per_thread[thread].scores.data();
-    for (size_t r = rows * chunk / chunks; r < rows * (chunk + 1) / chunks; ++r) {
-      // Listed rows are found from the buffers' starts; a range starts at its first row.
-      const size_t first = key_rows != nullptr ? 0 : keys[r].first;
-      const size_t* listed = key_rows != nullptr ? key_rows + keys[r].first : nullptr;
-      const auto* kr = static_cast<const uint8_t*>(k) + first * kv_width * esize;
-      const auto* vr = static_cast<const uint8_t*>(v) + first * kv_width * esize;
-      for (size_t kv_head = 0; kv_head < shape.kv_heads; ++kv_head) {  // its query heads together
-        const size_t h = kv_head * group, kv_off = kv_head * head_dim;
-        c.k.attend(q + r * q_width + h * head_dim, kr + kv_off * esize, vr + kv_off * esize, kv, listed,
-                   keys[r].count, kv_width, head_dim, group, scores, context + r * q_width + h * head_dim);
+    ThreadScratch& s = c.ws.per_thread[thread];
+    float* part = s.partial.data();
+    for (size_t pair = pairs * chunk / chunks; pair < pairs * (chunk + 1) / chunks; ++pair) {
+      const size_t r = pair / shape.kv_heads, kv_head = pair % shape.kv_heads;
+      float* out = context + r * q_width + kv_head * group_width;
+      float* lse = part + group_width;  // the partitions so far; the next one goes to part
+      attend_partition(r, kv_head, 0, s.scores.data(), out, lse);
+      for (size_t p = 1; p < partitions(r); ++p) {
+        attend_partition(r, kv_head, p, s.scores.data(), part, lse + group);
+        merge_attention(out, lse, part, lse + group, group, head_dim);
       }
     }
   });

@@ -17,6 +17,7 @@ namespace petrel::layers {
 struct ThreadScratch {
   AlignedVector<int8_t> quantized;
   std::vector<float> quantized_scales, scores;
+  AlignedVector<float> partial;  // one partition's attention for a group of heads, and their log-sum-exps
   std::vector<int32_t> block_sums;  // int4 weights
   kernels::QuantizedRows quantized_rows() { return {quantized.data(), quantized_scales.data(), block_sums.data()}; }
 };
@@ -25,6 +26,8 @@ struct ThreadScratch {
 // never allocates.
 struct Workspace {
   AlignedVector<float> normed, out, q, k, v, context, hidden, gate;
+  // One query row's attention partitions, computed side by side (attend_rows).
+  AlignedVector<float> partitions;
   std::vector<ThreadScratch> per_thread;
 
   void reserve(size_t rows, size_t d, size_t ffn, size_t max_keys, size_t threads);
@@ -63,10 +66,21 @@ struct HeadShape {
   size_t kv_width() const { return kv_heads * head_dim; }
 };
 
+// Attention runs over partitions of this many keys, merged in order: every row's result
+// is the same whichever threads computed its partitions (and however many there were).
+constexpr size_t kKeysPerPartition = 256;
+
+// out/lse = the attention of `heads` heads over keys A and B, from out/lse over A and
+// part_out/part_lse over B (each normalized; lse the log-sum-exp of its scores).
+void merge_attention(float* out, float* lse, const float* part_out, const float* part_lse, size_t heads,
+                     size_t head_dim);
+
 // context[r] = MultiHead(q[r], K[keys[r]], V[keys[r]]) for every row; q, K, V, context
 // are row-major as `shape` says; K and V hold elements of type kv (f32, or f16 for a
 // half-precision KV cache). With key_rows, row r attends K/V rows
-// key_rows[keys[r].first + j] (j < keys[r].count) instead.
+// key_rows[keys[r].first + j] (j < keys[r].count) instead. Over the pool: rows and K/V
+// heads side by side; one row (a step of one sequence) with fewer K/V heads than
+// threads, its partitions side by side.
 void attend_rows(Context& c, const float* q, const void* k, const void* v, DType kv, const KeyRange* keys,
                  size_t rows, const HeadShape& shape, float* context, const size_t* key_rows = nullptr);
 
