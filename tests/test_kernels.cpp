@@ -552,7 +552,8 @@ TEST_CASE("attention for one head matches the reference (f32 and f16 keys/values
   std::mt19937 rng(13);
   for (DType kv : {DType::kF32, DType::kF16}) {
     for (size_t n : {1, 2, 5, 17, 64, 257, 600}) {  // 257, 600: two and three tiles of 256
-      for (size_t head_dim : {1, 3, 8, 16, 17, 64, 100, 160}) {  // 160: more than one register block
+      // 160: more than one register block of 8 vectors; 256: one of 16 (AVX-512); 300: 16 + 2 + a tail
+      for (size_t head_dim : {1, 3, 8, 16, 17, 64, 100, 160, 256, 300}) {
         const size_t stride = head_dim + (n % 3);
         // q carries 1/sqrt(head_dim) as the model's folded W_q does: scores of unit scale.
         auto q = random_values(rng, head_dim, 1.0f / std::sqrt(float(head_dim)));
@@ -618,7 +619,7 @@ TEST_CASE("attention for a group of heads sharing K and V is each head's attenti
   for (DType kv : {DType::kF32, DType::kF16}) {
     for (size_t heads : {2, 3, 4, 9}) {  // 9: more than one pass of 8 heads
       for (size_t n : {1, 17, 257, 600}) {
-        for (size_t head_dim : {8, 17, 64}) {
+        for (size_t head_dim : {8, 17, 64, 256}) {
           const size_t stride = head_dim + 3;
           auto q = random_values(rng, heads * head_dim, 1.0f / std::sqrt(float(head_dim)));
           auto k = random_values(rng, n * stride), v = random_values(rng, n * stride);
