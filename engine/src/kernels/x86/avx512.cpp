@@ -26,6 +26,7 @@ inline batch<float, Arch> fma(batch<float, Arch> x, batch<float, Arch> y, batch<
   return _mm512_fmadd_ps(x, y, z);
 }
 }  // namespace vec
+
 // An int8 GEMV reads 8 panels side by side on Intel: 8 streams keep one core's DRAM reads
 // busier than 4 (Gemma-3-shaped int8 steps from memory ~5% faster, bench/README
 // "Decoder-only"); in cache the same within noise. On AMD one panel at a time
