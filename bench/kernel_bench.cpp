@@ -102,7 +102,7 @@ void linear_bench(benchmark::State& state, Isa isa, DType dtype, size_t m, size_
   std::vector<int32_t> block_sums(m * quantized_row_bytes(k) / detail::kInt4Block);
   size_t i = 0;
   for (auto _ : state) {
-    kt->linear(x.data(), m, views[i], bias.data(), y.data(), {q.data(), qs.data(), block_sums.data()});
+    kt->linear(x.data(), m, views[i], bias.data(), y.data(), n, {q.data(), qs.data(), block_sums.data()});
     benchmark::DoNotOptimize(y.data());
     i = (i + 1) % copies;
   }

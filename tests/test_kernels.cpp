@@ -157,10 +157,17 @@ TEST_CASE("linear matches the reference for f32 f16 int8 int4 in GEMV and GEMM s
           Scratch scratch(m, k);
           std::vector<float> want(m * n);
           // Odd n: the paths run without a bias.
-          reference::linear(x.data(), m, w.view, n % 2 ? nullptr : bias.data(), want.data(), scratch.rows());
+          reference::linear(x.data(), m, w.view, n % 2 ? nullptr : bias.data(), want.data(), n, scratch.rows());
           for (const auto& [name, simd] : linear_tables()) {
-            std::vector<float> got(m * n, NAN);
-            simd->linear(x.data(), m, w.view, (n % 2 ? nullptr : bias.data()), got.data(), scratch.rows());
+            // Rows of y 3 floats wider than n (a slice of a matrix writes into a wider
+            // y): the gaps must stay as they were.
+            const size_t stride = n + 3;
+            std::vector<float> wide(m * stride, -7.0f), got(m * n);
+            simd->linear(x.data(), m, w.view, (n % 2 ? nullptr : bias.data()), wide.data(), stride, scratch.rows());
+            for (size_t i = 0; i < m; ++i) {
+              std::copy_n(wide.begin() + i * stride, n, got.begin() + i * n);
+              for (size_t c = n; c < stride; ++c) REQUIRE(wide[i * stride + c] == -7.0f);
+            }
             // int8 sums are exact integers on every path, int4 block sums exact floats
             // added in the same order; float sums differ in order only.
             const bool quantized = dtype == DType::kInt8 || dtype == DType::kInt4;
@@ -187,10 +194,10 @@ TEST_CASE("int8 linear matches the reference over many chunks of panels, in ever
         auto x = random_values(rng, m * k), bias = random_values(rng, n);
         Scratch scratch(m, k);
         std::vector<float> want(m * n);
-        reference::linear(x.data(), m, w.view, bias.data(), want.data(), scratch.rows());  // once: slow under qemu
+        reference::linear(x.data(), m, w.view, bias.data(), want.data(), n, scratch.rows());  // once: slow under qemu
         for (const auto& [name, simd] : linear_tables()) {
           std::vector<float> got(m * n, NAN);
-          simd->linear(x.data(), m, w.view, bias.data(), got.data(), scratch.rows());
+          simd->linear(x.data(), m, w.view, bias.data(), got.data(), n, scratch.rows());
           require_close(got, want, 1e-6,
                         name + " int8 m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k));
         }
@@ -215,10 +222,10 @@ TEST_CASE("int4 linear matches the reference at model shapes with many blocks", 
     auto bias = random_values(rng, n);
     Scratch scratch(m, k);
     std::vector<float> want(m * n);
-    reference::linear(x.data(), m, w.view, bias.data(), want.data(), scratch.rows());
+    reference::linear(x.data(), m, w.view, bias.data(), want.data(), n, scratch.rows());
     for (const auto& [name, simd] : linear_tables()) {
       std::vector<float> got(m * n, NAN);
-      simd->linear(x.data(), m, w.view, bias.data(), got.data(), scratch.rows());
+      simd->linear(x.data(), m, w.view, bias.data(), got.data(), n, scratch.rows());
       require_close(got, want, 1e-6,
                     name + " int4 m=" + std::to_string(m) + " n=" + std::to_string(n) +
                         " k=" + std::to_string(k));
@@ -244,8 +251,8 @@ TEST_CASE("int4 linear stays exact at the extremes of nibbles, block scales and 
         }
         Scratch scratch(m, k);
         std::vector<float> want(m * n), got(m * n, NAN);
-        reference::linear(x.data(), m, w.view, nullptr, want.data(), scratch.rows());
-        simd->linear(x.data(), m, w.view, nullptr, got.data(), scratch.rows());
+        reference::linear(x.data(), m, w.view, nullptr, want.data(), n, scratch.rows());
+        simd->linear(x.data(), m, w.view, nullptr, got.data(), n, scratch.rows());
         INFO(name << " nibble " << int(nibble) << " m=" << m);
         // Row 0: k x 127 x (nibble - 8) x 255, row scale and activation scale 1/127 and the converter's.
         const double q = int(nibble) - 8;
@@ -291,10 +298,16 @@ TEST_CASE("the reference linear gives the same products for row-major and panel 
           TestMatrix panels(values, n, k, dtype, detail::Layout::kPanel16);
           auto x = random_values(rng, m * k), bias = random_values(rng, n);
           Scratch scratch(m, k);
-          std::vector<float> from_rows(m * n), from_panels(m * n, NAN);
-          reference::linear(x.data(), m, rows.view, bias.data(), from_rows.data(), scratch.rows());
-          reference::linear(x.data(), m, panels.view, bias.data(), from_panels.data(), scratch.rows());
+          // The row-major product into rows of y wider than n (the gaps stay as they were).
+          std::vector<float> from_rows(m * n), wide(m * (n + 2), -7.0f), from_panels(m * n, NAN);
+          reference::linear(x.data(), m, rows.view, bias.data(), wide.data(), n + 2, scratch.rows());
+          reference::linear(x.data(), m, panels.view, bias.data(), from_panels.data(), n, scratch.rows());
           INFO(to_string(dtype) << " m=" << m << " n=" << n << " k=" << k);
+          for (size_t i = 0; i < m; ++i) {
+            std::copy_n(wide.begin() + i * (n + 2), n, from_rows.begin() + i * n);
+            REQUIRE(wide[i * (n + 2) + n] == -7.0f);
+            REQUIRE(wide[i * (n + 2) + n + 1] == -7.0f);
+          }
           REQUIRE(from_rows == from_panels);  // same values, same order of sums
           // And both are the product: within quantization error of a double-precision sum.
           for (size_t i = 0; i < m; ++i)
@@ -461,7 +474,7 @@ TEST_CASE("int8 linear with a static activation scale saturates and matches the 
         w.view.activation_scale = 2.0f / 127.0f;  // clips |x| > 2: some entries of every larger row
         Scratch scratch(m, k);
         std::vector<float> want(m * n), got(m * n, NAN);
-        reference::linear(x.data(), m, w.view, nullptr, want.data(), scratch.rows());
+        reference::linear(x.data(), m, w.view, nullptr, want.data(), n, scratch.rows());
         const size_t stride = detail::round_up(k, detail::kInt8Group);
         for (size_t i = 0; i < m; ++i) {
           REQUIRE(scratch.scales[i] == w.view.activation_scale);
@@ -472,7 +485,7 @@ TEST_CASE("int8 linear with a static activation scale saturates and matches the 
           }
         }
         for (const auto& [name, simd] : linear_tables()) {
-          simd->linear(x.data(), m, w.view, nullptr, got.data(), scratch.rows());
+          simd->linear(x.data(), m, w.view, nullptr, got.data(), n, scratch.rows());
           require_close(got, want, 1e-6, name + " static scale m=" + std::to_string(m) +
                                              " n=" + std::to_string(n) + " k=" + std::to_string(k));
         }
@@ -497,10 +510,10 @@ TEST_CASE("activations quantize as the reference's when tiny, infinite or NaN", 
     w.view.activation_scale = activation_scale;
     Scratch want(4, k);
     std::vector<float> y(4 * 16);
-    reference::linear(x.data(), 4, w.view, nullptr, y.data(), want.rows());
+    reference::linear(x.data(), 4, w.view, nullptr, y.data(), 16, want.rows());
     for (const auto& [name, simd] : linear_tables()) {
       Scratch got(4, k);
-      simd->linear(x.data(), 4, w.view, nullptr, y.data(), got.rows());
+      simd->linear(x.data(), 4, w.view, nullptr, y.data(), 16, got.rows());
       // The paths whose products are unsigned (AVX-512, AVX-VNNI) leave each value of the
       // 4 rows (stored_cols() apart) shifted by 128, its top bit flipped: all values are
       // the reference's, or all are the reference's flipped. Past the rows, as the
@@ -781,7 +794,7 @@ TEST_CASE("sinusoidal tables match the double-precision formula to 1e-6", "[kern
 TEST_CASE("matmul over a thread pool equals the single-thread result exactly", "[kernels][threads]") {
   std::mt19937 rng(15);
   threads::ThreadPool one(1), three(3);
-  for (DType dtype : {DType::kInt8, DType::kInt4, DType::kF32}) {
+  for (DType dtype : {DType::kInt8, DType::kInt4, DType::kF32, DType::kF16}) {
     for (size_t n : {1000, 2049}) {
       const size_t k = 80;
       TestMatrix w(random_values(rng, n * k), n, k, dtype, detail::Layout::kPanel16);  // once: every m and path

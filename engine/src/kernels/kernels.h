@@ -51,7 +51,7 @@ enum class GemvOrder { kPanelsSideBySide, kOnePanelAtATime };
 
 struct KernelTable {
   const char* isa;
-  void (*linear)(const float* x, size_t m, const detail::Matrix& w, const float* bias, float* y,
+  void (*linear)(const float* x, size_t m, const detail::Matrix& w, const float* bias, float* y, size_t y_stride,
                  QuantizedRows scratch);
   void (*layer_norm)(const float* x, const float* residual, size_t m, size_t d, const float* gamma,
                      const float* beta, float eps, float* y);
@@ -72,12 +72,14 @@ struct KernelTable {
 
 namespace reference {
 
-// y[m][n] = x[m][k] . W[n][k] + bias[n]  (bias may be null). For int8 and int4
+// y[m][n] = x[m][k] . W[n][k] + bias[n]  (bias may be null), y's rows y_stride >= n
+// floats apart (a slice of W's rows writes its columns of a wider y). For int8 and int4
 // weights the rows of x are quantized to int8 first (into `scratch`; quantize_rows with
 // the matrix's activation_scale): int8 y = (sum_k a q) sa sw; int4 y = (sum over blocks of
 // float(sum_k a q) x block scale, in block order) x (sa x sw) — each block's product is
 // an exact float, so every path that sums blocks in order gets the same result.
-void linear(const float* x, size_t m, const detail::Matrix& w, const float* bias, float* y, QuantizedRows scratch);
+void linear(const float* x, size_t m, const detail::Matrix& w, const float* bias, float* y, size_t y_stride,
+            QuantizedRows scratch);
 
 // Symmetric int8 quantization of each row: q = round_half_even(x * (1/s)) with s =
 // max|x| / 127 per row (fixed_scale 0), or s = fixed_scale for every row with q clamped

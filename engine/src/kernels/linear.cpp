@@ -26,7 +26,8 @@ void quantize_rows(const float* x, size_t m, size_t k, float fixed_scale, Quanti
   }
 }
 
-void linear(const float* x, size_t m, const detail::Matrix& w, const float* bias, float* y, QuantizedRows scratch) {
+void linear(const float* x, size_t m, const detail::Matrix& w, const float* bias, float* y, size_t y_stride,
+            QuantizedRows scratch) {
   const size_t n = w.rows, k = w.cols;
   switch (w.dtype) {
     case DType::kF32: {
@@ -35,7 +36,7 @@ void linear(const float* x, size_t m, const detail::Matrix& w, const float* bias
         for (size_t j = 0; j < n; ++j) {
           float acc = 0;
           w.for_each_in_row(j, [&](size_t c, size_t at) { acc += x[i * k + c] * wf[at]; });
-          y[i * n + j] = acc + (bias ? bias[j] : 0.0f);
+          y[i * y_stride + j] = acc + (bias ? bias[j] : 0.0f);
         }
       break;
     }
@@ -45,7 +46,7 @@ void linear(const float* x, size_t m, const detail::Matrix& w, const float* bias
         for (size_t j = 0; j < n; ++j) {
           float acc = 0;
           w.for_each_in_row(j, [&](size_t c, size_t at) { acc += x[i * k + c] * half_to_float(wh[at]); });
-          y[i * n + j] = acc + (bias ? bias[j] : 0.0f);
+          y[i * y_stride + j] = acc + (bias ? bias[j] : 0.0f);
         }
       break;
     }
@@ -58,7 +59,7 @@ void linear(const float* x, size_t m, const detail::Matrix& w, const float* bias
           const int8_t* xq = scratch.values + i * stride;
           int32_t acc = 0;  // |acc| <= 128 * 128 * k: within int32 for the loader's k <= 2^16
           w.for_each_in_row(j, [&](size_t c, size_t at) { acc += int32_t{xq[c]} * wq[at]; });
-          y[i * n + j] = static_cast<float>(acc) * (scratch.scales[i] * w.scales[j]) + (bias ? bias[j] : 0.0f);
+          y[i * y_stride + j] = static_cast<float>(acc) * (scratch.scales[i] * w.scales[j]) + (bias ? bias[j] : 0.0f);
         }
       break;
     }
@@ -78,7 +79,7 @@ void linear(const float* x, size_t m, const detail::Matrix& w, const float* bias
               dot = 0;
             }
           });
-          y[i * n + j] = acc * (scratch.scales[i] * w.scales[j]) + (bias ? bias[j] : 0.0f);
+          y[i * y_stride + j] = acc * (scratch.scales[i] * w.scales[j]) + (bias ? bias[j] : 0.0f);
         }
       break;
     }

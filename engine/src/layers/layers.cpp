@@ -28,24 +28,26 @@ void Workspace::reserve(size_t rows, size_t d, size_t ffn, size_t max_keys, size
 void matmul(Context& c, const detail::Matrix& w, const float* bias, const float* x, size_t rows, float* y) {
   const size_t threads = c.pool.size(), n = w.rows, k = w.cols;
   if (threads == 1 || rows * n * k < kParallelWork) {
-    c.k.linear(x, rows, w, bias, y, c.ws.per_thread[0].quantized_rows());
+    c.k.linear(x, rows, w, bias, y, n, c.ws.per_thread[0].quantized_rows());
     return;
   }
-  if (rows == 1) {  // split the output panels
-    const size_t panels = (n + detail::kPanelRows - 1) / detail::kPanelRows;
-    const size_t chunks = std::min(threads, panels);
-    c.pool.run(chunks, [&](size_t chunk, size_t thread) {
-      const size_t p0 = panels * chunk / chunks, p1 = panels * (chunk + 1) / chunks;
-      const size_t r0 = p0 * detail::kPanelRows, r1 = std::min(n, p1 * detail::kPanelRows);
-      c.k.linear(x, 1, w.row_slice(r0, r1 - r0), bias ? bias + r0 : nullptr, y + r0,
-                 c.ws.per_thread[thread].quantized_rows());
+  if (rows >= threads * kRowsPerThread) {  // enough rows for every thread's full row tiles: split the rows
+    c.pool.run(threads, [&](size_t chunk, size_t thread) {
+      const size_t r0 = rows * chunk / threads, r1 = rows * (chunk + 1) / threads;
+      c.k.linear(x + r0 * k, r1 - r0, w, bias, y + r0 * n, n, c.ws.per_thread[thread].quantized_rows());
     });
     return;
   }
-  const size_t chunks = std::min(threads, rows);  // split the rows
+  // Few rows (a step: one row, or a beam's): split the output panels, so every thread
+  // runs the row tiles one thread would (a beam's 4 rows one 4-row tile, not 1-row
+  // GEMVs each reading the weights again) over its share of the weights.
+  const size_t panels = (n + detail::kPanelRows - 1) / detail::kPanelRows;
+  const size_t chunks = std::min(threads, panels);
   c.pool.run(chunks, [&](size_t chunk, size_t thread) {
-    const size_t r0 = rows * chunk / chunks, r1 = rows * (chunk + 1) / chunks;
-    c.k.linear(x + r0 * k, r1 - r0, w, bias, y + r0 * n, c.ws.per_thread[thread].quantized_rows());
+    const size_t p0 = panels * chunk / chunks, p1 = panels * (chunk + 1) / chunks;
+    const size_t r0 = p0 * detail::kPanelRows, r1 = std::min(n, p1 * detail::kPanelRows);
+    c.k.linear(x, rows, w.row_slice(r0, r1 - r0), bias ? bias + r0 : nullptr, y + r0, n,
+               c.ws.per_thread[thread].quantized_rows());
   });
 }
 

@@ -43,8 +43,12 @@ struct Context {
 // Below this many multiply-adds a matmul is not worth waking the pool for.
 constexpr size_t kParallelWork = size_t{1} << 16;
 
-// y[rows][n] = x . W^T + bias over the pool: one row (a decoder step) is split by
-// output panels, several rows by rows.
+// A matmul splits its rows over the threads when each gets this many (a full row tile
+// of the widest GEMM path); fewer rows split the output panels instead.
+constexpr size_t kRowsPerThread = 8;
+
+// y[rows][n] = x . W^T + bias over the pool: a decoder step's few rows (one, or a
+// beam's) split by output panels, many rows (an encoder, a batch) by rows.
 void matmul(Context& c, const detail::Matrix& w, const float* bias, const float* x, size_t rows, float* y);
 inline void dense(Context& c, const detail::Linear& l, const float* x, size_t rows, float* y) {
   matmul(c, l.weight, l.bias, x, rows, y);
