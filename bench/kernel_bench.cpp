@@ -275,6 +275,12 @@ void register_all() {
       // Beam 4 (four hypotheses per step).
       benchmark::RegisterBenchmark((t + "beam4_from_memory/out_proj_4x58101x512").c_str(), linear_bench, isa, dtype,
                                    4, kVocab, 512, dram)->Unit(benchmark::kMillisecond)->UseRealTime();
+      // A greedy batch of two or three inputs (the rows a 4-row tile leaves).
+      for (size_t m : {2, 3})
+        benchmark::RegisterBenchmark((t + "rows" + std::to_string(m) + "_from_memory/out_proj_" + std::to_string(m) +
+                                      "x58101x512").c_str(),
+                                     linear_bench, isa, dtype, m, kVocab, 512, dram)
+            ->Unit(benchmark::kMillisecond)->UseRealTime();
       benchmark::RegisterBenchmark((t + "beam4_in_cache/ffn_4x2048x512").c_str(), linear_bench, isa, dtype, 4, 2048,
                                    512, 0)->Unit(benchmark::kMicrosecond)->UseRealTime();
       benchmark::RegisterBenchmark((t + "gemv_from_memory/ffn_2048x512").c_str(), linear_bench, isa, dtype, 1, 2048, 512,

@@ -77,24 +77,31 @@ struct Int8Ops {
   // acc[MR][NR * 16] = sum over k of acts[r][k] (u8) x panel[p][k][16] (s8)
   template <size_t MR, size_t NR>
   static void dot(const uint8_t* acts, size_t kp, const int8_t* panels, size_t panel_bytes, int32_t* acc) {
-    if constexpr (MR * NR == 1) {  // one panel (AMD's GEMV order): two chains of sums, even
-      // and odd groups of 4 columns, so vpdpbusd's latency does not bind the loop (in cache
-      // 1.25x faster on Zen 4, bench/README "AVX-512 on AMD"); exact integers, any order
-      __m512i even = _mm512_setzero_si512(), odd = _mm512_setzero_si512();
+    if constexpr (NR == 1) {  // one panel (AMD's order; its tail): two chains of sums per row,
+      // even and odd groups of 4 columns, so vpdpbusd's latency does not bind the loop (the
+      // GEMV in cache 1.25x faster on Zen 4, bench/README "AVX-512 on AMD"); exact integers
+      __m512i even[MR], odd[MR];
+      for (size_t i = 0; i < MR; ++i) even[i] = odd[i] = _mm512_setzero_si512();
       size_t g = 0;
       for (; g + 8 <= kp; g += 8) {
-        int32_t a0, a1;
-        std::memcpy(&a0, acts + g, 4);
-        std::memcpy(&a1, acts + g + 4, 4);
-        even = _mm512_dpbusd_epi32(even, _mm512_set1_epi32(a0), _mm512_loadu_si512(panels + g * 16));
-        odd = _mm512_dpbusd_epi32(odd, _mm512_set1_epi32(a1), _mm512_loadu_si512(panels + (g + 4) * 16));
+        const __m512i w0 = _mm512_loadu_si512(panels + g * 16), w1 = _mm512_loadu_si512(panels + (g + 4) * 16);
+        for (size_t i = 0; i < MR; ++i) {
+          int32_t a0, a1;
+          std::memcpy(&a0, acts + i * kp + g, 4);
+          std::memcpy(&a1, acts + i * kp + g + 4, 4);
+          even[i] = _mm512_dpbusd_epi32(even[i], _mm512_set1_epi32(a0), w0);
+          odd[i] = _mm512_dpbusd_epi32(odd[i], _mm512_set1_epi32(a1), w1);
+        }
       }
       if (g < kp) {
-        int32_t a0;
-        std::memcpy(&a0, acts + g, 4);
-        even = _mm512_dpbusd_epi32(even, _mm512_set1_epi32(a0), _mm512_loadu_si512(panels + g * 16));
+        const __m512i w0 = _mm512_loadu_si512(panels + g * 16);
+        for (size_t i = 0; i < MR; ++i) {
+          int32_t a0;
+          std::memcpy(&a0, acts + i * kp + g, 4);
+          even[i] = _mm512_dpbusd_epi32(even[i], _mm512_set1_epi32(a0), w0);
+        }
       }
-      _mm512_store_si512(acc, _mm512_add_epi32(even, odd));
+      for (size_t i = 0; i < MR; ++i) _mm512_store_si512(acc + i * 16, _mm512_add_epi32(even[i], odd[i]));
       return;
     }
     __m512i c[MR][NR];
