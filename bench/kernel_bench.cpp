@@ -276,6 +276,8 @@ void register_all() {
       benchmark::RegisterBenchmark((t + "beam4_from_memory/out_proj_4x58101x512").c_str(), linear_bench, isa, dtype,
                                    4, kVocab, 512, dram)->Unit(benchmark::kMillisecond)->UseRealTime();
       // A greedy batch of two or three inputs (the rows a 4-row tile leaves).
+      benchmark::RegisterBenchmark((t + "batch8_beam4_from_memory/out_proj_32x58101x512").c_str(), linear_bench, isa, dtype,
+                                   32, kVocab, 512, dram)->Unit(benchmark::kMillisecond)->UseRealTime();
       for (size_t m : {2, 3})
         benchmark::RegisterBenchmark((t + "rows" + std::to_string(m) + "_from_memory/out_proj_" + std::to_string(m) +
                                       "x58101x512").c_str(),
