@@ -1,9 +1,12 @@
 // Fuzz target: a chat template (text::ChatTemplate) from an untrusted model file,
 // rendered over messages from the input. Layout: template NUL message NUL message ...;
 // a message's first byte picks its role (system / user / assistant / tool) and sets
-// enable_thinking when bit 2 is set; the rest is its content. parse() must refuse what
-// it cannot run with an Error; render() must end with the text or an Error within its
-// limits (output size, work budget). A crash, a hang or a sanitizer report is a finding.
+// enable_thinking when bit 2 is set; bits 3-5 of the first message's first byte pick
+// the caller's output limit (0: kMaxOutputBytes; 1-6: 64 B to 64 KiB; 7: nothing); the
+// rest is its content. parse() must refuse what it cannot run with an Error; render()
+// must end with the text or an Error within its limits (output size, work and value
+// budgets), every message starting with "chat template". A crash, a hang or a sanitizer
+// report is a finding.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -28,7 +31,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const size_t template_end = std::min(input.find('\0'), input.size());
   auto parsed = petrel::text::ChatTemplate::parse(input.substr(0, template_end));
   if (!parsed) {
-    require(!parsed.error().message.empty(), "a parse error has a message");
+    require(parsed.error().message.rfind("chat template", 0) == 0, "a parse error's message starts with \"chat template\"");
     return 0;
   }
   petrel::text::ChatTemplateInputs inputs;
@@ -46,11 +49,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   inputs.strings = {{"bos_token", "<bos>"}, {"eos_token", "<eos>"}};
   inputs.flags = {{"enable_thinking", thinking}};
+  if (template_end + 1 < input.size()) {
+    const unsigned limit = (static_cast<uint8_t>(input[template_end + 1]) >> 3) & 7;
+    if (limit != 0) inputs.max_output_bytes = limit == 7 ? 0 : size_t{16} << (2 * limit);
+  }
   for (const bool prompt : {true, false}) {
     inputs.add_generation_prompt = prompt;
     auto rendered = parsed.value().render(inputs);
-    if (rendered) require(rendered.value().size() <= petrel::text::ChatTemplate::kMaxOutputBytes, "output within its limit");
-    else require(!rendered.error().message.empty(), "a render error has a message");
+    if (rendered) {
+      require(rendered.value().size() <= inputs.max_output_bytes, "output within the caller's limit");
+    } else {
+      const std::string& message = rendered.error().message;
+      require(message.rfind("chat template", 0) == 0, "a render error's message starts with \"chat template\"");
+      require(message.find("chat template", 1) == std::string::npos || message.find("raise_exception") != std::string::npos,
+              "\"chat template\" once in a render error's message");
+    }
   }
   return 0;
 }

@@ -12,8 +12,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <new>
+#include <stdexcept>
 
 #include "core/c_number.h"
+#include "core/string_hash.h"
+#include "core/substring_search.h"
 #include "core/unicode.h"
 #include "core/utf8.h"
 
@@ -50,47 +55,49 @@ std::string_view lstrip_space(std::string_view s) {
   return s.substr(at);
 }
 
-std::vector<char32_t> code_points(std::string_view s) {
-  std::vector<char32_t> out;
-  for (size_t at = 0; at < s.size();) {
-    const detail::CodePoint cp = detail::utf8_decode(s, at);
-    out.push_back(cp.value);
-    at += cp.length;
-  }
-  return out;
-}
 // The number of code points (an ill-formed sequence is one, as utf8_decode reads it).
 size_t count_code_points(std::string_view s) {
   size_t n = 0;
   for (size_t at = 0; at < s.size(); ++n) at += static_cast<uint8_t>(s[at]) < 0x80 ? 1 : detail::utf8_decode(s, at).length;
   return n;
 }
-// The start of the code point that ends at `end` (> 0), as a forward walk splits it.
+// The start of the code point that ends at `end` (> 0), as a forward walk splits it:
+// a byte that is no continuation byte starts a code point, and a sequence that does not
+// reach `end` leaves the continuation bytes after it one code point each.
 size_t previous_code_point_start(std::string_view s, size_t end) {
   size_t start = end - 1;
   while (start > 0 && end - start < 4 && (static_cast<uint8_t>(s[start]) & 0xc0) == 0x80) --start;
   return detail::utf8_decode(s, start).length == end - start ? start : end - 1;
-}
-// Byte offsets of each code point's start, plus s.size() (8 bytes per byte of s).
-std::vector<size_t> code_point_starts(std::string_view s) {
-  std::vector<size_t> out;
-  for (size_t at = 0; at < s.size(); at += detail::utf8_decode(s, at).length) out.push_back(at);
-  out.push_back(s.size());
-  return out;
 }
 char ascii_upper(char c) { return c >= 'a' && c <= 'z' ? static_cast<char>(c - 32) : c; }
 char ascii_lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; }
 bool is_ascii_alnum(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 
 // Python's repr(float): the shortest digits that read back, fixed notation for
-// exponents -4..15, else d.ddde+XX.
-std::string python_float(double v) {
+// exponents -4..15, else d.ddde+XX. More digits never read back worse (a p-digit decimal
+// is a (p+1)-digit one), so after one digit the shortest is searched between 2 and 17;
+// *tries: how many precisions were written and read back (at most 6).
+std::string python_float(double v, int* tries) {
+  *tries = 1;
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
-  std::string text;
-  for (int precision = 1; precision <= 17; ++precision) {
-    text = core::format_c_double("%.*e", precision - 1, v);
-    if (core::parse_c_double(text) == v) break;
+  const auto written = [&](int precision) { return core::format_c_double("%.*e", precision - 1, v); };
+  std::string text = written(1);
+  if (core::parse_c_double(text) != v) {
+    int low = 2, high = 17;  // 17 significant digits always read back
+    text = written(high);
+    ++*tries;
+    while (low < high) {
+      const int middle = (low + high) / 2;
+      std::string shorter = written(middle);
+      ++*tries;
+      if (core::parse_c_double(shorter) == v) {
+        high = middle;
+        text = std::move(shorter);
+      } else {
+        low = middle + 1;
+      }
+    }
   }
   const size_t e = text.find('e');
   const int exponent = std::atoi(text.c_str() + e + 1);
@@ -123,15 +130,17 @@ std::string python_float(double v) {
 struct ListData;
 struct DictData;
 
+// 32 bytes: a kind, a number, and the string, list or dict it shares (immutable, but
+// for a namespace's or loop's dict).
 struct Value {
   enum class Kind : uint8_t { kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kDict };
   Kind kind = Kind::kUndefined;
   bool boolean = false;
-  int64_t integer = 0;
-  double number = 0;
-  std::shared_ptr<const std::string> text;
-  std::shared_ptr<const ListData> list;
-  std::shared_ptr<DictData> dict;  // mutable only when it is a namespace
+  union {
+    int64_t integer = 0;
+    double number;
+  };
+  std::shared_ptr<const void> object;  // kString: std::string, kList: ListData, kDict: DictData
 
   static Value none() { Value v; v.kind = Kind::kNone; return v; }
   static Value of_bool(bool b) { Value v; v.kind = Kind::kBool; v.boolean = b; return v; }
@@ -140,11 +149,18 @@ struct Value {
   static Value of_string(std::string s) {
     Value v;
     v.kind = Kind::kString;
-    v.text = std::make_shared<const std::string>(std::move(s));
+    v.object = std::make_shared<const std::string>(std::move(s));
     return v;
   }
   bool is(Kind k) const { return kind == k; }
-  const std::string& str() const { return *text; }
+  const std::string& str() const { return *static_cast<const std::string*>(object.get()); }
+  const ListData* list() const { return static_cast<const ListData*>(object.get()); }
+  // A namespace or a loop is changed in place: its DictData was made mutable.
+  DictData* dict() const { return const_cast<DictData*>(static_cast<const DictData*>(object.get())); }
+  std::shared_ptr<const ListData> list_ptr() const { return std::static_pointer_cast<const ListData>(object); }
+  std::shared_ptr<DictData> dict_ptr() const {
+    return std::const_pointer_cast<DictData>(std::static_pointer_cast<const DictData>(object));
+  }
 };
 using Kind = Value::Kind;
 
@@ -153,27 +169,91 @@ struct ListData {
   int depth = 1;
   bool is_tuple = false;  // only str() tells a tuple from a list
 };
+// A dict's entries in insertion order (as Python's) and, past kLinearKeys entries, an
+// index of them by key: open addressing over SipHash under this process's key
+// (core/string_hash.h), so that which keys collide cannot be chosen by a template, and
+// find, insert and replace cost O(1) per key.
 struct DictData {
-  std::vector<std::pair<std::string, Value>> entries;  // insertion order, as Python's dict
-  bool is_namespace = false;  // namespace(): attributes assignable, not a mapping
-  bool is_loop = false;       // a for loop's `loop`, updated in place each turn (as Jinja's)
+  using Entry = std::pair<std::string, Value>;
+  static constexpr size_t kLinearKeys = 8;
+  static constexpr size_t npos = SIZE_MAX;
+
+  std::vector<Entry> entries;
+  std::vector<uint32_t> slots;  // an entry's index + 1, 0 when empty; a power of two long (or none)
+  bool is_namespace = false;    // namespace(): attributes assignable, not a mapping
+  bool is_loop = false;         // a for loop's `loop`, updated in place each turn (as Jinja's)
   int depth = 1;
+
+  // The index's length for `count` entries: at most half full.
+  static size_t slots_for(size_t count) {
+    if (count <= kLinearKeys) return 0;
+    size_t length = 32;
+    while (length < 2 * count) length *= 2;
+    return length;
+  }
+  // The bytes of the arrays holding `capacity` entries (keys' heaps aside).
+  static uint64_t table_bytes(size_t capacity) {
+    return uint64_t{capacity} * sizeof(Entry) + uint64_t{slots_for(capacity)} * sizeof(uint32_t) + 32;
+  }
+
+  size_t index_of(std::string_view key) const {
+    if (slots.empty()) {
+      for (size_t i = 0; i < entries.size(); ++i)
+        if (entries[i].first == key) return i;
+      return npos;
+    }
+    const size_t mask = slots.size() - 1;
+    for (size_t at = detail::StringHash()(key) & mask;; at = (at + 1) & mask) {
+      if (slots[at] == 0) return npos;
+      if (entries[slots[at] - 1].first == key) return slots[at] - 1;
+    }
+  }
   const Value* find(std::string_view key) const {
-    for (const auto& [k, v] : entries)
-      if (k == key) return &v;
-    return nullptr;
+    const size_t i = index_of(key);
+    return i == npos ? nullptr : &entries[i].second;
+  }
+  Value* find(std::string_view key) {
+    const size_t i = index_of(key);
+    return i == npos ? nullptr : &entries[i].second;
+  }
+  // Room for `count` entries (the caller accounted table_bytes(count)).
+  void reserve(size_t count) {
+    entries.reserve(count);
+    const size_t length = slots_for(count);
+    if (length > slots.size()) {
+      slots.assign(length, 0);
+      for (size_t i = 0; i < entries.size(); ++i) index(i);
+    }
+  }
+  // Appends a key the dict does not hold, within the room reserve() made.
+  void append(std::string key, Value value) {
+    entries.emplace_back(std::move(key), std::move(value));
+    if (slots_for(entries.size()) > slots.size()) reserve(entries.size());  // (only past reserve()'s room)
+    else if (!slots.empty()) index(entries.size() - 1);
+  }
+  void clear() {
+    entries.clear();
+    slots.clear();
+  }
+
+ private:
+  void index(size_t i) {
+    const size_t mask = slots.size() - 1;
+    size_t at = detail::StringHash()(entries[i].first) & mask;
+    while (slots[at] != 0) at = (at + 1) & mask;
+    slots[at] = static_cast<uint32_t>(i + 1);
   }
 };
 
 int depth_of(const Value& v) {
-  if (v.is(Kind::kList)) return v.list->depth;
-  if (v.is(Kind::kDict)) return v.dict->depth;
+  if (v.is(Kind::kList)) return v.list()->depth;
+  if (v.is(Kind::kDict)) return v.dict()->depth;
   return 0;
 }
-bool is_namespace(const Value& v) { return v.is(Kind::kDict) && v.dict->is_namespace; }
+bool is_namespace(const Value& v) { return v.is(Kind::kDict) && v.dict()->is_namespace; }
 // The two mutable values never go into a list, dict or namespace: no value can then
 // reach itself, and a container's depth, fixed when it is built, stays true.
-bool is_mutable(const Value& v) { return v.is(Kind::kDict) && (v.dict->is_namespace || v.dict->is_loop); }
+bool is_mutable(const Value& v) { return v.is(Kind::kDict) && (v.dict()->is_namespace || v.dict()->is_loop); }
 bool is_number(const Value& v) { return v.is(Kind::kInt) || v.is(Kind::kFloat) || v.is(Kind::kBool); }
 double as_double(const Value& v) {
   return v.is(Kind::kFloat) ? v.number : v.is(Kind::kBool) ? (v.boolean ? 1 : 0) : static_cast<double>(v.integer);
@@ -190,7 +270,7 @@ const char* kind_name(const Value& v) {
     case Kind::kFloat: return "float";
     case Kind::kString: return "string";
     case Kind::kList: return "list";
-    case Kind::kDict: return v.dict->is_namespace ? "namespace" : "dict";
+    case Kind::kDict: return v.dict()->is_namespace ? "namespace" : "dict";
   }
   return "?";
 }
@@ -202,9 +282,9 @@ bool truthy(const Value& v) {
     case Kind::kBool: return v.boolean;
     case Kind::kInt: return v.integer != 0;
     case Kind::kFloat: return v.number != 0;
-    case Kind::kString: return !v.text->empty();
-    case Kind::kList: return !v.list->items.empty();
-    case Kind::kDict: return v.dict->is_namespace || !v.dict->entries.empty();
+    case Kind::kString: return !v.str().empty();
+    case Kind::kList: return !v.list()->items.empty();
+    case Kind::kDict: return v.dict()->is_namespace || !v.dict()->entries.empty();
   }
   return false;
 }
@@ -228,14 +308,14 @@ enum class ExprKind : uint8_t {
 };
 struct Expr {
   ExprKind kind;
-  size_t offset = 0;
+  bool negate = false;  // kTest
   int depth = 1;
+  size_t offset = 0;
   Value literal;
   std::string name;                  // name, attribute, function, method, filter, test, operator
-  std::vector<std::string> ops;      // kCompare: one per pair
   std::vector<std::unique_ptr<Expr>> args;        // children (may hold null for slice bounds / no else)
+  std::vector<std::string> ops;      // kCompare: one per pair
   std::vector<std::string> keywords;  // calls: names of the last keywords.size() args
-  bool negate = false;               // kTest
 };
 using ExprPtr = std::unique_ptr<Expr>;
 
@@ -300,6 +380,10 @@ class Lexer {
     size_t pos = 0;
     bool line_starting = true;  // the text ahead starts a line (lstrip_blocks applies at its start)
     while (pos <= src_.size()) {
+      if (tokens.size() >= ChatTemplate::kMaxTokens) {
+        stopped_at_ = pos;
+        break;
+      }
       size_t tag = src_.find('{', pos);
       while (tag != std::string::npos &&
              !(tag + 1 < src_.size() && (src_[tag + 1] == '{' || src_[tag + 1] == '%' || src_[tag + 1] == '#')))
@@ -331,14 +415,18 @@ class Lexer {
         tokens.push_back({type == '{' ? Tok::kVarBegin : Tok::kBlockBegin, "", tag});
         Status s = lex_tag(tokens, tag, inner, type == '{', &after);
         if (!s) return s;
+        if (stopped_at_ != std::string::npos) break;
       }
       line_starting = after > 0 && src_[after - 1] == '\n';
       pos = after;
       if (pos == src_.size()) break;
     }
-    tokens.push_back({Tok::kEnd, "", src_.size()});
+    tokens.push_back({Tok::kEnd, "", stopped_at_ != std::string::npos ? stopped_at_ : src_.size()});
     return Status::ok();
   }
+
+  // Where lexing stopped at kMaxTokens tokens (their kEnd is there), or npos.
+  size_t stopped_at() const { return stopped_at_; }
 
  private:
   Status fail(size_t offset, const std::string& what) {
@@ -364,6 +452,10 @@ class Lexer {
       while (pos < src_.size() && (src_[pos] == ' ' || src_[pos] == '\t' || src_[pos] == '\n' || src_[pos] == '\r' ||
                                    src_[pos] == '\f' || src_[pos] == '\v'))
         ++pos;
+      if (tokens.size() >= ChatTemplate::kMaxTokens) {
+        stopped_at_ = pos;
+        return Status::ok();
+      }
       if (pos >= src_.size()) return fail(tag, std::string("unterminated tag (no '") + close + "')");
       if (brackets.empty()) {
         char marker = '\0';
@@ -493,6 +585,7 @@ class Lexer {
   }
 
   const std::string& src_;
+  size_t stopped_at_ = std::string::npos;
 };
 
 // ---- parser -------------------------------------------------------------------------
@@ -528,6 +621,9 @@ bool known_method(std::string_view name) {
 class Parser {
  public:
   Parser(const std::vector<Token>& tokens, const std::string& source) : tokens_(tokens), source_(source) {}
+
+  // Where the error run() returned is.
+  size_t error_offset() const { return error_offset_; }
 
   Status run(Body& root) {
     struct Open {
@@ -680,6 +776,7 @@ class Parser {
 
   Error fail(size_t offset, const std::string& what) {
     error_ = Error{ErrorCode::kFormat, "chat template " + line_column(source_, offset) + ": " + what};
+    error_offset_ = offset;
     return error_;
   }
   bool failed(size_t offset, const std::string& what) {
@@ -1097,84 +1194,203 @@ class Parser {
   size_t at_ = 0;
   int recursion_ = 0;
   Error error_{ErrorCode::kFormat, ""};
+  size_t error_offset_ = 0;
 };
 
 // ---- renderer -----------------------------------------------------------------------
+//
+// The work budget (kMaxSteps). The rule: a step is at most ~50 ns of work on this
+// machine (release build; each kind of operation run in a loop until a budget stopped
+// it took 1-38 ns per step), so the whole budget is at most a second. Real templates
+// take 0.5-0.9 M steps for a 1 MB, 200-message conversation. A step is
+// one statement or expression node, one value copied, compared or looked up (a variable
+// or a key: hashed), or the bytes below; a loop turn's bookkeeping is 8. Every operation
+// is charged before it runs for the most its operands' sizes let it do (strip(), which
+// may stop early, for the whole string); a non-ASCII strip() test, charged one by one,
+// is charged before it is made.
+constexpr uint64_t kBytesPerStep = 16;           // copied, compared, searched or hashed
+constexpr uint64_t kDecodedBytesPerStep = 8;     // walked code point by code point
+constexpr uint64_t kAccountedBytesPerStep = 32;  // allocated (the value budget's bytes): the allocation, first use and free
+constexpr uint64_t kOutputBytesPerStep = 8;      // written to the output: fresh memory, grown by copies
+constexpr uint64_t kStepsPerFloatTry = 16;       // repr(float): a printf and a strtod per precision tried
+constexpr char kHexDigits[] = "0123456789abcdef";
+
+// The value budget (kMaxAllocatedBytes) counts the real bytes of everything a render
+// allocates, before it is allocated, freed or not (so what it holds at once is below
+// it): a Value in a list, make_shared's block of a string, list or dict (the object
+// beside its control block), a string's heap past its small-string buffer, a dict's
+// entries and index, a vector's whole capacity, malloc's header. These are libstdc++'s
+// layouts; elsewhere they are estimates of the same order.
+constexpr uint64_t kMallocBytes = 16;
+template <class T>
+constexpr uint64_t shared_block_bytes() {
+  return sizeof(T) + 16 + kMallocBytes;  // vtable pointer and use counts, then T
+}
+uint64_t heap_bytes(uint64_t capacity) {  // a std::string's buffer, past the 15 bytes it holds inside
+  return capacity > 15 ? capacity + 1 + kMallocBytes : 0;
+}
+uint64_t string_bytes(uint64_t size) { return shared_block_bytes<std::string>() + heap_bytes(size); }
+
+constexpr size_t kMaxStringBytes = ChatTemplate::kMaxOutputBytes;  // the longest string a render builds
+constexpr size_t kMaxListItems = ChatTemplate::kMaxOutputBytes;    // the longest list
+constexpr size_t kNowhere = SIZE_MAX;                              // an error with no place in the template
 
 enum class Flow : uint8_t { kNormal, kBreak, kContinue };
+
+Value list_value(std::shared_ptr<const ListData> list) {
+  Value v;
+  v.kind = Kind::kList;
+  v.object = std::move(list);
+  return v;
+}
+Value dict_value(std::shared_ptr<DictData> dict) {
+  Value v;
+  v.kind = Kind::kDict;
+  v.object = std::move(dict);
+  return v;
+}
+
+// The code points strip() is given: ASCII in a bitmap, the rest sorted.
+struct CodePointSet {
+  uint64_t ascii[2] = {0, 0};
+  std::vector<char32_t> others;
+  bool has_ascii(char32_t c) const { return (ascii[c >> 6] >> (c & 63)) & 1; }
+};
+
+// The number of items a slice start:stop:step picks (bounds already adjusted).
+uint64_t slice_length(int64_t start, int64_t stop, int64_t step) {
+  if (step > 0 ? start >= stop : start <= stop) return 0;
+  const uint64_t span = step > 0 ? static_cast<uint64_t>(stop) - static_cast<uint64_t>(start)
+                                 : static_cast<uint64_t>(start) - static_cast<uint64_t>(stop);
+  const uint64_t stride = step > 0 ? static_cast<uint64_t>(step) : 0 - static_cast<uint64_t>(step);
+  return (span - 1) / stride + 1;
+}
 
 class Renderer {
  public:
   explicit Renderer(const Program& program) : program_(program) {}
   ~Renderer() {
-    // Namespaces are the only mutable values: clearing them breaks any cycle a template
-    // built through them (ns.a = [ns] is refused, but be safe for what it may hold).
-    for (const std::shared_ptr<DictData>& ns : namespaces_) ns->entries.clear();
+    // Namespaces are the only mutable values and none can be put in a value, so none
+    // can reach itself; clearing the live ones would break a cycle all the same.
+    for (const std::weak_ptr<DictData>& weak : namespaces_)
+      if (std::shared_ptr<DictData> ns = weak.lock()) ns->clear();
   }
 
   Result<std::string> run(const ChatTemplateInputs& inputs) {
+    max_output_ = std::min(inputs.max_output_bytes, ChatTemplate::kMaxOutputBytes);
     scopes_.emplace_back();
-    Global& globals = scopes_.back();
-    auto messages = std::make_shared<ListData>();
-    messages->depth = 2;
-    for (const ChatMessage& m : inputs.messages) {
-      if (!charge(1 + (m.role.size() + m.content.size()) / 64)) return error_;
-      auto message = std::make_shared<DictData>();
-      message->entries.emplace_back("role", Value::of_string(m.role));
-      message->entries.emplace_back("content", Value::of_string(m.content));
+    Value messages;
+    if (!new_messages(inputs.messages, messages) || !set_variable(kMessages, std::move(messages)) ||
+        !set_variable(kAddGenerationPrompt, Value::of_bool(inputs.add_generation_prompt)) ||
+        !set_variable(kTools, Value::none()) || !set_variable(kDocuments, Value::none()))
+      return error_;
+    for (const auto& [name, value] : inputs.strings) {
       Value v;
-      v.kind = Kind::kDict;
-      v.dict = std::move(message);
-      messages->items.push_back(std::move(v));
+      if (!new_string(kNowhere, value, v) || !set_variable(name, std::move(v))) return error_;
     }
-    Value list;
-    list.kind = Kind::kList;
-    list.list = std::move(messages);
-    globals.emplace_back("messages", std::move(list));
-    globals.emplace_back("add_generation_prompt", Value::of_bool(inputs.add_generation_prompt));
-    globals.emplace_back("tools", Value::none());
-    globals.emplace_back("documents", Value::none());
-    for (const auto& [name, value] : inputs.strings) set_variable(name, Value::of_string(value));
-    for (const auto& [name, value] : inputs.flags) set_variable(name, Value::of_bool(value));
+    for (const auto& [name, value] : inputs.flags)
+      if (!set_variable(name, Value::of_bool(value))) return error_;
     Flow flow = Flow::kNormal;
-    if (!render_body(program_.body, 0, flow)) return error_;
+    if (!render_body(program_.body, flow)) return error_;
     return std::move(out_);
   }
 
- private:
-  using Global = std::vector<std::pair<std::string, Value>>;
+  // After std::bad_alloc or std::length_error: what the render held is let go first.
+  Error out_of_memory() {
+    out_ = std::string();
+    while (scopes_.size() > 1) pop_scope();
+    variables_.clear();
+    return Error{ErrorCode::kOutOfMemory, "chat template" + where(at_) + ": out of memory while rendering"};
+  }
 
-  // -- errors and budget
+ private:
+  struct Binding {
+    size_t scope;
+    Value value;
+  };
+
+  inline static const std::string kMessages = "messages", kAddGenerationPrompt = "add_generation_prompt",
+                                  kTools = "tools", kDocuments = "documents", kLoop = "loop";
+
+  // -- errors and budgets
+  std::string where(size_t offset) const {
+    return offset == kNowhere ? std::string() : " " + line_column(program_.source, offset);
+  }
   bool fail(size_t offset, const std::string& what, ErrorCode code = ErrorCode::kInvalidArgument) {
-    error_ = Error{code, "chat template " + line_column(program_.source, offset) + ": " + what};
+    error_ = Error{code, "chat template" + where(offset) + ": " + what};
     return false;
+  }
+  bool too_long(size_t offset) {
+    return fail(offset, "a string longer than " + std::to_string(kMaxStringBytes) + " bytes", ErrorCode::kOutOfMemory);
   }
   bool charge(uint64_t steps) {
-    steps_ += steps;
-    if (steps_ <= ChatTemplate::kMaxSteps) return true;
-    error_ = Error{ErrorCode::kInvalidArgument,
-                   "chat template: rendering needs more than " + std::to_string(ChatTemplate::kMaxSteps) + " steps of work"};
-    return false;
+    if (steps <= ChatTemplate::kMaxSteps - steps_) {
+      steps_ += steps;
+      return true;
+    }
+    steps_ = ChatTemplate::kMaxSteps;
+    return fail(at_, "rendering needs more than " + std::to_string(ChatTemplate::kMaxSteps) + " steps of work");
   }
-  // Every string and list a render builds counts here, freed or not: what it can hold
-  // at once is below this.
   bool account(size_t offset, uint64_t bytes) {
-    allocated_ += bytes;
-    if (allocated_ <= ChatTemplate::kMaxAllocatedBytes) return true;
+    if (bytes <= ChatTemplate::kMaxAllocatedBytes - allocated_) {
+      allocated_ += bytes;
+      return charge(bytes / kAccountedBytesPerStep);
+    }
     return fail(offset, "rendering builds more than " + std::to_string(ChatTemplate::kMaxAllocatedBytes) + " bytes of values",
                 ErrorCode::kOutOfMemory);
   }
-  bool make_string(size_t offset, std::string s, Value& out) {
-    if (s.size() > ChatTemplate::kMaxOutputBytes)
-      return fail(offset, "a string longer than " + std::to_string(ChatTemplate::kMaxOutputBytes) + " bytes", ErrorCode::kOutOfMemory);
-    if (!charge(1 + s.size() / 16) || !account(offset, 64 + s.size())) return false;
-    out = Value::of_string(std::move(s));
+
+  // -- strings: every one is built here, its bytes accounted before they are taken
+  // Room for `more` bytes in `s`: what it needs, or twice its capacity (at most the
+  // longest string).
+  bool reserve_text(size_t offset, std::string& s, uint64_t more) {
+    if (more > kMaxStringBytes - s.size()) return too_long(offset);
+    const size_t need = s.size() + static_cast<size_t>(more);
+    if (need <= s.capacity()) return true;
+    const size_t capacity = std::max(need, std::min(2 * s.capacity(), kMaxStringBytes));
+    if (!account(offset, heap_bytes(capacity))) return false;
+    s.reserve(capacity);
     return true;
   }
-  bool make_list(size_t offset, std::vector<Value> items, Value& out, bool is_tuple = false) {
-    if (items.size() > ChatTemplate::kMaxOutputBytes)
-      return fail(offset, "a list longer than " + std::to_string(ChatTemplate::kMaxOutputBytes) + " items", ErrorCode::kOutOfMemory);
-    if (!charge(1 + items.size()) || !account(offset, 64 + items.size() * sizeof(Value))) return false;
+  bool append(size_t offset, std::string& s, std::string_view piece) {
+    if (!charge(piece.size() / kBytesPerStep) || !reserve_text(offset, s, piece.size())) return false;
+    s.append(piece);
+    return true;
+  }
+  // A string value holding a copy of `text`.
+  bool new_string(size_t offset, std::string_view text, Value& out) {
+    if (text.size() > kMaxStringBytes) return too_long(offset);
+    if (!charge(1 + text.size() / kBytesPerStep) || !account(offset, string_bytes(text.size()))) return false;
+    out = Value::of_string(std::string(text));
+    return true;
+  }
+  // A string value of `built`, whose heap reserve_text() accounted.
+  bool finish_string(size_t offset, std::string&& built, Value& out) {
+    if (!charge(1) || !account(offset, shared_block_bytes<std::string>())) return false;
+    out = Value::of_string(std::move(built));
+    return true;
+  }
+
+  // -- lists
+  // Room for `more` items in `items`: what it needs, or twice its capacity.
+  bool reserve_values(size_t offset, std::vector<Value>& items, uint64_t more) {
+    if (more > kMaxListItems - items.size())
+      return fail(offset, "a list longer than " + std::to_string(kMaxListItems) + " items", ErrorCode::kOutOfMemory);
+    const size_t need = items.size() + static_cast<size_t>(more);
+    if (need <= items.capacity()) return true;
+    const size_t capacity = std::max(need, std::min(2 * items.capacity(), kMaxListItems));
+    if (!account(offset, uint64_t{capacity} * sizeof(Value) + kMallocBytes)) return false;
+    items.reserve(capacity);
+    return true;
+  }
+  bool push_value(size_t offset, std::vector<Value>& items, Value v) {
+    if (!reserve_values(offset, items, 1)) return false;
+    items.push_back(std::move(v));
+    return true;
+  }
+  // A list value of `items`, whose buffer reserve_values() accounted.
+  bool make_list(size_t offset, std::vector<Value>&& items, Value& out, bool is_tuple = false) {
+    if (!charge(1 + items.size() / kBytesPerStep) || !account(offset, shared_block_bytes<ListData>())) return false;
     auto list = std::make_shared<ListData>();
     for (const Value& v : items) {
       if (is_mutable(v)) return fail(offset, "a namespace or loop cannot be put in a list");
@@ -1184,58 +1400,112 @@ class Renderer {
       return fail(offset, "lists or dicts nested more than " + std::to_string(kMaxValueDepth) + " deep");
     list->items = std::move(items);
     list->is_tuple = is_tuple;
-    out = Value{};
-    out.kind = Kind::kList;
-    out.list = std::move(list);
+    out = list_value(std::move(list));
     return true;
   }
-  bool make_dict(size_t offset, std::vector<std::pair<std::string, Value>> entries, bool is_ns, Value& out) {
-    if (!charge(1 + entries.size()) || !account(offset, 64 + entries.size() * (sizeof(Value) + 32))) return false;
-    auto dict = std::make_shared<DictData>();
-    dict->is_namespace = is_ns;
-    for (auto& [key, value] : entries) {
-      if (is_mutable(value)) return fail(offset, "a namespace or loop cannot be put in a dict or namespace");
-      dict->depth = std::max(dict->depth, depth_of(value) + 1);
-      bool replaced = false;
-      for (auto& [k, v] : dict->entries)
-        if (k == key) v = value, replaced = true;
-      if (!replaced) dict->entries.emplace_back(key, std::move(value));
-    }
-    if (dict->depth > kMaxValueDepth)
+
+  // -- dicts
+  // A dict with room for `count` entries.
+  bool new_dict(size_t offset, size_t count, bool is_ns, std::shared_ptr<DictData>& out) {
+    if (count > kMaxListItems)
+      return fail(offset, "a dict of more than " + std::to_string(kMaxListItems) + " keys", ErrorCode::kOutOfMemory);
+    const uint64_t registry = is_ns ? 2 * sizeof(std::weak_ptr<DictData>) : 0;
+    if (!charge(1 + count / kBytesPerStep) ||
+        !account(offset, shared_block_bytes<DictData>() + DictData::table_bytes(count) + registry))
+      return false;
+    out = std::make_shared<DictData>();
+    out->is_namespace = is_ns;
+    out->reserve(count);
+    if (is_ns) namespaces_.push_back(out);
+    return true;
+  }
+  // dict[key] = value: replaced where it is, or appended (its room accounted first).
+  bool dict_set(size_t offset, DictData& dict, std::string_view key, Value value) {
+    if (is_mutable(value)) return fail(offset, "a namespace or loop cannot be put in a dict or namespace");
+    const int depth = std::max(dict.depth, depth_of(value) + 1);
+    if (depth > kMaxValueDepth)
       return fail(offset, "lists or dicts nested more than " + std::to_string(kMaxValueDepth) + " deep");
-    if (is_ns) namespaces_.push_back(dict);
-    out = Value{};
-    out.kind = Kind::kDict;
-    out.dict = std::move(dict);
+    // Two hashes of the key (find, then index) and, amortized, its share of the index's rebuilds.
+    if (!charge(2 * (1 + key.size() / kBytesPerStep))) return false;
+    if (key.size() > kMaxStringBytes) return too_long(offset);
+    dict.depth = depth;
+    if (Value* existing = dict.find(key)) {
+      *existing = std::move(value);
+      return true;
+    }
+    uint64_t bytes = heap_bytes(key.size());
+    size_t capacity = dict.entries.capacity();
+    if (dict.entries.size() == capacity) {
+      capacity = std::max<size_t>(4, 2 * capacity);
+      bytes += DictData::table_bytes(capacity);
+    }
+    if (!account(offset, bytes)) return false;
+    dict.reserve(capacity);
+    dict.append(std::string(key), std::move(value));
     return true;
   }
+
+  // -- output
   bool emit(size_t offset, std::string_view text) {
-    if (out_.size() + text.size() > ChatTemplate::kMaxOutputBytes)
-      return fail(offset, "output longer than " + std::to_string(ChatTemplate::kMaxOutputBytes) + " bytes", ErrorCode::kOutOfMemory);
-    if (!charge(1 + text.size() / 16)) return false;
+    if (text.size() > max_output_ - out_.size())
+      return fail(offset, "the output would be longer than " + std::to_string(max_output_) + " bytes", ErrorCode::kOutOfMemory);
+    if (!charge(1 + text.size() / kOutputBytesPerStep)) return false;
+    const size_t need = out_.size() + text.size();
+    if (need > out_.capacity()) out_.reserve(std::max(need, std::min(2 * out_.capacity(), max_output_)));
     out_.append(text);
     return true;
   }
 
-  // -- variables
-  const Value* lookup(std::string_view name) const {
-    for (auto scope = scopes_.rbegin(); scope != scopes_.rend(); ++scope)
-      for (const auto& [k, v] : *scope)
-        if (k == name) return &v;
-    return nullptr;
+  // -- variables: one hash map from a name to its bindings, innermost last; each open
+  // scope (the template's, then one per for loop, at most kMaxNesting) lists the names
+  // it bound. A binding is made by a {% set %} or a loop's names, so there are at most as
+  // many as the template has of those, whatever the render does.
+  bool set_variable(const std::string& name, Value value) {
+    if (!charge(1 + name.size() / kBytesPerStep)) return false;
+    const size_t scope = scopes_.size() - 1;
+    auto found = variables_.find(name);
+    if (found == variables_.end()) found = variables_.emplace(name, std::vector<Binding>()).first;
+    std::vector<Binding>& bindings = found->second;
+    if (!bindings.empty() && bindings.back().scope == scope) {
+      bindings.back().value = std::move(value);
+      return true;
+    }
+    bindings.push_back({scope, std::move(value)});
+    scopes_.back().push_back(&bindings);
+    return true;
   }
-  void set_variable(const std::string& name, Value value) {
-    for (auto& [k, v] : scopes_.back())
-      if (k == name) {
-        v = std::move(value);
-        return;
-      }
-    scopes_.back().emplace_back(name, std::move(value));
+  // The variable's value, or null when it is undefined.
+  bool lookup(const std::string& name, const Value*& out) {
+    if (!charge(1 + name.size() / kBytesPerStep)) return false;
+    const auto found = variables_.find(name);
+    out = found == variables_.end() || found->second.empty() ? nullptr : &found->second.back().value;
+    return true;
+  }
+  void pop_scope() {
+    for (std::vector<Binding>* bindings : scopes_.back()) bindings->pop_back();
+    scopes_.pop_back();
+  }
+
+  bool new_messages(const std::vector<ChatMessage>& messages, Value& out) {
+    std::vector<Value> items;
+    if (!reserve_values(kNowhere, items, messages.size())) return false;
+    for (const ChatMessage& m : messages) {
+      Value role, content;
+      std::shared_ptr<DictData> message;
+      if (!new_string(kNowhere, m.role, role) || !new_string(kNowhere, m.content, content) ||
+          !new_dict(kNowhere, 2, false, message))
+        return false;
+      message->append("role", std::move(role));
+      message->append("content", std::move(content));
+      items.push_back(dict_value(std::move(message)));
+    }
+    return make_list(kNowhere, std::move(items), out);
   }
 
   // -- statements
-  bool render_body(const Body& body, int depth, Flow& flow) {
+  bool render_body(const Body& body, Flow& flow) {
     for (const std::unique_ptr<Node>& node : body) {
+      at_ = node->offset;
       if (!charge(1)) return false;
       switch (node->kind) {
         case NodeKind::kText:
@@ -1264,13 +1534,13 @@ class Renderer {
               taken = truthy(v);
             }
             if (taken) {
-              if (!render_body(branch, depth + 1, flow)) return false;
+              if (!render_body(branch, flow)) return false;
               break;
             }
           }
           break;
         case NodeKind::kFor:
-          if (!render_for(*node, depth)) return false;
+          if (!render_for(*node)) return false;
           break;
         case NodeKind::kBreak:
           flow = Flow::kBreak;
@@ -1287,69 +1557,53 @@ class Renderer {
   bool render_set(const Node& node) {
     Value v;
     if (!eval(*node.expr, v)) return false;
-    if (node.attribute.empty()) {
-      set_variable(node.target, std::move(v));
-      return true;
-    }
-    const Value* target = lookup(node.target);
+    if (node.attribute.empty()) return set_variable(node.target, std::move(v));
+    const Value* target = nullptr;
+    if (!lookup(node.target, target)) return false;
     if (!target || !is_namespace(*target))
       return fail(node.offset, "'{% set " + node.target + "." + node.attribute + " %}' needs '" + node.target + "' to be a namespace()");
-    if (is_mutable(v)) return fail(node.offset, "a namespace or loop cannot be put in a namespace");
-    DictData& ns = *target->dict;
-    ns.depth = std::max(ns.depth, depth_of(v) + 1);
-    if (ns.depth > kMaxValueDepth)
-      return fail(node.offset, "lists or dicts nested more than " + std::to_string(kMaxValueDepth) + " deep");
-    for (auto& [k, value] : ns.entries)
-      if (k == node.attribute) {
-        value = std::move(v);
-        return true;
-      }
-    if (!charge(ns.entries.size())) return false;
-    ns.entries.emplace_back(node.attribute, std::move(v));
-    return true;
+    const std::shared_ptr<DictData> ns = target->dict_ptr();
+    return dict_set(node.offset, *ns, node.attribute, std::move(v));
   }
 
-  bool render_for(const Node& node, int depth) {
+  bool render_for(const Node& node) {
     Value iterable;
     if (!eval(*node.expr, iterable)) return false;
     // A list is immutable: the loop reads it in place; anything else becomes one.
-    if (!iterable.is(Kind::kList)) {
-      std::vector<Value> materialized;
-      if (!iterate(node.offset, iterable, materialized) || !make_list(node.offset, std::move(materialized), iterable))
-        return false;
-    }
-    std::shared_ptr<const ListData> sequence = iterable.list;
+    if (!as_list(node.offset, iterable, iterable)) return false;
+    std::shared_ptr<const ListData> sequence = iterable.list_ptr();
     scopes_.emplace_back();
     struct PopScope {
-      ~PopScope() { scopes.pop_back(); }
-      std::vector<Global>& scopes;
-    } pop{scopes_};
+      ~PopScope() { renderer.pop_scope(); }
+      Renderer& renderer;
+    } pop{*this};
     if (node.loop_filter) {  // filtered first: loop.index and loop.length count what passes
       std::vector<Value> kept;
       for (const Value& item : sequence->items) {
         if (!charge(1) || !bind_targets(node, item)) return false;
         Value keep;
         if (!eval(*node.loop_filter, keep)) return false;
-        if (truthy(keep)) kept.push_back(item);
+        if (truthy(keep) && !push_value(node.offset, kept, item)) return false;
       }
       Value filtered;
       if (!make_list(node.offset, std::move(kept), filtered)) return false;
-      sequence = filtered.list;
+      sequence = filtered.list_ptr();
     }
     const std::vector<Value>& items = sequence->items;
     const int64_t length = static_cast<int64_t>(items.size());
-    Value loop;
-    loop.kind = Kind::kDict;
-    loop.dict = std::make_shared<DictData>();
-    loop.dict->is_loop = true;
-    for (const char* key : {"index", "index0", "revindex", "revindex0", "first", "last", "length", "previtem", "nextitem", "depth", "depth0"})
-      loop.dict->entries.emplace_back(key, Value{});
-    loop.dict->entries[9].second = Value::of_int(1);
-    loop.dict->entries[10].second = Value::of_int(0);
-    set_variable("loop", loop);
+    std::shared_ptr<DictData> loop;
+    static const char* const kLoopKeys[] = {"index",    "index0",   "revindex", "revindex0", "first", "last",
+                                            "length",   "previtem", "nextitem", "depth",     "depth0"};
+    constexpr size_t kLoopKeyCount = sizeof kLoopKeys / sizeof kLoopKeys[0];
+    if (!new_dict(node.offset, kLoopKeyCount, false, loop)) return false;
+    loop->is_loop = true;
+    for (const char* key : kLoopKeys) loop->append(key, Value{});
+    loop->entries[9].second = Value::of_int(1);
+    loop->entries[10].second = Value::of_int(0);
+    if (!set_variable(kLoop, dict_value(loop))) return false;
     for (int64_t i = 0; i < length; ++i) {
       if (!charge(8)) return false;
-      auto& entries = loop.dict->entries;
+      auto& entries = loop->entries;
       entries[0].second = Value::of_int(i + 1);
       entries[1].second = Value::of_int(i);
       entries[2].second = Value::of_int(length - i);
@@ -1361,221 +1615,247 @@ class Renderer {
       entries[8].second = i + 1 < length ? items[static_cast<size_t>(i + 1)] : Value{};
       if (!bind_targets(node, items[static_cast<size_t>(i)])) return false;
       Flow flow = Flow::kNormal;
-      if (!render_body(node.body, depth + 1, flow)) return false;
+      if (!render_body(node.body, flow)) return false;
       if (flow == Flow::kBreak) break;
     }
     if (length == 0) {
       Flow flow = Flow::kNormal;
-      if (!render_body(node.else_body, depth + 1, flow)) return false;
+      if (!render_body(node.else_body, flow)) return false;
     }
     return true;
   }
 
   bool bind_targets(const Node& node, const Value& item) {
-    if (node.targets.size() == 1) {
-      set_variable(node.targets[0], item);
-      return true;
-    }
-    std::vector<Value> parts;
-    if (!iterate(node.offset, item, parts)) return false;
+    if (node.targets.size() == 1) return set_variable(node.targets[0], item);
+    Value sequence;
+    if (!as_list(node.offset, item, sequence)) return false;
+    const std::vector<Value>& parts = sequence.list()->items;
     if (parts.size() != node.targets.size())
       return fail(node.offset, "cannot unpack " + std::to_string(parts.size()) + " values into " + std::to_string(node.targets.size()) + " loop variables");
-    for (size_t i = 0; i < parts.size(); ++i) set_variable(node.targets[i], std::move(parts[i]));
+    for (size_t i = 0; i < parts.size(); ++i)
+      if (!set_variable(node.targets[i], parts[i])) return false;
     return true;
   }
 
-  // Python's iter(): a list's items, a string's characters, a dict's keys; undefined
-  // iterates as empty (Jinja's Undefined).
-  bool iterate(size_t offset, const Value& v, std::vector<Value>& out) {
-    switch (v.kind) {
-      case Kind::kUndefined: return true;
-      case Kind::kList:
-        if (!charge(1 + v.list->items.size()) || !account(offset, v.list->items.size() * sizeof(Value))) return false;
-        out = v.list->items;
-        return true;
+  // Python's iter() as a list: a list itself, a string's characters, a dict's keys;
+  // undefined iterates as empty (Jinja's Undefined). `out` may be `v`.
+  bool as_list(size_t offset, const Value& v, Value& out) {
+    const Value source = v;
+    std::vector<Value> items;
+    switch (source.kind) {
+      case Kind::kList: out = source; return true;
+      case Kind::kUndefined: return make_list(offset, {}, out);
       case Kind::kString: {
-        const std::string& s = v.str();
-        if (!charge(1 + s.size()) || !account(offset, s.size() * (sizeof(Value) + 64))) return false;
+        const std::string& s = source.str();
+        if (!charge(1 + s.size() / kDecodedBytesPerStep)) return false;
+        const size_t count = count_code_points(s);
+        // A Value and a shared string (no heap: at most 4 bytes) per character.
+        if (!charge(count) || !reserve_values(offset, items, count) || !account(offset, count * string_bytes(4))) return false;
         for (size_t at = 0; at < s.size();) {
           const size_t length = detail::utf8_decode(s, at).length;
-          out.push_back(Value::of_string(s.substr(at, length)));
+          items.push_back(Value::of_string(s.substr(at, length)));
           at += length;
         }
-        return true;
+        return make_list(offset, std::move(items), out);
       }
-      case Kind::kDict:
-        if (v.dict->is_namespace) break;
-        if (!charge(1 + v.dict->entries.size())) return false;
-        for (const auto& [k, value] : v.dict->entries) out.push_back(Value::of_string(k));
-        return true;
+      case Kind::kDict: {
+        if (source.dict()->is_namespace) break;
+        if (!reserve_values(offset, items, source.dict()->entries.size())) return false;
+        for (const auto& [key, value] : source.dict()->entries) {
+          Value k;
+          if (!new_string(offset, key, k)) return false;
+          items.push_back(std::move(k));
+        }
+        return make_list(offset, std::move(items), out);
+      }
       default: break;
     }
-    return fail(offset, std::string("cannot iterate over a ") + kind_name(v));
+    return fail(offset, std::string("cannot iterate over a ") + kind_name(source));
   }
 
   // -- conversions
-  // Python's str() (undefined renders as "").
+  // Python's str() (undefined renders as ""), appended to `out`.
   bool to_text(size_t offset, const Value& v, std::string& out) {
-    switch (v.kind) {
-      case Kind::kUndefined: out.clear(); return true;
-      case Kind::kString: out = v.str(); return true;
-      default: return repr(offset, v, out, false);
-    }
+    if (v.is(Kind::kUndefined)) return true;
+    return repr(offset, v, out, false);
   }
-  // Python's repr() (str() at the top when `top_str`: strings bare).
+  // str(v) without a copy when it is a string: `text` views `v` or `scratch`.
+  bool text_of(size_t offset, const Value& v, std::string& scratch, std::string_view& text) {
+    if (v.is(Kind::kString)) {
+      text = v.str();
+      return true;
+    }
+    scratch.clear();
+    if (!to_text(offset, v, scratch)) return false;
+    text = scratch;
+    return true;
+  }
+  // Python's repr() (str() at the top when not `quote_strings`: strings bare).
   bool repr(size_t offset, const Value& v, std::string& out, bool quote_strings = true) {
     if (!charge(1)) return false;
-    if (out.size() > ChatTemplate::kMaxOutputBytes)
-      return fail(offset, "a string longer than " + std::to_string(ChatTemplate::kMaxOutputBytes) + " bytes", ErrorCode::kOutOfMemory);
     switch (v.kind) {
-      case Kind::kUndefined: out += "Undefined"; return true;  // (a top-level undefined prints as "")
-      case Kind::kNone: out += "None"; return true;
-      case Kind::kBool: out += v.boolean ? "True" : "False"; return true;
-      case Kind::kInt: out += std::to_string(v.integer); return true;
-      case Kind::kFloat: out += python_float(v.number); return true;
-      case Kind::kString:
-        if (!charge(v.str().size() / 64)) return false;
-        if (!quote_strings) {
-          out += v.str();
-        } else {
-          const bool dq = v.str().find('\'') != std::string::npos && v.str().find('"') == std::string::npos;
-          const char quote = dq ? '"' : '\'';
-          out += quote;
-          for (char c : v.str()) {
-            const auto u = static_cast<unsigned char>(c);
-            if (c == quote || c == '\\') out += '\\', out += c;
-            else if (c == '\n') out += "\\n";
-            else if (c == '\r') out += "\\r";
-            else if (c == '\t') out += "\\t";
-            else if (u < 0x20 || u == 0x7f) {
-              char hex[8];
-              std::snprintf(hex, sizeof hex, "\\x%02x", u);
-              out += hex;
-            } else out += c;
-          }
-          out += quote;
-        }
-        return true;
+      case Kind::kUndefined: return append(offset, out, "Undefined");  // (a top-level undefined prints as "")
+      case Kind::kNone: return append(offset, out, "None");
+      case Kind::kBool: return append(offset, out, v.boolean ? "True" : "False");
+      case Kind::kInt: return append(offset, out, std::to_string(v.integer));
+      case Kind::kFloat: return append_float(offset, out, v.number);
+      case Kind::kString: return quote_strings ? append_repr(offset, out, v.str()) : append(offset, out, v.str());
       case Kind::kList: {
-        out += v.list->is_tuple ? '(' : '[';
+        if (!append(offset, out, v.list()->is_tuple ? "(" : "[")) return false;
         bool first = true;
-        for (const Value& item : v.list->items) {
-          if (!first) out += ", ";
+        for (const Value& item : v.list()->items) {
+          if (!first && !append(offset, out, ", ")) return false;
           first = false;
           if (!repr(offset, item, out)) return false;
         }
-        if (v.list->is_tuple && v.list->items.size() == 1) out += ',';
-        out += v.list->is_tuple ? ')' : ']';
-        return true;
+        if (v.list()->is_tuple && v.list()->items.size() == 1 && !append(offset, out, ",")) return false;
+        return append(offset, out, v.list()->is_tuple ? ")" : "]");
       }
       case Kind::kDict: {
-        out += v.dict->is_namespace ? "<Namespace {" : "{";
+        if (!append(offset, out, v.dict()->is_namespace ? "<Namespace {" : "{")) return false;
         bool first = true;
-        for (const auto& [k, value] : v.dict->entries) {
-          if (!first) out += ", ";
+        for (const auto& [k, value] : v.dict()->entries) {
+          if (!first && !append(offset, out, ", ")) return false;
           first = false;
-          if (!repr(offset, Value::of_string(k), out)) return false;
-          out += ": ";
-          if (!repr(offset, value, out)) return false;
+          if (!charge(1) || !append_repr(offset, out, k) || !append(offset, out, ": ") || !repr(offset, value, out)) return false;
         }
-        out += v.dict->is_namespace ? "}>" : "}";
-        return true;
+        return append(offset, out, v.dict()->is_namespace ? "}>" : "}");
       }
     }
+    return true;
+  }
+  // repr() of a float: each precision tried is a C printf and strtod.
+  bool append_float(size_t offset, std::string& out, double number) {
+    int tries = 0;
+    const std::string text = python_float(number, &tries);
+    return charge(kStepsPerFloatTry * static_cast<uint64_t>(tries)) && append(offset, out, text);
+  }
+  // repr() of a string: measured, then written into the room it needs.
+  bool append_repr(size_t offset, std::string& out, std::string_view s) {
+    if (!charge(1 + 2 * s.size() / kBytesPerStep)) return false;
+    const bool dq = s.find('\'') != std::string_view::npos && s.find('"') == std::string_view::npos;
+    const char quote = dq ? '"' : '\'';
+    const auto is_control = [](unsigned char u) { return u < 0x20 || u == 0x7f; };
+    uint64_t size = 2;
+    for (char c : s) {
+      const auto u = static_cast<unsigned char>(c);
+      size += c == quote || c == '\\' || c == '\n' || c == '\r' || c == '\t' ? 2 : is_control(u) ? 4 : 1;
+    }
+    if (!charge(size / kBytesPerStep) || !reserve_text(offset, out, size)) return false;
+    out += quote;
+    for (char c : s) {
+      const auto u = static_cast<unsigned char>(c);
+      if (c == quote || c == '\\') out += '\\', out += c;
+      else if (c == '\n') out += "\\n";
+      else if (c == '\r') out += "\\r";
+      else if (c == '\t') out += "\\t";
+      else if (is_control(u)) out += "\\x", out += kHexDigits[u >> 4], out += kHexDigits[u & 15];
+      else out += c;
+    }
+    out += quote;
     return true;
   }
 
   // transformers' tojson: json.dumps(x, ensure_ascii=False, indent=indent).
   bool to_json(size_t offset, const Value& v, int64_t indent, int level, std::string& out) {
     if (!charge(1)) return false;
-    if (out.size() > ChatTemplate::kMaxOutputBytes)
-      return fail(offset, "a string longer than " + std::to_string(ChatTemplate::kMaxOutputBytes) + " bytes", ErrorCode::kOutOfMemory);
     const auto newline = [&](int lvl) {
-      if (indent < 0) return;
+      if (indent < 0) return true;
+      const uint64_t spaces = static_cast<uint64_t>(indent) * static_cast<uint64_t>(lvl);
+      if (!charge(spaces / kBytesPerStep) || !reserve_text(offset, out, 1 + spaces)) return false;
       out += '\n';
-      out.append(static_cast<size_t>(indent) * static_cast<size_t>(lvl), ' ');
+      out.append(static_cast<size_t>(spaces), ' ');
+      return true;
     };
     switch (v.kind) {
       case Kind::kUndefined: return fail(offset, "tojson of an undefined value");
-      case Kind::kNone: out += "null"; return true;
-      case Kind::kBool: out += v.boolean ? "true" : "false"; return true;
-      case Kind::kInt: out += std::to_string(v.integer); return true;
+      case Kind::kNone: return append(offset, out, "null");
+      case Kind::kBool: return append(offset, out, v.boolean ? "true" : "false");
+      case Kind::kInt: return append(offset, out, std::to_string(v.integer));
       case Kind::kFloat:
-        out += std::isnan(v.number) ? "NaN" : std::isinf(v.number) ? (v.number < 0 ? "-Infinity" : "Infinity") : python_float(v.number);
-        return true;
-      case Kind::kString: {
-        if (!charge(v.str().size() / 2)) return false;
-        const std::string& s = v.str();
-        out += '"';
-        for (size_t at = 0; at < s.size();) {
-          size_t run = at;  // plain ASCII goes over as it is
-          while (run < s.size() && static_cast<uint8_t>(s[run]) >= 0x20 && static_cast<uint8_t>(s[run]) < 0x80 && s[run] != '"' && s[run] != '\\') ++run;
-          if (run > at) {
-            out.append(s, at, run - at);
-            at = run;
-            continue;
-          }
-          const detail::CodePoint cp = detail::utf8_decode(s, at);
-          const char32_t c = cp.value;
-          if (c == '"') out += "\\\"";
-          else if (c == '\\') out += "\\\\";
-          else if (c == '\n') out += "\\n";
-          else if (c == '\r') out += "\\r";
-          else if (c == '\t') out += "\\t";
-          else if (c == '\b') out += "\\b";
-          else if (c == '\f') out += "\\f";
-          else if (c < 0x20) {
-            char hex[8];
-            std::snprintf(hex, sizeof hex, "\\u%04x", static_cast<unsigned>(c));
-            out += hex;
-          } else if (cp.length == 1 || detail::utf8_sequence(s, at) != 0) {
-            out.append(s, at, cp.length);
-          } else {
-            out += "\xef\xbf\xbd";  // malformed bytes: U+FFFD, as a decoded Python str would hold
-          }
-          at += cp.length;
-        }
-        out += '"';
-        return true;
-      }
+        if (std::isnan(v.number)) return append(offset, out, "NaN");
+        if (std::isinf(v.number)) return append(offset, out, v.number < 0 ? "-Infinity" : "Infinity");
+        return append_float(offset, out, v.number);
+      case Kind::kString: return append_json(offset, out, v.str());
       case Kind::kList: {
-        if (v.list->items.empty()) {
-          out += "[]";
-          return true;
-        }
-        out += '[';
+        if (v.list()->items.empty()) return append(offset, out, "[]");
+        if (!append(offset, out, "[")) return false;
         bool first = true;
-        for (const Value& item : v.list->items) {
-          if (!first) out += indent < 0 ? ", " : ",";
+        for (const Value& item : v.list()->items) {
+          if (!first && !append(offset, out, indent < 0 ? ", " : ",")) return false;
           first = false;
-          newline(level + 1);
-          if (!to_json(offset, item, indent, level + 1, out)) return false;
+          if (!newline(level + 1) || !to_json(offset, item, indent, level + 1, out)) return false;
         }
-        newline(level);
-        out += ']';
-        return true;
+        return newline(level) && append(offset, out, "]");
       }
       case Kind::kDict: {
-        if (v.dict->is_namespace) return fail(offset, "tojson of a namespace");
-        if (v.dict->entries.empty()) {
-          out += "{}";
-          return true;
-        }
-        out += '{';
+        if (v.dict()->is_namespace) return fail(offset, "tojson of a namespace");
+        if (v.dict()->entries.empty()) return append(offset, out, "{}");
+        if (!append(offset, out, "{")) return false;
         bool first = true;
-        for (const auto& [k, value] : v.dict->entries) {
-          if (!first) out += indent < 0 ? ", " : ",";
+        for (const auto& [k, value] : v.dict()->entries) {
+          if (!first && !append(offset, out, indent < 0 ? ", " : ",")) return false;
           first = false;
-          newline(level + 1);
-          if (!to_json(offset, Value::of_string(k), indent, level + 1, out)) return false;
-          out += ": ";
-          if (!to_json(offset, value, indent, level + 1, out)) return false;
+          if (!newline(level + 1) || !charge(1) || !append_json(offset, out, k) || !append(offset, out, ": ") ||
+              !to_json(offset, value, indent, level + 1, out))
+            return false;
         }
-        newline(level);
-        out += '}';
-        return true;
+        return newline(level) && append(offset, out, "}");
       }
     }
+    return true;
+  }
+  // A JSON string: measured, then written into the room it needs. Bytes that are no
+  // UTF-8 become U+FFFD, as a decoded Python str would hold.
+  bool append_json(size_t offset, std::string& out, std::string_view s) {
+    if (!charge(1 + 2 * s.size() / kDecodedBytesPerStep)) return false;
+    const auto plain = [&](size_t at) {  // plain ASCII goes over as it is
+      const auto u = static_cast<uint8_t>(s[at]);
+      return u >= 0x20 && u < 0x80 && s[at] != '"' && s[at] != '\\';
+    };
+    const auto escaped_length = [](char32_t c) -> size_t {
+      if (c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f') return 2;
+      return c < 0x20 ? 6 : 0;  // \u00XX; 0: not escaped
+    };
+    uint64_t size = 2;
+    for (size_t at = 0; at < s.size();) {
+      if (plain(at)) {
+        ++size, ++at;
+        continue;
+      }
+      const detail::CodePoint cp = detail::utf8_decode(s, at);
+      const size_t escaped = escaped_length(cp.value);
+      size += escaped != 0 ? escaped : detail::utf8_sequence(s, at) != 0 ? cp.length : 3;
+      at += cp.length;
+    }
+    if (!charge(size / kBytesPerStep) || !reserve_text(offset, out, size)) return false;
+    out += '"';
+    for (size_t at = 0; at < s.size();) {
+      size_t run = at;
+      while (run < s.size() && plain(run)) ++run;
+      if (run > at) {
+        out.append(s, at, run - at);
+        at = run;
+        continue;
+      }
+      const detail::CodePoint cp = detail::utf8_decode(s, at);
+      const char32_t c = cp.value;
+      if (c == '"') out += "\\\"";
+      else if (c == '\\') out += "\\\\";
+      else if (c == '\n') out += "\\n";
+      else if (c == '\r') out += "\\r";
+      else if (c == '\t') out += "\\t";
+      else if (c == '\b') out += "\\b";
+      else if (c == '\f') out += "\\f";
+      else if (c < 0x20) out += "\\u00", out += kHexDigits[c >> 4], out += kHexDigits[c & 15];
+      else if (detail::utf8_sequence(s, at) != 0) {
+        out.append(s, at, cp.length);
+      } else {
+        out += "\xef\xbf\xbd";
+      }
+      at += cp.length;
+    }
+    out += '"';
     return true;
   }
 
@@ -1593,32 +1873,32 @@ class Renderer {
       case Kind::kUndefined:
       case Kind::kNone: result = true; return true;
       case Kind::kString:
-        if (!charge(a.str().size() / 64)) return false;
+        if (!charge(std::min(a.str().size(), b.str().size()) / kBytesPerStep)) return false;
         result = a.str() == b.str();
         return true;
       case Kind::kList:
-        if (a.list->items.size() != b.list->items.size()) {
+        if (a.list()->items.size() != b.list()->items.size()) {
           result = false;
           return true;
         }
-        for (size_t i = 0; i < a.list->items.size(); ++i) {
-          if (!equal(a.list->items[i], b.list->items[i], result)) return false;
+        for (size_t i = 0; i < a.list()->items.size(); ++i) {
+          if (!equal(a.list()->items[i], b.list()->items[i], result)) return false;
           if (!result) return true;
         }
         result = true;
         return true;
       case Kind::kDict:
-        if (a.dict == b.dict) {
+        if (a.object == b.object) {
           result = true;
           return true;
         }
-        if (a.dict->is_namespace || b.dict->is_namespace || a.dict->entries.size() != b.dict->entries.size()) {
+        if (a.dict()->is_namespace || b.dict()->is_namespace || a.dict()->entries.size() != b.dict()->entries.size()) {
           result = false;
           return true;
         }
-        for (const auto& [k, value] : a.dict->entries) {
-          if (!charge(b.dict->entries.size())) return false;
-          const Value* other = b.dict->find(k);
+        for (const auto& [k, value] : a.dict()->entries) {
+          if (!charge(1 + k.size() / kBytesPerStep)) return false;
+          const Value* other = b.dict()->find(k);
           if (!other) {
             result = false;
             return true;
@@ -1640,13 +1920,13 @@ class Renderer {
       return true;
     }
     if (a.is(Kind::kString) && b.is(Kind::kString)) {
-      if (!charge(std::min(a.str().size(), b.str().size()) / 64)) return false;
+      if (!charge(std::min(a.str().size(), b.str().size()) / kBytesPerStep)) return false;
       result = a.str() < b.str();
       return true;
     }
     if (a.is(Kind::kList) && b.is(Kind::kList)) {
-      const auto& x = a.list->items;
-      const auto& y = b.list->items;
+      const auto& x = a.list()->items;
+      const auto& y = b.list()->items;
       for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
         bool same = false;
         if (!equal(x[i], y[i], same)) return false;
@@ -1661,22 +1941,34 @@ class Renderer {
   bool contains(size_t offset, const Value& item, const Value& container, bool& result) {
     switch (container.kind) {
       case Kind::kUndefined: result = false; return true;
-      case Kind::kString:
+      case Kind::kString: {
         if (!item.is(Kind::kString)) return fail(offset, std::string("'in <string>' needs a string, not a ") + kind_name(item));
-        if (!charge(1 + container.str().size() / 16)) return false;
-        result = container.str().find(item.str()) != std::string::npos;
+        const std::string& text = container.str();
+        const std::string& pattern = item.str();
+        if (pattern.size() > text.size()) {
+          result = false;
+          return true;
+        }
+        // Two-Way: the pattern's factorization, then at most 2 comparisons per text byte.
+        if (!charge(1 + (2 * text.size() + pattern.size()) / kBytesPerStep)) return false;
+        result = detail::find_substring(text, pattern) != std::string::npos;
         return true;
+      }
       case Kind::kList:
-        for (const Value& v : container.list->items) {
+        for (const Value& v : container.list()->items) {
           if (!equal(item, v, result)) return false;
           if (result) return true;
         }
         result = false;
         return true;
       case Kind::kDict:
-        if (container.dict->is_namespace) break;
-        if (!charge(container.dict->entries.size())) return false;
-        result = item.is(Kind::kString) && container.dict->find(item.str()) != nullptr;
+        if (container.dict()->is_namespace) break;
+        if (!item.is(Kind::kString)) {
+          result = false;
+          return true;
+        }
+        if (!charge(1 + item.str().size() / kBytesPerStep)) return false;
+        result = container.dict()->find(item.str()) != nullptr;
         return true;
       default: break;
     }
@@ -1685,29 +1977,37 @@ class Renderer {
 
   // -- expressions
   bool eval(const Expr& e, Value& out) {
+    at_ = e.offset;
     if (!charge(1)) return false;
     switch (e.kind) {
       case ExprKind::kLiteral: out = e.literal; return true;
       case ExprKind::kName: {
-        const Value* v = lookup(e.name);
+        const Value* v = nullptr;
+        if (!lookup(e.name, v)) return false;
         out = v ? *v : Value{};
         return true;
       }
       case ExprKind::kList: {
-        std::vector<Value> items(e.args.size());
-        for (size_t i = 0; i < e.args.size(); ++i)
-          if (!eval(*e.args[i], items[i])) return false;
+        std::vector<Value> items;
+        if (!reserve_values(e.offset, items, e.args.size())) return false;
+        for (const ExprPtr& arg : e.args) {
+          Value v;
+          if (!eval(*arg, v)) return false;
+          items.push_back(std::move(v));
+        }
         return make_list(e.offset, std::move(items), out, e.name == "tuple");
       }
       case ExprKind::kDict: {
-        std::vector<std::pair<std::string, Value>> entries;
+        std::shared_ptr<DictData> dict;
+        if (!new_dict(e.offset, e.args.size() / 2, false, dict)) return false;
         for (size_t i = 0; i + 1 < e.args.size(); i += 2) {
           Value key, value;
           if (!eval(*e.args[i], key) || !eval(*e.args[i + 1], value)) return false;
           if (!key.is(Kind::kString)) return fail(e.args[i]->offset, std::string("dict keys must be strings here, not a ") + kind_name(key));
-          entries.emplace_back(key.str(), std::move(value));
+          if (!dict_set(e.offset, *dict, key.str(), std::move(value))) return false;
         }
-        return make_dict(e.offset, std::move(entries), false, out);
+        out = dict_value(std::move(dict));
+        return true;
       }
       case ExprKind::kAttr: {
         Value object;
@@ -1774,12 +2074,12 @@ class Renderer {
       }
       case ExprKind::kConcat: {
         Value a, b;
-        std::string left, right;
-        if (!eval(*e.args[0], a) || !eval(*e.args[1], b) || !to_text(e.offset, a, left) || !to_text(e.offset, b, right))
+        std::string left_scratch, right_scratch;
+        std::string_view left, right;
+        if (!eval(*e.args[0], a) || !eval(*e.args[1], b) || !text_of(e.offset, a, left_scratch, left) ||
+            !text_of(e.offset, b, right_scratch, right))
           return false;
-        if (left.size() + right.size() > ChatTemplate::kMaxOutputBytes)
-          return fail(e.offset, "a string longer than " + std::to_string(ChatTemplate::kMaxOutputBytes) + " bytes", ErrorCode::kOutOfMemory);
-        return make_string(e.offset, left + right, out);
+        return concatenate(e.offset, left, right, out);
       }
       case ExprKind::kCompare: {
         Value left;
@@ -1820,6 +2120,12 @@ class Renderer {
     return fail(e.offset, "internal: unknown expression");
   }
 
+  bool concatenate(size_t offset, std::string_view left, std::string_view right, Value& out) {
+    std::string s;
+    return reserve_text(offset, s, uint64_t{left.size()} + right.size()) && append(offset, s, left) &&
+           append(offset, s, right) && finish_string(offset, std::move(s), out);
+  }
+
   bool eval_args(const Expr& e, size_t first, std::vector<Value>& args, std::vector<std::pair<std::string, Value>>& kwargs) {
     const size_t positional = e.args.size() - e.keywords.size();
     for (size_t i = first; i < e.args.size(); ++i) {
@@ -1833,40 +2139,59 @@ class Renderer {
 
   // Jinja's getattr: a dict's key (a namespace's attribute), else undefined; an
   // attribute of undefined or none is undefined (as transformers.js has it).
-  bool attribute(const Value& object, const std::string& name, Value& out) {
-    out = Value{};
+  bool attribute(const Value& object, std::string_view name, Value& out) {
+    Value found;
     if (object.is(Kind::kDict)) {
-      if (!charge(object.dict->entries.size() / 8)) return false;
-      if (const Value* v = object.dict->find(name)) out = *v;
+      if (!charge(1 + name.size() / kBytesPerStep)) return false;
+      if (const Value* v = object.dict()->find(name)) found = *v;
     }
+    out = std::move(found);
     return true;
   }
 
   bool subscript(size_t offset, const Value& object, const Value& key, Value& out) {
-    out = Value{};
     if (object.is(Kind::kDict)) {
-      if (!key.is(Kind::kString)) return true;
+      if (!key.is(Kind::kString)) {
+        out = Value{};
+        return true;
+      }
       return attribute(object, key.str(), out);
     }
     if (object.is(Kind::kList) || object.is(Kind::kString)) {
-      if (key.is(Kind::kString)) return true;  // an attribute of a list or string: undefined
+      if (key.is(Kind::kString)) {  // an attribute of a list or string: undefined
+        out = Value{};
+        return true;
+      }
       if (!is_integral(key)) return fail(offset, std::string("indices must be integers, not a ") + kind_name(key));
       int64_t index = as_int(key);
       if (object.is(Kind::kList)) {
-        const int64_t size = static_cast<int64_t>(object.list->items.size());
+        const int64_t size = static_cast<int64_t>(object.list()->items.size());
         if (index < 0) index += size;
-        if (index >= 0 && index < size) out = object.list->items[static_cast<size_t>(index)];
+        out = index >= 0 && index < size ? object.list()->items[static_cast<size_t>(index)] : Value{};
         return true;
       }
-      const std::string& s = object.str();
-      if (!charge(1 + s.size() / (index < 0 ? 2 : 8))) return false;
-      if (index < 0) index += static_cast<int64_t>(count_code_points(s));
-      if (index < 0) return true;
+      const Value source = object;  // `out` may be `object`
+      const std::string& s = source.str();
+      // The code point `index` from the start, or -index from the end: at most 4 bytes each.
+      const uint64_t count = index >= 0 ? static_cast<uint64_t>(index) + 1 : 0 - static_cast<uint64_t>(index);
+      if (!charge(1 + std::min<uint64_t>(s.size(), count > s.size() ? s.size() : 4 * count) / kDecodedBytesPerStep)) return false;
+      out = Value{};
+      if (count > s.size()) return true;  // more code points than bytes
       size_t at = 0;
-      for (int64_t i = 0; i < index && at < s.size(); ++i) at += detail::utf8_decode(s, at).length;
-      if (at < s.size()) out = Value::of_string(s.substr(at, detail::utf8_decode(s, at).length));
-      return true;
+      if (index >= 0) {
+        for (int64_t i = 0; i < index && at < s.size(); ++i) at += detail::utf8_decode(s, at).length;
+        if (at >= s.size()) return true;
+      } else {
+        size_t end = s.size();
+        for (uint64_t i = 0; i < count; ++i) {
+          if (end == 0) return true;
+          at = previous_code_point_start(s, end);
+          end = at;
+        }
+      }
+      return new_string(offset, std::string_view(s).substr(at, detail::utf8_decode(s, at).length), out);
     }
+    out = Value{};
     return true;  // undefined, none, numbers: undefined
   }
 
@@ -1887,14 +2212,12 @@ class Renderer {
     const int64_t step = given[2] ? bounds[2] : 1;
     if (step == 0) return fail(e.offset, "slice step cannot be zero");
     if (step == INT64_MIN) return fail(e.offset, "slice step out of range");
-    std::vector<size_t> starts;
     int64_t length = 0;
     if (object.is(Kind::kList)) {
-      length = static_cast<int64_t>(object.list->items.size());
+      length = static_cast<int64_t>(object.list()->items.size());
     } else if (object.is(Kind::kString)) {
-      if (!charge(1 + object.str().size() / 2) || !account(e.offset, object.str().size() * sizeof(size_t))) return false;
-      starts = code_point_starts(object.str());
-      length = static_cast<int64_t>(starts.size()) - 1;
+      if (!charge(1 + object.str().size() / kDecodedBytesPerStep)) return false;
+      length = static_cast<int64_t>(count_code_points(object.str()));
     } else {  // Jinja: what cannot be sliced gives undefined
       out = Value{};
       return true;
@@ -1912,21 +2235,38 @@ class Renderer {
     };
     const int64_t start = adjust(bounds[0], given[0], step < 0 ? length - 1 : 0);
     const int64_t stop = adjust(bounds[1], given[1], step < 0 ? -1 : length);
-    std::vector<int64_t> picks;
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-      picks.push_back(i);
-      if (step > 0 ? i > INT64_MAX - step : i < INT64_MIN - step) break;
-    }
-    if (!charge(1 + picks.size())) return false;
+    const uint64_t count = slice_length(start, stop, step);
     if (object.is(Kind::kList)) {
       std::vector<Value> items;
-      items.reserve(picks.size());
-      for (int64_t i : picks) items.push_back(object.list->items[static_cast<size_t>(i)]);
-      return make_list(e.offset, std::move(items), out, object.list->is_tuple);
+      if (!charge(count) || !reserve_values(e.offset, items, count)) return false;
+      for (uint64_t k = 0; k < count; ++k) items.push_back(object.list()->items[static_cast<size_t>(start + static_cast<int64_t>(k) * step)]);
+      return make_list(e.offset, std::move(items), out, object.list()->is_tuple);
     }
-    std::string s;
-    for (int64_t i : picks) s.append(object.str(), starts[static_cast<size_t>(i)], starts[static_cast<size_t>(i) + 1] - starts[static_cast<size_t>(i)]);
-    return make_string(e.offset, std::move(s), out);
+    // A string: its code points walked twice (to measure, then to copy), forward or
+    // backward from code point `start`.
+    const std::string& s = object.str();
+    if (!charge(2 * (1 + s.size() / kDecodedBytesPerStep) + s.size() / kBytesPerStep)) return false;
+    const auto walk = [&](auto&& visit) {
+      if (count == 0) return;
+      size_t at = 0;
+      for (int64_t i = 0; i < start; ++i) at += detail::utf8_decode(s, at).length;
+      for (uint64_t k = 0;;) {
+        const size_t size = detail::utf8_decode(s, at).length;
+        visit(at, size);
+        if (++k == count) return;
+        if (step > 0) {
+          for (int64_t i = 0; i < step; ++i) at += detail::utf8_decode(s, at).length;
+        } else {
+          for (int64_t i = 0; i < -step; ++i) at = previous_code_point_start(s, at);
+        }
+      }
+    };
+    uint64_t bytes = 0;
+    walk([&](size_t, size_t size) { bytes += size; });
+    std::string sliced;
+    if (!reserve_text(e.offset, sliced, bytes)) return false;
+    walk([&](size_t at, size_t size) { sliced.append(s, at, size); });
+    return finish_string(e.offset, std::move(sliced), out);
   }
 
   bool eval_binary(const Expr& e, Value& out) {
@@ -1945,10 +2285,13 @@ class Renderer {
         else if (op == "*") overflow = __builtin_mul_overflow(x, y, &r);
         else {  // // and %: Python floors
           if (y == 0) return fail(e.offset, "integer division or modulo by zero");
-          if (x == INT64_MIN && y == -1) return fail(e.offset, "integer overflow");
-          int64_t q = x / y, m = x % y;
-          if (m != 0 && ((m < 0) != (y < 0))) --q, m += y;
-          r = op == "//" ? q : m;
+          if (y == -1) {  // (x / -1 overflows for INT64_MIN; x % -1 is 0)
+            overflow = op == "//" && __builtin_sub_overflow(int64_t{0}, x, &r);
+          } else {
+            int64_t q = x / y, m = x % y;
+            if (m != 0 && ((m < 0) != (y < 0))) --q, m += y;
+            r = op == "//" ? q : m;
+          }
         }
         if (overflow) return fail(e.offset, "integer overflow");
         out = Value::of_int(r);
@@ -1969,37 +2312,46 @@ class Renderer {
       out = Value::of_float(r);
       return true;
     }
-    if (op == "+" && a.is(Kind::kString) && b.is(Kind::kString)) {
-      if (a.str().size() + b.str().size() > ChatTemplate::kMaxOutputBytes)
-        return fail(e.offset, "a string longer than " + std::to_string(ChatTemplate::kMaxOutputBytes) + " bytes", ErrorCode::kOutOfMemory);
-      return make_string(e.offset, a.str() + b.str(), out);
-    }
+    if (op == "+" && a.is(Kind::kString) && b.is(Kind::kString)) return concatenate(e.offset, a.str(), b.str(), out);
     if (op == "+" && a.is(Kind::kList) && b.is(Kind::kList)) {
-      if (a.list->items.size() + b.list->items.size() > ChatTemplate::kMaxOutputBytes)
-        return fail(e.offset, "a list longer than " + std::to_string(ChatTemplate::kMaxOutputBytes) + " items", ErrorCode::kOutOfMemory);
-      if (!charge(a.list->items.size() + b.list->items.size())) return false;
-      std::vector<Value> items = a.list->items;
-      items.insert(items.end(), b.list->items.begin(), b.list->items.end());
+      const std::vector<Value>& x = a.list()->items;
+      const std::vector<Value>& y = b.list()->items;
+      std::vector<Value> items;
+      if (!charge(x.size() + y.size()) || !reserve_values(e.offset, items, uint64_t{x.size()} + y.size())) return false;
+      items.insert(items.end(), x.begin(), x.end());
+      items.insert(items.end(), y.begin(), y.end());
       return make_list(e.offset, std::move(items), out);
     }
-    if (op == "*" && (is_integral(a) || is_integral(b)) && (a.is(Kind::kString) || b.is(Kind::kString) || a.is(Kind::kList) || b.is(Kind::kList))) {
-      const Value& sequence = is_integral(a) ? b : a;
-      const int64_t times = std::max<int64_t>(0, as_int(is_integral(a) ? a : b));
-      const size_t unit = sequence.is(Kind::kString) ? sequence.str().size() : sequence.list->items.size();
-      if (unit != 0 && static_cast<uint64_t>(times) > ChatTemplate::kMaxOutputBytes / unit)
-        return fail(e.offset, "a repeated string or list longer than " + std::to_string(ChatTemplate::kMaxOutputBytes), ErrorCode::kOutOfMemory);
-      if (!charge(static_cast<uint64_t>(times) * unit / 8)) return false;
-      if (sequence.is(Kind::kString)) {
-        std::string s;
-        s.reserve(unit * static_cast<size_t>(times));
-        for (int64_t i = 0; i < times; ++i) s += sequence.str();
-        return make_string(e.offset, std::move(s), out);
-      }
-      std::vector<Value> items;
-      for (int64_t i = 0; i < times; ++i) items.insert(items.end(), sequence.list->items.begin(), sequence.list->items.end());
-      return make_list(e.offset, std::move(items), out, sequence.list->is_tuple);
-    }
+    if (op == "*" && (is_integral(a) || is_integral(b)) && (a.is(Kind::kString) || b.is(Kind::kString) || a.is(Kind::kList) || b.is(Kind::kList)))
+      return repeat(e.offset, is_integral(a) ? b : a, as_int(is_integral(a) ? a : b), out);
     return fail(e.offset, "unsupported operand types for '" + op + "': " + kind_name(a) + " and " + kind_name(b));
+  }
+
+  // A string or list `times` over: its size computed and checked before anything is built.
+  bool repeat(size_t offset, const Value& sequence, int64_t times_given, Value& out) {
+    const uint64_t times = times_given > 0 ? static_cast<uint64_t>(times_given) : 0;
+    const bool is_string = sequence.is(Kind::kString);
+    const uint64_t unit = is_string ? sequence.str().size() : sequence.list()->items.size();
+    const uint64_t limit = is_string ? kMaxStringBytes : kMaxListItems;
+    if (unit != 0 && times > limit / unit)
+      return fail(offset, std::string(is_string ? "a repeated string longer than " : "a repeated list longer than ") +
+                              std::to_string(limit) + (is_string ? " bytes" : " items"),
+                  ErrorCode::kOutOfMemory);
+    const uint64_t total = unit * times;
+    if (is_string) {
+      std::string s;
+      if (!charge(total / kBytesPerStep) || !reserve_text(offset, s, total)) return false;
+      if (total != 0) {  // doubling: log(times) copies
+        s = sequence.str();
+        while (2 * s.size() <= total) s.append(s.data(), s.size());
+        s.append(s.data(), static_cast<size_t>(total) - s.size());
+      }
+      return finish_string(offset, std::move(s), out);
+    }
+    std::vector<Value> items;
+    if (!charge(total) || !reserve_values(offset, items, total)) return false;
+    for (uint64_t i = 0; i < times && unit != 0; ++i) items.insert(items.end(), sequence.list()->items.begin(), sequence.list()->items.end());
+    return make_list(offset, std::move(items), out, sequence.list()->is_tuple);
   }
 
   // -- functions, methods, filters, tests
@@ -2013,15 +2365,22 @@ class Renderer {
       return fail(e.offset, "raise_exception: " + message);
     }
     if (e.name == "namespace") {
-      std::vector<std::pair<std::string, Value>> entries;
       if (args.size() > 1) return fail(e.offset, "namespace() takes at most one positional argument");
+      const DictData* from = nullptr;
       if (args.size() == 1) {
-        if (!args[0].is(Kind::kDict) || args[0].dict->is_namespace)
+        if (!args[0].is(Kind::kDict) || args[0].dict()->is_namespace)
           return fail(e.offset, "namespace() takes a dict and keyword arguments");
-        entries = args[0].dict->entries;
+        from = args[0].dict();
       }
-      for (auto& kv : kwargs) entries.push_back(std::move(kv));
-      return make_dict(e.offset, std::move(entries), true, out);
+      std::shared_ptr<DictData> ns;
+      if (!new_dict(e.offset, (from ? from->entries.size() : 0) + kwargs.size(), true, ns)) return false;
+      if (from)
+        for (const auto& [key, value] : from->entries)
+          if (!dict_set(e.offset, *ns, key, value)) return false;
+      for (auto& [key, value] : kwargs)
+        if (!dict_set(e.offset, *ns, key, std::move(value))) return false;
+      out = dict_value(std::move(ns));
+      return true;
     }
     // range([start,] stop[, step])
     if (!kwargs.empty() || args.empty() || args.size() > 3) return fail(e.offset, "range() takes 1 to 3 integers");
@@ -2031,142 +2390,209 @@ class Renderer {
     const int64_t stop = args.size() == 1 ? as_int(args[0]) : as_int(args[1]);
     const int64_t step = args.size() == 3 ? as_int(args[2]) : 1;
     if (step == 0) return fail(e.offset, "range() step cannot be zero");
-    const double count = std::max(0.0, std::ceil((static_cast<double>(stop) - static_cast<double>(start)) / static_cast<double>(step)));
-    if (count > static_cast<double>(ChatTemplate::kMaxSteps)) {
-      if (!charge(ChatTemplate::kMaxSteps + 1)) return false;
-    }
-    if (!charge(static_cast<uint64_t>(count)) || !account(e.offset, static_cast<uint64_t>(count) * sizeof(Value))) return false;
+    const uint64_t count = slice_length(start, stop, step);
     std::vector<Value> items;
-    items.reserve(static_cast<size_t>(count));
-    for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
-      items.push_back(Value::of_int(i));
-      if (__builtin_add_overflow(i, step, &i)) break;
-    }
+    if (!charge(count) || !reserve_values(e.offset, items, count)) return false;
+    for (uint64_t k = 0; k < count; ++k)  // (start + k * step stays between start and stop)
+      items.push_back(Value::of_int(static_cast<int64_t>(static_cast<uint64_t>(start) + k * static_cast<uint64_t>(step))));
     return make_list(e.offset, std::move(items), out);
   }
 
   // str.strip / lstrip / rstrip with an optional set of characters.
-  bool strip(size_t offset, const std::string& s, const Value* chars, bool left, bool right, Value& out) {
-    std::vector<char32_t> set;
+  bool strip(size_t offset, std::string_view s, const Value* chars, bool left, bool right, Value& out) {
+    CodePointSet set;
     const bool whitespace = !chars || chars->is(Kind::kNone) || chars->is(Kind::kUndefined);
     if (!whitespace) {
       if (!chars->is(Kind::kString)) return fail(offset, std::string("strip() takes a string, not a ") + kind_name(*chars));
-      set = code_points(chars->str());
+      const std::string& c = chars->str();
+      if (!charge(1 + c.size() / kDecodedBytesPerStep)) return false;
+      size_t others = 0;
+      for (size_t at = 0; at < c.size(); ++others) at += static_cast<uint8_t>(c[at]) < 0x80 ? 1 : detail::utf8_decode(c, at).length;
+      if (!account(offset, others * sizeof(char32_t) + kMallocBytes)) return false;
+      set.others.reserve(others);
+      for (size_t at = 0; at < c.size();) {
+        const detail::CodePoint cp = detail::utf8_decode(c, at);
+        if (cp.value < 0x80) set.ascii[cp.value >> 6] |= uint64_t{1} << (cp.value & 63);
+        else set.others.push_back(cp.value);
+        at += cp.length;
+      }
+      // Sorted (n log n comparisons), then each test is a binary search.
+      uint64_t log = 1;
+      while (log < 64 && (uint64_t{1} << log) < set.others.size()) ++log;
+      if (!charge(set.others.size() * log / kBytesPerStep)) return false;
+      std::sort(set.others.begin(), set.others.end());
+      set.others.erase(std::unique(set.others.begin(), set.others.end()), set.others.end());
     }
-    if (!charge(1 + s.size() / 2 * (1 + set.size()))) return false;
-    const auto strips = [&](char32_t c) {
-      return whitespace ? detail::is_python_space(c) : std::find(set.begin(), set.end(), c) != set.end();
+    if (!charge(1 + s.size() / kDecodedBytesPerStep)) return false;
+    // A test is a bitmap, a space table or a binary search: a non-ASCII one is charged as it is made.
+    const auto strips = [&](char32_t c, bool& result) {
+      if (whitespace) {
+        result = detail::is_python_space(c);
+      } else if (c < 0x80) {
+        result = set.has_ascii(c);
+      } else {
+        if (!set.others.empty() && !charge(1)) return false;
+        result = std::binary_search(set.others.begin(), set.others.end(), c);
+      }
+      return true;
     };
     size_t first = 0, last = s.size();
+    bool stripped = false;
     while (left && first < last) {
       const detail::CodePoint cp = detail::utf8_decode(s, first);
-      if (!strips(cp.value)) break;
+      if (!strips(cp.value, stripped)) return false;
+      if (!stripped) break;
       first += cp.length;
     }
     while (right && last > first) {
       const size_t start = previous_code_point_start(s, last);
-      if (!strips(detail::utf8_decode(s, start).value)) break;
+      if (!strips(detail::utf8_decode(s, start).value, stripped)) return false;
+      if (!stripped) break;
       last = start;
     }
-    return make_string(offset, s.substr(first, last - first), out);
+    return new_string(offset, s.substr(first, last - first), out);
   }
 
-  bool split(size_t offset, const std::string& s, const std::vector<Value>& args, Value& out) {
-    if (!charge(1 + s.size() / 16) || !account(offset, s.size())) return false;
+  // str.split(): the parts are counted (and their bytes summed) before any is made; the
+  // count stops where they would pass the value budget.
+  bool split(size_t offset, std::string_view s, const std::vector<Value>& args, Value& out) {
     int64_t max_split = -1;
     if (args.size() > 1) {
       if (!is_integral(args[1])) return fail(offset, "split() maxsplit must be an integer");
       max_split = as_int(args[1]);
     }
-    std::vector<Value> parts;
+    const auto limited = [&](uint64_t parts) { return max_split >= 0 && parts == static_cast<uint64_t>(max_split); };
+    // Walks the parts, calling visit(start, end) for each while it returns true.
+    using Visit = std::function<bool(size_t, size_t)>;
+    std::function<void(const Visit&)> walk;
     if (args.empty() || args[0].is(Kind::kNone)) {  // runs of whitespace, ends dropped
-      if (!charge(s.size() / 2) || !account(offset, s.size() * sizeof(size_t))) return false;
-      const std::vector<size_t> starts = code_point_starts(s);
-      size_t i = 0;
-      const size_t n = starts.size() - 1;
-      const auto space = [&](size_t k) { return detail::is_python_space(detail::utf8_decode(s, starts[k]).value); };
-      while (true) {
-        while (i < n && space(i)) ++i;
-        if (i == n) break;
-        if (max_split >= 0 && static_cast<int64_t>(parts.size()) == max_split) {  // the rest as it is
-          parts.push_back(Value::of_string(s.substr(starts[i])));
-          break;
+      if (!charge(2 * (1 + s.size() / kDecodedBytesPerStep))) return false;
+      walk = [&](const Visit& visit) {
+        const auto space_at = [&](size_t at, size_t* length) {
+          const detail::CodePoint cp = detail::utf8_decode(s, at);
+          *length = cp.length;
+          return detail::is_python_space(cp.value);
+        };
+        uint64_t parts = 0;
+        size_t at = 0, length = 0;
+        while (true) {
+          while (at < s.size() && space_at(at, &length)) at += length;
+          if (at == s.size()) return;
+          if (limited(parts)) {  // the rest as it is
+            visit(at, s.size());
+            return;
+          }
+          size_t end = at;
+          while (end < s.size() && !space_at(end, &length)) end += length;
+          if (!visit(at, end)) return;
+          ++parts;
+          at = end;
         }
-        size_t j = i;
-        while (j < n && !space(j)) ++j;
-        parts.push_back(Value::of_string(s.substr(starts[i], starts[j] - starts[i])));
-        i = j;
-      }
+      };
     } else {
       if (!args[0].is(Kind::kString)) return fail(offset, std::string("split() takes a string, not a ") + kind_name(args[0]));
-      const std::string& sep = args[0].str();
-      if (sep.empty()) return fail(offset, "split() with an empty separator");
-      size_t at = 0;
-      while (true) {
-        const size_t found = (max_split >= 0 && static_cast<int64_t>(parts.size()) == max_split) ? std::string::npos : s.find(sep, at);
-        if (found == std::string::npos) {
-          parts.push_back(Value::of_string(s.substr(at)));
-          break;
+      const std::string& separator = args[0].str();
+      if (separator.empty()) return fail(offset, "split() with an empty separator");
+      if (!charge(2 * (1 + (2 * s.size() + separator.size()) / kBytesPerStep))) return false;
+      walk = [&](const Visit& visit) {
+        const detail::SubstringFinder finder(separator);
+        uint64_t parts = 0;
+        size_t at = 0;
+        while (true) {
+          const size_t found = limited(parts) ? std::string::npos : finder.find(s, at);
+          if (found == std::string::npos) {
+            visit(at, s.size());
+            return;
+          }
+          if (!visit(at, found)) return;
+          ++parts;
+          at = found + separator.size();
         }
-        parts.push_back(Value::of_string(s.substr(at, found - at)));
-        at = found + sep.size();
-      }
+      };
     }
-    return make_list(offset, std::move(parts), out);
+    uint64_t parts = 0, bytes = 0;
+    const uint64_t room = ChatTemplate::kMaxAllocatedBytes - allocated_;
+    walk([&](size_t start, size_t end) {
+      ++parts;
+      bytes += sizeof(Value) + string_bytes(end - start);
+      return bytes <= room;
+    });
+    std::vector<Value> items;  // (a part: a string made, and freed with the list)
+    if (!charge(2 * parts) || !account(offset, bytes - parts * sizeof(Value)) || !reserve_values(offset, items, parts))
+      return false;
+    walk([&](size_t start, size_t end) {
+      items.push_back(Value::of_string(std::string(s.substr(start, end - start))));
+      return true;
+    });
+    return make_list(offset, std::move(items), out);
   }
 
-  bool replace(size_t offset, const std::string& s, const std::vector<Value>& args, Value& out) {
+  // str.replace(): the matches are counted and the result's size computed before it is built.
+  bool replace(size_t offset, std::string_view s, const std::vector<Value>& args, Value& out) {
     if (args.size() < 2 || !args[0].is(Kind::kString) || !args[1].is(Kind::kString))
       return fail(offset, "replace() takes two strings");
-    int64_t count = -1;
+    uint64_t count = UINT64_MAX;
     if (args.size() > 2) {
       if (!is_integral(args[2])) return fail(offset, "replace() count must be an integer");
-      count = as_int(args[2]);
+      if (as_int(args[2]) >= 0) count = static_cast<uint64_t>(as_int(args[2]));
     }
     const std::string& from = args[0].str();
     const std::string& to = args[1].str();
     std::string result;
     if (from.empty()) {  // Python: `to` before every character and at the end
-      if (!charge(1 + s.size() / 2) || !account(offset, s.size() * sizeof(size_t))) return false;
-      const std::vector<size_t> starts = code_point_starts(s);
-      for (size_t i = 0; i + 1 < starts.size() + 1; ++i) {
-        if (count >= 0 && static_cast<int64_t>(i) >= count) {
-          result.append(s, starts[std::min(i, starts.size() - 1)], std::string::npos);
-          break;
-        }
-        if (result.size() + to.size() > ChatTemplate::kMaxOutputBytes)
-          return fail(offset, "a string longer than " + std::to_string(ChatTemplate::kMaxOutputBytes) + " bytes", ErrorCode::kOutOfMemory);
+      if (!charge(1 + s.size() / kDecodedBytesPerStep)) return false;
+      const uint64_t inserts = std::min<uint64_t>(count, count_code_points(s) + 1);
+      if (to.size() != 0 && inserts > (kMaxStringBytes - s.size()) / to.size()) return too_long(offset);
+      if (!charge(inserts + s.size() / kDecodedBytesPerStep) || !reserve_text(offset, result, s.size() + inserts * to.size()) ||
+          !charge(inserts * to.size() / kBytesPerStep))
+        return false;
+      size_t at = 0;
+      for (uint64_t i = 0; i < inserts; ++i) {
         result += to;
-        if (i + 1 < starts.size()) result.append(s, starts[i], starts[i + 1] - starts[i]);
+        if (at < s.size()) {
+          const size_t length = detail::utf8_decode(s, at).length;
+          result.append(s, at, length);
+          at += length;
+        }
       }
-      return make_string(offset, std::move(result), out);
+      result.append(s, at, std::string::npos);
+      return finish_string(offset, std::move(result), out);
     }
-    size_t at = 0;
-    int64_t done = 0;
-    while (true) {
-      const size_t found = (count >= 0 && done >= count) ? std::string::npos : s.find(from, at);
+    const detail::SubstringFinder finder(from);
+    if (!charge(2 * (1 + (2 * s.size() + from.size()) / kBytesPerStep))) return false;  // two searches
+    uint64_t matches = 0;
+    for (size_t at = 0; matches < count;) {
+      const size_t found = finder.find(s, at);
       if (found == std::string::npos) break;
+      ++matches;
+      at = found + from.size();
+    }
+    // The result: s.size() - matches * from.size() + matches * to.size() bytes.
+    const uint64_t kept = s.size() - matches * from.size();
+    if (to.size() != 0 && matches > (kMaxStringBytes - std::min<uint64_t>(kept, kMaxStringBytes)) / to.size()) return too_long(offset);
+    if (!charge(matches) || !reserve_text(offset, result, kept + matches * to.size()) || !charge((kept + matches * to.size()) / kBytesPerStep))
+      return false;
+    size_t at = 0;
+    for (uint64_t done = 0; done < matches; ++done) {
+      const size_t found = finder.find(s, at);
       result.append(s, at, found - at);
       result += to;
-      if (result.size() > ChatTemplate::kMaxOutputBytes)
-        return fail(offset, "a string longer than " + std::to_string(ChatTemplate::kMaxOutputBytes) + " bytes", ErrorCode::kOutOfMemory);
       at = found + from.size();
-      ++done;
     }
     result.append(s, at, std::string::npos);
-    return make_string(offset, std::move(result), out);
+    return finish_string(offset, std::move(result), out);
   }
 
-  bool starts_or_ends(size_t offset, const std::string& s, const std::vector<Value>& args, bool ends, Value& out) {
+  bool starts_or_ends(size_t offset, std::string_view s, const std::vector<Value>& args, bool ends, Value& out) {
     if (args.size() != 1) return fail(offset, std::string(ends ? "endswith" : "startswith") + "() takes one argument");
-    std::vector<Value> candidates;
-    if (args[0].is(Kind::kList)) candidates = args[0].list->items;
-    else candidates.push_back(args[0]);
-    if (!charge(candidates.size())) return false;
-    for (const Value& c : candidates) {
+    const bool many = args[0].is(Kind::kList);
+    const Value* candidates = many ? args[0].list()->items.data() : &args[0];
+    const size_t count = many ? args[0].list()->items.size() : 1;
+    for (size_t i = 0; i < count; ++i) {
+      const Value& c = candidates[i];
       if (!c.is(Kind::kString)) return fail(offset, std::string("startswith()/endswith() take strings, not a ") + kind_name(c));
       const std::string& p = c.str();
-      if (!charge(p.size() / 16)) return false;
+      if (!charge(1 + std::min(p.size(), s.size()) / kBytesPerStep)) return false;
       if (p.size() <= s.size() && s.compare(ends ? s.size() - p.size() : 0, p.size(), p) == 0) {
         out = Value::of_bool(true);
         return true;
@@ -2176,8 +2602,9 @@ class Renderer {
     return true;
   }
 
-  bool case_map(size_t offset, const std::string& s, const std::string& how, Value& out) {
-    std::string r = s;
+  bool case_map(size_t offset, std::string_view s, const std::string& how, Value& out) {
+    std::string r;
+    if (!charge(s.size() / kBytesPerStep) || !reserve_text(offset, r, s.size()) || !append(offset, r, s)) return false;
     if (how == "upper") {
       for (char& c : r) c = ascii_upper(c);
     } else if (how == "lower") {
@@ -2198,7 +2625,34 @@ class Renderer {
         word_start = false;
       }
     }
-    return make_string(offset, std::move(r), out);
+    return finish_string(offset, std::move(r), out);
+  }
+
+  // A dict's keys(), values() or items() (pairs as tuples), each made after its bytes are accounted.
+  bool dict_view(size_t offset, const DictData& dict, const std::string& what, Value& out) {
+    std::vector<Value> items;
+    if (!reserve_values(offset, items, dict.entries.size())) return false;
+    for (const auto& [k, v] : dict.entries) {
+      if (what == "values") {
+        if (!charge(1)) return false;
+        items.push_back(v);
+        continue;
+      }
+      Value key;
+      if (!new_string(offset, k, key)) return false;
+      if (what == "keys") {
+        items.push_back(std::move(key));
+        continue;
+      }
+      std::vector<Value> pair;
+      if (!reserve_values(offset, pair, 2)) return false;
+      pair.push_back(std::move(key));
+      pair.push_back(v);
+      Value tuple;
+      if (!make_list(offset, std::move(pair), tuple, true)) return false;
+      items.push_back(std::move(tuple));
+    }
+    return make_list(offset, std::move(items), out);
   }
 
   bool call_method(const Expr& e, Value& out) {
@@ -2217,30 +2671,18 @@ class Renderer {
       if (m == "startswith" || m == "endswith") return starts_or_ends(e.offset, s, args, m == "endswith", out);
       if (m == "replace") return replace(e.offset, s, args, out);
       if (m == "upper" || m == "lower" || m == "title" || m == "capitalize") return case_map(e.offset, s, m, out);
-    } else if (object.is(Kind::kDict) && !object.dict->is_namespace) {
-      const auto& entries = object.dict->entries;
+    } else if (object.is(Kind::kDict) && !object.dict()->is_namespace) {
       if (m == "get") {
         if (args.empty() || args.size() > 2) return fail(e.offset, "get() takes a key and an optional default");
-        out = args.size() == 2 ? args[1] : Value::none();
+        Value found = args.size() == 2 ? args[1] : Value::none();
         if (args[0].is(Kind::kString)) {
-          if (!charge(entries.size() / 8)) return false;
-          if (const Value* v = object.dict->find(args[0].str())) out = *v;
+          if (!charge(1 + args[0].str().size() / kBytesPerStep)) return false;
+          if (const Value* v = object.dict()->find(args[0].str())) found = *v;
         }
+        out = std::move(found);
         return true;
       }
-      std::vector<Value> items;
-      for (const auto& [k, v] : entries) {
-        if (m == "keys") {
-          items.push_back(Value::of_string(k));
-        } else if (m == "values") {
-          items.push_back(v);
-        } else if (m == "items") {
-          Value pair;
-          if (!make_list(e.offset, {Value::of_string(k), v}, pair, true)) return false;
-          items.push_back(std::move(pair));
-        }
-      }
-      if (m == "keys" || m == "values" || m == "items") return make_list(e.offset, std::move(items), out);
+      if (m == "keys" || m == "values" || m == "items") return dict_view(e.offset, *object.dict(), m, out);
     }
     return fail(e.offset, "a " + std::string(kind_name(object)) + " has no method ." + m + "()");
   }
@@ -2259,11 +2701,12 @@ class Renderer {
 
   bool apply_filter(size_t offset, const std::string& f, const Value& v, const std::vector<Value>& args,
                     const std::vector<std::pair<std::string, Value>>& kwargs, Value& out) {
-    if (!charge(1)) return false;
+    if (!charge(2)) return false;  // (found by name among two dozen)
+    std::string scratch;
+    std::string_view text;
     if (f == "trim") {
-      std::string s;
-      if (!to_text(offset, v, s)) return false;
-      return strip(offset, s, param(args, kwargs, 0, "chars"), true, true, out);
+      if (!text_of(offset, v, scratch, text)) return false;
+      return strip(offset, text, param(args, kwargs, 0, "chars"), true, true, out);
     }
     if (f == "tojson") {
       const Value* indent = param(args, kwargs, 0, "indent");
@@ -2276,74 +2719,70 @@ class Renderer {
         if (k != "indent") return fail(offset, "tojson(" + k + "=...) is not supported");
       std::string s;
       if (!to_json(offset, v, width, 0, s)) return false;
-      return make_string(offset, std::move(s), out);
+      return finish_string(offset, std::move(s), out);
     }
     if (f == "length" || f == "count") {
       switch (v.kind) {
         case Kind::kUndefined: out = Value::of_int(0); return true;
-        case Kind::kString:
-          if (!charge(v.str().size() / 2)) return false;
-          out = Value::of_int(static_cast<int64_t>(count_code_points(v.str())));
+        case Kind::kString: {
+          if (!charge(v.str().size() / kDecodedBytesPerStep)) return false;
+          const auto n = static_cast<int64_t>(count_code_points(v.str()));
+          out = Value::of_int(n);
           return true;
-        case Kind::kList: out = Value::of_int(static_cast<int64_t>(v.list->items.size())); return true;
-        case Kind::kDict: out = Value::of_int(static_cast<int64_t>(v.dict->entries.size())); return true;
+        }
+        case Kind::kList: out = Value::of_int(static_cast<int64_t>(v.list()->items.size())); return true;
+        case Kind::kDict: out = Value::of_int(static_cast<int64_t>(v.dict()->entries.size())); return true;
         default: return fail(offset, std::string("length of a ") + kind_name(v));
       }
     }
     if (f == "lower" || f == "upper" || f == "capitalize" || f == "title") {
-      std::string s;
-      if (!to_text(offset, v, s)) return false;
-      return case_map(offset, s, f, out);
+      if (!text_of(offset, v, scratch, text)) return false;
+      return case_map(offset, text, f, out);
     }
     if (f == "first" || f == "last") {
-      out = Value{};
       if (v.is(Kind::kList)) {
-        if (!v.list->items.empty()) out = f == "first" ? v.list->items.front() : v.list->items.back();
+        const std::vector<Value>& items = v.list()->items;
+        out = items.empty() ? Value{} : f == "first" ? items.front() : items.back();
         return true;
       }
       if (v.is(Kind::kString)) {
-        if (v.str().empty()) return true;
+        if (v.str().empty()) {
+          out = Value{};
+          return true;
+        }
         return subscript(offset, v, Value::of_int(f == "first" ? 0 : -1), out);
       }
-      if (v.is(Kind::kUndefined)) return true;
-      if (v.is(Kind::kDict) && !v.dict->is_namespace) {  // a dict's first or last key
-        if (!v.dict->entries.empty()) out = Value::of_string(f == "first" ? v.dict->entries.front().first : v.dict->entries.back().first);
+      if (v.is(Kind::kUndefined)) {
+        out = Value{};
         return true;
+      }
+      if (v.is(Kind::kDict) && !v.dict()->is_namespace) {  // a dict's first or last key
+        const auto& entries = v.dict()->entries;
+        if (entries.empty()) {
+          out = Value{};
+          return true;
+        }
+        return new_string(offset, f == "first" ? entries.front().first : entries.back().first, out);
       }
       return fail(offset, "|" + f + " of a " + kind_name(v));
     }
-    if (f == "join") {
-      const Value* separator = param(args, kwargs, 0, "d");
-      const Value* attribute_name = param(args, kwargs, 1, "attribute");
-      std::string sep;
-      if (separator && !to_text(offset, *separator, sep)) return false;
-      std::vector<Value> items;
-      if (!iterate(offset, v, items)) return false;
-      std::string s;
-      for (size_t i = 0; i < items.size(); ++i) {
-        Value item = items[i];
-        if (attribute_name && attribute_name->is(Kind::kString) && !attribute(items[i], attribute_name->str(), item)) return false;
-        std::string text;
-        if (!to_text(offset, item, text)) return false;
-        if (i > 0) s += sep;
-        s += text;
-        if (s.size() > ChatTemplate::kMaxOutputBytes)
-          return fail(offset, "a string longer than " + std::to_string(ChatTemplate::kMaxOutputBytes) + " bytes", ErrorCode::kOutOfMemory);
-        if (!charge(1 + text.size() / 64)) return false;
-      }
-      return make_string(offset, std::move(s), out);
-    }
+    if (f == "join") return join(offset, v, param(args, kwargs, 0, "d"), param(args, kwargs, 1, "attribute"), out);
     if (f == "default" || f == "d") {
       const Value* fallback = param(args, kwargs, 0, "default_value");
       const Value* boolean = param(args, kwargs, 1, "boolean");
       const bool use_fallback = v.is(Kind::kUndefined) || (boolean && truthy(*boolean) && !truthy(v));
-      out = use_fallback ? (fallback ? *fallback : Value::of_string("")) : v;
+      if (!use_fallback) out = v;
+      else if (fallback) out = *fallback;
+      else return new_string(offset, "", out);
       return true;
     }
     if (f == "string") {
+      if (v.is(Kind::kString)) {
+        out = v;
+        return true;
+      }
       std::string s;
-      if (!to_text(offset, v, s)) return false;
-      return make_string(offset, std::move(s), out);
+      return to_text(offset, v, s) && finish_string(offset, std::move(s), out);
     }
     if (f == "int" || f == "float") {
       const Value* fallback = param(args, kwargs, 0, "default");
@@ -2357,7 +2796,11 @@ class Renderer {
           return true;
         }
       } else if (v.is(Kind::kString)) {
-        const std::string trimmed(lstrip_space(rstrip_space(v.str())));
+        const std::string_view trimmed = lstrip_space(rstrip_space(v.str()));
+        // Decoded to trim it, copied once to read it (and strtod reads it once).
+        if (!charge(1 + v.str().size() / kDecodedBytesPerStep + trimmed.size() / kBytesPerStep) ||
+            !account(offset, heap_bytes(trimmed.size())))
+          return false;
         size_t consumed = 0;
         d = trimmed.empty() ? 0 : core::parse_c_double(trimmed, &consumed);
         ok = !trimmed.empty() && consumed == trimmed.size() && trimmed.find_first_of("xXpP") == std::string::npos;
@@ -2373,51 +2816,101 @@ class Renderer {
     }
     if (f == "items") {
       if (v.is(Kind::kUndefined)) return make_list(offset, {}, out);
-      if (!v.is(Kind::kDict) || v.dict->is_namespace) return fail(offset, std::string("|items of a ") + kind_name(v));
-      std::vector<Value> items;
-      for (const auto& [k, value] : v.dict->entries) {
-        Value pair;
-        if (!make_list(offset, {Value::of_string(k), value}, pair, true)) return false;
-        items.push_back(std::move(pair));
-      }
-      return make_list(offset, std::move(items), out);
+      if (!v.is(Kind::kDict) || v.dict()->is_namespace) return fail(offset, std::string("|items of a ") + kind_name(v));
+      const Value source = v;  // `out` may be `v`
+      return dict_view(offset, *source.dict(), "items", out);
     }
     if (f == "replace") {
-      std::string s;
-      if (!to_text(offset, v, s)) return false;
-      return replace(offset, s, args, out);
+      if (!text_of(offset, v, scratch, text)) return false;
+      return replace(offset, text, args, out);
     }
-    if (f == "list" || f == "reverse") {
-      if (f == "reverse" && v.is(Kind::kString)) {
-        if (!charge(1 + v.str().size() / 2) || !account(offset, v.str().size() * sizeof(size_t))) return false;
-        const std::vector<size_t> starts = code_point_starts(v.str());
-        std::string s;
-        for (size_t i = starts.size() - 1; i > 0; --i) s.append(v.str(), starts[i - 1], starts[i] - starts[i - 1]);
-        return make_string(offset, std::move(s), out);
-      }
-      std::vector<Value> items;
-      if (!iterate(offset, v, items)) return false;
-      if (f == "reverse") std::reverse(items.begin(), items.end());
-      return make_list(offset, std::move(items), out);
-    }
+    if (f == "list" || f == "reverse") return list_or_reverse(offset, v, f == "reverse", out);
     if (f == "abs") {
       if (v.is(Kind::kFloat)) out = Value::of_float(std::fabs(v.number));
-      else if (is_integral(v) && as_int(v) != INT64_MIN) out = Value::of_int(std::llabs(as_int(v)));
+      else if (is_integral(v) && as_int(v) == INT64_MIN) return fail(offset, "integer overflow in |abs");
+      else if (is_integral(v)) out = Value::of_int(std::llabs(as_int(v)));
       else return fail(offset, std::string("|abs of a ") + kind_name(v));
       return true;
     }
-    // select / reject (test), selectattr / rejectattr (attribute [, test]), map
-    std::vector<Value> items;
-    if (!iterate(offset, v, items)) return false;
+    return select_or_map(offset, f, v, args, kwargs, out);
+  }
+
+  // |join: the parts' sizes summed first (non-strings written twice, to measure and to copy).
+  bool join(size_t offset, const Value& v, const Value* separator, const Value* attribute_name, Value& out) {
+    std::string sep_scratch, item_scratch;
+    std::string_view sep;
+    if (separator && !text_of(offset, *separator, sep_scratch, sep)) return false;
+    Value sequence;
+    if (!as_list(offset, v, sequence)) return false;
+    const std::vector<Value>& items = sequence.list()->items;
+    const bool by_attribute = attribute_name && attribute_name->is(Kind::kString);
+    Value item;  // (`text` may view it)
+    const auto part = [&](size_t i, std::string_view& text) {
+      if (!charge(1)) return false;
+      item = items[i];
+      if (by_attribute && !attribute(items[i], attribute_name->str(), item)) return false;
+      return text_of(offset, item, item_scratch, text);
+    };
+    uint64_t size = 0;
+    for (size_t i = 0; i < items.size(); ++i) {
+      std::string_view text;
+      if (!part(i, text)) return false;
+      size += (i > 0 ? sep.size() : 0) + text.size();
+      if (size > kMaxStringBytes) return too_long(offset);
+    }
+    std::string s;
+    if (!reserve_text(offset, s, size)) return false;
+    for (size_t i = 0; i < items.size(); ++i) {
+      std::string_view text;
+      if (!part(i, text) || (i > 0 && !append(offset, s, sep)) || !append(offset, s, text)) return false;
+    }
+    return finish_string(offset, std::move(s), out);
+  }
+
+  bool list_or_reverse(size_t offset, const Value& v, bool reverse, Value& out) {
+    const Value source = v;  // `out` may be `v`
+    if (reverse && source.is(Kind::kString)) {  // code points, last first
+      const std::string& s = source.str();
+      std::string r;
+      if (!charge(1 + s.size() / kDecodedBytesPerStep) || !reserve_text(offset, r, s.size()) || !charge(s.size() / kBytesPerStep))
+        return false;
+      for (size_t end = s.size(); end > 0;) {
+        const size_t start = previous_code_point_start(s, end);
+        r.append(s, start, end - start);
+        end = start;
+      }
+      return finish_string(offset, std::move(r), out);
+    }
+    Value sequence;
+    if (!as_list(offset, source, sequence)) return false;
+    if (!reverse && !sequence.list()->is_tuple) {  // a list's |list is itself (lists are never changed)
+      out = std::move(sequence);
+      return true;
+    }
+    const std::vector<Value>& items = sequence.list()->items;
+    std::vector<Value> copy;
+    if (!charge(items.size()) || !reserve_values(offset, copy, items.size())) return false;
+    if (reverse) copy.assign(items.rbegin(), items.rend());
+    else copy.assign(items.begin(), items.end());
+    return make_list(offset, std::move(copy), out);
+  }
+
+  // select / reject (test), selectattr / rejectattr (attribute [, test]), map
+  bool select_or_map(size_t offset, const std::string& f, const Value& v, const std::vector<Value>& args,
+                     const std::vector<std::pair<std::string, Value>>& kwargs, Value& out) {
+    Value sequence;
+    if (!as_list(offset, v, sequence)) return false;
+    const std::vector<Value>& items = sequence.list()->items;
     std::vector<Value> kept;
     if (f == "map") {
+      if (!reserve_values(offset, kept, items.size())) return false;
       const Value* attribute_name = keyword(kwargs, "attribute");
       if (attribute_name) {
         if (!attribute_name->is(Kind::kString)) return fail(offset, "map(attribute=...) takes a string");
         const Value* fallback = keyword(kwargs, "default");
         for (const Value& item : items) {
           Value mapped;
-          if (!attribute(item, attribute_name->str(), mapped)) return false;
+          if (!charge(1) || !attribute(item, attribute_name->str(), mapped)) return false;
           if (mapped.is(Kind::kUndefined) && fallback) mapped = *fallback;
           kept.push_back(std::move(mapped));
         }
@@ -2436,7 +2929,7 @@ class Renderer {
     const bool by_attribute = f == "selectattr" || f == "rejectattr";
     const bool select = f == "select" || f == "selectattr";
     size_t next_arg = 0;
-    std::string attribute_name;
+    std::string_view attribute_name;
     if (by_attribute) {
       if (args.empty() || !args[0].is(Kind::kString)) return fail(offset, f + "() takes an attribute name");
       attribute_name = args[0].str();
@@ -2451,17 +2944,17 @@ class Renderer {
     const std::vector<Value> test_args(args.begin() + static_cast<std::ptrdiff_t>(std::min(args.size(), next_arg + 1)), args.end());
     for (const Value& item : items) {
       Value subject = item;
-      if (by_attribute && !attribute(item, attribute_name, subject)) return false;
+      if (!charge(1) || (by_attribute && !attribute(item, attribute_name, subject))) return false;
       bool passes = false;
       if (test.empty()) passes = truthy(subject);
       else if (!apply_test(offset, test, subject, test_args, passes)) return false;
-      if (passes == select) kept.push_back(item);
+      if (passes == select && !push_value(offset, kept, item)) return false;
     }
     return make_list(offset, std::move(kept), out);
   }
 
   bool apply_test(size_t offset, const std::string& t, const Value& v, const std::vector<Value>& args, bool& result) {
-    if (!charge(1)) return false;
+    if (!charge(2)) return false;  // (found by name among two dozen)
     if (t == "defined") result = !v.is(Kind::kUndefined);
     else if (t == "undefined") result = v.is(Kind::kUndefined);
     else if (t == "none") result = v.is(Kind::kNone);
@@ -2472,12 +2965,13 @@ class Renderer {
     else if (t == "boolean") result = v.is(Kind::kBool);
     else if (t == "true") result = v.is(Kind::kBool) && v.boolean;
     else if (t == "false") result = v.is(Kind::kBool) && !v.boolean;
-    else if (t == "iterable") result = v.is(Kind::kUndefined) || v.is(Kind::kString) || v.is(Kind::kList) || (v.is(Kind::kDict) && !v.dict->is_namespace);
-    else if (t == "mapping") result = v.is(Kind::kDict) && !v.dict->is_namespace;
-    else if (t == "sequence") result = v.is(Kind::kUndefined) || v.is(Kind::kString) || v.is(Kind::kList) || (v.is(Kind::kDict) && !v.dict->is_namespace);
+    else if (t == "iterable") result = v.is(Kind::kUndefined) || v.is(Kind::kString) || v.is(Kind::kList) || (v.is(Kind::kDict) && !v.dict()->is_namespace);
+    else if (t == "mapping") result = v.is(Kind::kDict) && !v.dict()->is_namespace;
+    else if (t == "sequence") result = v.is(Kind::kUndefined) || v.is(Kind::kString) || v.is(Kind::kList) || (v.is(Kind::kDict) && !v.dict()->is_namespace);
     else if (t == "lower" || t == "upper") {
-      std::string s;
-      if (!to_text(offset, v, s)) return false;
+      std::string scratch;
+      std::string_view s;
+      if (!text_of(offset, v, scratch, s) || !charge(s.size() / kBytesPerStep)) return false;
       bool cased = false, all = true;
       for (char c : s) {
         const bool lower = c >= 'a' && c <= 'z', upper = c >= 'A' && c <= 'Z';
@@ -2510,11 +3004,14 @@ class Renderer {
 
   const Program& program_;
   std::string out_;
+  size_t max_output_ = 0;
   uint64_t steps_ = 0;
   uint64_t allocated_ = 0;
+  size_t at_ = kNowhere;  // the node being rendered, for errors of the budgets
   Error error_{ErrorCode::kInternal, ""};
-  std::vector<Global> scopes_;
-  std::vector<std::shared_ptr<DictData>> namespaces_;
+  detail::StringMap<std::string, std::vector<Binding>> variables_;
+  std::vector<std::vector<std::vector<Binding>*>> scopes_;
+  std::vector<std::weak_ptr<DictData>> namespaces_;
 };
 
 }  // namespace
@@ -2525,22 +3022,43 @@ Result<ChatTemplate> ChatTemplate::parse(std::string_view source) {
   if (source.size() > kMaxTemplateBytes)
     return Error{ErrorCode::kFormat, "chat template: " + std::to_string(source.size()) + " bytes, more than the " +
                                          std::to_string(kMaxTemplateBytes) + " allowed"};
-  auto program = std::make_shared<Program>();
-  program->source = normalize_newlines(source);
-  std::vector<Token> tokens;
-  Status lexed = Lexer(program->source).run(tokens);
-  if (!lexed) return lexed.error();
-  Status parsed = Parser(tokens, program->source).run(program->body);
-  if (!parsed) return parsed.error();
-  ChatTemplate t;
-  t.program_ = std::move(program);
-  return t;
+  try {
+    auto program = std::make_shared<Program>();
+    program->source = normalize_newlines(source);
+    std::vector<Token> tokens;
+    Lexer lexer(program->source);
+    Status lexed = lexer.run(tokens);
+    if (!lexed) return lexed.error();
+    Parser parser(tokens, program->source);
+    Status parsed = parser.run(program->body);
+    // Past kMaxTokens the tokens read are parsed: an error they hold is the one to tell.
+    const size_t stopped_at = lexer.stopped_at();
+    if (stopped_at != std::string::npos && (parsed || parser.error_offset() >= stopped_at))
+      return Error{ErrorCode::kFormat, "chat template " + line_column(program->source, stopped_at) + ": more than " +
+                                           std::to_string(kMaxTokens) + " tokens (names, operators, values and texts)"};
+    if (!parsed) return parsed.error();
+    ChatTemplate t;
+    t.program_ = std::move(program);
+    return t;
+  } catch (const std::bad_alloc&) {
+  } catch (const std::length_error&) {
+  }
+  return Error{ErrorCode::kOutOfMemory, "chat template: out of memory while parsing"};
 }
 
 Result<std::string> ChatTemplate::render(const ChatTemplateInputs& inputs) const {
   if (!program_) return Error{ErrorCode::kInvalidArgument, "chat template: not parsed"};
   chat_template_detail::Renderer renderer(*program_);
-  return renderer.run(inputs);
+  try {
+    return renderer.run(inputs);
+  } catch (const std::bad_alloc&) {
+  } catch (const std::length_error&) {
+  }
+  try {
+    return renderer.out_of_memory();
+  } catch (const std::bad_alloc&) {
+    return Error{ErrorCode::kOutOfMemory, "chat template: out of memory while rendering"};
+  }
 }
 
 }  // namespace petrel::text
