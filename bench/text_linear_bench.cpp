@@ -14,6 +14,18 @@
 // Inputs: one repeated character, ">>"/"<<" runs, a line of '>', text without spaces,
 // periods between capitals without ASCII spaces, only combining marks, only ▁, " ." runs.
 //
+// Rows "limits:..." put each tokenizer part at the most a model file may give it over the
+// input that costs it most (tokenizer.json made here): a 4,095-byte added token; WordPiece
+// and Unigram vocabularies with a 4,096-byte piece; a Unigram one of pieces nested 1,024
+// deep ("a" .. 1,024 'a'); a regex of 1024 instructions (the loader's largest), over
+// prose and over 'y', where every thread is alive at every code point; the real Qwen
+// pattern on its costliest repeat; a 3,000-byte Prepend. The nested Unigram and the busy
+// regex are refused at their per-byte limits (kUnigramEdgesPerByte, kRegexStepsPerByte):
+// those rows are the time to refuse. Chat templates at theirs, rendering a message of the
+// row's size: `p in s`, `.replace` and `.split` with p = 'a' x 1000 + 'b' over 'a...',
+// `'a ' * n` output; the most set globals, and the largest dict literal, a template may
+// hold (ChatTemplate::parse's limits), looked up once per 64 bytes of the message.
+//
 //   petrel_text_linear_bench [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
 
@@ -26,7 +38,10 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "convert/convert_error.h"
+#include "convert/hf_tokenizer.h"
 #include "convert/spm_model.h"
 #include "bench_support.h"
 #include "text/chat_template.h"
@@ -229,6 +244,197 @@ void register_all(const Models& m) {
   }
 }
 
+// Tokenizer parts and chat templates at their limits.
+using json = nlohmann::json;
+
+bench::HfFixture hf_from_json(const std::string& name, const json& j) {
+  convert::HfTokenizerFiles files;
+  files.dir = name;
+  files.tokenizer_json = j.dump();
+  bench::HfFixture f;
+  f.buffer = convert::hf_tokenizer_buffer(files);
+  const auto* root = flatbuffers::GetRoot<fb::Tokenizer>(f.buffer.data());
+  auto tables = detail::bind_hf_tokenizer(*root, root->vocab_spans()->size(), name);
+  if (!tables) throw std::runtime_error(tables.error().message);
+  auto t = text::HfTokenizer::create(std::move(tables.value()), name);
+  if (!t) throw std::runtime_error(t.error().message);
+  f.tokenizer = std::move(t.value());
+  return f;
+}
+
+json added_token(int id, const std::string& content) {
+  return {{"id", id},         {"content", content}, {"single_word", false}, {"lstrip", false},
+          {"rstrip", false},  {"normalized", false}, {"special", true}};
+}
+
+// BPE over printable ASCII (a few merges), no normalizer; `pre_tokenizer` as given.
+json bpe_json(const json& pre_tokenizer) {
+  json vocab = json::object();
+  vocab["<unk>"] = 0;
+  for (char c = ' '; c <= '~'; ++c) vocab[std::string(1, c)] = vocab.size();
+  vocab["th"] = vocab.size();
+  vocab["the"] = vocab.size();
+  return {{"version", "1.0"},
+          {"added_tokens", json::array({added_token(0, "<unk>")})},
+          {"normalizer", nullptr},
+          {"pre_tokenizer", pre_tokenizer},
+          {"post_processor", nullptr},
+          {"decoder", nullptr},
+          {"model",
+           {{"type", "BPE"}, {"unk_token", "<unk>"}, {"vocab", vocab}, {"merges", json::array({{"t", "h"}, {"th", "e"}})}}}};
+}
+
+json split_regex(const std::string& pattern) {
+  return {{"type", "Split"}, {"pattern", {{"Regex", pattern}}}, {"behavior", "Isolated"}, {"invert", false}};
+}
+
+struct Limits {
+  bench::HfFixture added, wordpiece, unigram, unigram_nested, regex, busy_regex, qwen_regex, prepend;
+  std::vector<std::pair<std::string, text::ChatTemplate>> chats;  // over a message of the row's size
+};
+
+Limits* load_limits() {
+  auto l = std::make_unique<Limits>();
+  try {
+    // Words end at each 'b' (as a space would): BPE's work stays per word.
+    const json words = {{"type", "Split"}, {"pattern", {{"String", "b"}}}, {"behavior", "MergedWithPrevious"}, {"invert", false}};
+    json j = bpe_json(words);
+    j["added_tokens"].push_back(added_token(static_cast<int>(j["model"]["vocab"].size()), std::string(4095, 'a')));
+    l->added = hf_from_json("added_token_4095", j);
+    json vocab = {{"[UNK]", 0}, {"a", 1}, {"##a", 2}, {"b", 3}, {"##b", 4}, {std::string(4096, 'a'), 5},
+                  {"##" + std::string(4094, 'a'), 6}};
+    l->wordpiece = hf_from_json(
+        "wordpiece_4096",
+        {{"version", "1.0"},
+         {"added_tokens", json::array({added_token(0, "[UNK]")})},
+         {"normalizer", nullptr},
+         {"pre_tokenizer", {{"type", "WhitespaceSplit"}}},
+         {"post_processor", nullptr},
+         {"decoder", nullptr},
+         {"model",
+          {{"type", "WordPiece"}, {"unk_token", "[UNK]"}, {"continuing_subword_prefix", "##"},
+           {"max_input_chars_per_word", 0xffffffffu}, {"vocab", vocab}}}});
+    l->unigram = hf_from_json(
+        "unigram_4096",
+        {{"version", "1.0"},
+         {"added_tokens", json::array({added_token(0, "<unk>")})},
+         {"normalizer", nullptr},
+         {"pre_tokenizer", nullptr},
+         {"post_processor", nullptr},
+         {"decoder", nullptr},
+         {"model",
+          {{"type", "Unigram"}, {"unk_id", 0}, {"byte_fallback", false},
+           {"vocab", json::array({{"<unk>", 0.0}, {"a", -2.0}, {"b", -2.0}, {std::string(4096, 'a'), -1.0}})}}}});
+    json nested = json::array({{"<unk>", 0.0}});  // "a" .. 1024 'a': each 'a' starts 1024 pieces
+    for (int k = 1; k <= 1024; ++k) nested.push_back({std::string(static_cast<size_t>(k), 'a'), -k / 7.0});
+    l->unigram_nested = hf_from_json(
+        "unigram_nested_1024",
+        {{"version", "1.0"},
+         {"added_tokens", json::array({added_token(0, "<unk>")})},
+         {"normalizer", nullptr},
+         {"pre_tokenizer", nullptr},
+         {"post_processor", nullptr},
+         {"decoder", nullptr},
+         {"model", {{"type", "Unigram"}, {"unk_id", 0}, {"byte_fallback", false}, {"vocab", nested}}}});
+    l->regex = hf_from_json("regex_1024", bpe_json(split_regex("a{1023}")));
+    l->busy_regex = hf_from_json("regex_1024_busy", bpe_json(split_regex("(?:.?){511}x")));
+    const std::string qwen =
+        R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+    l->qwen_regex = hf_from_json("regex_qwen", bpe_json(split_regex(qwen)));
+    std::string prepended;
+    while (prepended.size() < 3000) prepended += "the user ";
+    j = bpe_json(split_regex(qwen));
+    j["normalizer"] = {{"type", "Prepend"}, {"prepend", prepended}};
+    l->prepend = hf_from_json("prepend_3000", j);
+  } catch (const std::exception& e) {
+    std::cerr << e.what() << "\n";
+    return nullptr;
+  }
+  const std::string p = "('a' * 1000 + 'b')";
+  for (const auto& [name, source] : std::vector<std::pair<std::string, std::string>>{
+           {"chat_in", "{% for m in messages %}{{ " + p + " in m.content }}{% endfor %}"},
+           {"chat_replace", "{% for m in messages %}{{ m.content.replace(" + p + ", 'x') | length }}{% endfor %}"},
+           {"chat_split", "{% for m in messages %}{{ m.content.split(" + p + ") | length }}{% endfor %}"},
+           {"chat_repeat", "{% for m in messages %}{{ 'a ' * (m.content | length) }}{% endfor %}"}}) {
+    auto chat = text::ChatTemplate::parse(source);
+    if (!chat) {  // (the row is left out)
+      std::cerr << name << ": " << chat.error().message << "\n";
+      continue;
+    }
+    l->chats.emplace_back(name, std::move(chat.value()));
+  }
+  // The most globals, and the most keys of one dict literal, that parse (from 10,000
+  // globals and 90,000 keys down, a tenth at a time), then a lookup of the last one per
+  // 64 bytes of the message. A template that never parses leaves its row out.
+  const std::string lookups = "{% for m in messages %}{% for i in range((m.content | length) // 64) %}";
+  for (const bool dict : {false, true}) {
+    for (size_t count = dict ? 90000 : 10000; count >= 100; count = count * 9 / 10) {
+      std::string source = dict ? "{% set d = {" : "";
+      for (size_t i = 0; i < count; ++i)
+        source += dict ? (i ? ",'k" : "'k") + std::to_string(i) + "':1" : "{% set v" + std::to_string(i) + " = 1 %}";
+      const std::string last = std::to_string(count - 1);
+      source += (dict ? "} %}" : "") + lookups + (dict ? "{{ d['k" + last + "'] }}" : "{{ v" + last + " }}") +
+                "{% endfor %}{% endfor %}";
+      auto chat = text::ChatTemplate::parse(source);
+      if (!chat) continue;
+      l->chats.emplace_back((dict ? "chat_dict_" : "chat_globals_") + std::to_string(count), std::move(chat.value()));
+      break;
+    }
+  }
+  return l.release();
+}
+
+// Sets ChatTemplateInputs::max_output_bytes where the field exists.
+template <class Inputs>
+auto allow_output(Inputs& in, size_t bytes, int) -> decltype(in.max_output_bytes = bytes, void()) {
+  in.max_output_bytes = bytes;
+}
+template <class Inputs>
+void allow_output(Inputs&, size_t, long) {}
+
+void register_limits(const Limits& l) {
+  static std::vector<std::unique_ptr<std::string>> texts;
+  auto make = [](const std::string& unit, size_t size) { return repeat(unit, size); };
+  std::string prose_unit = "The model is in the user's system, 12 of 345 times! Is it? ";
+  for (const size_t size : {size_t{64} << 10, size_t{1} << 20}) {
+    const std::string suffix = std::string("/") + (size == (size_t{1} << 20) ? "1MB" : "64KB");
+    auto text = [&](const std::string& s) -> const std::string& {
+      texts.push_back(std::make_unique<std::string>(s));
+      return *texts.back();
+    };
+    auto add = [&](const std::string& pass, const std::string& input, const std::string& t, auto fn) {
+      benchmark::RegisterBenchmark(("limits:" + pass + "/" + input + suffix).c_str(), [&t, fn](benchmark::State& state) {
+        run(state, t, fn);
+      })->Unit(benchmark::kMillisecond);
+    };
+    auto encode = [](const text::HfTokenizer* t) {
+      return [t](const std::string& s) { benchmark::DoNotOptimize(t->encode_text(s, false)); };
+    };
+    const std::string& a = text(std::string(size, 'a'));
+    add("added_token_4095", "one_char", a, encode(l.added.tokenizer.get()));
+    add("added_token_4095", "runs_4094", text(make(std::string(4094, 'a') + "b", size)), encode(l.added.tokenizer.get()));
+    add("wordpiece_4096", "one_char", a, encode(l.wordpiece.tokenizer.get()));
+    add("wordpiece_4096", "runs_4093", text(make(std::string(4093, 'a') + "b", size)), encode(l.wordpiece.tokenizer.get()));
+    add("unigram_4096", "one_char", a, encode(l.unigram.tokenizer.get()));
+    add("unigram_4096", "runs_4095", text(make(std::string(4095, 'a') + "b", size)), encode(l.unigram.tokenizer.get()));
+    add("unigram_nested_1024", "one_char", a, encode(l.unigram_nested.tokenizer.get()));  // refused: the time to refuse
+    const std::string& prose = text(make(prose_unit, size));
+    add("regex_1024", "prose", prose, encode(l.regex.tokenizer.get()));
+    add("regex_1024_busy", "one_char", text(std::string(size, 'y')), encode(l.busy_regex.tokenizer.get()));
+    add("regex_qwen", "worst_repeat", text(make(" \t'", size)), encode(l.qwen_regex.tokenizer.get()));
+    add("prepend_3000", "prose", prose, encode(l.prepend.tokenizer.get()));
+    for (const auto& [name, chat] : l.chats) {
+      const text::ChatTemplate* c = &chat;
+      add(name, "one_char", a, [c](const std::string& t) {
+        text::ChatTemplateInputs in;
+        in.messages = {{"user", t}};
+        allow_output(in, text::ChatTemplate::kMaxOutputBytes, 0);
+        benchmark::DoNotOptimize(c->render(in));
+      });
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -245,6 +451,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   register_all(*models);
+  static const Limits* limits = load_limits();
+  if (limits == nullptr) {
+    std::cerr << "cannot build the tokenizers and chat templates at their limits\n";
+    return 1;
+  }
+  register_limits(*limits);
   benchmark::RunSpecifiedBenchmarks();
   return 0;
 }

@@ -825,25 +825,25 @@ TEST_CASE("A regex's work is bounded: a pattern past 1024 instructions is refuse
   CHECK_THAT(message_of(expands),
              Contains("tokenizer.hf.normalizers[0].pattern") && Contains("more than 1024 instructions"));
   // 1024 instructions, every thread alive at each code point while no "x" ends a match
-  // (more than 1024 steps per byte: test_split_regex.cpp counts them): a short text is
-  // within the call's slack, 4096 bytes are not.
+  // (more steps per byte than HfTokenizer::kRegexStepsPerByte: test_split_regex.cpp
+  // counts them): a few characters are within the call's slack, 4096 bytes are not.
   const std::string busy = "(?:.?){511}x";
   j = plain_json;
   j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", busy}}}, {"behavior", "Isolated"}, {"invert", false}};
   const Edited split = create_edited(j, [](HfTokenizerTables&) {});
   REQUIRE(split.tokenizer);
-  CHECK(ids_of(*split.tokenizer.value(), "the model") == ids_of(*plain, "the model"));
+  CHECK(ids_of(*split.tokenizer.value(), "model") == ids_of(*plain, "model"));
   auto long_ids = split.tokenizer.value()->encode_text(std::string(4096, 'y'), false);
   REQUIRE_FALSE(long_ids);
   CHECK_THAT(long_ids.error().message,
-             Contains("tokenizer.hf.pre_tokenizers[0] (Split): its regex takes more than 1024 steps per byte"));
+             Contains("tokenizer.hf.pre_tokenizers[0] (Split): its regex takes more than 128 steps per byte"));
   // At load: a normalized added token of 4096 bytes through such a Replace.
   j = plain_json;
   j["normalizer"] = {{"type", "Replace"}, {"pattern", {{"Regex", busy}}}, {"content", "a"}};
   j["added_tokens"].push_back({{"id", plain->vocab_size()}, {"content", std::string(4096, 'y')}, {"normalized", true}});
   const Edited load = create_edited(j, [](HfTokenizerTables&) {});
   REQUIRE_FALSE(load.tokenizer);
-  CHECK_THAT(message_of(load), Contains("tokenizer.hf.normalizers[0] (Replace): its regex takes more than 1024 steps") &&
+  CHECK_THAT(message_of(load), Contains("tokenizer.hf.normalizers[0] (Replace): its regex takes more than 128 steps") &&
                                    Contains("added_tokens[6].content"));
 }
 
@@ -1100,4 +1100,111 @@ TEST_CASE("The C API generates from text, renders the chat template and holds a 
   petrel_conversation_free(chat);
   petrel_session_free(session);
   petrel_model_free(model);
+}
+
+namespace hf_linear_test {
+using json = nlohmann::json;
+
+const std::string kQwenPattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+json split_pre_tokenizer(const std::string& pattern) {
+  return {{"type", "Split"}, {"pattern", {{"Regex", pattern}}}, {"behavior", "Isolated"}, {"invert", false}};
+}
+
+// Ordinary text of about `size` bytes: words, spaces, digits and punctuation.
+std::string prose(size_t size) {
+  std::string s;
+  while (s.size() < size) s += "The model is in the user's system, 12 of 345 times! Is it? ";
+  return s;
+}
+}  // namespace hf_linear_test
+
+TEST_CASE("A 3,000-byte Prepend leaves the regex after it its steps: the allowance follows the text it runs on",
+          "[hf_tokenizer]") {
+  using namespace hf_flags_test;
+  using namespace hf_linear_test;
+  std::string prepended;
+  while (prepended.size() < 3000) prepended += "system user ";
+  json reference_json = small_tokenizer_json();
+  reference_json["normalizer"] = nullptr;
+  reference_json["pre_tokenizer"] = split_pre_tokenizer(kQwenPattern);
+  json j = reference_json;
+  j["normalizer"] = {{"type", "Prepend"}, {"prepend", prepended}};
+  std::vector<uint8_t> reference_bytes, bytes;
+  const auto reference = tokenizer_of(reference_json, reference_bytes);
+  const auto t = tokenizer_of(j, bytes);
+  // Its regex scans the 3,000 bytes for each text: ~25 steps per byte, 75,000 in all,
+  // more than an allowance counted on a 9-byte input gave (1,024 per byte and 16,384).
+  for (const std::string& text : {std::string("the model"), std::string("a"), prose(size_t{64} << 10)}) {
+    INFO(text.size() << " bytes");
+    auto ids = t->encode_text(text, false);
+    REQUIRE(ids);
+    CHECK(ids.value() == ids_of(*reference, prepended + text));
+  }
+}
+
+// Tokenizer parts at their limits over megabytes (#24's time bombs of the tokenizer):
+// each took 7-26 us per byte before its pass was bounded per byte.
+TEST_CASE("A 4,095-byte added token over 1 MiB of its character, and over runs one byte short of it", "[.][linear]") {
+  using namespace hf_flags_test;
+  std::vector<uint8_t> plain_bytes, bytes;
+  const json plain_json = small_tokenizer_json();
+  const auto plain = tokenizer_of(plain_json, plain_bytes);
+  json j = plain_json;
+  const std::string big(4095, 'a');
+  const auto big_id = static_cast<int32_t>(plain->vocab_size());
+  j["added_tokens"].push_back({{"id", big_id}, {"content", big}, {"normalized", false}});
+  const auto t = tokenizer_of(j, bytes);
+  const size_t n = size_t{1} << 20;
+  std::vector<int32_t> expected(n / 4095, big_id);
+  const std::vector<int32_t> tail = ids_of(*plain, std::string(n % 4095, 'a'));
+  expected.insert(expected.end(), tail.begin(), tail.end());
+  CHECK(ids_of(*t, std::string(n, 'a')) == expected);
+  std::string runs;  // each position a prefix of the token as deep as its run, never all of it
+  while (runs.size() + 4095 <= n) runs += std::string(4094, 'a') + "b";
+  CHECK(ids_of(*t, runs) == ids_of(*plain, runs));
+}
+
+TEST_CASE("The largest regex the loader accepts over 1 MiB: within the steps per byte, or refused by them",
+          "[.][linear]") {
+  using namespace hf_flags_test;
+  using namespace hf_linear_test;
+  const size_t n = size_t{1} << 20;
+  const std::string refused = "tokenizer.hf.pre_tokenizers[0] (Split): its regex takes more than " +
+                              std::to_string(petrel::text::HfTokenizer::kRegexStepsPerByte) + " steps per byte";
+  // 1024 instructions: over prose a thread or two alive at a time, so it runs; over 'a'
+  // a thread from each of the last 1023 positions, so it is refused once its steps pass
+  // kRegexStepsPerByte per byte (a few hundred ms), not run at 1023 steps per byte.
+  json j = small_tokenizer_json();
+  j["pre_tokenizer"] = split_pre_tokenizer("a{1023}");
+  std::vector<uint8_t> bytes;
+  const auto t = tokenizer_of(j, bytes);
+  CHECK(ids_of(*t, prose(n)).size() > n / 8);
+  auto ids = t->encode_text(std::string(n, 'a'), false);
+  REQUIRE_FALSE(ids);
+  CHECK_THAT(ids.error().message, Catch::Contains(refused));
+  // Every thread alive at each code point.
+  j["pre_tokenizer"] = split_pre_tokenizer("(?:.?){511}x");
+  const auto busy = tokenizer_of(j, bytes);
+  ids = busy->encode_text(std::string(n, 'y'), false);
+  REQUIRE_FALSE(ids);
+  CHECK_THAT(ids.error().message, Catch::Contains(refused));
+  // The real patterns run within it on prose.
+  j["pre_tokenizer"] = split_pre_tokenizer(kQwenPattern);
+  const auto qwen = tokenizer_of(j, bytes);
+  CHECK(ids_of(*qwen, prose(n)).size() > n / 8);
+}
+
+TEST_CASE("A 3,000-byte Prepend over 1 MiB of prose tokenizes", "[.][linear]") {
+  using namespace hf_flags_test;
+  using namespace hf_linear_test;
+  std::string prepended;
+  while (prepended.size() < 3000) prepended += "system user ";
+  json j = small_tokenizer_json();
+  j["normalizer"] = {{"type", "Prepend"}, {"prepend", prepended}};
+  j["pre_tokenizer"] = split_pre_tokenizer(kQwenPattern);
+  std::vector<uint8_t> bytes;
+  const auto t = tokenizer_of(j, bytes);
+  CHECK(ids_of(*t, prose(size_t{1} << 20)).size() > (size_t{1} << 20) / 8);
 }

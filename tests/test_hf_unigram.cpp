@@ -14,6 +14,8 @@
 #include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -554,4 +556,156 @@ TEST_CASE("hf_unigram: petrel-inspect's pipeline names the Unigram model and the
   const std::string pipeline = model->info().tokenizer.pipeline;
   CHECK_THAT(pipeline, Catch::Contains("Precompiled Strip Replace") && Catch::Contains("Metaspace(split)") &&
                            Catch::Contains("| Unigram |"));
+}
+
+namespace hf_unigram_test {
+
+// Unigram as encode_unigram ran before its automaton, kept as the reference: at each
+// character start every length up to max_piece_bytes ending on a character looked up
+// among the pieces, the best path read back, unknown runs fused (byte fallback off).
+std::vector<int32_t> viterbi_reference(const petrel::text::HfTokenizer& t, const std::string& word) {
+  const auto& tables = t.tables();
+  auto piece_id = [&](const std::string& s) -> int32_t {
+    const std::optional<int32_t> id = t.token_id(s);
+    return id && static_cast<size_t>(*id) < tables.score_count ? *id : -1;
+  };
+  auto score = [&](int32_t id) {
+    double v;
+    std::memcpy(&v, tables.scores + 8 * static_cast<size_t>(id), 8);
+    return v;
+  };
+  struct Best {
+    double score = 0;
+    int32_t starts_at = -1, id = -1;
+  };
+  std::vector<Best> best(word.size() + 1);
+  for (size_t start = 0; start < word.size();) {
+    const size_t char_length = petrel::detail::utf8_decode(word, start).length;
+    bool has_single = false;
+    for (size_t length = 1; length <= std::min<size_t>(word.size() - start, tables.max_piece_bytes); ++length) {
+      if (start + length < word.size() && (static_cast<unsigned char>(word[start + length]) & 0xC0) == 0x80) continue;
+      const int32_t id = piece_id(word.substr(start, length));
+      if (id < 0) continue;
+      Best& target = best[start + length];
+      const double candidate = score(id) + best[start].score;
+      if (target.starts_at < 0 || candidate > target.score) target = Best{candidate, static_cast<int32_t>(start), id};
+      if (length == char_length) has_single = true;
+    }
+    if (!has_single) {
+      Best& target = best[start + char_length];
+      const double candidate = tables.min_score - 10.0 + best[start].score;
+      if (target.starts_at < 0 || candidate > target.score)
+        target = Best{candidate, static_cast<int32_t>(start), tables.unk_id};
+    }
+    start += char_length;
+  }
+  std::vector<std::pair<size_t, int32_t>> path;  // (begin, id), right to left
+  for (size_t end = word.size(); end > 0; end = static_cast<size_t>(best[end].starts_at))
+    path.emplace_back(static_cast<size_t>(best[end].starts_at), best[end].id);
+  std::reverse(path.begin(), path.end());
+  std::vector<int32_t> ids;
+  for (size_t k = 0; k < path.size();) {
+    if (path[k].second != tables.unk_id) {
+      ids.push_back(path[k++].second);
+      continue;
+    }
+    const size_t begin = path[k].first;
+    while (k < path.size() && path[k].second == tables.unk_id) ++k;
+    const size_t end = k < path.size() ? path[k].first : word.size();
+    const int32_t id = piece_id(word.substr(begin, end - begin));
+    ids.push_back(id >= 0 ? id : tables.unk_id);
+  }
+  return ids;
+}
+
+// A Unigram tokenizer.json of `pieces` ("<unk>" first), no normalizer or pre-tokenizer:
+// a text is one word.
+json random_unigram_json(const std::vector<std::pair<std::string, double>>& pieces) {
+  json vocab = json::array({json::array({"<unk>", 0.0})});
+  for (const auto& [piece, score] : pieces) vocab.push_back(json::array({piece, score}));
+  return {{"version", "1.0"},
+          {"added_tokens", json::array({{{"id", 0}, {"content", "<unk>"}, {"single_word", false}, {"lstrip", false},
+                                         {"rstrip", false}, {"normalized", false}, {"special", true}}})},
+          {"normalizer", nullptr},
+          {"pre_tokenizer", nullptr},
+          {"post_processor", nullptr},
+          {"decoder", nullptr},
+          {"model", {{"type", "Unigram"}, {"unk_id", 0}, {"vocab", vocab}, {"byte_fallback", false}}}};
+}
+
+}  // namespace hf_unigram_test
+
+TEST_CASE("hf_unigram: the automaton's lattice gives the ids of the per-length lookups: small alphabets, long pieces",
+          "[hf_unigram]") {
+  using namespace hf_unigram_test;
+  std::mt19937 rng(99);
+  const std::vector<std::vector<std::string>> alphabets = {{"a", "b"}, {"a", "b", "c"}, {"a", "\xc3\xa9", "\xe4\xb8\xad"}};
+  for (size_t trial = 0; trial < 150; ++trial) {
+    const auto& alphabet = alphabets[trial % alphabets.size()];
+    auto random_string = [&](size_t length) {
+      std::string s;
+      for (size_t i = 0; i < length; ++i) s += alphabet[rng() % alphabet.size()];
+      return s;
+    };
+    const bool long_pieces = trial % 4 == 3;
+    std::vector<std::pair<std::string, double>> pieces;
+    std::vector<std::string> seen = {"<unk>"};
+    const size_t count = 1 + rng() % 40;
+    for (size_t i = 0; i < count; ++i) {
+      const size_t length = 1 + rng() % (long_pieces ? 300 : 6);
+      std::string piece = rng() % 3 ? random_string(length) : std::string(length, 'a');  // nested runs of 'a'
+      if (std::find(seen.begin(), seen.end(), piece) != seen.end()) continue;  // (the converter refuses duplicates)
+      seen.push_back(piece);
+      pieces.emplace_back(piece, -static_cast<double>(rng() % 1000) / 37.0);
+    }
+    auto loaded = load_json(random_unigram_json(pieces));
+    const petrel::text::HfTokenizer& tok = *loaded.tokenizer;
+    for (int k = 0; k < 20; ++k) {
+      const std::string text = k % 4 == 0 ? std::string(1 + rng() % 700, 'a') : random_string(1 + rng() % (long_pieces ? 700 : 40));
+      auto got = tok.encode_text(text, false);
+      REQUIRE(got);
+      INFO("trial " << trial << " (" << pieces.size() << " pieces): " << text.substr(0, 200));
+      REQUIRE(got.value() == viterbi_reference(tok, text));
+    }
+  }
+}
+
+// A 4,096-byte piece and 'a' over 1 MiB of 'a': each character start looked up every
+// length up to 4,096; now its pieces are read from the automaton's state.
+TEST_CASE("hf_unigram: a 4,096-byte piece over 1 MiB of one character", "[.][linear]") {
+  using namespace hf_unigram_test;
+  const std::string big(4096, 'a');
+  auto loaded = load_json(random_unigram_json({{"a", -2.0}, {"b", -2.0}, {big, -1.0}}));
+  const petrel::text::HfTokenizer& tok = *loaded.tokenizer;
+  const size_t n = size_t{1} << 20;
+  auto ids = tok.encode_text(std::string(n, 'a'), false);
+  REQUIRE(ids);
+  // The best path: as many 4,096-byte pieces as fit (-1 each against -8192 for its 'a's).
+  std::vector<int32_t> expected(n / 4096, tok.token_id(big).value());
+  CHECK(ids.value() == expected);
+  std::string text;
+  while (text.size() + 4096 <= n) text += std::string(4095, 'a') + "b";
+  ids = tok.encode_text(text, false);
+  REQUIRE(ids);
+  CHECK(ids.value().size() == text.size());
+}
+
+TEST_CASE("hf_unigram: pieces nested deeper than the edges a word may have per byte are refused by name", "[hf_unigram]") {
+  using namespace hf_unigram_test;
+  std::vector<std::pair<std::string, double>> nested;  // "a", "aa", ..., 200 'a': each 'a' starts up to 200
+  for (size_t k = 1; k <= 200; ++k) nested.emplace_back(std::string(k, 'a'), -static_cast<double>(k) / 7.0);
+  auto loaded = load_json(random_unigram_json(nested));
+  const petrel::text::HfTokenizer& tok = *loaded.tokenizer;
+  // A word under 128 bytes has at most n (n + 1) / 2 <= 64 n edges: always encoded.
+  const std::string short_word(127, 'a');
+  auto ids = tok.encode_text(short_word, false);
+  REQUIRE(ids);
+  CHECK(ids.value() == viterbi_reference(tok, short_word));
+  auto refused = tok.encode_text(std::string(1000, 'a'), false);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code == petrel::ErrorCode::kInvalidArgument);
+  CHECK_THAT(refused.error().message,
+             Catch::Contains("tokenizer.hf.model (Unigram): more than " +
+                             std::to_string(petrel::text::HfTokenizer::kUnigramEdgesPerByte) +
+                             " pieces start at each byte of a word of 1000 bytes"));
 }

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -17,6 +19,7 @@
 #include "convert/convert_error.h"
 #include "convert/hf_tokenizer.h"
 #include "core/unicode_case.h"
+#include "core/utf8.h"
 #include "format/model_file.h"
 #include "petrel/generator.h"
 #include "petrel/petrel.h"
@@ -332,4 +335,140 @@ TEST_CASE("A language model with a WordPiece tokenizer: petrel-inspect's pipelin
   o.max_new_tokens = 3;
   auto text = generator.value().generate_text("Unaffable running!", o);
   REQUIRE(text);
+}
+
+namespace hf_wordpiece_test {
+
+// WordPiece as encode_wordpiece ran before its automaton, kept as the reference: at each
+// position every candidate of whole characters up to the longest token's length (the
+// continuing prefix before it past the first position), longest first, looked up.
+std::vector<int32_t> greedy_reference(const petrel::text::HfTokenizer& t, const std::string& word) {
+  const auto& tables = t.tables();
+  size_t longest = 0;
+  for (size_t i = 0; i < tables.vocab.size(); ++i) longest = std::max(longest, tables.vocab[i].size());
+  longest = std::min(longest, petrel::detail::kMaxPieceBytes);
+  const std::vector<int32_t> unknown = {tables.unk_id};
+  size_t chars = 0;
+  for (size_t at = 0; at < word.size(); at += petrel::detail::utf8_decode(word, at).length)
+    if (++chars > tables.max_input_chars_per_word) return unknown;
+  std::vector<int32_t> ids;
+  for (size_t at = 0; at < word.size();) {
+    std::string key = at > 0 ? std::string(tables.continuing_subword_prefix) : "";
+    const size_t prefix = key.size();
+    std::vector<size_t> ends;
+    for (size_t k = at; k < word.size();) {
+      const size_t length = petrel::detail::utf8_decode(word, k).length;
+      if (key.size() + length > longest) break;
+      key.append(word, k, length);
+      k += length;
+      ends.push_back(key.size());
+    }
+    std::optional<int32_t> id;
+    size_t taken = 0;
+    for (size_t e = ends.size(); e-- > 0 && !id;) {
+      id = t.token_id(key.substr(0, ends[e]));
+      taken = ends[e] - prefix;
+    }
+    if (!id) return unknown;
+    ids.push_back(*id);
+    at += taken;
+  }
+  return ids;
+}
+
+// A WordPiece tokenizer.json over `tokens` ([UNK] first), words split at spaces.
+json random_wordpiece_json(const std::vector<std::string>& tokens, const std::string& prefix, uint32_t max_chars) {
+  json vocab = json::object();
+  vocab["[UNK]"] = 0;
+  for (const std::string& t : tokens)
+    if (!vocab.contains(t)) vocab[t] = vocab.size();
+  return {{"version", "1.0"},
+          {"added_tokens", json::array({{{"id", 0}, {"content", "[UNK]"}, {"single_word", false}, {"lstrip", false},
+                                         {"rstrip", false}, {"normalized", false}, {"special", true}}})},
+          {"normalizer", nullptr},
+          {"pre_tokenizer", {{"type", "WhitespaceSplit"}}},
+          {"post_processor", nullptr},
+          {"decoder", {{"type", "WordPiece"}, {"prefix", prefix}, {"cleanup", false}}},
+          {"model",
+           {{"type", "WordPiece"}, {"unk_token", "[UNK]"}, {"continuing_subword_prefix", prefix},
+            {"max_input_chars_per_word", max_chars}, {"vocab", vocab}}}};
+}
+
+}  // namespace hf_wordpiece_test
+
+TEST_CASE("WordPiece's automaton gives the ids of the per-position lookups: small alphabets, long tokens, any prefix",
+          "[hf_wordpiece]") {
+  using namespace hf_wordpiece_test;
+  std::mt19937 rng(4242);
+  const std::vector<std::vector<std::string>> alphabets = {{"a", "b"}, {"a", "b", "c"}, {"a", "\xc3\xa9", "\xe4\xb8\xad"}};
+  auto random_string = [&](const std::vector<std::string>& alphabet, size_t length) {
+    std::string s;
+    for (size_t i = 0; i < length; ++i) s += alphabet[rng() % alphabet.size()];
+    return s;
+  };
+  for (size_t trial = 0; trial < 150; ++trial) {
+    const auto& alphabet = alphabets[trial % alphabets.size()];
+    const std::string prefix = std::vector<std::string>{"##", "", alphabet[1]}[trial % 3];
+    const bool long_tokens = trial % 4 == 3;
+    std::vector<std::string> tokens;
+    const size_t count = 1 + rng() % 40;
+    for (size_t i = 0; i < count; ++i) {
+      const size_t length = 1 + rng() % (long_tokens ? 400 : 6);
+      std::string token = rng() % 3 ? random_string(alphabet, length) : [&] {  // runs: long shared prefixes
+        std::string s;
+        for (size_t k = 0; k < length; ++k) s += alphabet[0];
+        return s;
+      }();
+      tokens.push_back(rng() % 2 ? prefix + token : token);
+    }
+    if (trial % 5 != 0) tokens.push_back(alphabet[0]), tokens.push_back(prefix + alphabet[0]);  // most words split
+    const uint32_t max_chars = trial % 7 == 0 ? 20 : 100000;
+    auto loaded = load_small_wordpiece(random_wordpiece_json(tokens, prefix, max_chars));
+    const petrel::text::HfTokenizer& tok = *loaded.tokenizer;
+    for (int k = 0; k < 20; ++k) {
+      std::string text;
+      std::vector<std::string> words;
+      for (size_t w = rng() % 6; w-- > 0;) {
+        words.push_back(k % 4 == 0 ? std::string(rng() % 900, 'a') : random_string(alphabet, 1 + rng() % (long_tokens ? 600 : 30)));
+        if (words.back().empty()) words.back() = alphabet[0];
+        text += (text.empty() ? "" : " ") + words.back();
+      }
+      std::vector<int32_t> expected;
+      for (const std::string& word : words) {
+        const std::vector<int32_t> ids = greedy_reference(tok, word);
+        expected.insert(expected.end(), ids.begin(), ids.end());
+      }
+      auto got = tok.encode_text(text, false);
+      REQUIRE(got);
+      INFO("trial " << trial << " (prefix '" << prefix << "', " << tokens.size() << " tokens): " << text.substr(0, 200));
+      REQUIRE(got.value() == expected);
+    }
+  }
+}
+
+// A WordPiece vocabulary with a 4,096-byte token and a continuing one as long, words of
+// 1 MiB (max_input_chars_per_word at its largest): each position's longest token was a
+// walk of 4,096 candidate lookups.
+TEST_CASE("WordPiece: a 4,096-byte token over a word of 1 MiB", "[.][linear]") {
+  using namespace hf_wordpiece_test;
+  const std::string big(4096, 'a'), big_rest = "##" + std::string(4094, 'a');
+  auto loaded = load_small_wordpiece(random_wordpiece_json({"a", "##a", "b", "##b", big, big_rest}, "##", 0xffffffffu));
+  const petrel::text::HfTokenizer& tok = *loaded.tokenizer;
+  const size_t n = size_t{1} << 20;
+  auto ids = tok.encode_text(std::string(n, 'a'), false);
+  REQUIRE(ids);
+  // Greedy: the 4,096-byte token, then the continuing 4,094 'a' while that many are left,
+  // then "##a" one at a time.
+  std::vector<int32_t> expected = {tok.token_id(big).value()};
+  expected.insert(expected.end(), (n - 4096) / 4094, tok.token_id(big_rest).value());
+  expected.insert(expected.end(), (n - 4096) % 4094, tok.token_id("##a").value());
+  CHECK(ids.value() == expected);
+  // "a" x 4,093 then "b", repeated: the long tokens never fit, but each position is a
+  // prefix of them as deep as its run goes.
+  std::string text;
+  while (text.size() + 4094 <= n) text += std::string(4093, 'a') + "b";
+  ids = tok.encode_text(text, false);
+  REQUIRE(ids);
+  CHECK(ids.value().size() == text.size());
+  CHECK(ids.value().front() == tok.token_id("a").value());
 }

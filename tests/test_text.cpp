@@ -7,14 +7,19 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <fstream>
 #include <random>
+#include <tuple>
 
 #include "convert/convert.h"
 #include "core/utf8.h"
 #include "format/tokenizer_tables.h"
 #include "text/hf_text.h"
+#include "text/piece_automaton.h"
+#include "text/special_tokens.h"
 #include "text/spm_normalizer.h"
+#include "text/spm_trie.h"
 #include "petrel_generated.h"
 #include "petrel/petrel.h"
 #include "petrel/translator.h"
@@ -485,4 +490,180 @@ TEST_CASE("text: Hugging Face's string rules take one pass (8 MB of \u2581, of \
   for (int i = 0; i < 4000000; ++i) spaced += " .";
   text::clean_up_tokenization(spaced);
   CHECK(spaced == std::string(4000000, '.'));
+}
+
+namespace special_splitter_test {
+
+// SpecialTokenSplitter as it was before its automaton, kept as the reference: at each
+// position a walk down the trie of the texts, the last node ending a text kept (up to the
+// longest text's length of work per byte).
+class TrieWalkSplitter {
+ public:
+  explicit TrieWalkSplitter(const std::vector<std::pair<std::string_view, int32_t>>& specials) {
+    for (const auto& [text, id] : specials) {
+      if (text.empty() || std::find(texts_.begin(), texts_.end(), text) != texts_.end()) continue;
+      texts_.push_back(text);
+      ids_.push_back(id);
+    }
+    trie_.build(texts_);
+  }
+  template <class Accept>
+  void split(std::string_view text, std::vector<text::TextSegment>& out, Accept accept) const {
+    out.clear();
+    size_t start = 0;
+    for (size_t at = 0; at < text.size();) {
+      size_t length = 0;
+      const int32_t found = longest_at(text, at, length);
+      if (found < 0) {
+        ++at;
+        continue;
+      }
+      const int32_t id = ids_[static_cast<size_t>(found)];
+      if (!accept(at, length, id)) {
+        at += length;
+        continue;
+      }
+      out.push_back(text::TextSegment{text.substr(start, at - start), -1});
+      out.push_back(text::TextSegment{text.substr(at, length), id});
+      at += length;
+      start = at;
+    }
+    out.push_back(text::TextSegment{text.substr(start), -1});
+  }
+
+ private:
+  int32_t longest_at(std::string_view text, size_t at, size_t& length) const {
+    int32_t found = -1;
+    uint32_t node = text::PieceTrie::root();
+    for (size_t end = at; end < text.size() && !texts_.empty();) {
+      node = trie_.child(node, static_cast<unsigned char>(text[end]));
+      if (node == text::PieceTrie::kNone) break;
+      ++end;
+      if (trie_.id(node) >= 0) {
+        found = trie_.id(node);
+        length = end - at;
+      }
+    }
+    return found;
+  }
+  text::PieceTrie trie_;
+  std::vector<std::string_view> texts_;
+  std::vector<int32_t> ids_;
+};
+
+// Segments as (offset, length, id), comparable across splitters.
+std::vector<std::tuple<size_t, size_t, int32_t>> spans(std::string_view text, const std::vector<text::TextSegment>& s) {
+  std::vector<std::tuple<size_t, size_t, int32_t>> out;
+  for (const text::TextSegment& seg : s)
+    out.emplace_back(static_cast<size_t>(seg.text.data() - text.data()), seg.text.size(), seg.special_id);
+  return out;
+}
+
+// A string of `length` units drawn from `alphabet`.
+std::string random_string(std::mt19937& rng, const std::vector<std::string>& alphabet, size_t length) {
+  std::string s;
+  for (size_t i = 0; i < length; ++i) s += alphabet[rng() % alphabet.size()];
+  return s;
+}
+
+}  // namespace special_splitter_test
+
+TEST_CASE("text: SpecialTokenSplitter matches as the trie walk did: leftmost, longest, refused matches skipped",
+          "[text]") {
+  using namespace special_splitter_test;
+  std::mt19937 rng(20261130);
+  const std::vector<std::vector<std::string>> alphabets = {
+      {"a", "b"}, {"a", "b", "c"}, {"a", "\xc3\xa9", "\xe4\xb8\xad"}, {"<", ">", "s", "/"}};
+  // Short texts and pieces (every overlap and nesting shows up), then long pieces over
+  // texts past PieceScan's block, so that blocks and their lookahead are crossed.
+  struct Shape {
+    size_t trials, max_specials, max_piece, max_text;
+  };
+  for (const Shape shape : {Shape{4000, 8, 6, 40}, Shape{24, 6, 4500, 9000}, Shape{300, 12, 300, 3000}}) {
+    for (size_t trial = 0; trial < shape.trials; ++trial) {
+      const auto& alphabet = alphabets[trial % alphabets.size()];
+      std::vector<std::string> owned;
+      const size_t count = 1 + rng() % shape.max_specials;
+      for (size_t i = 0; i < count; ++i) {
+        // Mostly runs of one unit and their neighbours: long shared prefixes and suffixes.
+        const size_t length = 1 + rng() % shape.max_piece;
+        std::string piece = rng() % 2 ? random_string(rng, alphabet, length)
+                                      : [&] {
+                                          std::string s;
+                                          for (size_t k = 0; k < length; ++k) s += alphabet[0];
+                                          if (rng() % 2) s += alphabet[rng() % alphabet.size()];
+                                          return s;
+                                        }();
+        owned.push_back(piece);
+        if (rng() % 8 == 0) owned.push_back(piece);  // a text given twice: the first id stays
+      }
+      std::vector<std::pair<std::string_view, int32_t>> specials;
+      for (size_t i = 0; i < owned.size(); ++i) specials.emplace_back(owned[i], static_cast<int32_t>(100 + i));
+      std::string input;
+      const size_t text_length = rng() % (shape.max_text + 1);
+      if (rng() % 3 == 0) {
+        while (input.size() < text_length) input += alphabet[0];
+        if (rng() % 2) input += alphabet[1];
+      } else {
+        input = random_string(rng, alphabet, text_length);
+      }
+      const text::SpecialTokenSplitter splitter(specials);
+      const TrieWalkSplitter reference(specials);
+      const int refuse = static_cast<int>(rng() % 3);  // 0: accept all; else refuse some matches
+      auto accept = [refuse](size_t at, size_t length, int32_t id) {
+        return refuse == 0 || (at * 7 + length * 3 + static_cast<size_t>(id)) % (refuse + 2) != 0;
+      };
+      std::vector<text::TextSegment> got, expected;
+      splitter.split(input, got, accept);
+      reference.split(input, expected, accept);
+      INFO("trial " << trial << ", " << owned.size() << " specials, text of " << input.size() << " bytes");
+      REQUIRE(spans(input, got) == spans(input, expected));
+    }
+  }
+  // No specials, an empty text, an empty special text (matches nothing).
+  std::vector<text::TextSegment> out;
+  text::SpecialTokenSplitter().split("abc", out);
+  CHECK(out.size() == 1);
+  text::SpecialTokenSplitter({{"", 1}, {"b", 2}}).split("abc", out);
+  CHECK(spans("abc", out).size() == 3);
+}
+
+TEST_CASE("text: PieceAutomaton gives every piece starting at each position, longest first", "[text]") {
+  using namespace special_splitter_test;
+  std::mt19937 rng(7);
+  for (size_t trial = 0; trial < 500; ++trial) {
+    const std::vector<std::string> alphabet = {"a", "b", trial % 2 ? "c" : "a"};
+    std::vector<std::string> owned;
+    const size_t count = 1 + rng() % 20;
+    for (size_t i = 0; i < count; ++i) {
+      std::string piece = random_string(rng, alphabet, 1 + rng() % (trial % 5 == 0 ? 600 : 7));
+      if (std::find(owned.begin(), owned.end(), piece) == owned.end()) owned.push_back(piece);
+    }
+    const std::vector<std::string_view> pieces(owned.begin(), owned.end());
+    auto built = text::PieceAutomaton::build(pieces);
+    REQUIRE(built);
+    const text::PieceAutomaton& automaton = built.value();
+    const std::string input = random_string(rng, alphabet, rng() % 9000);
+    std::vector<uint32_t> scratch;
+    text::PieceScan scan(automaton, input, scratch);
+    for (size_t at = 0; at < input.size(); at += 1 + rng() % 3) {
+      std::vector<std::pair<size_t, int32_t>> expected;  // (length, piece), longest first
+      for (size_t p = 0; p < pieces.size(); ++p)
+        if (input.compare(at, pieces[p].size(), pieces[p]) == 0) expected.emplace_back(pieces[p].size(), static_cast<int32_t>(p));
+      std::sort(expected.rbegin(), expected.rend());
+      std::vector<std::pair<size_t, int32_t>> got;
+      const uint32_t state = scan.state_at(at);
+      CHECK(state == automaton.state_at(input, at));
+      for (uint32_t m = automaton.first_match(state); m != text::PieceAutomaton::kNone; m = automaton.next_match(m))
+        got.emplace_back(automaton.length(automaton.piece(m)), automaton.piece(m));
+      INFO("trial " << trial << " at " << at);
+      REQUIRE(got == expected);
+      CHECK(automaton.longest(state) == (expected.empty() ? -1 : expected[0].second));
+    }
+  }
+  // Duplicates and empty pieces are refused by name.
+  auto duplicate = text::PieceAutomaton::build({"ab", "b", "ab"});
+  REQUIRE_FALSE(duplicate);
+  CHECK_THAT(duplicate.error().message, Contains("pieces 0 and 2 are the same"));
+  CHECK_FALSE(text::PieceAutomaton::build({"a", ""}));
 }

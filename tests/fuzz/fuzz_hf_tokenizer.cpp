@@ -26,9 +26,9 @@ void require(bool ok, const char* what) {
   std::abort();
 }
 
-// A step of `list` ("normalizers", ...) that would pass what one call may spend (text
-// growth: HfTokenizer::kGrowthPerByte; regex steps: kRegexStepsPerByte; a regex that
-// rescans) names itself.
+// A step of `list` ("normalizers", ..., "model") that would pass what one call may spend
+// (text growth: HfTokenizer::kGrowthPerByte; regex steps: kRegexStepsPerByte; a regex
+// that rescans; a Unigram lattice past kUnigramEdgesPerByte) names itself.
 bool over_budget(const petrel::Error& e, const char* list) {
   return e.code == petrel::ErrorCode::kInvalidArgument && e.message.rfind(std::string("tokenizer.hf.") + list, 0) == 0;
 }
@@ -66,7 +66,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!ids) {
       require(!petrel::detail::is_valid_utf8(text) || text.size() > petrel::text::HfTokenizer::kMaxTextBytes ||
                   ids.error().message.find("no token") != std::string::npos || over_budget(ids.error(), "normalizers") ||
-                  over_budget(ids.error(), "pre_tokenizers"),
+                  over_budget(ids.error(), "pre_tokenizers") || over_budget(ids.error(), "model"),
               "only bad text, an unencodable character or a step past the call's budget is refused");
       continue;
     }

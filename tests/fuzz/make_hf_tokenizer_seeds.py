@@ -4,7 +4,11 @@ small tokenizer.json files covering each supported step (Gemma-style Replace + S
 byte fallback, Qwen-style NFC + regex Split + ByteLevel, GPT-2's ByteLevel with its own
 regex, Metaspace + Digits + Strip + Prepend, added tokens with lstrip / rstrip, merges as
 "a b" strings, BERT-style WordPiece with BertNormalizer + BertPreTokenizer and with
-Lowercase + WhitespaceSplit + Punctuation + Whitespace, Unigram + Precompiled (T5-style, with and without byte fallback)) with texts that reach them.
+Lowercase + WhitespaceSplit + Punctuation + Whitespace, Unigram + Precompiled (T5-style, with and without byte fallback)) with texts that reach them;
+and parts at the limits a model file may give them, each with a text or two that makes
+them work hardest (a 4,095-byte added token, 4,096-byte WordPiece and Unigram pieces,
+Unigram pieces nested 100 deep, regexes of 1024 instructions, a 3,000-byte Prepend, a
+long literal Replace pattern).
 Input layout: text NUL tokenizer.json
 [NUL tokenizer_config.json].
 
@@ -194,6 +198,50 @@ TOKENIZERS = {
 }
 
 
+def tiny_bpe(pre_tokenizer=None, normalizer=None):
+    """Letters and a space, one merge: the smallest base for the parts at their limits."""
+    model, vocab = bpe(["<unk>", " "] + [chr(c) for c in range(97, 123)], [("a", "a")], unk_token="<unk>")
+    return {"version": "1.0", "added_tokens": added(vocab, ["<unk>"]), "normalizer": normalizer,
+            "pre_tokenizer": pre_tokenizer, "post_processor": None, "decoder": None, "model": model}, vocab
+
+
+def split(pattern):
+    return {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False}
+
+
+def at_limits():
+    """(name, tokenizer, texts) of each part at its limit."""
+    out = []
+    tokenizer, vocab = tiny_bpe()
+    tokenizer["added_tokens"] += added(vocab, ["a" * 4095], **{"a" * 4095: {"special": False}})
+    out.append(("added_4095", tokenizer, ["a" * 4100, "a" * 4094 + "b a"]))
+    vocab = {t: i for i, t in enumerate(["[UNK]", "a", "##a", "b", "##b", "a" * 4096, "##" + "a" * 4094])}
+    out.append(("wordpiece_4096", {
+        "version": "1.0", "added_tokens": added(vocab, ["[UNK]"]), "normalizer": None,
+        "pre_tokenizer": {"type": "WhitespaceSplit"}, "post_processor": None,
+        "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": False},
+        "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+                  "max_input_chars_per_word": 4294967295, "vocab": vocab}}, ["a" * 4100 + " " + "a" * 4093 + "b"]))
+
+    def unigram_of(pieces):
+        vocab = {p: i for i, (p, _) in enumerate(pieces)}
+        return {"version": "1.0", "added_tokens": added(vocab, ["<unk>"]), "normalizer": None,
+                "pre_tokenizer": {"type": "WhitespaceSplit"}, "post_processor": None, "decoder": None,
+                "model": {"type": "Unigram", "unk_id": 0, "vocab": [list(p) for p in pieces], "byte_fallback": False}}
+    out.append(("unigram_4096", unigram_of([("<unk>", 0.0), ("a", -2.0), ("b", -2.0), ("a" * 4096, -1.0)]),
+                ["a" * 4100 + " b" + "a" * 50]))
+    # Each character starts 100 pieces; a word under 128 bytes stays within the edges allowed.
+    out.append(("unigram_nested", unigram_of([("<unk>", 0.0)] + [("a" * k, -k / 10) for k in range(1, 101)]),
+                ["a" * 120 + " " + "a" * 127, "ab" * 40]))
+    out.append(("regex_busy", tiny_bpe(split(r"(?:.?){511}x"))[0], ["y" * 8, "y" * 600 + "x"]))
+    out.append(("regex_1024", tiny_bpe(split("a{1023}"))[0], ["a" * 2100, "b" + "a" * 1023]))
+    out.append(("prepend_3000", tiny_bpe(split(QWEN), {"type": "Prepend", "prepend": "the user " * 334})[0],
+                ["hi there", "a"]))
+    out.append(("replace_literal", tiny_bpe(None, {"type": "Replace", "pattern": {"String": "a" * 40 + "b"},
+                                                   "content": " "})[0], ["a" * 200 + "a" * 40 + "b" + "a" * 41 + "b"]))
+    return out
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     for name in os.listdir(OUT):
@@ -208,6 +256,10 @@ def main():
                 data += b"\0" + config.encode()
             with open(os.path.join(OUT, f"seed-{name}-{i}"), "wb") as f:
                 f.write(data)
+    for name, tokenizer, texts in at_limits():
+        for i, text in enumerate(texts):
+            with open(os.path.join(OUT, f"seed-{name}-{i}"), "wb") as f:
+                f.write(text.encode() + b"\0" + json.dumps(tokenizer, ensure_ascii=False).encode())
 
 
 if __name__ == "__main__":

@@ -19,6 +19,11 @@ EXTRA = {
                "aBc AB\n  \n xy xy\u00e9 \U0001F600 Z9_"),
     "refused": (r"(a)\1(?<=b)", "aab"),
     "empty": ("", "text \u00e9"),
+    # At the limits: a program of the most instructions the compiler accepts, one whose
+    # every thread stays alive, one that copies its registers at every step.
+    "limit_1024": ("a{1023}", "a" * 1900),
+    "limit_busy": ("(?:.?){511}x", "y" * 1500),
+    "limit_registers": ("(?:" + "(?:a??)*" * 60 + ")x", "a" * 600),
 }
 
 

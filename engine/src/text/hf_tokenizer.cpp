@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 #include <queue>
 
+#include "core/substring_search.h"
 #include "core/unicode.h"
 #include "core/unicode_case.h"
 #include "core/unicode_category.h"
@@ -46,12 +48,18 @@ class HfBudget {
                                                 std::to_string(HfTokenizer::kGrowthSlack) + " more") +
                        ")"};
     growth_left_ -= to - from;
+    // The regexes run on the text as it has become: bytes added may be scanned, up to
+    // kGrowthSlack of them (a Prepend of the longest string a file holds), so that a
+    // file's normalizers cannot multiply the regexes' work per input byte.
+    const uint64_t credit = std::min(to - from, regex_credit_left_);
+    regex_credit_left_ -= credit;
+    regex_steps_left_ += HfTokenizer::kRegexStepsPerByte * credit;
     return Status::ok();
   }
   uint64_t& regex_steps_left() { return regex_steps_left_; }
 
  private:
-  uint64_t growth_left_, regex_steps_left_;
+  uint64_t growth_left_, regex_steps_left_, regex_credit_left_ = HfTokenizer::kGrowthSlack;
   const uint64_t max_text_;
 };
 
@@ -102,7 +110,7 @@ Status regex_matches(const SplitRegex& regex, std::string_view text, std::vector
   }
   return Error{ErrorCode::kInvalidArgument,
                "tokenizer.hf." + step.name() + ": its regex takes more than " + std::to_string(HfTokenizer::kRegexStepsPerByte) +
-                   " steps per byte of this text (and " + std::to_string(HfTokenizer::kRegexStepsSlack) +
+                   " steps per byte of the text (and " + std::to_string(HfTokenizer::kRegexStepsSlack) +
                    " more); refused rather than run that slowly"};
 }
 
@@ -173,10 +181,23 @@ void split_pieces(std::string_view text, const std::vector<std::pair<uint32_t, u
   emit(start, text.size());
 }
 
+// Every occurrence of `pattern` in `text`, left to right, each searched for from the
+// end of the one before (non-overlapping), in O(text) time: std::string_view::find
+// compares the pattern at each candidate position, which a file's 4 KiB pattern
+// ("aaa...ab") over "aaa..." makes 4096 comparisons per byte, so a longer pattern is
+// searched by Two-Way (core/substring_search.h).
 void literal_matches(std::string_view text, std::string_view pattern, std::vector<std::pair<uint32_t, uint32_t>>& out) {
   out.clear();
-  for (size_t at = 0, hit; (hit = text.find(pattern, at)) != std::string_view::npos; at = hit + pattern.size())
-    out.emplace_back(static_cast<uint32_t>(hit), static_cast<uint32_t>(hit + pattern.size()));
+  const size_t m = pattern.size();
+  if (m == 0 || m > text.size()) return;
+  if (m <= 16) {  // at most 16 comparisons per byte; find's memchr is faster on text
+    for (size_t at = 0, hit; (hit = text.find(pattern, at)) != std::string_view::npos; at = hit + m)
+      out.emplace_back(static_cast<uint32_t>(hit), static_cast<uint32_t>(hit + m));
+    return;
+  }
+  const detail::SubstringFinder finder(pattern);
+  for (size_t at = 0, hit; (hit = finder.find(text, at)) != detail::SubstringFinder::npos; at = hit + m)
+    out.emplace_back(static_cast<uint32_t>(hit), static_cast<uint32_t>(hit + m));
 }
 
 // The byte ranges `matches` (sorted, disjoint) of `text` replaced by `content`: the size
@@ -363,7 +384,8 @@ Result<std::unique_ptr<HfTokenizer>> HfTokenizer::create(detail::HfTokenizerTabl
   t->special_.assign(n, false);
   for (int32_t id : tt.special_ids) t->special_[static_cast<size_t>(id)] = true;
   t->added_.assign(n, 0);
-  std::vector<std::pair<std::string_view, int32_t>> added, normalized;
+  std::vector<std::pair<std::string_view, int32_t>>& added = t->added_texts_;
+  std::vector<std::pair<std::string_view, int32_t>>& normalized = t->normalized_texts_;
   uint64_t normalized_bytes = 0;  // one budget for them all, so that a file's work is linear in it
   for (const detail::HfAddedTokenEntry& a : tt.added_tokens) normalized_bytes += a.normalized ? a.content.size() : 0;
   HfBudget budget(normalized_bytes, kMaxTextBytes);
@@ -385,20 +407,15 @@ Result<std::unique_ptr<HfTokenizer>> HfTokenizer::create(detail::HfTokenizerTabl
     normalized.emplace_back(std::string_view(), a.id);
   }
   for (size_t i = 0; i < normalized.size(); ++i) normalized[i].first = t->normalized_added_[i];  // (now stable)
-  // Contents that normalize alike: the first is kept, as a map from content would not say which.
-  t->normalized_splitter_ = SpecialTokenSplitter(normalized);
-  if (tt.added_trie.size == 0) {
-    t->added_splitter_ = SpecialTokenSplitter(added);
-  } else if (const std::string problem = t->added_splitter_.adopt(added, tt.added_trie); !problem.empty()) {
-    return fail("added_" + problem);  // "added_trie_nodes[i]: ..."
-  }
-  if (tt.model == detail::HfModelKind::kWordPiece) {
-    // The longest token bounds the pieces tried at each position (one pass over the
-    // vocabulary's lengths, no copies); tokens longer than kMaxPieceBytes (4 KiB, no
-    // real vocabulary has one) are never matched, so that a hostile file's huge token
-    // cannot make a long word quadratic.
-    for (size_t i = 0; i < n; ++i) t->max_token_bytes_ = std::max(t->max_token_bytes_, tt.vocab[i].size());
-    t->max_token_bytes_ = std::min(t->max_token_bytes_, detail::kMaxPieceBytes);
+  // Contents that normalize alike: the first is kept, as a map from content would not say
+  // which (SpecialTokenSplitter). The stored trie of the others is checked here (linear,
+  // in place: the file is verified whole at load); what matches them is built at the
+  // first encode (matchers()).
+  if (tt.added_trie.size != 0) {
+    std::vector<std::string_view> texts;
+    for (const auto& a : added) texts.push_back(a.first);
+    if (const std::string problem = PieceTrie().adopt(texts, tt.added_trie); !problem.empty())
+      return fail("added_" + problem);  // "added_trie_nodes[i]: ..."
   }
   return t;
 }
@@ -419,10 +436,6 @@ int64_t probe(const detail::HfHashTable& table, uint32_t hash, size_t count, Mat
   return -1;
 }
 }  // namespace
-
-int64_t HfTokenizer::token_id_hashed(std::string_view token, uint32_t hash) const {
-  return probe(t_.token_index, hash, t_.vocab.size(), [&](uint32_t id) { return t_.vocab[id] == token; });
-}
 
 std::optional<int32_t> HfTokenizer::token_id(std::string_view token) const {
   const int64_t id = probe(t_.token_index, detail::hf_token_hash(token), t_.vocab.size(),
@@ -620,15 +633,72 @@ Status HfTokenizer::pre_tokenize(std::string_view text, size_t section_index, st
   return Status::ok();
 }
 
+Result<const HfTokenizer::Matchers*> HfTokenizer::matchers() const {
+  if (const Matchers* ready = matchers_ready_.load(std::memory_order_acquire)) return ready;
+  const std::lock_guard<std::mutex> lock(matchers_mutex_);
+  if (matchers_) return matchers_.get();
+  if (matchers_error_) return *matchers_error_;
+  // Memory that runs out is reported and tried again by a later call; what else fails to
+  // build (more than 4 GiB of tokens) stays.
+  const Error out_of_memory{ErrorCode::kOutOfMemory,
+                            "tokenizer.hf: out of memory for the automata matching the added tokens and the vocabulary"};
+  try {
+    auto m = std::make_unique<Matchers>();
+    auto failed = [&](const char* what, const Error& e) -> Error {
+      if (e.code == ErrorCode::kOutOfMemory) return out_of_memory;
+      matchers_error_ = Error{e.code, std::string("tokenizer.hf.") + what + ": " + e.message};
+      return *matchers_error_;
+    };
+    if (Status s = m->added.assign(added_texts_); !s) return failed("added_tokens", s.error());
+    if (Status s = m->normalized.assign(normalized_texts_); !s) return failed("added_tokens", s.error());
+    const bool unigram = t_.model == detail::HfModelKind::kUnigram;
+    if (unigram || t_.model == detail::HfModelKind::kWordPiece) {
+      const size_t count = unigram ? t_.score_count : t_.vocab.size();
+      const size_t longest = unigram ? t_.max_piece_bytes : detail::kMaxPieceBytes;
+      const std::string_view prefix = t_.continuing_subword_prefix;
+      std::vector<std::string_view> first, rest;
+      for (size_t i = 0; i < count; ++i) {
+        const std::string_view token = t_.vocab[i];
+        if (token.empty() || token.size() > longest || !detail::is_valid_utf8(token)) continue;
+        // The id a lookup of the token's text gives (Unigram's among its pieces only).
+        const int64_t found = probe(t_.token_index, detail::hf_token_hash(token), count,
+                                    [&](uint32_t id) { return t_.vocab[id] == token; });
+        if (found != static_cast<int64_t>(i)) continue;
+        first.push_back(token);
+        m->first.ids.push_back(static_cast<int32_t>(i));
+        if (!unigram && !prefix.empty() && token.size() > prefix.size() && token.compare(0, prefix.size(), prefix) == 0 &&
+            detail::is_valid_utf8(token.substr(prefix.size()))) {
+          rest.push_back(token.substr(prefix.size()));
+          m->rest.ids.push_back(static_cast<int32_t>(i));
+        }
+      }
+      for (auto [pieces, target] : {std::pair{&first, &m->first}, std::pair{&rest, &m->rest}}) {
+        auto built = PieceAutomaton::build(*pieces);
+        if (!built) return failed("model", built.error());
+        target->automaton = std::move(built.value());
+      }
+    }
+    matchers_ = std::move(m);
+  } catch (const std::bad_alloc&) {
+    return out_of_memory;
+  }
+  matchers_ready_.store(matchers_.get(), std::memory_order_release);
+  return matchers_.get();
+}
+
 // BPE over one word: symbols (bytes for ByteLevel words, else characters) merged by the
 // lowest-ranked merge first, the leftmost among equals; a heap makes it O(n log n).
 // WordPiece over one word, as transformers.js: a word of more than
 // max_input_chars_per_word code points is the unknown token; else greedily the longest
 // token at each position (the continuing prefix before all but the first piece), and
-// a position without one makes the whole word the unknown token. Candidates longer than
-// the longest token are not tried, and each position hashes its candidates in one pass
-// (FNV-1a runs left to right), so a word costs O(length x longest token).
-Status HfTokenizer::encode_wordpiece(std::string_view word, std::vector<int32_t>& ids) const {
+// a position without one makes the whole word the unknown token. Tokens longer than
+// kMaxPieceBytes are never matched. The longest token at a position is one state of
+// the vocabulary's automaton: the first position's state reads at most the longest
+// token's length of the word (once per word), the others are read a block at a time
+// (PieceScan), so a word costs O(its length) whatever the tokens' lengths (it was
+// O(length x longest token): 19-26 us per byte with a 4,096-byte token).
+Status HfTokenizer::encode_wordpiece(std::string_view word, const Matchers& m, std::vector<int32_t>& ids,
+                                     std::vector<uint32_t>& scratch) const {
   auto unknown = [&]() -> Status {
     if (t_.unk_id < 0)
       return Error{ErrorCode::kInvalidArgument, "text: the word '" + std::string(word.substr(0, 256)) +
@@ -639,46 +709,29 @@ Status HfTokenizer::encode_wordpiece(std::string_view word, std::vector<int32_t>
   size_t chars = 0;
   for (size_t at = 0; at < word.size(); at += detail::utf8_decode(word, at).length)
     if (++chars > t_.max_input_chars_per_word) return unknown();
-  const std::string_view prefix = t_.continuing_subword_prefix;
-  const size_t first = ids.size();
-  std::string key;
-  std::vector<std::pair<size_t, uint32_t>> ends;  // candidate: key length, its hash
-  for (size_t at = 0; at < word.size();) {
-    key.clear();
-    if (at > 0) key.assign(prefix);
-    uint32_t h = 2166136261u;  // hf_token_hash, incrementally
-    for (unsigned char c : key) h = (h ^ c) * 16777619u;
-    ends.clear();
-    for (size_t k = at; k < word.size() && key.size() < max_token_bytes_;) {
-      const size_t length = detail::utf8_decode(word, k).length;
-      if (key.size() + length > max_token_bytes_) break;
-      for (size_t b = 0; b < length; ++b) {
-        key.push_back(word[k + b]);
-        h = (h ^ static_cast<unsigned char>(word[k + b])) * 16777619u;
-      }
-      k += length;
-      ends.emplace_back(key.size(), h);
-    }
-    int64_t id = -1;
-    size_t taken = 0;
-    for (size_t e = ends.size(); e-- > 0 && id < 0;) {
-      id = token_id_hashed(std::string_view(key).substr(0, ends[e].first), ends[e].second);
-      taken = ends[e].first - (at > 0 ? prefix.size() : 0);
-    }
-    if (id < 0) {
-      ids.resize(first);
+  const VocabAutomaton& first = m.first;
+  const VocabAutomaton& rest = t_.continuing_subword_prefix.empty() ? first : m.rest;
+  int32_t piece = first.automaton.longest(first.automaton.state_at(word, 0));
+  if (piece < 0) return unknown();
+  const size_t before = ids.size();
+  ids.push_back(first.ids[static_cast<size_t>(piece)]);
+  PieceScan scan(rest.automaton, word, scratch);
+  for (size_t at = first.automaton.length(piece); at < word.size(); at += rest.automaton.length(piece)) {
+    piece = scan.longest_at(at);
+    if (piece < 0) {
+      ids.resize(before);
       return unknown();
     }
-    ids.push_back(static_cast<int32_t>(id));
-    at += taken;
+    ids.push_back(rest.ids[static_cast<size_t>(piece)]);
   }
   return Status::ok();
 }
 
-Status HfTokenizer::encode_word(std::string_view word, bool byte_level, std::vector<int32_t>& ids) const {
+Status HfTokenizer::encode_word(std::string_view word, bool byte_level, const Matchers& m, std::vector<int32_t>& ids,
+                                std::vector<uint32_t>& scratch) const {
   if (word.empty()) return Status::ok();
-  if (t_.model == detail::HfModelKind::kWordPiece) return encode_wordpiece(word, ids);
-  if (t_.model == detail::HfModelKind::kUnigram) return encode_unigram(word, ids);
+  if (t_.model == detail::HfModelKind::kWordPiece) return encode_wordpiece(word, m, ids, scratch);
+  if (t_.model == detail::HfModelKind::kUnigram) return encode_unigram(word, m, ids, scratch);
   if (t_.ignore_merges) {
     std::optional<int32_t> whole;
     if (byte_level) {
@@ -807,14 +860,20 @@ double HfTokenizer::piece_score(int32_t id) const {
 }
 
 // Unigram over one word: Rust tokenizers' Unigram::encode_optimized (SentencePiece's
-// EncodeOptimized in f64): for each character start, every piece beginning there
-// (each prefix of at most max_piece_bytes bytes ending on a character boundary, looked
-// up in the token hash, FNV-1a extended a byte at a time) offers best[start] + score to
+// EncodeOptimized in f64): for each character start, every piece beginning there (of
+// at most max_piece_bytes bytes: the chain of matches of the vocabulary automaton's
+// state there, so no length without a piece is tried) offers best[start] + score to
 // best[end]; a candidate wins only when strictly better (ties keep the earlier start).
 // A character with no piece of its own length gets an unknown node of min_score - 10.
 // Then the path is read back, runs of unknown nodes fused into one string, which is
 // looked up as a token, else becomes its bytes' <0xXX> tokens (byte_fallback, all of
-// them present) or the unknown id. O(n * max_piece_bytes), no recursion.
+// them present) or the unknown id. No recursion; the work per character is one state
+// and the pieces that start there (the lattice's edges), not max_piece_bytes lookups as
+// it was (4,096 per character with a 4 KiB piece). The edges at a position are as many
+// as the vocabulary's pieces that are prefixes of one another there: T5's test model has
+// chains of 6 and 0.7 edges per byte of text (1.8 at most on a line); a hostile file's
+// "a", "aa", ..., 4,096 'a' would give 4,096 per byte, so a word is refused past
+// kUnigramEdgesPerByte per byte.
 //
 // transformers.js 3.7 (the BPE oracle) differs for these tokenizers, so it is not theirs:
 // its Precompiled reads no charsmap (it strips control characters, maps whitespace to
@@ -824,9 +883,12 @@ double HfTokenizer::piece_score(int32_t id) const {
 // unknown piece min_score - 10 also where "<unk>" matches as text, and fuses unknown
 // tokens across the words of a section, not within each word. Its lattice otherwise
 // agrees (f64 sums, ties to the earlier start).
-Status HfTokenizer::encode_unigram(std::string_view word, std::vector<int32_t>& ids) const {
+Status HfTokenizer::encode_unigram(std::string_view word, const Matchers& m, std::vector<int32_t>& ids,
+                                   std::vector<uint32_t>& scratch) const {
   const size_t size = word.size();
   if (size == 0) return Status::ok();
+  const VocabAutomaton& pieces = m.first;
+  PieceScan scan(pieces.automaton, word, scratch);
   struct Best {
     double score;
     int32_t starts_at;  // -1: not reached
@@ -834,21 +896,25 @@ Status HfTokenizer::encode_unigram(std::string_view word, std::vector<int32_t>& 
   };
   std::vector<Best> best(size + 1, Best{0.0, -1, -1});
   const double unk_score = t_.min_score - 10.0;
-  const auto* bytes = reinterpret_cast<const unsigned char*>(word.data());
+  // The lattice's edges: never more than n (n + 1) / 2, so a word under 128 bytes is
+  // always within kUnigramEdgesPerByte.
+  uint64_t edges_left = kUnigramEdgesPerByte * uint64_t{size};
   for (size_t start = 0; start < size;) {
     const double here = best[start].score;
     const size_t char_length = detail::utf8_decode(word, start).length;
     bool has_single = false;
-    const size_t limit = std::min<size_t>(size - start, t_.max_piece_bytes);
-    uint32_t hash = 2166136261u;  // detail::hf_token_hash, one byte at a time
-    for (size_t length = 1; length <= limit; ++length) {
-      hash = (hash ^ bytes[start + length - 1]) * 16777619u;
-      if (start + length < size && (bytes[start + length] & 0xC0) == 0x80) continue;  // inside a character
-      const std::string_view piece = word.substr(start, length);
-      const int64_t found = probe(t_.token_index, hash, t_.score_count,
-                                  [&](uint32_t id) { return t_.vocab[id] == piece; });
-      if (found < 0) continue;
-      const auto id = static_cast<int32_t>(found);
+    // (A piece is UTF-8 and the word too, so a piece starting at a character ends at one.)
+    for (uint32_t match = pieces.automaton.first_match(scan.state_at(start)); match != PieceAutomaton::kNone;
+         match = pieces.automaton.next_match(match)) {
+      if (edges_left-- == 0)
+        return Error{ErrorCode::kInvalidArgument,
+                     "tokenizer.hf.model (Unigram): more than " + std::to_string(kUnigramEdgesPerByte) +
+                         " pieces start at each byte of a word of " + std::to_string(size) +
+                         " bytes (its pieces are prefixes of one another that many deep); refused rather than run that "
+                         "slowly"};
+      const int32_t piece = pieces.automaton.piece(match);
+      const size_t length = pieces.automaton.length(piece);
+      const int32_t id = pieces.ids[static_cast<size_t>(piece)];
       const double candidate = piece_score(id) + here;
       Best& target = best[start + length];
       if (target.starts_at < 0 || candidate > target.score) {
@@ -921,9 +987,13 @@ Result<std::vector<int32_t>> HfTokenizer::encode_text(std::string_view text, boo
   std::vector<TextSegment> segments;
   std::vector<std::string_view> sections, pieces;
   std::vector<int32_t> section_ids, piece_ids;
-  split_added(added_splitter_, text, segments, sections, section_ids);
+  auto built = matchers();
+  if (!built) return built.error();
+  const Matchers& m = *built.value();
+  split_added(m.added, text, segments, sections, section_ids);
   std::string normalized;
   std::vector<std::string> words;
+  std::vector<uint32_t> scratch;
   HfBudget budget(text.size(), kMaxTextBytes);
   for (size_t i = 0; i < sections.size(); ++i) {
     if (section_ids[i] >= 0) {
@@ -933,7 +1003,7 @@ Result<std::vector<int32_t>> HfTokenizer::encode_text(std::string_view text, boo
     if (sections[i].empty()) continue;
     Status s = normalize(sections[i], normalized, budget);
     if (!s) return s.error();
-    split_added(normalized_splitter_, normalized, segments, pieces, piece_ids);
+    split_added(m.normalized, normalized, segments, pieces, piece_ids);
     for (size_t k = 0; k < pieces.size(); ++k) {
       if (piece_ids[k] >= 0) {
         ids.push_back(piece_ids[k]);
@@ -946,7 +1016,7 @@ Result<std::vector<int32_t>> HfTokenizer::encode_text(std::string_view text, boo
       if (!s) return s.error();
       const size_t first = ids.size();
       for (const std::string& word : words) {
-        s = encode_word(word, byte_level, ids);
+        s = encode_word(word, byte_level, m, ids, scratch);
         if (!s) return s.error();
       }
       if (t_.fuse_unk && t_.unk_id >= 0) {  // runs of unknown tokens become one

@@ -974,45 +974,56 @@ uint64_t SplitRegex::run(std::string_view text, std::vector<std::pair<uint32_t, 
 
   // Follows kSplit, kJump, kAssert, kSave and kCheckProgress from `pc` at text position
   // `at`, appending the kChar and kMatch threads reached to `list` in priority order.
+  // Work is counted as it costs: every frame followed (one already marked too), and a
+  // thread's registers, copied as it is saved or queued, a step per 8.
+  const uint64_t register_steps = r / 8;
   auto add_thread = [&](ThreadList& list, uint32_t pc, size_t at, uint32_t start, const uint32_t* regs) {
     pool.assign(regs, regs + r);
+    // (A target already marked is not pushed: it would be dropped when popped.)
+    auto push = [&](uint32_t target, uint32_t regs_at) {
+      if (program_[target].op == Op::kCheckProgress || list.mark[target] != list.generation)
+        stack.push_back({target, regs_at});
+    };
     stack.push_back({pc, 0});
     while (!stack.empty()) {
       const Frame f = stack.back();
       stack.pop_back();
       const Instruction& inst = program_[f.pc];
+      if (kCount) ++steps;
       // kCheckProgress goes on by its thread's register: each visit counts (at most one
       // per visit of the instruction before it, which is marked).
       if (inst.op != Op::kCheckProgress) {
         if (list.mark[f.pc] == list.generation) continue;
         list.mark[f.pc] = list.generation;
       }
-      if (kCount) ++steps;
       switch (inst.op) {
         case Op::kSplit:
-          stack.push_back({inst.y, f.regs});
-          stack.push_back({inst.x, f.regs});
+          push(inst.y, f.regs);
+          push(inst.x, f.regs);
           break;
-        case Op::kJump: stack.push_back({inst.x, f.regs}); break;
+        case Op::kJump: push(inst.x, f.regs); break;
         case Op::kAssert:
-          if (assertion_holds(inst, text, at)) stack.push_back({f.pc + 1, f.regs});
+          if (assertion_holds(inst, text, at)) push(f.pc + 1, f.regs);
           break;
         case Op::kSave: {
+          if (kCount) steps += register_steps;
           const auto copy = static_cast<uint32_t>(pool.size());
           pool.resize(pool.size() + r);
           std::copy(pool.begin() + f.regs, pool.begin() + f.regs + static_cast<ptrdiff_t>(r), pool.begin() + copy);
           pool[copy + inst.x] = static_cast<uint32_t>(at);
-          stack.push_back({f.pc + 1, copy});
+          push(f.pc + 1, copy);
           break;
         }
         case Op::kCheckProgress:
-          stack.push_back({pool[f.regs + inst.z] == at ? inst.y : inst.x, f.regs});
+          push(pool[f.regs + inst.z] == at ? inst.y : inst.x, f.regs);
           break;
         case Op::kChar:
         case Op::kMatch:
+          if (kCount) steps += register_steps;
           list.pcs.push_back(f.pc);
           list.starts.push_back(start);
-          list.regs.insert(list.regs.end(), pool.begin() + f.regs, pool.begin() + f.regs + static_cast<ptrdiff_t>(r));
+          if (r > 0)
+            list.regs.insert(list.regs.end(), pool.begin() + f.regs, pool.begin() + f.regs + static_cast<ptrdiff_t>(r));
           break;
       }
     }
