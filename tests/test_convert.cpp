@@ -21,6 +21,7 @@
 #include "format/weights.h"
 #include "model_access.h"
 #include "kernels/half.h"
+#include "support/build_paths.h"
 #include "support/test_support.h"
 
 using namespace petrel;
@@ -440,11 +441,36 @@ TEST_CASE("converter rejects bad checkpoints with a message naming file and tens
     c.save();
     c.expect_error("config.json", "eos_token_id");
   }
-  SECTION("a model the engine would refuse is not written (its loader checks the output)") {
-    c.config["max_position_embeddings"] = 1 << 21;  // the converter reads it; the engine reads up to 2^20
+  SECTION("a size past the model file's limits, by its key and the limit") {
+    c.config["max_position_embeddings"] = 1 << 21;  // the engine reads up to 2^20
     c.save();
-    c.expect_error("out.petrel: not written: the engine would refuse the model", "max_positions");
+    c.expect_error("config.json: key 'max_position_embeddings' must be a positive integer at most 1048576 (the "
+                   "model file's limit), got 2097152");
   }
+}
+
+// What the converter cannot see is the loader's: every file is loaded before it is renamed
+// into place. A tokenizer.json whose normalizers would grow an added token's text past the
+// engine's budget (checked when the model loads and builds its tokenizer) is refused so.
+TEST_CASE("a model the engine would refuse is not written (its loader checks the output)", "[convert]") {
+  TempDir tmp;
+  const std::string dir = tmp.file("lm");
+  copy_dir(fixture_dir() + "/decoder_only/gemma3_f32", dir);
+  const std::string big(4096, 'a');
+  const nlohmann::json grow = {{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", big}};
+  const nlohmann::json tokenizer = {
+      {"model", {{"type", "BPE"}, {"vocab", {{"a", 3}, {"b", 4}, {"ab", 5}}}, {"merges", {"a b"}}}},
+      {"normalizer", {{"type", "Sequence"}, {"normalizers", {grow, grow}}}},
+      {"added_tokens", {{{"id", 6}, {"content", "a"}, {"normalized", true}}}}};
+  std::ofstream(dir + "/tokenizer.json") << tokenizer.dump();
+  convert::ConvertOptions o;
+  o.checkpoint_dir = dir;
+  o.output_path = tmp.file("out.petrel");
+  REQUIRE_THROWS_WITH(convert::convert_checkpoint(o),
+                      Contains("out.petrel: not written: the engine would refuse the model") &&
+                          Contains("tokenizer.hf.normalizers[1] (Replace) would make the text longer"));
+  for (const auto& entry : std::filesystem::directory_iterator(tmp.path()))  // no output, no partial output
+    CHECK(entry.path().filename().string().rfind("out.petrel", 0) == std::string::npos);
 }
 
 #ifndef __EMSCRIPTEN__  // (no FIFOs or device files under Node)
@@ -595,6 +621,68 @@ TEST_CASE("a signal during the final write removes the partial output, then ends
     CHECK(WEXITSTATUS(status) == 7);
     CHECK(std::filesystem::exists(partial));
   }
+}
+#endif
+
+#ifndef __EMSCRIPTEN__
+// Memory that runs out is an error message and exit status 1 from the command line, not
+// an abort ("terminate called after throwing an instance of 'std::bad_alloc'"). The
+// checkpoint is a language model of 2^22 ids whose tokenizer's per-id tables (128 MiB of
+// them) cannot fit under an address-space limit of 100 MiB; its weights (32 MiB) can.
+TEST_CASE("petrel-convert reports memory that runs out as an error and exit status 1", "[convert][cli]") {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  WARN("not under a sanitizer: an address-space limit stops its runtime");
+  return;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+  WARN("not under a sanitizer: an address-space limit stops its runtime");
+  return;
+#endif
+#endif
+  if (!can_run_programs()) return;
+  TempDir tmp;
+  const std::string dir = tmp.file("lm");
+  std::filesystem::create_directories(dir);
+  constexpr uint64_t kIds = uint64_t{1} << 22;
+  const nlohmann::json config = {{"model_type", "llama"}, {"hidden_size", 2}, {"intermediate_size", 2},
+                                 {"num_hidden_layers", 1}, {"num_attention_heads", 1}, {"num_key_value_heads", 1},
+                                 {"head_dim", 2}, {"vocab_size", kIds}, {"max_position_embeddings", 16},
+                                 {"tie_word_embeddings", true}, {"eos_token_id", 0}};
+  std::ofstream(dir + "/config.json") << config.dump();
+  std::ofstream(dir + "/tokenizer.json")
+      << R"({"model": {"type": "BPE", "vocab": {"a": 3, "b": 4, "ab": 5}, "merges": ["a b"]}})";
+  std::map<std::string, RawTensor> tensors;
+  tensors["model.embed_tokens.weight"] = {{kIds, 2}, std::vector<float>(kIds * 2, 0.25f)};
+  for (const char* name : {"q_proj", "k_proj", "v_proj", "o_proj"})
+    tensors[std::string("model.layers.0.self_attn.") + name + ".weight"] = {{2, 2}, {1, 0, 0, 1}};
+  for (const char* name : {"gate_proj", "up_proj", "down_proj"})
+    tensors[std::string("model.layers.0.mlp.") + name + ".weight"] = {{2, 2}, {1, 0, 0, 1}};
+  for (const char* name : {"model.layers.0.input_layernorm.weight", "model.layers.0.post_attention_layernorm.weight",
+                           "model.norm.weight"})
+    tensors[name] = {{2}, {1, 1}};
+  write_checkpoint(dir + "/model.safetensors", tensors);
+  tensors.clear();
+  const std::string out = tmp.file("lm.petrel");
+  int status = 0;
+  run_command("ulimit -v 102400 && " + petrel_convert_command() + " --help", &status);
+  if (status != 0) {  // an emulator reserving the guest's address space cannot start under it
+    WARN("petrel-convert does not start under an address-space limit of 100 MiB here: not tested");
+    return;
+  }
+  const std::string output =
+      run_command("ulimit -v 102400 && " + petrel_convert_command() + " '" + dir + "' -o '" + out + "' --quiet", &status);
+  INFO(output);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    WARN("the address-space limit does not hold here (an emulated CPU): not tested");
+    return;
+  }
+  REQUIRE(WIFEXITED(status));  // not killed by SIGABRT
+  CHECK(WEXITSTATUS(status) == 1);
+  CHECK_THAT(output, Contains("petrel-convert: error: out of memory"));
+  CHECK_THAT(output, !Contains("terminate called"));
+  size_t files = 0;  // no output, and no partial output left beside it
+  for (const auto& entry : std::filesystem::directory_iterator(tmp.path())) files += entry.path() != dir;
+  CHECK(files == 0);
 }
 #endif
 

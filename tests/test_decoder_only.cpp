@@ -527,6 +527,256 @@ TEST_CASE("the converter refuses what decoder-only configs may not say, by key",
   refused("qwen3", [](json& c) { c["eos_token_id"] = 1000; }, "key 'eos_token_id' must hold token ids below vocab_size 136");
 }
 
+// A crafted checkpoint's config value that would convert and then fail (logits not finite
+// at the first step; a template refused when a chat starts; nlohmann's type_error with no
+// file or key) is refused at conversion by the file, the key (with its path in the file),
+// the range it must be in and the value given.
+TEST_CASE("converter refusals name the file, the key, its range and the value", "[decoder_only][convert]") {
+  using Catch::Matchers::Contains;
+  TempDir tmp;
+  struct Files {
+    std::function<void(json&)> config;
+    std::function<void(const std::string&)> extra;  // writes other files into the checkpoint
+  };
+  auto message_of = [&](const std::string& fixture, const Files& files) -> std::string {
+    const std::string dir = edited_fixture(fixture, tmp.file(fixture + "-crafted"), files.config ? files.config : [](json&) {});
+    if (files.extra) files.extra(dir);
+    convert::ConvertOptions o;
+    o.checkpoint_dir = dir;
+    o.output_path = tmp.file("out.petrel");
+    std::string message = "converted";
+    try {
+      convert::convert_checkpoint(o);
+    } catch (const convert::ConvertError& e) {
+      message = e.what();
+    }
+    std::system(("rm -rf '" + dir + "'").c_str());
+    return message;
+  };
+  auto refused = [&](const std::string& fixture, const std::function<void(json&)>& edit,
+                     const std::vector<std::string>& words) {
+    const std::string message = message_of(fixture, {edit, nullptr});
+    INFO(message);
+    for (const std::string& w : words) CHECK_THAT(message, Contains(w));
+  };
+
+  SECTION("keys that must be strings") {
+    refused("llama3", [](json& c) { c["rope_scaling"]["rope_type"] = 3; },
+            {"config.json: key 'rope_scaling.rope_type' must be a string, got 3"});
+    refused("llama3",
+            [](json& c) {
+              c["rope_scaling"].erase("rope_type");
+              c["rope_scaling"]["type"] = 3;
+            },
+            {"config.json: key 'rope_scaling.type' must be a string, got 3"});
+    refused("llama3",
+            [](json& c) {
+              c["rope_parameters"] = {{"rope_type", 2.5}, {"rope_theta", 10000.0}};
+              c.erase("rope_scaling");
+            },
+            {"config.json: key 'rope_parameters.rope_type' must be a string, got 2.5"});
+    refused("gemma3_f32",
+            [](json& c) {
+              c["rope_parameters"] = {{"full_attention", {{"rope_type", json::array()}}},
+                                      {"sliding_attention", {{"rope_type", "default"}}}};
+            },
+            {"config.json: key 'rope_parameters.full_attention.rope_type' must be a string, got []"});
+    refused("gemma3_f32", [](json& c) { c["rope_parameters"] = {{"full_attention", json::object()}}; },
+            {"config.json: missing key 'rope_parameters.sliding_attention'"});
+    refused("llama3", [](json& c) { c["rope_scaling"]["rope_type"] = "yarn"; },
+            {"config.json: key 'rope_scaling.rope_type' names rope scaling type 'yarn', which is not supported"});
+  }
+  SECTION("sizes past the model file's limits") {
+    refused("llama3", [](json& c) { c["vocab_size"] = uint64_t{1} << 31; },
+            {"config.json: key 'vocab_size' must be a positive integer at most 16777216 (the model file's limit), "
+             "got 2147483648"});
+    refused("gemma3_f32", [](json& c) { c["sliding_window"] = uint64_t{1} << 31; },
+            {"config.json: key 'sliding_window' must be a positive integer at most 1048576 (the model file's "
+             "limit), got 2147483648"});
+    refused("gemma3_f32", [](json& c) { c["sliding_window"] = 0; },
+            {"key 'sliding_window' must be a positive integer at most 1048576", "got 0"});
+    refused("llama3", [](json& c) { c["hidden_size"] = 1 << 17; },
+            {"config.json: key 'hidden_size' must be a positive integer at most 65536", "got 131072"});
+    refused("llama3", [](json& c) { c["num_hidden_layers"] = 5000; },
+            {"key 'num_hidden_layers' must be a positive integer at most 1024", "got 5000"});
+    refused("llama3", [](json& c) { c["max_position_embeddings"] = -512; },
+            {"key 'max_position_embeddings' must be a positive integer at most 1048576", "got -512"});
+    refused("llama3", [](json& c) { c["head_dim"] = 32768; },
+            {"config.json: num_attention_heads x head_dim = 4 x 32768 = 131072 is more than 65536"});
+    refused("llama3", [](json& c) { c["head_dim"] = 15; },
+            {"config.json: key 'head_dim' must be even and positive", "got 15"});
+    refused("llama3",
+            [](json& c) {
+              c.erase("head_dim");
+              c["num_attention_heads"] = 128;
+            },
+            {"key 'head_dim' must be even and positive", "hidden_size / num_attention_heads = 64 / 128 = 0"});
+  }
+  SECTION("numbers that feed the attention scale, the norms and the soft cap") {
+    for (const double scalar : {0.0, -24.0, 1e-300, 0.5, 1e300}) {
+      INFO(scalar);
+      refused("gemma3_f32", [&](json& c) { c["query_pre_attn_scalar"] = scalar; },
+              {"config.json: key 'query_pre_attn_scalar' must be a number in [1, 65536]",
+               "got " + json(scalar).dump()});
+    }
+    refused("gemma3_f32", [](json& c) { c["query_pre_attn_scalar"] = "24"; },
+            {"key 'query_pre_attn_scalar' must be a number in [1, 65536]", "got \"24\""});
+    refused("qwen3", [](json& c) { c["rms_norm_eps"] = 1e-300; },
+            {"config.json: key 'rms_norm_eps' must be a number in [1e-30, 1)", "got 1e-300"});
+    for (const double cap : {0.0, -30.0, 0.5, 1e7}) {
+      INFO(cap);
+      refused("gemma3_f32", [&](json& c) { c["final_logit_softcapping"] = cap; },
+              {"config.json: key 'final_logit_softcapping' must be a number in [1, 1000000] (null: no cap)"});
+    }
+    refused("llama3", [](json& c) { c["attn_logit_softcapping"] = 50.0; },
+            {"key 'attn_logit_softcapping' must be null", "got 50"});
+  }
+  SECTION("every RoPE input, where it is read") {
+    for (const double theta : {0.0, -10000.0, 1.0, 1e-300, 1e13}) {
+      INFO(theta);
+      refused("llama3", [&](json& c) { c["rope_theta"] = theta; },
+              {"config.json: key 'rope_theta' must be a number in (1, 1e+12]", "got " + json(theta).dump()});
+    }
+    refused("gemma3_f32", [](json& c) { c["rope_local_base_freq"] = 0.0; },
+            {"config.json: key 'rope_local_base_freq' must be a number in (1, 1e+12]", "got 0.0"});
+    refused("gemma3_f32",
+            [](json& c) {
+              c["rope_parameters"] = {{"full_attention", {{"rope_theta", 1e6}}},
+                                      {"sliding_attention", {{"rope_theta", -1.0}}}};
+            },
+            {"config.json: key 'rope_parameters.sliding_attention.rope_theta' must be a number in (1, 1e+12]"});
+    refused("llama3", [](json& c) { c["rope_scaling"]["factor"] = 0.0; },
+            {"config.json: key 'rope_scaling.factor' must be a number in [1, 1048576]", "got 0.0"});
+    refused("llama3", [](json& c) { c["rope_scaling"].erase("factor"); },
+            {"config.json: missing key 'rope_scaling.factor'"});
+    refused("llama3", [](json& c) { c["rope_scaling"]["low_freq_factor"] = -1.0; },
+            {"key 'rope_scaling.low_freq_factor' must be a number in (0, 1000000]", "got -1.0"});
+    refused("llama3", [](json& c) { c["rope_scaling"]["high_freq_factor"] = 1.0; },
+            {"key 'rope_scaling.high_freq_factor' must exceed low_freq_factor 1, got 1"});
+    refused("llama3", [](json& c) { c["rope_scaling"]["original_max_position_embeddings"] = 0; },
+            {"key 'rope_scaling.original_max_position_embeddings' must be a positive integer at most 1048576",
+             "got 0"});
+    refused("llama3", [](json& c) { c["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 0.5}}; },
+            {"key 'rope_scaling.factor' must be a number in [1, 1048576]", "got 0.5"});
+    refused("llama3",
+            [](json& c) {
+              c["rope_parameters"] = {{"rope_theta", 10000.0}, {"partial_rotary_factor", 0.25}};
+              c.erase("rope_scaling");
+            },
+            {"key 'rope_parameters.partial_rotary_factor' must be 1", "got 0.25"});
+  }
+  SECTION("generation_config.json's sampling defaults, in the engine's ranges") {
+    auto generation = [&](const json& g) {
+      return message_of("qwen3", {nullptr, [g](const std::string& dir) {
+                                    std::ofstream(dir + "/generation_config.json") << g.dump();
+                                  }});
+    };
+    CHECK_THAT(generation({{"temperature", 1e-9}}),
+               Contains("generation_config.json: key 'temperature' must be a number in [1e-06, 1000000], got 1e-09"));
+    CHECK_THAT(generation({{"top_k", -1}}),
+               Contains("generation_config.json: key 'top_k' must be an integer in 0..16777216 (0: no top-k), got -1"));
+    CHECK_THAT(generation({{"top_p", 0.0}}), Contains("key 'top_p' must be a number in [1e-06, 1], got 0.0"));
+    CHECK_THAT(generation({{"repetition_penalty", 1e7}}),
+               Contains("key 'repetition_penalty' must be a number in [1e-06, 1000000]"));
+  }
+}
+
+// A chat template the engine cannot run was converted, inspected and loaded, and refused
+// only when a chat started: the converter parses it, and names the file it came from and
+// the parser's line:column.
+TEST_CASE("a chat template that does not parse is refused at conversion, naming its file and position",
+          "[decoder_only][convert]") {
+  using Catch::Matchers::Contains;
+  TempDir tmp;
+  const std::string macro = "{% macro greet(m) %}{{ m.content }}{% endmacro %}{% for m in messages %}{{ greet(m) }}{% endfor %}";
+  auto message_of = [&](const std::string& name, const std::function<void(json&)>& edit,
+                        const std::function<void(const std::string&)>& write) {
+    const std::string dir = edited_fixture("gemma3_f32", tmp.file(name), edit);
+    write(dir);
+    convert::ConvertOptions o;
+    o.checkpoint_dir = dir;
+    o.output_path = tmp.file(name + ".petrel");
+    try {
+      convert::convert_checkpoint(o);
+    } catch (const convert::ConvertError& e) {
+      return std::string(e.what());
+    }
+    return std::string("converted");
+  };
+  auto tokenizer_config = [](const json& config) {
+    return [config](const std::string& dir) { std::ofstream(dir + "/tokenizer_config.json") << config.dump(); };
+  };
+  const auto unchanged = [](json&) {};
+  // chat_template.jinja: the file is named, and the construct at line 1, column 4.
+  std::string m = message_of("jinja", unchanged, [&](const std::string& dir) { std::ofstream(dir + "/chat_template.jinja") << macro; });
+  CHECK_THAT(m, Contains("/chat_template.jinja: chat template 1:4: '{% macro %}' is not supported"));
+  // tokenizer_config.json's chat_template, a string or the "default" of named templates.
+  m = message_of("config", unchanged, tokenizer_config({{"chat_template", "\n\n" + macro}}));
+  CHECK_THAT(m, Contains("/tokenizer_config.json: key 'chat_template': chat template 3:4: '{% macro %}'"));
+  m = message_of("named", unchanged,
+                 tokenizer_config({{"chat_template", {{{"name", "tool_use"}, {"template", "{{ x }}"}},
+                                                      {{"name", "default"}, {"template", macro}}}}}));
+  CHECK_THAT(m, Contains("key 'chat_template[1].template': chat template 1:4: '{% macro %}'"));
+  // Named templates whose entries are not {name: string, template: string}: the entry and key.
+  m = message_of("name-number", unchanged,
+                 tokenizer_config({{"chat_template", {{{"name", 3}, {"template", "{{ x }}"}}}}}));
+  CHECK_THAT(m, Contains("tokenizer_config.json: key 'chat_template[0].name' must be a string, got 3"));
+  m = message_of("entry", unchanged, tokenizer_config({{"chat_template", {{{"name", "default"}}, 7}}}));
+  CHECK_THAT(m, Contains("tokenizer_config.json: key 'chat_template[0].template' must be a string, got nothing"));
+  m = message_of("bos", unchanged, tokenizer_config({{"bos_token", 5}}));
+  CHECK_THAT(m, Contains("tokenizer_config.json: key 'bos_token' must be a token's text"));
+  // Checked before the weights are read: a checkpoint whose weights are wrong too is
+  // refused for its template (no minutes of quantization first).
+  m = message_of("early", [](json& c) { c["hidden_size"] = 64; },
+                 [&](const std::string& dir) { std::ofstream(dir + "/chat_template.jinja") << macro; });
+  CHECK_THAT(m, Contains("chat_template.jinja: chat template 1:4:"));
+  // A template that parses converts, and the model carries it.
+  const std::string good = "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}";
+  REQUIRE(message_of("good", unchanged, [&](const std::string& dir) { std::ofstream(dir + "/chat_template.jinja") << good; }) ==
+          "converted");
+  CHECK(load_model(tmp.file("good.petrel"))->info().lm.chat_template == good);
+}
+
+// tokenizer.json's regexes are compiled at conversion as the engine compiles them at
+// load: a pattern it would refuse is named by its JSON path, not by the written file's
+// field (tokenizer.hf.pre_tokenizers[1].pattern) and a .partial path.
+TEST_CASE("a tokenizer.json regex the engine cannot run is refused at conversion by its JSON path",
+          "[decoder_only][convert]") {
+  TempDir tmp;
+  auto convert_with = [&](const std::string& name, const json& pre_tokenizer, const json& normalizer) {
+    const std::string dir = edited_fixture("gemma3_f32", tmp.file(name), [](json&) {});
+    json tokenizer = {{"model", {{"type", "BPE"}, {"vocab", {{"a", 3}, {"b", 4}, {"ab", 5}}}, {"merges", {"a b"}}}},
+                      {"added_tokens", json::array()}};
+    if (!pre_tokenizer.is_null()) tokenizer["pre_tokenizer"] = pre_tokenizer;
+    if (!normalizer.is_null()) tokenizer["normalizer"] = normalizer;
+    std::ofstream(dir + "/tokenizer.json") << tokenizer.dump();
+    convert::ConvertOptions o;
+    o.checkpoint_dir = dir;
+    o.output_path = tmp.file(name + ".petrel");
+    try {
+      convert::convert_checkpoint(o);
+    } catch (const convert::ConvertError& e) {
+      return std::string(e.what());
+    }
+    return std::string("converted");
+  };
+  auto split = [](const std::string& regex) {
+    return json{{"type", "Split"}, {"pattern", {{"Regex", regex}}}, {"behavior", "Isolated"}, {"invert", false}};
+  };
+  const json sequence = {{"type", "Sequence"}, {"pretokenizers", {split("a"), split("(?<=a)b")}}};
+  std::string m = convert_with("lookbehind", sequence, nullptr);
+  INFO(m);
+  CHECK_THAT(m, Catch::Matchers::Contains("/tokenizer.json: pre_tokenizer.pretokenizers[1].pattern.Regex: ") &&
+                    Catch::Matchers::Contains("lookbehind"));
+  m = convert_with("replace", nullptr, {{"type", "Replace"}, {"pattern", {{"Regex", "(a"}}}, {"content", "b"}});
+  CHECK_THAT(m, Catch::Matchers::Contains("/tokenizer.json: normalizer.pattern.Regex: ") &&
+                    Catch::Matchers::Contains("'(' without its ')'"));
+  m = convert_with("not-a-string", {{"type", "Split"}, {"pattern", {{"Regex", 5}}}, {"behavior", "Isolated"}}, nullptr);
+  CHECK_THAT(m, Catch::Matchers::Contains("/tokenizer.json: pre_tokenizer.pattern.Regex: must be a string, got 5"));
+  CHECK(convert_with("runs", {{"type", "Sequence"}, {"pretokenizers", {split("a"), split("\\s+|b")}}}, nullptr) ==
+        "converted");
+}
+
 // A multimodal Gemma 3 checkpoint (Gemma3ForConditionalGeneration): its text tower, in
 // either layout transformers has saved, converts to the same model as the text-only
 // checkpoint, the vision tower left out.

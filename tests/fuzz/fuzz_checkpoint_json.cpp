@@ -8,7 +8,9 @@
 // what config keys may say, and with and without source.spm/target.spm beside them
 // (which decide whether the Marian tokenizer's files are read). Configs of the
 // multilingual families (m2m_100, mbart) have their vocab.json and tokenizer_config.json
-// read by the family tokenizer, beside each fixture's sentencepiece.bpe.model. A bad input must be
+// read by the family tokenizer, beside each fixture's sentencepiece.bpe.model. Decoder-only
+// configs (gemma3_text, gemma3, llama, qwen2, qwen3) are read with their generation config
+// and tokenizer_config.json (token texts, the chat template parsed). A bad input must be
 // refused with ConvertError; any other exception (such as nlohmann::json's type
 // errors), a crash or a sanitizer report is a finding.
 #include <algorithm>

@@ -4,7 +4,12 @@
 // included, which the converter must refuse), layers and their types (sliding windows),
 // tied or separate output, a soft cap, RoPE scaling (none, linear, llama3), the
 // quantization of layers and tables, EOS lists; the rest are the weights (int8 steps of a
-// chosen power-of-two scale). The checkpoint is written to a temporary directory and
+// chosen power-of-two scale). Bits 5-7 of the first byte may add one crafted value (a
+// class a review found converting and failing only when run, or escaping as nlohmann's
+// type_error: an attention scale or RoPE base out of range, a rope type that is not a
+// string, sizes past the model file's limits, a norm epsilon or soft cap out of range,
+// a chat template the engine cannot parse, sampling defaults out of the engine's
+// ranges): it must be refused. The checkpoint is written to a temporary directory and
 // converted by convert_checkpoint: it may refuse with ConvertError; a file it writes must
 // load and generate (exercise_model.h) on the kernel path the recipe picks.
 #include <cmath>
@@ -113,7 +118,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } else {
       config["sliding_window_pattern"] = 1 + r[5] / 4 % 4;
     }
-    if (softcap) config["final_logit_softcapping"] = 0.5 + r[6] / 16;
+    if (softcap) config["final_logit_softcapping"] = 1.0 + r[6] / 16;
   } else if (r[5] & 0x80) {
     config["use_sliding_window"] = true;
     config["sliding_window"] = window;
@@ -127,15 +132,62 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     default: break;
   }
+  json generation;
+  if (r[12] & 2)
+    generation = {{"eos_token_id", {eos, eos2}}, {"do_sample", (r[12] & 4) != 0}, {"top_k", r[12] % 7},
+                  {"top_p", 0.5 + (r[12] & 8) / 32.0}};
+  // The crafted value (r[0] bits 5-7; r[7] / 64 picks one of its class). Every one of
+  // them but the two chat templates that parse must be refused.
+  json tokenizer_config;
+  bool crafted_refused = true;
+  const size_t pick = r[7] / 64;
+  switch (r[0] >> 5) {
+    case 0: crafted_refused = false; break;
+    case 1: config[gemma ? "query_pre_attn_scalar" : "rope_theta"] = json::array({0.0, -24.0, 1e-300, 1e300})[pick]; break;
+    case 2: config[gemma && (pick & 1) ? "rope_local_base_freq" : "rope_theta"] = json::array({0.0, -1.0, 1.0, 1e13})[pick]; break;
+    case 3:
+      config["rope_scaling"] = json::array(
+          {{{"rope_type", 3}, {"factor", 2.0}},
+           {{"type", {"linear"}}, {"factor", 2.0}},
+           {{"rope_type", "linear"}, {"factor", 0.0}},
+           {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 4.0}, {"high_freq_factor", 1.0},
+            {"original_max_position_embeddings", 64}}})[pick];
+      break;
+    case 4: {
+      static const char* const keys[] = {"vocab_size", "max_position_embeddings", "num_hidden_layers", "hidden_size"};
+      static const uint64_t values[] = {uint64_t{1} << 31, (1u << 20) + 1, 1025, 65537};
+      config[keys[pick]] = values[pick];
+      break;
+    }
+    case 5: {
+      static const char* const keys[] = {"rms_norm_eps", "rms_norm_eps", "final_logit_softcapping", "final_logit_softcapping"};
+      config[keys[pick]] = json::array({1e-300, 1.0, 0.0, 1e7})[pick];
+      break;
+    }
+    case 6: {
+      // The engine's subset has no macros; named templates need string names.
+      const std::string macro = "{% macro m() %}x{% endmacro %}{{ m() }}";
+      const std::string runs = "{% for m in messages %}{{ m.role }}: {{ m.content }}{% endfor %}";
+      tokenizer_config = json::array({{{"chat_template", macro}},
+                                      {{"chat_template", {{{"name", 3}, {"template", runs}}}}},
+                                      {{"chat_template", {{{"name", "default"}, {"template", runs}}}}},
+                                      {{"chat_template", runs}}})[pick];
+      crafted_refused = pick < 2;
+      break;
+    }
+    default: {
+      static const char* const keys[] = {"temperature", "top_k", "top_p", "repetition_penalty"};
+      if (generation.is_null()) generation = json::object();
+      generation[keys[pick]] = json::array({1e-9, -1, 0.0, 1e7})[pick];
+      break;
+    }
+  }
   const std::string& dir = scratch().dir();
   scratch().clear();
   fuzz::write_file(dir + "/config.json", config.dump());
   fuzz::write_file(dir + "/model.safetensors", fuzz::safetensors(tensors));
-  if (r[12] & 2) {
-    json g = {{"eos_token_id", {eos, eos2}}, {"do_sample", (r[12] & 4) != 0}, {"top_k", r[12] % 7},
-              {"top_p", 0.5 + (r[12] & 8) / 32.0}};
-    fuzz::write_file(dir + "/generation_config.json", g.dump());
-  }
+  if (!generation.is_null()) fuzz::write_file(dir + "/generation_config.json", generation.dump());
+  if (!tokenizer_config.is_null()) fuzz::write_file(dir + "/tokenizer_config.json", tokenizer_config.dump());
   convert::ConvertOptions o;
   o.checkpoint_dir = dir;
   o.output_path = dir + "/out.petrel";
@@ -149,6 +201,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   require(head_dim % 2 == 0, "an odd head_dim is refused (rotary positions rotate pairs)");
+  require(!crafted_refused, "a crafted value out of its range is refused at conversion");
   const std::string file = fuzz::read_file(o.output_path);
   auto loaded = Model::load_from_memory(file.data(), file.size(), "converted.petrel");
   if (!loaded) std::fprintf(stderr, "fuzz_convert_lm: %s\n", loaded.error().message.c_str());

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -143,60 +144,138 @@ inline nlohmann::json parse_json(const std::string& path, const std::string& tex
   }
 }
 
+// A number for a message as a person writes it (1e-06, 65536, 0.5), not std::to_string's
+// six decimals (which write 1e-30 as 0.000000).
+inline std::string number_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+// The largest integer a config key may give unless its reader says less (2^24: the
+// model file's largest vocabulary, and above any count a model file can hold).
+constexpr uint32_t kMaxConfigInteger = uint32_t{1} << 24;
+
+// The model file's limits (the loader's, engine/src/format/model_file.cpp), checked where
+// a config gives each value, so that a refusal names the key rather than the written
+// file's field; kFileLimit says so in the message.
+constexpr uint32_t kMaxFileWidth = uint32_t{1} << 16;  // d_model, FFN and head widths, heads, heads x head_dim
+constexpr uint32_t kMaxFileVocab = uint32_t{1} << 24;
+constexpr uint32_t kMaxFilePositions = uint32_t{1} << 20;  // positions, sliding windows
+constexpr uint32_t kMaxFileLayers = 1024;
+constexpr const char* kFileLimit = " (the model file's limit)";
+
+// An interval of numbers, for a check and its message: [lo, hi], either end open.
+struct NumberRange {
+  double lo, hi;
+  bool lo_open = false, hi_open = false;
+  bool holds(double v) const { return (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi); }
+  std::string text() const {
+    return (lo_open ? "(" : "[") + number_text(lo) + ", " + number_text(hi) + (hi_open ? ")" : "]");
+  }
+};
+
+// Typed access to a JSON object's keys. Every refusal names the file, the key (with its
+// path inside the file: "rope_scaling.factor", "text_config.vocab_size"), what the key
+// must be (its type and range) and the value given.
 class ConfigReader {
  public:
   // `text` is the file's content; `path` names it in errors.
   ConfigReader(const std::string& path, const std::string& text) : path_(path), j_(parse_json(path, text)) {
     if (!j_.is_object()) throw ConvertError(path + ": not a JSON object");
   }
+  // An object inside a file: `key_prefix` ("text_config.") is its path there.
+  ConfigReader(const std::string& path, nlohmann::json object, std::string key_prefix)
+      : path_(path), prefix_(std::move(key_prefix)), j_(std::move(object)) {
+    if (!j_.is_object()) throw ConvertError(path + ": key '" + prefix_.substr(0, prefix_.size() - 1) + "' must be an object");
+  }
 
-  uint32_t positive(const std::string& key, std::optional<uint32_t> fallback = std::nullopt) const {
-    if (!j_.contains(key) || j_[key].is_null()) {
+  // "<file>: key '<path in the file>'": how a message names a key.
+  std::string key_name(const std::string& key) const { return path_ + ": key '" + prefix_ + key + "'"; }
+  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
+    throw ConvertError(key_name(key) + " " + what);
+  }
+  // Present and not null (transformers reads a null as the default).
+  bool given(const std::string& key) const { return j_.contains(key) && !j_[key].is_null(); }
+
+  // The object at `key`, read with the same file and the key's path.
+  ConfigReader object(const std::string& key) const {
+    if (!given(key)) throw ConvertError(path_ + ": missing key '" + prefix_ + key + "'");
+    if (!j_[key].is_object()) fail(key, "must be an object, got " + json_excerpt(j_[key]));
+    return ConfigReader(path_, j_[key], prefix_ + key + ".");
+  }
+
+  // An integer in lo..hi; `fallback` when the key is absent or null (none: missing is
+  // an error). `why` says where the limit comes from, for the message.
+  uint32_t integer(const std::string& key, uint32_t lo, uint32_t hi, std::optional<uint32_t> fallback = std::nullopt,
+                   const std::string& why = "") const {
+    if (!given(key)) {
       if (fallback) return *fallback;
-      throw ConvertError(path_ + ": missing key '" + key + "'");
+      throw ConvertError(path_ + ": missing key '" + prefix_ + key + "'");
     }
     const nlohmann::json& v = j_[key];
-    if (!v.is_number_unsigned() || v.get<uint64_t>() == 0 || v.get<uint64_t>() > (1u << 24))
-      throw ConvertError(path_ + ": key '" + key + "' must be a positive integer, got " + json_excerpt(v));
+    const bool in_range = v.is_number_unsigned() ? v.get<uint64_t>() >= lo && v.get<uint64_t>() <= hi
+                                                 : v.is_number_integer() && v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
+    if (!in_range)
+      fail(key, "must be " + (lo == 1 ? "a positive integer at most " + std::to_string(hi)
+                                      : "an integer in " + std::to_string(lo) + ".." + std::to_string(hi)) +
+                    why + ", got " + json_excerpt(v));
     return v.get<uint32_t>();
   }
+  uint32_t positive(const std::string& key, std::optional<uint32_t> fallback = std::nullopt) const {
+    return integer(key, 1, kMaxConfigInteger, fallback);
+  }
+  uint32_t positive(const std::string& key, uint32_t max, std::optional<uint32_t> fallback,
+                    const std::string& why = "") const {
+    return integer(key, 1, max, fallback, why);
+  }
   int32_t token(const std::string& key, uint32_t vocab) const {
-    if (!j_.contains(key)) throw ConvertError(path_ + ": missing key '" + key + "'");
+    if (!j_.contains(key)) throw ConvertError(path_ + ": missing key '" + prefix_ + key + "'");
     const nlohmann::json& v = j_[key];
     if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= vocab)
-      throw ConvertError(path_ + ": key '" + key + "' must be a token id below vocab_size " +
-                         std::to_string(vocab) + ", got " + json_excerpt(v));
+      fail(key, "must be a token id below vocab_size " + std::to_string(vocab) + ", got " + json_excerpt(v));
     return v.get<int32_t>();
   }
   bool flag(const std::string& key, bool fallback) const {
-    if (!j_.contains(key) || j_[key].is_null()) return fallback;
-    if (!j_[key].is_boolean()) throw ConvertError(path_ + ": key '" + key + "' must be true or false");
+    if (!given(key)) return fallback;
+    if (!j_[key].is_boolean()) fail(key, "must be true or false, got " + json_excerpt(j_[key]));
     return j_[key].get<bool>();
   }
   std::string text(const std::string& key, const std::string& fallback) const {
-    if (!j_.contains(key) || j_[key].is_null()) return fallback;
-    if (!j_[key].is_string()) throw ConvertError(path_ + ": key '" + key + "' must be a string");
+    if (!given(key)) return fallback;
+    if (!j_[key].is_string()) fail(key, "must be a string, got " + json_excerpt(j_[key]));
     return j_[key].get<std::string>();
   }
   // A finite number; `fallback` when the key is absent or null.
   double number(const std::string& key, double fallback) const {
-    if (!j_.contains(key) || j_[key].is_null()) return fallback;
+    if (!given(key)) return fallback;
     const nlohmann::json& v = j_[key];
-    if (!v.is_number() || !std::isfinite(v.get<double>()))
-      throw ConvertError(path_ + ": key '" + key + "' must be a number, got " + json_excerpt(v));
+    if (!v.is_number() || !std::isfinite(v.get<double>())) fail(key, "must be a number, got " + json_excerpt(v));
+    return v.get<double>();
+  }
+  // A number in `range`; `fallback` (not checked) when the key is absent or null (none:
+  // missing is an error). `why` says what the range means, for the message.
+  double number(const std::string& key, std::optional<double> fallback, const NumberRange& range,
+                const std::string& why = "") const {
+    if (!given(key)) {
+      if (fallback) return *fallback;
+      throw ConvertError(path_ + ": missing key '" + prefix_ + key + "'");
+    }
+    const nlohmann::json& v = j_[key];
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || !range.holds(v.get<double>()))
+      fail(key, "must be a number in " + range.text() + why + ", got " + json_excerpt(v));
     return v.get<double>();
   }
   // A token id or a list of them (eos_token_id); empty when absent or null.
   std::vector<int32_t> tokens(const std::string& key, uint32_t vocab) const {
     std::vector<int32_t> out;
-    if (!j_.contains(key) || j_[key].is_null()) return out;
+    if (!given(key)) return out;
     const nlohmann::json& v = j_[key];
     const nlohmann::json list = v.is_array() ? v : nlohmann::json::array({v});
-    if (list.size() > 64) throw ConvertError(path_ + ": key '" + key + "' lists more than 64 tokens");
+    if (list.size() > 64) fail(key, "lists more than 64 tokens");
     for (const nlohmann::json& id : list) {
       if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= vocab)
-        throw ConvertError(path_ + ": key '" + key + "' must hold token ids below vocab_size " +
-                           std::to_string(vocab) + ", got " + json_excerpt(id));
+        fail(key, "must hold token ids below vocab_size " + std::to_string(vocab) + ", got " + json_excerpt(id));
       out.push_back(id.get<int32_t>());
     }
     return out;
@@ -205,15 +284,16 @@ class ConfigReader {
   // ({"content": ...}) as older transformers saved them; empty when absent or null.
   std::vector<std::string> token_list(const std::string& key) const {
     std::vector<std::string> out;
-    if (!j_.contains(key) || j_[key].is_null()) return out;
+    if (!given(key)) return out;
     const nlohmann::json& v = j_[key];
-    if (!v.is_array()) throw ConvertError(path_ + ": key '" + key + "' must be a list of tokens");
+    if (!v.is_array()) fail(key, "must be a list of tokens, got " + json_excerpt(v));
     for (size_t i = 0; i < v.size(); ++i) {
       const nlohmann::json& e = v[i];
       const nlohmann::json* content =
           e.is_string() ? &e : e.is_object() && e.contains("content") ? &e["content"] : nullptr;
       if (content == nullptr || !content->is_string())
-        throw ConvertError(path_ + ": " + key + "[" + std::to_string(i) + "] is not a token");
+        throw ConvertError(path_ + ": " + prefix_ + key + "[" + std::to_string(i) + "] is not a token, got " +
+                           json_excerpt(e));
       out.push_back(content->get<std::string>());
     }
     return out;
@@ -222,7 +302,7 @@ class ConfigReader {
   const std::string& path() const { return path_; }
 
  private:
-  std::string path_;
+  std::string path_, prefix_;
   nlohmann::json j_;
 };
 

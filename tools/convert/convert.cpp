@@ -101,18 +101,18 @@ CheckpointConfig read_config(const ConfigReader& r, const ConvertOptions& option
   if (!marian && options.positions != PositionChoice::kAuto)
     throw ConvertError("--positions applies to marian checkpoints only (" + c.model_type +
                        " decides its position table)");
-  c.d_model = r.positive("d_model");
-  c.encoder_layers = r.positive("encoder_layers");
-  c.decoder_layers = r.positive("decoder_layers");
-  c.heads = r.positive("encoder_attention_heads");
-  if (r.positive("decoder_attention_heads", c.heads) != c.heads)
+  c.d_model = r.positive("d_model", kMaxFileWidth, std::nullopt, kFileLimit);
+  c.encoder_layers = r.positive("encoder_layers", kMaxFileLayers, std::nullopt, kFileLimit);
+  c.decoder_layers = r.positive("decoder_layers", kMaxFileLayers, std::nullopt, kFileLimit);
+  c.heads = r.positive("encoder_attention_heads", kMaxFileWidth, std::nullopt, kFileLimit);
+  if (r.positive("decoder_attention_heads", kMaxFileWidth, c.heads, kFileLimit) != c.heads)
     throw ConvertError(path + ": encoder_attention_heads and decoder_attention_heads differ (unsupported)");
-  c.ffn = r.positive("encoder_ffn_dim");
-  if (r.positive("decoder_ffn_dim", c.ffn) != c.ffn)
+  c.ffn = r.positive("encoder_ffn_dim", kMaxFileWidth, std::nullopt, kFileLimit);
+  if (r.positive("decoder_ffn_dim", kMaxFileWidth, c.ffn, kFileLimit) != c.ffn)
     throw ConvertError(path + ": encoder_ffn_dim and decoder_ffn_dim differ (unsupported)");
-  c.vocab = r.positive("vocab_size");
-  c.target_vocab = r.positive("decoder_vocab_size", c.vocab);
-  c.max_positions = r.positive("max_position_embeddings");
+  c.vocab = r.positive("vocab_size", kMaxFileVocab, std::nullopt, kFileLimit);
+  c.target_vocab = r.positive("decoder_vocab_size", kMaxFileVocab, c.vocab, kFileLimit);
+  c.max_positions = r.positive("max_position_embeddings", kMaxFilePositions, std::nullopt, kFileLimit);
   if (c.d_model % c.heads != 0)
     throw ConvertError(path + ": d_model " + std::to_string(c.d_model) +
                        " is not divisible by encoder_attention_heads " + std::to_string(c.heads));
@@ -1182,7 +1182,7 @@ CheckedVocabulary check_checkpoint_json(const CheckpointJson& files, const Conve
   if (is_decoder_only_type(config_json.text("model_type", ""))) {  // a language model: no vocabulary files yet
     std::optional<ConfigReader> generation;
     if (files.generation_config) generation.emplace(dir + "/generation_config.json", *files.generation_config);
-    check_decoder_only_json(config_json, generation ? &*generation : nullptr);
+    check_decoder_only_json(config_json, generation ? &*generation : nullptr, dir, files.tokenizer_config);
     return {{}, {}, false, config_json.text("model_type", "")};
   }
   CheckpointConfig c = read_config(config_json, options);

@@ -8,7 +8,10 @@
 #include "convert/hf_tokenizer.h"
 #include "convert/tensor_output.h"
 #include "core/utf8.h"
+#include "format/tokenizer_tables.h"
 #include "kernels/half.h"
+#include "petrel/types.h"
+#include "text/chat_template.h"
 
 namespace petrel::convert {
 namespace {
@@ -46,6 +49,14 @@ struct LmConfig {
   uint32_t top_k = 0, max_new_tokens = 0;
 };
 
+// RoPE's base: pair i turns theta^(-2i / head_dim) radians per position, from 1 down to
+// about 1 / theta. At or below 1 no pair turns slower than a radian per position (no long
+// wavelengths: far positions alias near ones); real models use 1e4 .. 1e7, and past 1e12
+// half the pairs (those below theta^-1/2 = 1e-6) would turn less than a radian over the
+// longest context a model file can hold (2^20 positions).
+const NumberRange kRopeTheta{1, 1e12, true, false};
+const char* const kRopeThetaWhy = " (RoPE's base: its frequencies fall from 1 to 1/theta)";
+
 // transformers' compute_default_rope_parameters: inv_freq[i] = 1 / base^(2i / dim), in
 // f32 there (computed here in double and rounded: within an ulp of torch's).
 std::vector<float> default_inv_freq(double base, uint32_t dim) {
@@ -54,29 +65,32 @@ std::vector<float> default_inv_freq(double base, uint32_t dim) {
   return f;
 }
 
-// rope_scaling / rope_parameters: "default", "linear" (inv_freq / factor) and "llama3"
-// (_compute_llama3_parameters); others are refused by name.
-void apply_rope_scaling(const nlohmann::json& scaling, const std::string& where, std::vector<float>& inv_freq,
-                        std::string& note) {
-  if (scaling.is_null()) return;
-  if (!scaling.is_object()) throw ConvertError(where + ": rope_scaling must be an object");
-  auto number = [&](const char* key) {
-    if (!scaling.contains(key) || !scaling[key].is_number() || !(scaling[key].get<double>() > 0))
-      throw ConvertError(where + ": rope_scaling." + key + " must be a positive number");
-    return scaling[key].get<double>();
-  };
-  std::string type = scaling.value("rope_type", scaling.value("type", std::string("default")));
+// rope_scaling / rope_parameters (`s`): "default", "linear" (inv_freq / factor) and
+// "llama3" (_compute_llama3_parameters); others are refused by name. Each number is
+// checked where it is read: the frequencies stay positive and finite.
+void apply_rope_scaling(const ConfigReader& s, std::vector<float>& inv_freq, std::string& note) {
+  // transformers: rope_scaling.get("rope_type", rope_scaling.get("type"))
+  const std::string type = s.given("rope_type") ? s.text("rope_type", "") : s.text("type", "default");
   if (type == "default") return;
+  // A factor stretches the context: below 1 it would shrink it, above the positions a
+  // model file can hold (2^20) it stretches past any context.
+  const NumberRange factor_range{1, kMaxFilePositions};
+  const char* const factor_why = " (how many times the trained context is stretched)";
   if (type == "linear") {
-    const double factor = number("factor");
+    const double factor = s.number("factor", std::nullopt, factor_range, factor_why);
     for (float& f : inv_freq) f = static_cast<float>(f / factor);
-    note += ", linear scaling factor " + std::to_string(factor);
+    note += ", linear scaling factor " + number_text(factor);
     return;
   }
   if (type == "llama3") {
-    const double factor = number("factor"), low = number("low_freq_factor"), high = number("high_freq_factor"),
-                 old_context = number("original_max_position_embeddings");
-    if (!(high > low)) throw ConvertError(where + ": rope_scaling.high_freq_factor must exceed low_freq_factor");
+    const double factor = s.number("factor", std::nullopt, factor_range, factor_why);
+    const NumberRange band{0, 1e6, true, false};
+    const double low = s.number("low_freq_factor", std::nullopt, band),
+                 high = s.number("high_freq_factor", std::nullopt, band);
+    const double old_context =
+        s.integer("original_max_position_embeddings", 1, kMaxFilePositions, std::nullopt, kFileLimit);
+    if (!(high > low))
+      s.fail("high_freq_factor", "must exceed low_freq_factor " + number_text(low) + ", got " + number_text(high));
     const double low_wavelen = old_context / low, high_wavelen = old_context / high, pi = 3.14159265358979323846;
     for (float& f : inv_freq) {
       const double wavelen = 2 * pi / f;
@@ -87,10 +101,11 @@ void apply_rope_scaling(const nlohmann::json& scaling, const std::string& where,
         f = static_cast<float>((1 - smooth) * f / factor + smooth * f);
       }
     }
-    note += ", llama3 scaling (factor " + std::to_string(factor) + ")";
+    note += ", llama3 scaling (factor " + number_text(factor) + ")";
     return;
   }
-  throw ConvertError(where + ": rope scaling type '" + type + "' is not supported (default, linear, llama3 are)");
+  s.fail(s.given("rope_type") ? "rope_type" : "type",
+         "names rope scaling type '" + type + "', which is not supported (default, linear, llama3 are)");
 }
 
 float embed_scale_in(const std::string& dtype, double scale) {
@@ -112,53 +127,91 @@ float embed_scale_in(const std::string& dtype, double scale) {
 // AddedToken object as older transformers saved it).
 struct LmText {
   std::optional<HfTokenizerFiles> tokenizer;
-  std::string chat_template, chat_template_from, bos_token, eos_token;
+  std::string chat_template, bos_token, eos_token;
+  std::string chat_template_from;   // the file it came from, for the log
+  std::string chat_template_where;  // the file and key, for errors
 };
 
-LmText read_lm_text(const std::string& dir) {
-  LmText t;
-  if (file_exists(dir + "/tokenizer.json")) t.tokenizer = read_hf_tokenizer_files(dir);
-  const std::string config_path = dir + "/tokenizer_config.json";
-  std::optional<ConfigReader> config;
-  if (t.tokenizer && t.tokenizer->tokenizer_config) config.emplace(config_path, *t.tokenizer->tokenizer_config);
-  else if (file_exists(config_path)) config.emplace(config_path, read_text(config_path, ""));
-  if (config) {
+// tokenizer_config.json's token texts and chat template (`config`: its text, when the
+// checkpoint has one) and chat_template.jinja's template (`jinja`), which wins as
+// transformers >= 4.43 saves it apart. The template is parsed here, as the engine will
+// parse it when a chat starts: a construct the engine does not run is refused at
+// conversion, naming the file (and key) it came from and its line:column.
+void read_chat_parts(LmText& t, const std::string& dir, const std::optional<std::string>& config_text,
+                     const std::optional<std::string>& jinja) {
+  if (config_text) {
+    const ConfigReader config(dir + "/tokenizer_config.json", *config_text);
     auto token_text = [&](const char* key) -> std::string {
-      const nlohmann::json& j = config->raw();
-      if (!j.contains(key) || j[key].is_null()) return "";
-      const nlohmann::json& v = j[key];
+      if (!config.given(key)) return "";
+      const nlohmann::json& v = config.raw()[key];
       if (v.is_string()) return v.get<std::string>();
       if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
-      throw ConvertError(config_path + ": key '" + key + "' must be a token's text, got " + json_excerpt(v));
+      config.fail(key, "must be a token's text (a string or {\"content\": string}), got " + json_excerpt(v));
     };
     t.bos_token = token_text("bos_token");
     t.eos_token = token_text("eos_token");
-    const nlohmann::json& j = config->raw();
-    if (j.contains("chat_template") && !j["chat_template"].is_null()) {
-      const nlohmann::json& v = j["chat_template"];
+    for (const std::string* token : {&t.bos_token, &t.eos_token})
+      if (token->size() > detail::kMaxPieceBytes)
+        config.fail(token == &t.bos_token ? "bos_token" : "eos_token",
+                    "is " + std::to_string(token->size()) + " bytes, more than " +
+                        std::to_string(detail::kMaxPieceBytes) + " (the model file's limit)");
+    if (config.given("chat_template")) {
+      const nlohmann::json& v = config.raw()["chat_template"];
       t.chat_template_from = "tokenizer_config.json";
+      t.chat_template_where = config.key_name("chat_template");
       if (v.is_string()) {
         t.chat_template = v.get<std::string>();
-      } else if (v.is_array()) {  // named templates: the one called "default"
-        for (const nlohmann::json& named : v)
-          if (named.is_object() && named.value("name", "") == "default" && named.contains("template") &&
-              named["template"].is_string())
-            t.chat_template = named["template"].get<std::string>();
-        if (t.chat_template.empty())
-          throw ConvertError(config_path + ": chat_template lists no template named 'default'");
+      } else if (v.is_array()) {  // named templates, as transformers saves several: the one called "default"
+        bool found = false;
+        for (size_t i = 0; i < v.size(); ++i) {
+          const std::string at = "chat_template[" + std::to_string(i) + "]";
+          if (!v[i].is_object())
+            config.fail(at, "must be {\"name\": string, \"template\": string}, got " + json_excerpt(v[i]));
+          for (const char* key : {"name", "template"})
+            if (!v[i].contains(key) || !v[i][key].is_string())
+              config.fail(at + "." + key,
+                          "must be a string, got " + (v[i].contains(key) ? json_excerpt(v[i][key]) : "nothing"));
+          if (v[i]["name"].get_ref<const std::string&>() != "default") continue;
+          t.chat_template = v[i]["template"].get<std::string>();
+          t.chat_template_where = config.key_name(at + ".template");
+          found = true;
+        }
+        if (!found) config.fail("chat_template", "lists no template named 'default'");
       } else {
-        throw ConvertError(config_path + ": chat_template must be a string or a list of named templates");
+        config.fail("chat_template", "must be a string or a list of named templates, got " + json_excerpt(v));
       }
     }
   }
-  if (file_exists(dir + "/chat_template.jinja")) {  // transformers >= 4.43 saves it apart; it wins
-    t.chat_template = read_text(dir + "/chat_template.jinja", "");
+  if (jinja) {
+    t.chat_template = *jinja;
     t.chat_template_from = "chat_template.jinja";
+    t.chat_template_where = dir + "/chat_template.jinja";
   }
-  for (const std::string* s : {&t.chat_template, &t.bos_token, &t.eos_token})
-    if (!detail::is_valid_utf8(*s)) throw ConvertError(dir + ": the chat template or its token texts are not UTF-8");
-  if (t.chat_template.size() > (size_t{1} << 20))
-    throw ConvertError(dir + ": the chat template is longer than 1 MiB");
+  if (t.chat_template.empty()) return;
+  if (!detail::is_valid_utf8(t.chat_template)) throw ConvertError(t.chat_template_where + ": the chat template is not UTF-8");
+  if (t.chat_template.size() > text::ChatTemplate::kMaxTemplateBytes)
+    throw ConvertError(t.chat_template_where + ": the chat template is " + std::to_string(t.chat_template.size()) +
+                       " bytes, more than " + std::to_string(text::ChatTemplate::kMaxTemplateBytes) +
+                       " (the model file's limit)");
+  auto parsed = text::ChatTemplate::parse(t.chat_template);
+  if (!parsed) {  // the parser's message: "chat template LINE:COLUMN: what"
+    const std::string& why = parsed.error().message;
+    throw ConvertError(t.chat_template_where + ": " + (why.rfind("chat template", 0) == 0 ? "" : "chat template: ") + why);
+  }
+}
+
+LmText read_lm_text(const std::string& dir) {
+  LmText t;
+  std::optional<std::string> config;
+  if (file_exists(dir + "/tokenizer.json")) {
+    t.tokenizer = read_hf_tokenizer_files(dir);
+    config = t.tokenizer->tokenizer_config;
+  } else if (file_exists(dir + "/tokenizer_config.json")) {
+    config = read_text(dir + "/tokenizer_config.json", "");
+  }
+  std::optional<std::string> jinja;
+  if (file_exists(dir + "/chat_template.jinja")) jinja = read_text(dir + "/chat_template.jinja", "");
+  read_chat_parts(t, dir, config, jinja);
   return t;
 }
 
@@ -169,10 +222,7 @@ LmConfig read_lm_config(const ConfigReader& top, const ConfigReader* generation)
   // text_config (Gemma3TextConfig's defaults for what it leaves out).
   std::optional<ConfigReader> text_config;
   if (c.model_type == "gemma3") {
-    const nlohmann::json& raw = top.raw();
-    if (!raw.contains("text_config") || !raw["text_config"].is_object())
-      throw ConvertError(top.path() + ": a gemma3 config needs a text_config object");
-    text_config.emplace(top.path() + " text_config", raw["text_config"].dump());
+    text_config.emplace(top.object("text_config"));
     c.multimodal = true;
   }
   const ConfigReader& r = text_config ? *text_config : top;
@@ -181,104 +231,125 @@ LmConfig read_lm_config(const ConfigReader& top, const ConfigReader* generation)
   c.qk_norm = c.gemma || qwen3;
   // Gemma3TextConfig's defaults fill what a multimodal text_config leaves out.
   auto or_gemma = [&](uint32_t v) { return c.multimodal ? std::optional<uint32_t>(v) : std::nullopt; };
-  c.hidden = r.positive("hidden_size", or_gemma(2304));
-  c.ffn = r.positive("intermediate_size", or_gemma(9216));
-  c.layers = r.positive("num_hidden_layers", or_gemma(26));
-  c.heads = r.positive("num_attention_heads", or_gemma(8));
-  c.kv_heads = r.positive("num_key_value_heads", c.multimodal ? 4 : c.heads);
-  c.vocab = r.positive("vocab_size", or_gemma(262208));
-  c.max_positions = r.positive("max_position_embeddings", or_gemma(131072));
+  c.hidden = r.positive("hidden_size", kMaxFileWidth, or_gemma(2304), kFileLimit);
+  c.ffn = r.positive("intermediate_size", kMaxFileWidth, or_gemma(9216), kFileLimit);
+  c.layers = r.positive("num_hidden_layers", kMaxFileLayers, or_gemma(26), kFileLimit);
+  c.heads = r.positive("num_attention_heads", kMaxFileWidth, or_gemma(8), kFileLimit);
+  c.kv_heads = r.positive("num_key_value_heads", kMaxFileWidth, c.multimodal ? 4 : c.heads, kFileLimit);
+  c.vocab = r.positive("vocab_size", kMaxFileVocab, or_gemma(262208), kFileLimit);
+  c.max_positions = r.positive("max_position_embeddings", kMaxFilePositions, or_gemma(131072), kFileLimit);
   if (c.heads % c.kv_heads != 0)
-    throw ConvertError(r.path() + ": num_attention_heads " + std::to_string(c.heads) +
+    throw ConvertError(r.key_name("num_attention_heads") + " = " + std::to_string(c.heads) +
                        " is not a multiple of num_key_value_heads " + std::to_string(c.kv_heads));
-  c.head_dim = r.positive("head_dim", c.multimodal ? 256 : c.hidden / c.heads);
-  if (c.head_dim % 2 != 0) throw ConvertError(r.path() + ": head_dim must be even (rotary positions)");
-  c.eps = static_cast<float>(r.number("rms_norm_eps", 1e-6));
-  if (!(c.eps > 0 && c.eps < 1)) throw ConvertError(r.path() + ": rms_norm_eps must be in (0, 1)");
-  const std::string act = c.gemma ? r.text("hidden_activation", "gelu_pytorch_tanh") : r.text("hidden_act", "silu");
+  // head_dim: given, else hidden_size / num_attention_heads (transformers' floor division).
+  c.head_dim = r.given("head_dim") ? r.positive("head_dim", kMaxFileWidth, std::nullopt, kFileLimit)
+                                   : c.multimodal ? 256 : c.hidden / c.heads;
+  if (c.head_dim == 0 || c.head_dim % 2 != 0)
+    r.fail("head_dim", "must be even and positive (rotary positions turn pairs of dimensions), got " +
+                           (r.given("head_dim") ? std::to_string(c.head_dim)
+                                                : "none: hidden_size / num_attention_heads = " +
+                                                      std::to_string(c.hidden) + " / " + std::to_string(c.heads) +
+                                                      " = " + std::to_string(c.head_dim)));
+  if (uint64_t{c.heads} * c.head_dim > kMaxFileWidth)
+    throw ConvertError(r.path() + ": num_attention_heads x head_dim = " + std::to_string(c.heads) + " x " +
+                       std::to_string(c.head_dim) + " = " + std::to_string(uint64_t{c.heads} * c.head_dim) +
+                       " is more than " + std::to_string(kMaxFileWidth) + kFileLimit);
+  // RMSNorm's eps is added to a mean of squares in f32: below 1e-30 (real models: 1e-5,
+  // 1e-6) it would be no eps at all, or round to 0 in the model file.
+  c.eps = static_cast<float>(r.number("rms_norm_eps", 1e-6, NumberRange{1e-30, 1, false, true},
+                                      " (RMSNorm's epsilon, stored as f32)"));
+  const char* const act_key = c.gemma ? "hidden_activation" : "hidden_act";
+  const std::string act = r.text(act_key, c.gemma ? "gelu_pytorch_tanh" : "silu");
   if (act == "gelu_pytorch_tanh" || act == "gelu_tanh") c.activation = Activation::kGeluTanh;
   else if (act == "silu" || act == "swish") c.activation = Activation::kSwish;
   else if (act == "gelu") c.activation = Activation::kGelu;
-  else throw ConvertError(r.path() + ": activation '" + act + "' is not supported (gelu_pytorch_tanh, silu, gelu are)");
+  else r.fail(act_key, "names activation '" + act + "', which is not supported (gelu_pytorch_tanh, silu, gelu are)");
   c.tied = r.flag("tie_word_embeddings", top.flag("tie_word_embeddings", c.gemma));
   c.qkv_bias = qwen2 || r.flag("attention_bias", false);
   c.mlp_bias = r.flag("mlp_bias", false);
   c.dtype = r.text("torch_dtype", r.text("dtype", "float32"));
-  if (r.number("partial_rotary_factor", 1.0) != 1.0)
-    throw ConvertError(r.path() + ": partial_rotary_factor other than 1 is not supported");
-  if (r.number("attn_logit_softcapping", 0) != 0 && !c.gemma)
-    throw ConvertError(r.path() + ": attn_logit_softcapping is not supported");
-  // Gemma 3 stores attn_logit_softcapping but never applies it (Gemma3Attention passes no softcap).
-  c.final_softcap = static_cast<float>(r.number("final_logit_softcapping", 0));
-  if (c.final_softcap < 0) throw ConvertError(r.path() + ": final_logit_softcapping must be positive");
-  c.attention_scale = c.gemma ? 1.0 / std::sqrt(r.number("query_pre_attn_scalar", c.head_dim))
-                              : 1.0 / std::sqrt(double(c.head_dim));
+  if (const double f = r.number("partial_rotary_factor", 1.0); f != 1.0)
+    r.fail("partial_rotary_factor", "must be 1 (partial rotary embeddings are not supported), got " + number_text(f));
+  // Gemma 3 stores attn_logit_softcapping but never applies it (Gemma3Attention passes no
+  // softcap); the others would apply it, which the engine does not.
+  if (const double cap = r.number("attn_logit_softcapping", 0); cap != 0 && !c.gemma)
+    r.fail("attn_logit_softcapping", "must be null (attention logit soft-capping is not supported), got " +
+                                         number_text(cap));
+  // logits = cap * tanh(logits / cap): a cap below 1 would flatten every distribution to
+  // near uniform; 1e6 is the model file's limit. null: no cap.
+  c.final_softcap = static_cast<float>(
+      r.number("final_logit_softcapping", 0.0, NumberRange{1, 1e6}, " (null: no cap)"));
+  // Gemma scales queries by query_pre_attn_scalar^-1/2 instead of head_dim^-1/2: it stands
+  // for a head width (Gemma 3: head_dim, or hidden_size / num_attention_heads), so it is
+  // at least 1 (below, the scale would sharpen attention beyond an unscaled dot product)
+  // and at most the widest a model file's attention can be. 0, negative or tiny values
+  // gave an infinite or absurd scale and logits that were not finite at the first step.
+  if (c.gemma)
+    c.attention_scale =
+        1.0 / std::sqrt(r.number("query_pre_attn_scalar", c.head_dim, NumberRange{1, kMaxFileWidth},
+                                 " (a head width: the attention scale is its -1/2 power)"));
+  else
+    c.attention_scale = 1.0 / std::sqrt(double(c.head_dim));
 
   // Layer types: layer_types, else Gemma 3's sliding_window_pattern (every pattern-th
   // layer global), else Qwen's use_sliding_window from max_window_layers on.
   std::vector<bool> sliding(c.layers, false);
-  const nlohmann::json& raw = r.raw();
-  if (raw.contains("layer_types") && !raw["layer_types"].is_null()) {
-    const nlohmann::json& types = raw["layer_types"];
+  if (r.given("layer_types")) {
+    const nlohmann::json& types = r.raw()["layer_types"];
     if (!types.is_array() || types.size() != c.layers)
-      throw ConvertError(r.path() + ": layer_types must list num_hidden_layers entries");
+      r.fail("layer_types", "must list num_hidden_layers (" + std::to_string(c.layers) + ") entries, got " +
+                                json_excerpt(types));
     for (uint32_t i = 0; i < c.layers; ++i) {
       const std::string t = types[i].is_string() ? types[i].get<std::string>() : "";
       if (t != "sliding_attention" && t != "full_attention")
-        throw ConvertError(r.path() + ": layer_types[" + std::to_string(i) +
-                           "] must be \"sliding_attention\" or \"full_attention\"");
+        r.fail("layer_types[" + std::to_string(i) + "]",
+               "must be \"sliding_attention\" or \"full_attention\", got " + json_excerpt(types[i]));
       sliding[i] = t == "sliding_attention";
     }
   } else if (c.gemma) {
     const uint32_t pattern = r.positive("sliding_window_pattern", 6);
     for (uint32_t i = 0; i < c.layers; ++i) sliding[i] = (i + 1) % pattern != 0;
   } else if (r.flag("use_sliding_window", false)) {
-    const uint32_t from = r.positive("max_window_layers", c.layers);
+    const uint32_t from = r.integer("max_window_layers", 0, kMaxConfigInteger, c.layers);
     for (uint32_t i = from; i < c.layers; ++i) sliding[i] = true;
   }
   const bool any_sliding = std::find(sliding.begin(), sliding.end(), true) != sliding.end();
-  const uint32_t window = any_sliding ? r.positive("sliding_window") : 0;
+  const uint32_t window = any_sliding ? r.positive("sliding_window", kMaxFilePositions, std::nullopt, kFileLimit) : 0;
   for (uint32_t i = 0; i < c.layers; ++i) c.window.push_back(sliding[i] ? window : 0);
 
   // RoPE: global layers rope_theta with rope_scaling; Gemma 3's sliding layers
   // rope_local_base_freq, unscaled. Configs saved by transformers 5 say the same in
   // rope_parameters: one object (rope_type, rope_theta, the scaling's keys), or Gemma 3's
   // one per layer type.
-  auto rope_of = [&](const nlohmann::json& params, const std::string& where, double default_theta,
-                     std::vector<float>& inv_freq, std::string& note) {
-    if (!params.is_object()) throw ConvertError(where + " must be an object");
-    double theta = default_theta;
-    if (params.contains("rope_theta")) {
-      if (!params["rope_theta"].is_number() || !(params["rope_theta"].get<double>() > 0))
-        throw ConvertError(where + ".rope_theta must be a positive number");
-      theta = params["rope_theta"].get<double>();
-    }
+  auto rope_of = [&](const ConfigReader& params, double default_theta, std::vector<float>& inv_freq,
+                     std::string& note) {
+    const double theta = params.number("rope_theta", default_theta, kRopeTheta, kRopeThetaWhy);
+    if (const double f = params.number("partial_rotary_factor", 1.0); f != 1.0)
+      params.fail("partial_rotary_factor",
+                  "must be 1 (partial rotary embeddings are not supported), got " + number_text(f));
     inv_freq = default_inv_freq(theta, c.head_dim);
-    note = "theta " + std::to_string(theta);
-    apply_rope_scaling(params, where, inv_freq, note);
+    note = "theta " + number_text(theta);
+    apply_rope_scaling(params, inv_freq, note);
   };
-  if (raw.contains("rope_parameters") && !raw["rope_parameters"].is_null()) {
-    const nlohmann::json& params = raw["rope_parameters"];
-    const std::string where = r.path() + ": rope_parameters";
-    if (params.is_object() && params.contains("full_attention")) {
-      rope_of(params["full_attention"], where + ".full_attention", 1e6, c.rope_full, c.rope_full_note);
-      if (!params.contains("sliding_attention")) throw ConvertError(where + ": full_attention without sliding_attention");
-      rope_of(params["sliding_attention"], where + ".sliding_attention", 10000.0, c.rope_sliding, c.rope_sliding_note);
+  if (r.given("rope_parameters")) {
+    const ConfigReader params = r.object("rope_parameters");
+    if (params.given("full_attention")) {
+      rope_of(params.object("full_attention"), 1e6, c.rope_full, c.rope_full_note);
+      rope_of(params.object("sliding_attention"), 10000.0, c.rope_sliding, c.rope_sliding_note);
     } else {
-      rope_of(params, where, c.gemma ? 1e6 : 10000.0, c.rope_full, c.rope_full_note);
+      rope_of(params, c.gemma ? 1e6 : 10000.0, c.rope_full, c.rope_full_note);
       c.rope_sliding = c.rope_full;
       c.rope_sliding_note = c.rope_full_note;
     }
   } else {
-    const double theta = r.number("rope_theta", c.gemma ? 1e6 : 10000.0);
+    const double theta = r.number("rope_theta", c.gemma ? 1e6 : 10000.0, kRopeTheta, kRopeThetaWhy);
     c.rope_full = default_inv_freq(theta, c.head_dim);
-    c.rope_full_note = "theta " + std::to_string(theta);
-    apply_rope_scaling(raw.contains("rope_scaling") ? raw["rope_scaling"] : nlohmann::json(), r.path(), c.rope_full,
-                       c.rope_full_note);
+    c.rope_full_note = "theta " + number_text(theta);
+    if (r.given("rope_scaling")) apply_rope_scaling(r.object("rope_scaling"), c.rope_full, c.rope_full_note);
     if (c.gemma) {
-      const double local = r.number("rope_local_base_freq", 10000.0);
+      const double local = r.number("rope_local_base_freq", 10000.0, kRopeTheta, kRopeThetaWhy);
       c.rope_sliding = default_inv_freq(local, c.head_dim);
-      c.rope_sliding_note = "theta " + std::to_string(local);
+      c.rope_sliding_note = "theta " + number_text(local);
     } else {
       c.rope_sliding = c.rope_full;
       c.rope_sliding_note = c.rope_full_note;
@@ -300,16 +371,16 @@ LmConfig read_lm_config(const ConfigReader& top, const ConfigReader* generation)
     if (int32_t bos = one(g, "bos_token_id"); bos >= 0) c.bos = bos;
     if (int32_t pad = one(g, "pad_token_id"); pad >= 0) c.pad = pad;
     c.do_sample = g.flag("do_sample", false);
-    c.temperature = static_cast<float>(g.number("temperature", 1.0));
-    c.top_k = static_cast<uint32_t>(std::min<double>(std::max(0.0, g.number("top_k", 0)), c.vocab));
-    c.top_p = static_cast<float>(g.number("top_p", 1.0));
-    c.min_p = static_cast<float>(g.number("min_p", 0.0));
-    c.repetition_penalty = static_cast<float>(g.number("repetition_penalty", 1.0));
-    if (!(c.temperature > 0) || !(c.top_p > 0 && c.top_p <= 1) || !(c.min_p >= 0 && c.min_p <= 1) ||
-        !(c.repetition_penalty > 0))
-      throw ConvertError(g.path() + ": temperature, top_p, min_p or repetition_penalty out of range");
-    if (g.raw().contains("max_new_tokens") && !g.raw()["max_new_tokens"].is_null())
-      c.max_new_tokens = g.positive("max_new_tokens");
+    // The engine's ranges (petrel/types.h's kMinSamplingScale .. kMaxSamplingScale, the
+    // loader's for top_p and min_p).
+    static_assert(kMinSamplingScale == 1e-6f && kMaxSamplingScale == 1e6f, "the ranges below are the engine's");
+    const NumberRange scale{1e-6, 1e6};
+    c.temperature = static_cast<float>(g.number("temperature", 1.0, scale));
+    c.top_k = std::min(g.integer("top_k", 0, kMaxConfigInteger, 0u, " (0: no top-k)"), c.vocab);
+    c.top_p = static_cast<float>(g.number("top_p", 1.0, NumberRange{1e-6, 1}));
+    c.min_p = static_cast<float>(g.number("min_p", 0.0, NumberRange{0, 1}));
+    c.repetition_penalty = static_cast<float>(g.number("repetition_penalty", 1.0, scale));
+    c.max_new_tokens = g.positive("max_new_tokens", 0u);
   }
   if (c.eos.empty()) throw ConvertError(r.path() + ": no eos_token_id (in config.json or generation_config.json)");
   return c;
@@ -317,7 +388,8 @@ LmConfig read_lm_config(const ConfigReader& top, const ConfigReader* generation)
 
 class LmConverter : TensorOutput {
  public:
-  LmConverter(const ConvertOptions& o, const LmConfig& c, Source& src) : TensorOutput(o, src), c_(c) {}
+  LmConverter(const ConvertOptions& o, const LmConfig& c, const LmText& text, Source& src)
+      : TensorOutput(o, src), c_(c), text_(text) {}
 
   ConvertReport run() {
     const uint64_t d = c_.hidden, hd = c_.head_dim, q_width = uint64_t{c_.heads} * hd,
@@ -341,6 +413,24 @@ class LmConverter : TensorOutput {
     }
     const std::string embed_name = prefix_ + "embed_tokens.weight";
     src_.open(embed_name, {c_.vocab, d});
+    // The tokenizer before the weights are read, so that its problems are found first;
+    // after the embedding's shape is checked, so that the tables it builds per id
+    // (vocab_size of them) are charged to a checkpoint that holds that many rows.
+    flatbuffers::Offset<fb::Tokenizer> tokenizer;
+    if (text_.tokenizer) {
+      HfTokenizerSummary summary;
+      tokenizer = write_hf_tokenizer(fbb_, *text_.tokenizer, c_.vocab, &summary);
+      check_hf_regexes(*text_.tokenizer, summary);
+      report_.notes.push_back("tokenizer.json: BPE, " + std::to_string(summary.tokens) + " tokens, " +
+                              std::to_string(summary.merges) + " merges, " + std::to_string(summary.added_tokens) +
+                              " added tokens" +
+                              (summary.dropped_added ? " (" + std::to_string(summary.dropped_added) +
+                                                           " beyond the model's vocabulary left out)"
+                                                     : "") +
+                              "; " + summary.pipeline);
+    } else {
+      report_.notes.push_back("no tokenizer.json: the model takes and gives token ids only");
+    }
     const int32_t embed = matrix("embed_tokens", src_.rows(embed_name), c_.vocab, d,
                                  c_.tied ? output_dtype : options_.embedding_dtype, embed_scale,
                                  c_.tied ? detail::Layout::kPanel16 : detail::Layout::kRowMajor, embed_name);
@@ -453,27 +543,12 @@ class LmConverter : TensorOutput {
     auto source = fbb_.CreateString(detail::to_valid_utf8(dir.substr(dir.find_last_of('/') + 1)));
     auto model_type = fbb_.CreateString(c_.model_type);
     auto eos = fbb_.CreateVector(c_.eos);
-    const LmText text = read_lm_text(options_.checkpoint_dir);
-    flatbuffers::Offset<fb::Tokenizer> tokenizer;
-    if (text.tokenizer) {
-      HfTokenizerSummary summary;
-      tokenizer = write_hf_tokenizer(fbb_, *text.tokenizer, c_.vocab, &summary);
-      report_.notes.push_back("tokenizer.json: BPE, " + std::to_string(summary.tokens) + " tokens, " +
-                              std::to_string(summary.merges) + " merges, " + std::to_string(summary.added_tokens) +
-                              " added tokens" +
-                              (summary.dropped_added ? " (" + std::to_string(summary.dropped_added) +
-                                                           " beyond the model's vocabulary left out)"
-                                                     : "") +
-                              "; " + summary.pipeline);
-    } else {
-      report_.notes.push_back("no tokenizer.json: the model takes and gives token ids only");
-    }
-    if (!text.chat_template.empty())
-      report_.notes.push_back("chat template: " + std::to_string(text.chat_template.size()) + " bytes from " +
-                              text.chat_template_from);
-    auto chat_template = text.chat_template.empty() ? 0 : fbb_.CreateString(text.chat_template);
-    auto bos_token = text.bos_token.empty() ? 0 : fbb_.CreateString(text.bos_token);
-    auto eos_token = text.eos_token.empty() ? 0 : fbb_.CreateString(text.eos_token);
+    if (!text_.chat_template.empty())
+      report_.notes.push_back("chat template: " + std::to_string(text_.chat_template.size()) + " bytes from " +
+                              text_.chat_template_from);
+    auto chat_template = text_.chat_template.empty() ? 0 : fbb_.CreateString(text_.chat_template);
+    auto bos_token = text_.bos_token.empty() ? 0 : fbb_.CreateString(text_.bos_token);
+    auto eos_token = text_.eos_token.empty() ? 0 : fbb_.CreateString(text_.eos_token);
     auto lm = fb::CreateLanguageModel(fbb_, c_.bos, eos, c_.do_sample, c_.temperature, c_.top_k, c_.top_p, c_.min_p,
                                       c_.repetition_penalty, c_.max_new_tokens, chat_template, bos_token, eos_token);
     auto tensors = writer_.tensor_table();
@@ -543,6 +618,7 @@ class LmConverter : TensorOutput {
   }
 
   const LmConfig& c_;
+  const LmText& text_;
   std::string prefix_ = c_.prefix, lm_head_ = c_.lm_head;
   std::vector<std::string> scale_targets_;
   float final_norm_scale_ = 1.0f;
@@ -555,8 +631,11 @@ bool is_decoder_only_type(const std::string& model_type) {
          model_type == "qwen3";
 }
 
-void check_decoder_only_json(const ConfigReader& config, const ConfigReader* generation_config) {
+void check_decoder_only_json(const ConfigReader& config, const ConfigReader* generation_config,
+                             const std::string& dir, const std::optional<std::string>& tokenizer_config) {
   read_lm_config(config, generation_config);
+  LmText text;
+  read_chat_parts(text, dir, tokenizer_config, std::nullopt);
 }
 
 ConvertReport convert_decoder_only(const ConvertOptions& options, const ConfigReader& config,
@@ -565,8 +644,9 @@ ConvertReport convert_decoder_only(const ConvertOptions& options, const ConfigRe
     throw ConvertError("--norm, --positions, --embed-scale and --shortlist apply to translation models only (" +
                        config.text("model_type", "") + " is a decoder-only language model)");
   const LmConfig c = read_lm_config(config, generation_config);
+  const LmText text = read_lm_text(options.checkpoint_dir);
   Source src(weights, options);
-  return LmConverter(options, c, src).run();
+  return LmConverter(options, c, text, src).run();
 }
 
 }  // namespace petrel::convert

@@ -19,6 +19,7 @@
 #include "core/string_hash.h"
 #include "core/utf8.h"
 #include "format/tokenizer_tables.h"
+#include "text/split_regex.h"
 #include "text/spm_trie.h"
 #include "text/spm_normalizer.h"
 
@@ -412,6 +413,7 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
         auto [p, regex] = n.pattern();
         if (p.empty()) n.at("pattern").fail("must not be empty");
         is_regex = regex;
+        if (regex) sum.regexes.emplace_back(n.at("pattern").path() + ".Regex", p);
         pattern = fbb.CreateString(p);
         content = fbb.CreateString(n.text("content"));
       } else if (type == "Prepend") {
@@ -483,6 +485,7 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
         if (text.empty()) p.at("pattern").fail("must not be empty");
         pattern = fbb.CreateString(text);
         is_regex = regex;
+        if (regex) sum.regexes.emplace_back(p.at("pattern").path() + ".Regex", text);
         static const std::map<std::string, fb::HfSplitBehavior> behaviors = {
             {"Removed", fb::HfSplitBehavior::Removed},
             {"Isolated", fb::HfSplitBehavior::Isolated},
@@ -730,6 +733,13 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
     *summary = sum;
   }
   return b.Finish();
+}
+
+void check_hf_regexes(const HfTokenizerFiles& files, const HfTokenizerSummary& summary) {
+  for (const auto& [path, pattern] : summary.regexes) {
+    auto compiled = text::SplitRegex::compile(pattern);
+    if (!compiled) throw ConvertError(files.dir + "/tokenizer.json: " + path + ": " + compiled.error().message);
+  }
 }
 
 HfTokenizerFiles read_hf_tokenizer_files(const std::string& dir) {

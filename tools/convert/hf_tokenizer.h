@@ -8,6 +8,7 @@
 #include <flatbuffers/flatbuffers.h>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "petrel_generated.h"
@@ -20,6 +21,9 @@ struct HfTokenizerSummary {
   uint32_t added_tokens = 0;    // kept (ids below vocab_size)
   uint32_t dropped_added = 0;   // added tokens at ids >= vocab_size (a multimodal model's image tokens)
   std::string pipeline;         // "NFC | Split(regex) ByteLevel | BPE | ByteLevel", for the log
+  // Each regex pattern the file gives (Replace normalizers, Split pre-tokenizers): its
+  // JSON path ("pre_tokenizer.pretokenizers[1].pattern.Regex") and text.
+  std::vector<std::pair<std::string, std::string>> regexes;
 };
 
 // A checkpoint directory's tokenizer files, as text.
@@ -33,6 +37,12 @@ HfTokenizerFiles read_hf_tokenizer_files(const std::string& dir);
 // The Tokenizer table of a model of `vocab_size` ids, written into `fbb`.
 flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBuilder& fbb, const HfTokenizerFiles& files,
                                                       uint32_t vocab_size, HfTokenizerSummary* summary = nullptr);
+
+// Compiles each regex of `summary` (write_hf_tokenizer's) as the engine compiles them
+// when the model loads: a pattern it would refuse is a ConvertError naming tokenizer.json
+// and the pattern's JSON path. (write_hf_tokenizer itself stores what it reads, so that
+// tests and fuzz targets reach the loader's own checks with any pattern.)
+void check_hf_regexes(const HfTokenizerFiles& files, const HfTokenizerSummary& summary);
 
 // The same as a finished FlatBuffer whose root is the Tokenizer table, for tests, fuzz
 // targets and tools that want the tokenizer alone; vocab_size 0: the tokenizer's own
