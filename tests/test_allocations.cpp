@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <new>
+#include <optional>
 #include <unistd.h>
 #ifdef __GLIBC__
 #include <malloc.h>
@@ -21,6 +22,7 @@
 #include "models/output_vocabulary.h"
 #include "petrel/generator.h"
 #include "petrel/translator.h"
+#include "support/lm_fixture.h"
 #include "support/test_support.h"
 
 namespace {
@@ -31,6 +33,11 @@ std::atomic<size_t> fail_at{SIZE_MAX};
 // Of them, requests that may fail quietly (nothrow new: std::stable_sort's buffer,
 // which falls back to sorting in place).
 std::atomic<size_t> nothrow_allocations{0};
+// While budgeting: the bytes that may still be requested (released ones are not given
+// back: a bound on all a call asks for, which is portable, unlike the live bytes). A
+// request past it fails, as on a device without overcommit whose memory ran out.
+std::atomic<bool> budgeting{false};
+std::atomic<int64_t> budget_left{0};
 #ifdef __GLIBC__
 // While measuring (glibc: malloc_usable_size): the bytes allocated and not yet
 // released since measuring began, and their peak.
@@ -63,6 +70,9 @@ void release(void* p) {
   std::free(p);
 }
 void* counted_alloc(size_t size, size_t alignment, bool nothrow = false) {
+  if (budgeting.load(std::memory_order_relaxed) &&
+      budget_left.fetch_sub(static_cast<int64_t>(std::min<size_t>(size, INT64_MAX / 2))) < static_cast<int64_t>(size))
+    return nullptr;
   if (nothrow && counting.load(std::memory_order_relaxed)) nothrow_allocations.fetch_add(1);
   if (counting.load(std::memory_order_relaxed) &&
       allocations.fetch_add(1, std::memory_order_relaxed) == fail_at.load(std::memory_order_relaxed))
@@ -359,6 +369,112 @@ TEST_CASE("a shortlist gathers each source id's candidates once, however often t
   CHECK(peak_bytes.load() < int64_t{4} << 20);
 }
 #endif
+
+namespace {
+// What a chat app does with a language model file: load it, make a generator, continue a
+// text, start a conversation and reply once. The first error, or nothing.
+std::optional<Error> load_generate_and_chat(const std::vector<uint8_t>& file) {
+  auto model = load_bytes(file, "lm.petrel");
+  if (!model) return model.error();
+  auto generator = Generator::create(model.value());
+  if (!generator) return generator.error();
+  GenerateOptions o;
+  o.do_sample = false;
+  o.max_new_tokens = 2;
+  o.ignore_eos = true;
+  auto text = generator.value().generate_text("the user is in", o);
+  if (!text) return text.error();
+  auto chat = Conversation::create(generator.value(), "Answer briefly.");
+  if (!chat) return chat.error();
+  auto reply = chat.value().reply("hi there", o);
+  if (!reply) return reply.error();
+  return std::nullopt;
+}
+}  // namespace
+
+TEST_CASE("a failed allocation anywhere in loading a language model, generating text or chatting is kOutOfMemory",
+          "[runtime][memory][decoder_only]") {
+  const std::vector<uint8_t> file = read_bytes(tiny_lm("chat", tiny_lm_chat_template()));
+  REQUIRE_FALSE(load_generate_and_chat(file).has_value());
+  allocations = 0;
+  nothrow_allocations = 0;
+  counting = true;
+  REQUIRE_FALSE(load_generate_and_chat(file).has_value());
+  counting = false;
+  const size_t total = allocations.load(), may_fail_quietly = nothrow_allocations.load();
+  REQUIRE(total > 100);
+  size_t failed = 0, tried = 0;
+  for (size_t n = 0; n < total; n += subset_stride()) {
+    allocations = 0;
+    fail_at = n;
+    counting = true;
+    std::optional<Error> error;
+    bool threw = false;
+    try {
+      error = load_generate_and_chat(file);
+    } catch (...) {
+      threw = true;
+    }
+    counting = false;
+    fail_at = SIZE_MAX;
+    INFO("allocation " << n << " of " << total << " failed");
+    REQUIRE_FALSE(threw);
+    ++tried;
+    if (error) {
+      ++failed;
+      INFO(error->message);
+      REQUIRE(error->code == ErrorCode::kOutOfMemory);
+    }
+  }
+  // Every throwing allocation is inside a guard that makes it an error (a nothrow one
+  // may be either: the loader's own is an error, std::stable_sort's buffer is not).
+  if (subset_stride() == 1) CHECK(failed + may_fail_quietly >= total);
+  CHECK(failed > tried / 2);
+}
+
+TEST_CASE("hostile chat templates end in an error or a result within a memory budget, never an exception",
+          "[runtime][memory][decoder_only]") {
+  // Each allocated gigabytes before its limit was checked, or ran for minutes; the budget
+  // (all bytes requested, released or not) is a device's whole memory.
+  struct Case {
+    std::string name, chat_template;
+    bool renders;  // a result (the template is within every limit), else an error
+  };
+  std::string keys;  // a 16,000-key dict literal (a 90,000-key one has more tokens than a template may)
+  for (int i = 0; i < 16000; ++i) keys += (i ? ",'" : "'") + std::to_string(i) + "':0";
+  const std::vector<Case> cases = {
+      {"list-repeat", "{{ [0] * 16777216 }}", false},
+      {"split-16m", "{{ ('a' * 16777216).split('a') | length }}", false},
+      {"output-16m", "{{ 'a ' * 8388608 }}", false},
+      {"substring-2m", "{% set s = 'a' * 2097152 %}{{ ('a' * 1000 + 'b') in s }}" + tiny_lm_chat_template(), true},
+      {"dict-16k-x20", "{% for t in range(20) %}{% set d = {" + keys + "} %}{% endfor %}" + tiny_lm_chat_template(), true},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    auto model = load_model(tiny_lm("hostile-" + c.name, c.chat_template));
+    auto generator = Generator::create(model);
+    REQUIRE(generator);
+    budget_left = int64_t{256} << 20;
+    budgeting = true;
+    Result<Conversation> chat = Error{ErrorCode::kInternal, "not run"};
+    bool threw = false;
+    try {
+      chat = Conversation::create(generator.value());
+    } catch (...) {
+      threw = true;
+    }
+    budgeting = false;
+    REQUIRE_FALSE(threw);
+    CHECK(budget_left.load() > 0);  // ended by its own limits, not by the budget
+    if (c.renders) {
+      CHECK(chat);
+      continue;
+    }
+    REQUIRE_FALSE(chat);
+    INFO(chat.error().message);
+    CHECK(chat.error().message.rfind("chat template", 0) == 0);
+  }
+}
 
 TEST_CASE("a request over this device's memory is refused before it is allocated", "[generation]") {
   // kMaxRequestBytes (32 GiB on 64-bit) would let a phone with 4 GiB start a 20 GiB request

@@ -8,7 +8,8 @@
 # Builds the fuzz preset (clang, libFuzzer, ASan + UBSan), then runs each target on a
 # working corpus (build/fuzz/corpus/TARGET: the committed seeds plus what earlier runs
 # found, so coverage keeps growing between campaigns). A crash, a leak, a sanitizer
-# report, an input slower than 30 s or a memory blow-up (over 2 GB) is a finding: its
+# report, an input slower than 30 s or a memory blow-up (one allocation over 256 MB, or
+# a process over 1.5 GB) is a finding: its
 # reproducer is written to build/fuzz/findings/TARGET/ (emptied when the target starts:
 # keep what you need) and the script exits non-zero after all targets ran. Prints
 # executions, coverage (cov: edges, ft: features) and findings per target; full logs
@@ -71,8 +72,13 @@ fuzz_one() {
   # -report_slow_units as -timeout: libFuzzer writes a "slow unit" from 10 s, and any file
   # written counts as a finding here (a chat template at its work budget, 0.4 s in a
   # release build, ran 11 s instrumented).
+  # Memory per execution: one allocation over 256 MB is a finding (-malloc_limit_mb; a
+  # chat template's `[0] * 16777216` asked for 1.2 GB at once), and so is a process over
+  # 1.5 GB (-rss_limit_mb: ASan's shadow and quarantine included; a split into 16 M
+  # strings reached 3.4 GB in small pieces). Petrel's devices have no overcommit.
   "$out/tests/fuzz/$t" "$corpus" "tests/fuzz/corpus/$t" "${dict[@]}" "${max_len[@]}" \
-    -max_total_time="$seconds" -timeout=30 -report_slow_units=30 -rss_limit_mb=2048 -print_final_stats=1 \
+    -max_total_time="$seconds" -timeout=30 -report_slow_units=30 -rss_limit_mb=1536 -malloc_limit_mb=256 \
+    -print_final_stats=1 \
     -artifact_prefix="$findings/" >"$log" 2>&1 || status=$?
   local executions rate coverage found
   executions=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)

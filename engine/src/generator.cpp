@@ -125,6 +125,22 @@ Result<const text::HfTokenizer*> text_tokenizer(const Model& model) {
   return t;
 }
 
+// generator.h's kMaxPromptBytes: the positions times the longest token's bytes (a
+// ByteLevel vocabulary's tokens are stored as characters: never fewer bytes than they
+// stand for), with the longest token as a margin. Reads each token's length once, when
+// a Generator is made (a quarter of a millisecond for Gemma 3's 262,144).
+size_t prompt_byte_limit(const Model& model) {
+  const ModelInfo& info = model.info();
+  size_t longest = kMaxPromptBytesPerPosition;
+  if (const auto* t = dynamic_cast<const text::HfTokenizer*>(detail::ModelAccess::tokenizer(model))) {
+    longest = 0;
+    for (std::string_view token : t->tables().vocab) longest = std::max(longest, token.size());
+    for (const detail::HfAddedTokenEntry& added : t->tables().added_tokens) longest = std::max(longest, added.content.size());
+  }
+  const uint64_t per_position = std::min<uint64_t>(std::max<size_t>(longest, 1), kMaxPromptBytesPerPosition);
+  return static_cast<size_t>(std::min<uint64_t>(kMaxPromptBytes, uint64_t{info.max_positions} * per_position + longest));
+}
+
 Status check_stop_strings(const std::vector<std::string>& stop) {
   if (stop.size() > kMaxStopStrings)
     return Error{ErrorCode::kInvalidArgument, "stop: more than " + std::to_string(kMaxStopStrings) + " strings"};
@@ -180,6 +196,15 @@ struct Generator::Impl {
                      LmSession& session, TextStream* stream);
   Result<TextGeneration> generate_text(const std::vector<int32_t>& prompt, const GenerateOptions& options,
                                        LmSession& session);
+  // The error for a prompt text of `bytes` bytes that the model's positions cannot hold
+  // (`what` names it: "the prompt has"), before anything tokenizes it.
+  std::optional<Error> prompt_too_long(size_t bytes, const char* what) const {
+    if (bytes <= max_prompt_bytes) return std::nullopt;
+    return Error{ErrorCode::kInvalidArgument,
+                 std::string(what) + " " + std::to_string(bytes) + " bytes: more than the " + std::to_string(max_prompt_bytes) +
+                     " a prompt may have (" + model->info().source + ": " + std::to_string(model->info().max_positions) +
+                     " positions; generator.h's kMaxPromptBytes)"};
+  }
 
   std::shared_ptr<const Model> model;
   const kernels::KernelTable& kernels;
@@ -192,8 +217,7 @@ struct Generator::Impl {
   std::vector<int32_t> sequence;  // prompt + generated, for the repetition penalty
   GenerateTimings timings;
   std::atomic<bool> busy{false};  // detail::SessionCall
-  // The model's chat template, parsed on first use and kept: every turn renders it.
-  std::optional<Result<text::ChatTemplate>> chat_template;
+  const size_t max_prompt_bytes = prompt_byte_limit(*model);
 };
 
 Result<size_t> Generator::Impl::run(size_t index, const std::string& which, const std::vector<int32_t>& prompt, const GenerateOptions& o,
@@ -344,9 +368,9 @@ Result<Generator> Generator::create(std::shared_ptr<const Model> model, const Tr
   if (!model->info().decoder_only)
     return Error{ErrorCode::kInvalidArgument,
                  model->info().source + ": not a decoder-only model (translate it with a Translator)"};
-  auto kernels = detail::session_kernels(*model, options);
-  if (!kernels) return kernels.error();
   auto impl = detail::without_exceptions([&]() -> Result<std::unique_ptr<Impl>> {
+    auto kernels = detail::session_kernels(*model, options);
+    if (!kernels) return kernels.error();
     return std::make_unique<Impl>(std::move(model), *kernels.value(), options.threads, options.activation_scales);
   });
   if (!impl) return impl.error();
@@ -369,7 +393,8 @@ Result<TextGeneration> Generator::generate_text(std::string_view prompt, const G
   if (auto refused = call.refused("Generator")) return *refused;
   auto tokenizer = text_tokenizer(*impl_->model);
   if (!tokenizer) return tokenizer.error();
-  auto ids = tokenizer.value()->encode_text(prompt, true);
+  if (auto too_long = impl_->prompt_too_long(prompt.size(), "the prompt has")) return *too_long;
+  auto ids = detail::without_exceptions([&] { return tokenizer.value()->encode_text(prompt, true); });
   if (!ids) return ids.error();
   impl_->session.keep = false;
   return impl_->generate_text(ids.value(), options, impl_->session);
@@ -378,21 +403,29 @@ Result<TextGeneration> Generator::generate_text(std::string_view prompt, const G
 Result<std::string> Generator::apply_chat_template(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                                                    const std::vector<std::pair<std::string, bool>>& template_flags) const {
   const LanguageModelDefaults& lm = impl_->model->info().lm;
-  if (lm.chat_template.empty())
+  const text::ChatTemplate* chat_template = detail::ModelAccess::chat_template(*impl_->model);
+  if (chat_template == nullptr)
     return Error{ErrorCode::kInvalidArgument,
                  impl_->model->info().source + ": the model has no chat template (tokenizer_config.json's chat_template)"};
-  if (!impl_->chat_template) impl_->chat_template = text::ChatTemplate::parse(lm.chat_template);
-  const Result<text::ChatTemplate>& parsed = *impl_->chat_template;
-  if (!parsed) return Error{parsed.error().code, "chat template: " + parsed.error().message};
-  text::ChatTemplateInputs inputs;
-  for (const ChatMessage& m : messages) inputs.messages.push_back({m.role, m.content});
-  inputs.add_generation_prompt = add_generation_prompt;
-  inputs.strings = {{"bos_token", lm.bos_token}, {"eos_token", lm.eos_token}};
-  inputs.flags = template_flags;
-  auto text = parsed.value().render(inputs);
-  if (!text) return Error{text.error().code, "chat template: " + text.error().message};
-  return text;
+  return detail::without_exceptions([&]() -> Result<std::string> {
+    text::ChatTemplateInputs inputs;
+    size_t bytes = 0;
+    for (const ChatMessage& m : messages) {
+      bytes += m.role.size() + m.content.size();
+      // What the template is given counts against the output it may write: messages a
+      // prompt could not hold are refused before they are copied.
+      if (auto too_long = impl_->prompt_too_long(bytes, "the conversation's messages have")) return *too_long;
+      inputs.messages.push_back({m.role, m.content});
+    }
+    inputs.add_generation_prompt = add_generation_prompt;
+    inputs.strings = {{"bos_token", lm.bos_token}, {"eos_token", lm.eos_token}};
+    inputs.flags = template_flags;
+    inputs.max_output_bytes = impl_->max_prompt_bytes;
+    return chat_template->render(inputs);
+  });
 }
+
+size_t Generator::max_prompt_bytes() const { return impl_->max_prompt_bytes; }
 
 const GenerateTimings& Generator::last_timings() const { return impl_->timings; }
 const Model& Generator::model() const { return *impl_->model; }
@@ -414,20 +447,27 @@ struct Conversation::Impl {
   std::string prepared_message;
   std::optional<std::vector<int32_t>> prepared_prompt;
 
-  Result<std::vector<int32_t>> prompt(std::vector<ChatMessage>& messages, std::string_view user_message) const;
+  // `messages` with `user_message` after them, rendered by the chat template (the
+  // assistant's turn opened) and tokenized. `too_long` (if given) is set when the error
+  // is that the text is longer than a prompt may be (dropping messages may help).
+  Result<std::vector<int32_t>> prompt(std::vector<ChatMessage>& messages, std::string_view user_message,
+                                      bool* too_long = nullptr) const;
 };
 
 Result<Conversation> Conversation::create(Generator& generator, std::string_view system,
                                           std::vector<std::pair<std::string, bool>> template_flags) {
   auto tokenizer = text_tokenizer(*generator.impl_->model);
   if (!tokenizer) return tokenizer.error();
-  std::unique_ptr<Impl> impl(new Impl{*generator.impl_, generator, std::move(template_flags), {}, {}, {}, {}});
-  if (!system.empty()) impl->messages.push_back({"system", std::string(system)});
-  impl->session.keep = true;
-  // The template parses and renders.
-  auto probe = generator.apply_chat_template(impl->messages, true, impl->template_flags);
-  if (!probe) return probe.error();
-  return Conversation(std::move(impl));
+  if (auto too_long = generator.impl_->prompt_too_long(system.size(), "the system message has")) return *too_long;
+  return detail::without_exceptions([&]() -> Result<Conversation> {
+    std::unique_ptr<Impl> impl(new Impl{*generator.impl_, generator, std::move(template_flags), {}, {}, {}, {}});
+    if (!system.empty()) impl->messages.push_back({"system", std::string(system)});
+    impl->session.keep = true;
+    // The template renders.
+    auto probe = generator.apply_chat_template(impl->messages, true, impl->template_flags);
+    if (!probe) return probe.error();
+    return Conversation(std::move(impl));
+  });
 }
 
 Conversation::Conversation(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -436,13 +476,22 @@ Conversation::Conversation(Conversation&&) noexcept = default;
 Conversation& Conversation::operator=(Conversation&&) noexcept = default;
 const std::vector<ChatMessage>& Conversation::messages() const { return impl_->messages; }
 
-// The conversation's `messages` with `user_message` after them, rendered by the chat
-// template (the assistant's turn opened) and tokenized.
 Result<std::vector<int32_t>> Conversation::Impl::prompt(std::vector<ChatMessage>& messages,
-                                                        std::string_view user_message) const {
+                                                        std::string_view user_message, bool* too_long) const {
+  size_t bytes = user_message.size();
+  for (const ChatMessage& m : messages) bytes += m.role.size() + m.content.size();
+  if (auto error = generator.prompt_too_long(bytes, "the conversation's messages have")) {
+    if (too_long != nullptr) *too_long = true;
+    return *error;
+  }
   messages.push_back({"user", std::string(user_message)});
   auto text = owner.apply_chat_template(messages, true, template_flags);
-  if (!text) return text.error();
+  if (!text) {
+    // The rendering would be longer than a prompt may be (text::ChatTemplate's output
+    // limit, generator.h's kMaxPromptBytes), or the render's values more than it may hold.
+    if (too_long != nullptr && text.error().code == ErrorCode::kOutOfMemory) *too_long = true;
+    return text.error();
+  }
   auto tokenizer = text_tokenizer(*generator.model);
   if (!tokenizer) return tokenizer.error();
   return tokenizer.value()->encode_text(text.value(), false);  // the template wrote the special tokens
@@ -451,101 +500,117 @@ Result<std::vector<int32_t>> Conversation::Impl::prompt(std::vector<ChatMessage>
 Result<size_t> Conversation::make_room(std::string_view user_message, size_t new_tokens) {
   const detail::SessionCall call(impl_->generator.busy);
   if (auto refused = call.refused("Generator")) return *refused;
-  const size_t positions = impl_->generator.model->info().max_positions;
-  const std::vector<ChatMessage>& kept = impl_->messages;
-  const size_t first = !kept.empty() && kept[0].role == "system" ? 1 : 0;
-  const size_t exchanges = (kept.size() - first) / 2;  // each reply added a user message and the assistant's
-  impl_->prepared_prompt.reset();
-  // The prompt of the last count of exchanges seen to fit: the one kept, for reply().
-  std::optional<std::vector<int32_t>> fitting;
-  size_t fitting_k = 0;
-  // Whether the conversation without its oldest `k` exchanges leaves `room` positions.
-  auto fits = [&](size_t k, size_t room) -> Result<bool> {
-    std::vector<ChatMessage> messages(kept.begin(), kept.begin() + static_cast<std::ptrdiff_t>(first));
-    messages.insert(messages.end(), kept.begin() + static_cast<std::ptrdiff_t>(first + 2 * k), kept.end());
-    auto ids = impl_->prompt(messages, user_message);
-    if (!ids) return ids.error();
-    const size_t length = ids.value().size();
-    if (length >= positions || room > positions - length) return false;
-    fitting = std::move(ids.value());
-    fitting_k = k;
-    return true;
-  };
-  // Drops the oldest `k` exchanges, keeps their prompt for reply() and returns k.
-  auto drop = [&](size_t k) {
-    std::string message(user_message);  // before anything changes: a failed copy changes nothing
-    impl_->messages.erase(impl_->messages.begin() + static_cast<std::ptrdiff_t>(first),
-                          impl_->messages.begin() + static_cast<std::ptrdiff_t>(first + 2 * k));
-    if (fitting && fitting_k == k) {
-      impl_->prepared_message = std::move(message);
-      impl_->prepared_prompt = std::move(fitting);
-    }
-    return k;
-  };
-  const size_t room = std::max<size_t>(new_tokens, 1);
-  auto now = fits(0, room);
-  if (!now) return now.error();
-  if (now.value()) return drop(0);
-  if (exchanges == 0) return size_t{0};
-  // Once it must drop, it drops down to half the positions where it can: a drop makes the
-  // next reply re-read the whole history kept (its tokens sit at other positions now), and
-  // dropping just enough would do that on every turn from then on; with half the positions
-  // free the turns after it reuse the caches, and the history is re-read at most once per
-  // half the positions of new conversation.
-  const size_t half = std::max(room, positions / 2);
-  size_t want = 0;  // the room left: `half`, else `room`, else (0) all there is
-  auto without_all = fits(exchanges, half);
-  if (!without_all) return without_all.error();
-  if (without_all.value()) {
-    want = half;
-  } else if (half > room) {
-    without_all = fits(exchanges, room);
+  return detail::without_exceptions([&]() -> Result<size_t> {
+    const size_t positions = impl_->generator.model->info().max_positions;
+    const std::vector<ChatMessage>& kept = impl_->messages;
+    const size_t first = !kept.empty() && kept[0].role == "system" ? 1 : 0;
+    const size_t exchanges = (kept.size() - first) / 2;  // each reply added a user message and the assistant's
+    impl_->prepared_prompt.reset();
+    // The prompt of the last count of exchanges seen to fit: the one kept, for reply().
+    std::optional<std::vector<int32_t>> fitting;
+    size_t fitting_k = 0;
+    // The whole conversation's prompt, rendered first: when nothing is dropped, reply()
+    // takes it, whether it fits or not (and says why not) without rendering it again.
+    std::optional<std::vector<int32_t>> whole;
+    // Whether the conversation without its oldest `k` exchanges leaves `room` positions.
+    auto fits = [&](size_t k, size_t room) -> Result<bool> {
+      std::vector<ChatMessage> messages(kept.begin(), kept.begin() + static_cast<std::ptrdiff_t>(first));
+      messages.insert(messages.end(), kept.begin() + static_cast<std::ptrdiff_t>(first + 2 * k), kept.end());
+      bool too_long = false;
+      auto ids = impl_->prompt(messages, user_message, &too_long);
+      if (!ids) {
+        if (too_long) return false;
+        return ids.error();
+      }
+      const size_t length = ids.value().size();
+      if (length >= positions || room > positions - length) {
+        if (k == 0) whole = std::move(ids.value());
+        return false;
+      }
+      fitting = std::move(ids.value());
+      fitting_k = k;
+      return true;
+    };
+    // Drops the oldest `k` exchanges, keeps their prompt for reply() and returns k.
+    auto drop = [&](size_t k) {
+      std::string message(user_message);  // before anything changes: a failed copy changes nothing
+      std::optional<std::vector<int32_t>> prepared;
+      if (fitting && fitting_k == k) prepared = std::move(fitting);
+      else if (k == 0 && whole) prepared = std::move(whole);
+      impl_->messages.erase(impl_->messages.begin() + static_cast<std::ptrdiff_t>(first),
+                            impl_->messages.begin() + static_cast<std::ptrdiff_t>(first + 2 * k));
+      if (prepared) {
+        impl_->prepared_message = std::move(message);
+        impl_->prepared_prompt = std::move(prepared);
+      }
+      return k;
+    };
+    const size_t room = std::max<size_t>(new_tokens, 1);
+    auto now = fits(0, room);
+    if (!now) return now.error();
+    if (now.value() || exchanges == 0) return drop(0);
+    // Once it must drop, it drops down to half the positions where it can: a drop makes the
+    // next reply re-read the whole history kept (its tokens sit at other positions now), and
+    // dropping just enough would do that on every turn from then on; with half the positions
+    // free the turns after it reuse the caches, and the history is re-read at most once per
+    // half the positions of new conversation.
+    const size_t half = std::max(room, positions / 2);
+    size_t want = 0;  // the room left: `half`, else `room`, else (0) all there is
+    auto without_all = fits(exchanges, half);
     if (!without_all) return without_all.error();
-    if (without_all.value()) want = room;
-  }
-  size_t hi = exchanges;  // fits `want`, or is the most room there is
-  if (want > 0) {
-    // The fewest exchanges to drop, by bisection (fewer exchanges, fewer tokens): a few
-    // renderings of the conversation, not one per exchange. Only a count that was seen
-    // to fit is used.
-    size_t lo = 0;  // does not fit (it did not leave `room`, so not `want` either)
-    while (hi - lo > 1) {
-      const size_t mid = lo + (hi - lo) / 2;
-      auto f = fits(mid, want);
-      if (!f) return f.error();
-      (f.value() ? hi : lo) = mid;
+    if (without_all.value()) {
+      want = half;
+    } else if (half > room) {
+      without_all = fits(exchanges, room);
+      if (!without_all) return without_all.error();
+      if (without_all.value()) want = room;
     }
-  } else {  // not even the message alone leaves `room`: all the room there is, if any
-    auto one = fits(exchanges, 1);
-    if (!one) return one.error();
-    if (!one.value()) return size_t{0};  // no room at all: reply() says why
-  }
-  return drop(hi);
+    size_t hi = exchanges;  // fits `want`, or is the most room there is
+    if (want > 0) {
+      // The fewest exchanges to drop, by bisection (fewer exchanges, fewer tokens): a few
+      // renderings of the conversation, not one per exchange. Only a count that was seen
+      // to fit is used.
+      size_t lo = 0;  // does not fit (it did not leave `room`, so not `want` either)
+      while (hi - lo > 1) {
+        const size_t mid = lo + (hi - lo) / 2;
+        auto f = fits(mid, want);
+        if (!f) return f.error();
+        (f.value() ? hi : lo) = mid;
+      }
+    } else {  // not even the message alone leaves `room`: all the room there is, if any
+      auto one = fits(exchanges, 1);
+      if (!one) return one.error();
+      if (!one.value()) return drop(0);  // no room at all: reply() says why
+    }
+    return drop(hi);
+  });
 }
 
 Result<TextGeneration> Conversation::reply(std::string_view user_message, const GenerateOptions& options) {
   const detail::SessionCall call(impl_->generator.busy);
   if (auto refused = call.refused("Generator")) return *refused;
-  std::vector<ChatMessage> messages = impl_->messages;
-  std::optional<std::vector<int32_t>> prepared;
-  prepared.swap(impl_->prepared_prompt);
-  Result<std::vector<int32_t>> ids = std::vector<int32_t>{};
-  if (prepared && impl_->prepared_message == user_message) {  // make_room rendered it
-    messages.push_back({"user", std::string(user_message)});
-    ids = std::move(*prepared);
-  } else {
-    ids = impl_->prompt(messages, user_message);
-  }
-  if (!ids) return ids.error();
-  auto reply = impl_->generator.generate_text(ids.value(), options, impl_->session);
-  if (!reply) {
-    impl_->session.state.length = 0;  // whatever the caches hold now, the next turn starts afresh
-    impl_->session.cached.clear();
-    return reply.error();
-  }
-  messages.push_back({"assistant", reply.value().text});
-  impl_->messages = std::move(messages);
-  return reply;
+  return detail::without_exceptions([&]() -> Result<TextGeneration> {
+    std::vector<ChatMessage> messages = impl_->messages;
+    std::optional<std::vector<int32_t>> prepared;
+    prepared.swap(impl_->prepared_prompt);
+    Result<std::vector<int32_t>> ids = std::vector<int32_t>{};
+    if (prepared && impl_->prepared_message == user_message) {  // make_room rendered it
+      messages.push_back({"user", std::string(user_message)});
+      ids = std::move(*prepared);
+    } else {
+      ids = impl_->prompt(messages, user_message);
+    }
+    if (!ids) return ids.error();
+    auto reply = impl_->generator.generate_text(ids.value(), options, impl_->session);
+    if (!reply) {
+      impl_->session.state.length = 0;  // whatever the caches hold now, the next turn starts afresh
+      impl_->session.cached.clear();
+      return reply.error();
+    }
+    messages.push_back({"assistant", reply.value().text});
+    impl_->messages = std::move(messages);
+    return reply;
+  });
 }
 
 }  // namespace petrel

@@ -10,12 +10,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <new>
+#include <optional>
 
 #include "format/crc32.h"
 #include "format/model_file.h"
 #include "format/string_table_access.h"
 #include "kernels/positions.h"
 #include "model_access.h"
+#include "text/chat_template.h"
 #include "text/fairseq_tokenizer.h"
 #include "text/hf_tokenizer.h"
 #include "text/marian_tokenizer.h"
@@ -133,6 +136,7 @@ struct Model::Impl {
   std::once_flag positions_once;
   std::vector<float> encoder_positions, decoder_positions;
   std::unique_ptr<text::Tokenizer> tokenizer;
+  std::optional<text::ChatTemplate> chat_template;  // parsed at load: a file's template is checked whole
 
   void make_position_tables();
 };
@@ -193,6 +197,9 @@ const ModelWeights& ModelAccess::weights(const Model& model) {
   return impl.weights;
 }
 const text::Tokenizer* ModelAccess::tokenizer(const Model& model) { return model.impl_->tokenizer.get(); }
+const text::ChatTemplate* ModelAccess::chat_template(const Model& model) {
+  return model.impl_->chat_template ? &*model.impl_->chat_template : nullptr;
+}
 ModelAccess::Bytes ModelAccess::file_bytes(const Model& model) {
   return {model.impl_->storage->data(), model.impl_->storage->size()};
 }
@@ -201,8 +208,8 @@ std::shared_ptr<const Model> ModelAccess::make(std::unique_ptr<Impl> impl) {
 }
 }  // namespace detail
 
-static Result<std::shared_ptr<const Model>> finish_load(std::unique_ptr<ModelStorage> storage,
-                                                        const std::string& name) {
+static Result<std::shared_ptr<const Model>> bind_and_build(std::unique_ptr<ModelStorage> storage,
+                                                           const std::string& name) {
   auto bound = detail::bind_model_file(storage->data(), storage->size(), name);
   if (!bound) return bound.error();
   auto impl = std::make_unique<detail::ModelAccess::Impl>();
@@ -243,7 +250,24 @@ static Result<std::shared_ptr<const Model>> finish_load(std::unique_ptr<ModelSto
   } else if (info.has_text_tokenizer) {
     impl->tokenizer = std::make_unique<text::WordTokenizer>(impl->info);
   }
+  // The converter parsed the template; a file whose template does not parse was not
+  // written by it, and is refused here rather than when a chat starts.
+  if (!info.lm.chat_template.empty()) {
+    auto parsed = text::ChatTemplate::parse(info.lm.chat_template);
+    if (!parsed) {
+      const ErrorCode code = parsed.error().code == ErrorCode::kOutOfMemory ? ErrorCode::kOutOfMemory : ErrorCode::kFormat;
+      return Error{code, name + ": lm.chat_template: " + parsed.error().message};
+    }
+    impl->chat_template = std::move(parsed.value());
+  }
   return detail::ModelAccess::make(std::move(impl));
+}
+
+// Loading allocates from the file's sizes (checked against the file first): memory that
+// still runs out is an error, and `storage` is released with everything else.
+static Result<std::shared_ptr<const Model>> finish_load(std::unique_ptr<ModelStorage> storage,
+                                                        const std::string& name) {
+  return detail::without_exceptions([&] { return bind_and_build(std::move(storage), name); }, name);
 }
 
 Result<std::shared_ptr<const Model>> Model::load(const std::string& path) {
@@ -347,12 +371,10 @@ Result<std::shared_ptr<const Model>> Model::load_from_buffer(void* buffer, size_
     free_buffer(buffer);
     return Error{ErrorCode::kInvalidArgument, name + ": empty model buffer"};
   }
-  std::unique_ptr<ModelStorage> storage;
-  try {
-    storage = std::make_unique<AlignedCopy>(static_cast<uint8_t*>(buffer), size);
-  } catch (...) {
+  std::unique_ptr<ModelStorage> storage(new (std::nothrow) AlignedCopy(static_cast<uint8_t*>(buffer), size));
+  if (!storage) {
     free_buffer(buffer);
-    throw;
+    return Error{ErrorCode::kOutOfMemory, name + ": out of memory"};
   }
   return finish_load(std::move(storage), name);
 }
@@ -362,7 +384,7 @@ Result<std::shared_ptr<const Model>> Model::load_from_memory(const void* data, s
   if (data == nullptr || size == 0)
     return Error{ErrorCode::kInvalidArgument, name + ": empty model buffer"};
   void* copy = allocate_buffer(size);
-  if (copy == nullptr) return Error{ErrorCode::kIo, name + ": out of memory copying the model"};
+  if (copy == nullptr) return Error{ErrorCode::kOutOfMemory, name + ": out of memory copying the model"};
   std::memcpy(copy, data, size);
   return load_from_buffer(copy, size, name);
 }

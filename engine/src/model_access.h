@@ -10,6 +10,7 @@
 #include <memory>
 #include <new>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -21,6 +22,10 @@
 #include "petrel/translator.h"
 #include "text/tokenizer.h"
 
+namespace petrel::text {
+class ChatTemplate;
+}
+
 namespace petrel::detail {
 
 struct ModelAccess {
@@ -30,6 +35,8 @@ struct ModelAccess {
   static const ModelWeights& weights(const Model& model);
   // Built when the model loaded; null when the file carries no text tokenizer.
   static const text::Tokenizer* tokenizer(const Model& model);
+  // Parsed when the model loaded; null when the file carries no chat template.
+  static const text::ChatTemplate* chat_template(const Model& model);
   // The model file's bytes as loaded (the mapping, or the copy of a caller's buffer), for
   // tools that act on the whole range: petrel-bench --cold-cache evicts it from the caches.
   struct Bytes {
@@ -78,17 +85,21 @@ uint64_t process_memory_limit();
 // MiB of working memory; the limit is M MiB: `remedy`".
 std::optional<Error> working_memory_problem(const CheckedSize& bytes, const std::string& request, const char* remedy);
 
-// Runs `job` (returning a Status or a Result), with what setting up a session or a
-// batch's workers can throw as an Error: memory, or a thread the system would not start
-// (a process limit, a small phone's memory).
+// Runs `job` (returning a Status or a Result), with what it can throw as an Error:
+// memory (allocations sized from input that was checked, which a device without
+// overcommit may still refuse), or a thread the system would not start (a process
+// limit, a small phone's memory). `context` (a file's name, a call's) begins the message.
 template <typename Job>
-auto without_exceptions(Job&& job) -> decltype(job()) {
+auto without_exceptions(Job&& job, const std::string& context = {}) -> decltype(job()) {
+  const std::string prefix = context.empty() ? std::string() : context + ": ";
   try {
     return job();
   } catch (const std::bad_alloc&) {
-    return Error{ErrorCode::kOutOfMemory, "out of memory"};
+    return Error{ErrorCode::kOutOfMemory, prefix + "out of memory"};
+  } catch (const std::length_error&) {  // a container asked for more than its max_size()
+    return Error{ErrorCode::kOutOfMemory, prefix + "out of memory"};
   } catch (const std::system_error& e) {
-    return Error{ErrorCode::kOutOfMemory, std::string("cannot start a thread: ") + e.what()};
+    return Error{ErrorCode::kOutOfMemory, prefix + "cannot start a thread: " + e.what()};
   }
 }
 

@@ -8,32 +8,35 @@ Result<std::vector<int32_t>> encode_text(const Model& model, const std::string& 
   const text::Tokenizer* tokenizer = detail::ModelAccess::tokenizer(model);
   if (tokenizer == nullptr)
     return Error{ErrorCode::kUnsupported, "this model file carries no text tokenizer; pass token ids"};
-  return tokenizer->encode(text);
+  return detail::without_exceptions([&] { return tokenizer->encode(text); });
 }
 
 Result<TokenizedText> tokenize(const Model& model, const std::string& text, const std::string& source_language) {
   const text::Tokenizer* tokenizer = detail::ModelAccess::tokenizer(model);
   if (tokenizer == nullptr)
     return Error{ErrorCode::kUnsupported, "this model file carries no text tokenizer; pass token ids"};
-  return tokenizer->tokenize_in(text, source_language);
+  return detail::without_exceptions([&] { return tokenizer->tokenize_in(text, source_language); });
 }
 
 Result<std::vector<std::string>> output_tokens(const Model& model, const std::vector<int32_t>& ids) {
   const text::Tokenizer* tokenizer = detail::ModelAccess::tokenizer(model);
   if (tokenizer == nullptr) return Error{ErrorCode::kUnsupported, "this model file carries no text tokenizer"};
-  std::vector<std::string> out;
-  for (int32_t id : ids) {
-    auto token = tokenizer->output_token(id);
-    if (!token) return Error{ErrorCode::kInvalidArgument, "token id " + std::to_string(id) + " is out of range"};
-    out.emplace_back(*token);
-  }
-  return out;
+  return detail::without_exceptions([&]() -> Result<std::vector<std::string>> {
+    std::vector<std::string> out;
+    out.reserve(ids.size());
+    for (int32_t id : ids) {
+      auto token = tokenizer->output_token(id);
+      if (!token) return Error{ErrorCode::kInvalidArgument, "token id " + std::to_string(id) + " is out of range"};
+      out.emplace_back(*token);
+    }
+    return out;
+  });
 }
 
 Result<std::string> decode_text(const Model& model, const std::vector<int32_t>& ids) {
   const text::Tokenizer* tokenizer = detail::ModelAccess::tokenizer(model);
   if (tokenizer == nullptr) return Error{ErrorCode::kUnsupported, "this model file carries no text tokenizer"};
-  return tokenizer->decode(ids);
+  return detail::without_exceptions([&] { return tokenizer->decode(ids); });
 }
 
 namespace detail {

@@ -158,9 +158,9 @@ Result<Translator> Translator::create(std::shared_ptr<const Model> model, const 
   if (model->info().decoder_only)
     return Error{ErrorCode::kInvalidArgument, model->info().source + ": a decoder-only model (a language model) "
                                               "generates with petrel::Generator, not a Translator"};
-  auto kernels = detail::session_kernels(*model, options);
-  if (!kernels) return kernels.error();
   auto impl = detail::without_exceptions([&]() -> Result<std::unique_ptr<Impl>> {
+    auto kernels = detail::session_kernels(*model, options);
+    if (!kernels) return kernels.error();
     return std::make_unique<Impl>(std::move(model), *kernels.value(), options.threads, options.activation_scales);
   });
   if (!impl) return impl.error();
@@ -170,10 +170,10 @@ Result<Translator> Translator::create(std::shared_ptr<const Model> model, const 
 Result<std::vector<TextTranslation>> Translator::translate_text(const std::vector<std::string>& texts,
                                                                 const TranslateOptions& options) {
   const Model& m = *impl_->model;
-  std::vector<TextTranslation> out(texts.size());
-  std::vector<std::vector<int32_t>> batch;
-  batch.reserve(texts.size());
-  try {
+  return detail::without_exceptions([&]() -> Result<std::vector<TextTranslation>> {
+    std::vector<TextTranslation> out(texts.size());
+    std::vector<std::vector<int32_t>> batch;
+    batch.reserve(texts.size());
     for (size_t i = 0; i < texts.size(); ++i) {
       auto tokens = tokenize(m, texts[i], options.source_language);
       if (!tokens)
@@ -207,10 +207,8 @@ Result<std::vector<TextTranslation>> Translator::translate_text(const std::vecto
         out[i].hypotheses.push_back(std::move(t.value()));
       }
     }
-  } catch (const std::bad_alloc&) {
-    return Error{ErrorCode::kOutOfMemory, "out of memory"};
-  }
-  return out;
+    return out;
+  });
 }
 
 namespace detail {

@@ -328,4 +328,4 @@ static int tool_main(int argc, char** argv) {
   }
 }
 
-int main(int argc, char** argv) { return petrel::cli::exit_status("petrel-bench", tool_main(argc, argv)); }
+int main(int argc, char** argv) { return petrel::cli::run_tool("petrel-bench", tool_main, argc, argv); }

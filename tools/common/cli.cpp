@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <new>
+#include <stdexcept>
 #include <cstdlib>
 #include <sstream>
 
@@ -131,6 +133,18 @@ int exit_status(const std::string& program, int status) {
   std::fprintf(stderr, "%s: cannot write standard output%s%s\n", program.c_str(), error != 0 ? ": " : "",
                error != 0 ? std::strerror(error) : "");
   return status == 0 ? 1 : status;
+}
+
+int run_tool(const std::string& program, int (*tool_main)(int, char**), int argc, char** argv) {
+  int status = 1;
+  try {
+    status = tool_main(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "%s: out of memory\n", program.c_str());
+  } catch (const std::length_error&) {  // a container asked for more than its max_size()
+    std::fprintf(stderr, "%s: out of memory\n", program.c_str());
+  }
+  return exit_status(program, status);
 }
 
 }  // namespace petrel::cli

@@ -65,6 +65,11 @@ class Parser {
 // SIGPIPE ignored), which would otherwise pass for success. Call it as main returns.
 int exit_status(const std::string& program, int status);
 
+// A tool's main: `tool_main`'s status through exit_status, with memory that ran out in
+// the tool's own code (the engine returns errors) reported as "PROGRAM: out of memory"
+// and status 1, not an abort: a device without overcommit refuses allocations.
+int run_tool(const std::string& program, int (*tool_main)(int, char**), int argc, char** argv);
+
 // Parses whitespace-separated token ids, e.g. "12 7 99 0"; each must fit int32
 // (whether it is in a model's vocabulary is the engine's check).
 std::vector<int32_t> parse_id_list(const std::string& text, const std::string& flag);

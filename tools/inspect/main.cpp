@@ -374,4 +374,4 @@ static int tool_main(int argc, char** argv) {
   return 0;
 }
 
-int main(int argc, char** argv) { return petrel::cli::exit_status("petrel-inspect", tool_main(argc, argv)); }
+int main(int argc, char** argv) { return petrel::cli::run_tool("petrel-inspect", tool_main, argc, argv); }

@@ -311,4 +311,4 @@ static int tool_main(int argc, char** argv) {
   return run::run_translation(request, io);
 }
 
-int main(int argc, char** argv) { return petrel::cli::exit_status("petrel-run", tool_main(argc, argv)); }
+int main(int argc, char** argv) { return petrel::cli::run_tool("petrel-run", tool_main, argc, argv); }

@@ -24,6 +24,16 @@ namespace petrel {
 constexpr size_t kMaxStopStrings = 16;
 constexpr size_t kMaxStopBytes = 256;
 
+// The longest prompt text (generate_text's, or a chat template's rendering) a model takes:
+// what its positions can hold, max_positions x min(its longest token's bytes,
+// kMaxPromptBytesPerPosition) + its longest token, and kMaxPromptBytes at most. A longer
+// text is refused before it is tokenized. No prompt that fits is refused unless it
+// averages more than 32 bytes a token, or 8 in a context of 128k positions (English
+// averages 4-5); and a model file cannot make one call tokenize more than 1 MiB, which
+// its tokenizer does in about a second at the worst it may be (README, "Reliability").
+constexpr size_t kMaxPromptBytesPerPosition = 32;
+constexpr size_t kMaxPromptBytes = size_t{1} << 20;
+
 // Options left unset take the model's own (ModelInfo::lm: its generation_config.json),
 // as transformers' generate() does; a caller's value always wins.
 struct GenerateOptions {
@@ -114,6 +124,9 @@ class Generator {
   PETREL_API Result<std::string> apply_chat_template(
       const std::vector<ChatMessage>& messages, bool add_generation_prompt = true,
       const std::vector<std::pair<std::string, bool>>& template_flags = {}) const;
+
+  // The longest prompt text this model takes (kMaxPromptBytes above); 0 without a tokenizer.
+  PETREL_API size_t max_prompt_bytes() const;
 
   PETREL_API const GenerateTimings& last_timings() const;
   PETREL_API const Model& model() const;
