@@ -314,28 +314,20 @@ Limits* load_limits() {
          {"model",
           {{"type", "WordPiece"}, {"unk_token", "[UNK]"}, {"continuing_subword_prefix", "##"},
            {"max_input_chars_per_word", 0xffffffffu}, {"vocab", vocab}}}});
+    const auto unigram = [&](const json& vocab) -> json {  // <unk> is id 0
+      return {{"version", "1.0"},
+              {"added_tokens", json::array({added_token(0, "<unk>")})},
+              {"normalizer", nullptr},
+              {"pre_tokenizer", nullptr},
+              {"post_processor", nullptr},
+              {"decoder", nullptr},
+              {"model", {{"type", "Unigram"}, {"unk_id", 0}, {"byte_fallback", false}, {"vocab", vocab}}}};
+    };
     l->unigram = hf_from_json(
-        "unigram_4096",
-        {{"version", "1.0"},
-         {"added_tokens", json::array({added_token(0, "<unk>")})},
-         {"normalizer", nullptr},
-         {"pre_tokenizer", nullptr},
-         {"post_processor", nullptr},
-         {"decoder", nullptr},
-         {"model",
-          {{"type", "Unigram"}, {"unk_id", 0}, {"byte_fallback", false},
-           {"vocab", json::array({{"<unk>", 0.0}, {"a", -2.0}, {"b", -2.0}, {std::string(4096, 'a'), -1.0}})}}}});
+        "unigram_4096", unigram(json::array({{"<unk>", 0.0}, {"a", -2.0}, {"b", -2.0}, {std::string(4096, 'a'), -1.0}})));
     json nested = json::array({{"<unk>", 0.0}});  // "a" .. 1024 'a': each 'a' starts 1024 pieces
     for (int k = 1; k <= 1024; ++k) nested.push_back({std::string(static_cast<size_t>(k), 'a'), -k / 7.0});
-    l->unigram_nested = hf_from_json(
-        "unigram_nested_1024",
-        {{"version", "1.0"},
-         {"added_tokens", json::array({added_token(0, "<unk>")})},
-         {"normalizer", nullptr},
-         {"pre_tokenizer", nullptr},
-         {"post_processor", nullptr},
-         {"decoder", nullptr},
-         {"model", {{"type", "Unigram"}, {"unk_id", 0}, {"byte_fallback", false}, {"vocab", nested}}}});
+    l->unigram_nested = hf_from_json("unigram_nested_1024", unigram(nested));
     l->regex = hf_from_json("regex_1024", bpe_json(split_regex("a{1023}")));
     l->busy_regex = hf_from_json("regex_1024_busy", bpe_json(split_regex("(?:.?){511}x")));
     const std::string qwen =

@@ -383,15 +383,10 @@ TEST_CASE("C API: lengths beyond any model's positions are refused", "[capi]") {
 // child process, under its own limit; where the limit does not hold (qemu-user ignores
 // RLIMIT_AS; sanitizers reserve terabytes) there is nothing to show.
 TEST_CASE("C API: a session whose threads cannot start is PETREL_OUT_OF_MEMORY, not a hang", "[capi][threads]") {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  WARN("not under a sanitizer: an address-space limit stops its runtime");
-  return;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-  WARN("not under a sanitizer: an address-space limit stops its runtime");
-  return;
-#endif
-#endif
+  if (built_with_sanitizer()) {
+    WARN("not under a sanitizer: an address-space limit stops its runtime");
+    return;
+  }
   const std::string path = fixture_dir() + "/portable/post_swish_concat_tied-int8.petrel";
   petrel_model* model = nullptr;
   REQUIRE(petrel_model_load(path.c_str(), &model) == PETREL_OK);

@@ -630,15 +630,10 @@ TEST_CASE("a signal during the final write removes the partial output, then ends
 // checkpoint is a language model of 2^22 ids whose tokenizer's per-id tables (128 MiB of
 // them) cannot fit under an address-space limit of 100 MiB; its weights (32 MiB) can.
 TEST_CASE("petrel-convert reports memory that runs out as an error and exit status 1", "[convert][cli]") {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  WARN("not under a sanitizer: an address-space limit stops its runtime");
-  return;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-  WARN("not under a sanitizer: an address-space limit stops its runtime");
-  return;
-#endif
-#endif
+  if (built_with_sanitizer()) {
+    WARN("not under a sanitizer: an address-space limit stops its runtime");
+    return;
+  }
   if (!can_run_programs()) return;
   TempDir tmp;
   const std::string dir = tmp.file("lm");

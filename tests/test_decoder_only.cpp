@@ -84,6 +84,19 @@ Generator make_generator(std::shared_ptr<const Model> model, const std::string& 
   return std::move(g.value());
 }
 
+// The converter's message for checkpoint `dir` (written to `out`), or "converted".
+std::string conversion_message(const std::string& dir, const std::string& out) {
+  convert::ConvertOptions o;
+  o.checkpoint_dir = dir;
+  o.output_path = out;
+  try {
+    convert::convert_checkpoint(o);
+  } catch (const convert::ConvertError& e) {
+    return e.what();
+  }
+  return "converted";
+}
+
 }  // namespace
 
 TEST_CASE("decoder-only models match the PyTorch oracle in f32 on every kernel path", "[decoder_only][oracle]") {
@@ -693,15 +706,7 @@ TEST_CASE("a chat template that does not parse is refused at conversion, naming 
                         const std::function<void(const std::string&)>& write) {
     const std::string dir = edited_fixture("gemma3_f32", tmp.file(name), edit);
     write(dir);
-    convert::ConvertOptions o;
-    o.checkpoint_dir = dir;
-    o.output_path = tmp.file(name + ".petrel");
-    try {
-      convert::convert_checkpoint(o);
-    } catch (const convert::ConvertError& e) {
-      return std::string(e.what());
-    }
-    return std::string("converted");
+    return conversion_message(dir, tmp.file(name + ".petrel"));
   };
   auto tokenizer_config = [](const json& config) {
     return [config](const std::string& dir) { std::ofstream(dir + "/tokenizer_config.json") << config.dump(); };
@@ -750,15 +755,7 @@ TEST_CASE("a tokenizer.json regex the engine cannot run is refused at conversion
     if (!pre_tokenizer.is_null()) tokenizer["pre_tokenizer"] = pre_tokenizer;
     if (!normalizer.is_null()) tokenizer["normalizer"] = normalizer;
     std::ofstream(dir + "/tokenizer.json") << tokenizer.dump();
-    convert::ConvertOptions o;
-    o.checkpoint_dir = dir;
-    o.output_path = tmp.file(name + ".petrel");
-    try {
-      convert::convert_checkpoint(o);
-    } catch (const convert::ConvertError& e) {
-      return std::string(e.what());
-    }
-    return std::string("converted");
+    return conversion_message(dir, tmp.file(name + ".petrel"));
   };
   auto split = [](const std::string& regex) {
     return json{{"type", "Split"}, {"pattern", {{"Regex", regex}}}, {"behavior", "Isolated"}, {"invert", false}};

@@ -27,6 +27,7 @@
 #include "petrel_generated.h"
 #include "support/coprocess.h"
 #include "support/hf_test_support.h"
+#include "support/lm_fixture.h"
 #include "support/test_support.h"
 #include "text/hf_tokenizer.h"
 
@@ -105,7 +106,6 @@ namespace {
 using json = nlohmann::json;
 
 json small_tokenizer_json() {
-  json vocab = json::object();
   std::vector<std::string> tokens = {"<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>",
                                      "\xe2\x96\x81", "\n"};
   for (char c = 'a'; c <= 'z'; ++c) tokens.emplace_back(1, c);
@@ -113,39 +113,13 @@ json small_tokenizer_json() {
   for (char c = '0'; c <= '9'; ++c) tokens.emplace_back(1, c);
   for (const char* p : {".", ",", "!", "?", "'", ":"}) tokens.emplace_back(p);
   // Merges, each of two tokens already listed; their results are tokens too.
-  const std::vector<std::pair<std::string, std::string>> merges = {
-      {"e", "r"}, {"u", "s"}, {"us", "er"}, {"m", "o"}, {"mo", "d"}, {"e", "l"}, {"mod", "el"},
-      {"t", "h"}, {"th", "e"}, {"\xe2\x96\x81", "the"}, {"i", "n"}, {"a", "n"}, {"o", "n"},
-      {"r", "e"}, {"\xe2\x96\x81", "a"}, {"s", "y"}, {"sy", "s"}, {"t", "e"}, {"sys", "te"},
-      {"syste", "m"}, {"\xe2\x96\x81", "i"}, {"\xe2\x96\x81i", "s"}, {"h", "i"}, {"\xe2\x96\x81", "t"}};
-  std::vector<json> merge_list;
-  for (const auto& [l, r] : merges) {
-    if (std::find(tokens.begin(), tokens.end(), l + r) == tokens.end()) tokens.push_back(l + r);
-    merge_list.push_back(json::array({l, r}));
-  }
-  REQUIRE(tokens.size() <= 128);
-  for (size_t i = 0; i < tokens.size(); ++i) vocab[tokens[i]] = i;
-  json added = json::array();
-  for (int id = 0; id < 6; ++id)
-    added.push_back({{"id", id}, {"content", tokens[static_cast<size_t>(id)]}, {"single_word", false},
-                     {"lstrip", false}, {"rstrip", false}, {"normalized", false}, {"special", true}});
-  return {{"version", "1.0"},
-          {"added_tokens", added},
-          {"normalizer", {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\xe2\x96\x81"}}},
-          {"pre_tokenizer",
-           {{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "MergedWithPrevious"}, {"invert", false}}},
-          {"post_processor",
-           {{"type", "TemplateProcessing"},
-            {"single", json::array({{{"SpecialToken", {{"id", "<bos>"}, {"type_id", 0}}}},
-                                    {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})}}},
-          {"decoder",
-           {{"type", "Sequence"},
-            {"decoders", json::array({{{"type", "Replace"}, {"pattern", {{"String", "\xe2\x96\x81"}}}, {"content", " "}},
-                                      {{"type", "ByteFallback"}},
-                                      {{"type", "Fuse"}}})}}},
-          {"model",
-           {{"type", "BPE"}, {"unk_token", "<unk>"}, {"fuse_unk", true}, {"byte_fallback", false}, {"vocab", vocab},
-            {"merges", merge_list}}}};
+  json tokenizer = petrel::test::gemma_style_tokenizer_json(
+      tokens, {{"e", "r"}, {"u", "s"}, {"us", "er"}, {"m", "o"}, {"mo", "d"}, {"e", "l"}, {"mod", "el"},
+               {"t", "h"}, {"th", "e"}, {"\xe2\x96\x81", "the"}, {"i", "n"}, {"a", "n"}, {"o", "n"},
+               {"r", "e"}, {"\xe2\x96\x81", "a"}, {"s", "y"}, {"sy", "s"}, {"t", "e"}, {"sys", "te"},
+               {"syste", "m"}, {"\xe2\x96\x81", "i"}, {"\xe2\x96\x81i", "s"}, {"h", "i"}, {"\xe2\x96\x81", "t"}});
+  REQUIRE(tokenizer["model"]["vocab"].size() <= 128);
+  return tokenizer;
 }
 
 // gemma3_f32 converted with the small tokenizer and the chat template of the real

@@ -116,14 +116,7 @@ TEST_CASE("petrel-run ends hostile chat templates with an error under a 1 GiB ad
   // Under an emulator the limit would bound the emulator's own reservations instead, and
   // a sanitizer reserves terabytes of shadow at start: there the in-process budget
   // (test_allocations.cpp) stands for it, and the run shows the same clean error.
-  bool limited = petrel_run_command().find("qemu") == std::string::npos;
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  limited = false;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-  limited = false;
-#endif
-#endif
+  const bool limited = petrel_run_command().find("qemu") == std::string::npos && !built_with_sanitizer();
   const std::string limit = limited ? "prlimit --as=1073741824 " : "";
   for (const auto& [name, chat_template] : templates) {
     INFO(name);

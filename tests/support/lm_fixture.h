@@ -4,8 +4,10 @@
 // path a chat takes (load, render, tokenize, generate).
 #pragma once
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "convert/convert.h"
@@ -13,21 +15,15 @@
 
 namespace petrel::test {
 
-// A Gemma-style tokenizer.json within the fixture's 128 ids: specials, '▁', letters,
-// digits and a few marks, BPE merges of a few words; a space becomes '▁' and splits words.
-inline nlohmann::json tiny_lm_tokenizer_json() {
+// A Gemma-style tokenizer.json of `tokens` (the first six: <pad> <eos> <bos> <unk>
+// <start_of_turn> <end_of_turn>, special) and BPE `merges` (each result appended to the
+// tokens if missing): a space becomes '▁' and splits words, <bos> goes first.
+inline nlohmann::json gemma_style_tokenizer_json(std::vector<std::string> tokens,
+                                                 const std::vector<std::pair<std::string, std::string>>& merges) {
   using json = nlohmann::json;
-  std::vector<std::string> tokens = {"<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>",
-                                     "\xe2\x96\x81", "\n"};
-  for (char c = 'a'; c <= 'z'; ++c) tokens.emplace_back(1, c);
-  for (char c = 'A'; c <= 'Z'; ++c) tokens.emplace_back(1, c);
-  for (char c = '0'; c <= '9'; ++c) tokens.emplace_back(1, c);
-  for (const char* p : {".", ",", "!", "?", "'", ":", "[", "]", "(", ")", "-"}) tokens.emplace_back(p);
-  const std::vector<std::pair<std::string, std::string>> merges = {
-      {"u", "s"}, {"e", "r"}, {"us", "er"}, {"t", "h"}, {"th", "e"}, {"\xe2\x96\x81", "the"}, {"i", "n"}};
   json merge_list = json::array();
   for (const auto& [l, r] : merges) {
-    tokens.push_back(l + r);
+    if (std::find(tokens.begin(), tokens.end(), l + r) == tokens.end()) tokens.push_back(l + r);
     merge_list.push_back(json::array({l, r}));
   }
   json vocab = json::object();
@@ -44,15 +40,28 @@ inline nlohmann::json tiny_lm_tokenizer_json() {
           {"post_processor",
            {{"type", "TemplateProcessing"},
             {"single", json::array({{{"SpecialToken", {{"id", "<bos>"}, {"type_id", 0}}}},
-                                    {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})},
-            {"special_tokens", {{"<bos>", {{"id", "<bos>"}, {"ids", {2}}, {"tokens", {"<bos>"}}}}}}}},
+                                    {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})}}},
           {"decoder",
            {{"type", "Sequence"},
             {"decoders", json::array({{{"type", "Replace"}, {"pattern", {{"String", "\xe2\x96\x81"}}}, {"content", " "}},
+                                      {{"type", "ByteFallback"}},
                                       {{"type", "Fuse"}}})}}},
           {"model",
            {{"type", "BPE"}, {"unk_token", "<unk>"}, {"fuse_unk", true}, {"byte_fallback", false}, {"vocab", vocab},
             {"merges", merge_list}}}};
+}
+
+// The specials, '▁', letters, digits and a few marks, with merges into a few words: 88 of
+// the fixture's 128 ids.
+inline nlohmann::json tiny_lm_tokenizer_json() {
+  std::vector<std::string> tokens = {"<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>",
+                                     "\xe2\x96\x81", "\n"};
+  for (char c = 'a'; c <= 'z'; ++c) tokens.emplace_back(1, c);
+  for (char c = 'A'; c <= 'Z'; ++c) tokens.emplace_back(1, c);
+  for (char c = '0'; c <= '9'; ++c) tokens.emplace_back(1, c);
+  for (const char* p : {".", ",", "!", "?", "'", ":", "[", "]", "(", ")", "-"}) tokens.emplace_back(p);
+  return gemma_style_tokenizer_json(
+      tokens, {{"u", "s"}, {"e", "r"}, {"us", "er"}, {"t", "h"}, {"th", "e"}, {"\xe2\x96\x81", "the"}, {"i", "n"}});
 }
 
 // A chat template in Gemma's turn format: what a well-behaved model file carries.

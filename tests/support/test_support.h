@@ -88,6 +88,21 @@ class TempDir {
 std::string run_command(const std::string& command, int* status, bool stdout_only = false);
 // Whether this build can start programs (petrel-run, xz): not a WebAssembly build.
 bool can_run_programs();
+// Whether this build runs under a sanitizer, whose runtime reserves terabytes of shadow
+// memory at start: an address-space limit (RLIMIT_AS) then stops it before main.
+constexpr bool built_with_sanitizer() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  return true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+  return true;
+#else
+  return false;
+#endif
+#else
+  return false;
+#endif
+}
 
 // While it lives, LC_NUMERIC is a locale whose radix is ',' (de_DE.UTF-8; made once per
 // run by localedef where it is not installed), as an application embedding Petrel may
