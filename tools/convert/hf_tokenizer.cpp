@@ -317,6 +317,9 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
     const uint32_t id = id_value(a.at("id"), a.at("id").raw());
     const std::string content = a.text("content");
     if (content.empty() || !detail::is_valid_utf8(content)) a.at("content").fail("must be non-empty UTF-8");
+    if (content.size() > detail::kMaxPieceBytes)  // the loader's limit on a token's text
+      a.at("content").fail("is " + std::to_string(content.size()) + " bytes, more than " +
+                           std::to_string(detail::kMaxPieceBytes));
     if (id >= vocab_size) {
       ++sum.dropped_added;
       continue;
