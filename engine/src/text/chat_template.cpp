@@ -130,6 +130,12 @@ std::string python_float(double v, int* tries) {
 struct ListData;
 struct DictData;
 
+// The sizes the value budget counts (kMaxAllocatedBytes): a 64-bit libstdc++ build's, on
+// every build, so that a template is accepted or refused alike on every device (a 32-bit
+// build's objects are smaller than counted). Checked against sizeof where they apply.
+constexpr uint64_t kValueBytes = 32, kStringBytes = 32, kEntryBytes = kStringBytes + kValueBytes, kListBytes = 32,
+                   kDictBytes = 56, kWeakPtrBytes = 16;
+
 // 32 bytes: a kind, a number, and the string, list or dict it shares (immutable, but
 // for a namespace's or loop's dict).
 struct Value {
@@ -193,7 +199,7 @@ struct DictData {
   }
   // The bytes of the arrays holding `capacity` entries (keys' heaps aside).
   static uint64_t table_bytes(size_t capacity) {
-    return uint64_t{capacity} * sizeof(Entry) + uint64_t{slots_for(capacity)} * sizeof(uint32_t) + 32;
+    return uint64_t{capacity} * kEntryBytes + uint64_t{slots_for(capacity)} * sizeof(uint32_t) + 32;
   }
 
   size_t index_of(std::string_view key) const {
@@ -244,6 +250,10 @@ struct DictData {
     slots[at] = static_cast<uint32_t>(i + 1);
   }
 };
+static_assert(sizeof(void*) != 8 || (sizeof(Value) == kValueBytes && sizeof(std::string) == kStringBytes &&
+                                     sizeof(DictData::Entry) == kEntryBytes && sizeof(ListData) == kListBytes &&
+                                     sizeof(DictData) == kDictBytes && sizeof(std::weak_ptr<DictData>) == kWeakPtrBytes),
+              "the value budget counts a 64-bit build's sizes");
 
 int depth_of(const Value& v) {
   if (v.is(Kind::kList)) return v.list()->depth;
@@ -1222,14 +1232,13 @@ constexpr char kHexDigits[] = "0123456789abcdef";
 // entries and index, a vector's whole capacity, malloc's header. These are libstdc++'s
 // layouts; elsewhere they are estimates of the same order.
 constexpr uint64_t kMallocBytes = 16;
-template <class T>
-constexpr uint64_t shared_block_bytes() {
-  return sizeof(T) + 16 + kMallocBytes;  // vtable pointer and use counts, then T
+constexpr uint64_t shared_block_bytes(uint64_t object_bytes) {
+  return object_bytes + 16 + kMallocBytes;  // vtable pointer and use counts, then the object
 }
 uint64_t heap_bytes(uint64_t capacity) {  // a std::string's buffer, past the 15 bytes it holds inside
   return capacity > 15 ? capacity + 1 + kMallocBytes : 0;
 }
-uint64_t string_bytes(uint64_t size) { return shared_block_bytes<std::string>() + heap_bytes(size); }
+uint64_t string_bytes(uint64_t size) { return shared_block_bytes(kStringBytes) + heap_bytes(size); }
 
 constexpr size_t kMaxStringBytes = ChatTemplate::kMaxOutputBytes;  // the longest string a render builds
 constexpr size_t kMaxListItems = ChatTemplate::kMaxOutputBytes;    // the longest list
@@ -1366,7 +1375,7 @@ class Renderer {
   }
   // A string value of `built`, whose heap reserve_text() accounted.
   bool finish_string(size_t offset, std::string&& built, Value& out) {
-    if (!charge(1) || !account(offset, shared_block_bytes<std::string>())) return false;
+    if (!charge(1) || !account(offset, shared_block_bytes(kStringBytes))) return false;
     out = Value::of_string(std::move(built));
     return true;
   }
@@ -1379,7 +1388,7 @@ class Renderer {
     const size_t need = items.size() + static_cast<size_t>(more);
     if (need <= items.capacity()) return true;
     const size_t capacity = std::max(need, std::min(2 * items.capacity(), kMaxListItems));
-    if (!account(offset, uint64_t{capacity} * sizeof(Value) + kMallocBytes)) return false;
+    if (!account(offset, uint64_t{capacity} * kValueBytes + kMallocBytes)) return false;
     items.reserve(capacity);
     return true;
   }
@@ -1390,7 +1399,7 @@ class Renderer {
   }
   // A list value of `items`, whose buffer reserve_values() accounted.
   bool make_list(size_t offset, std::vector<Value>&& items, Value& out, bool is_tuple = false) {
-    if (!charge(1 + items.size() / kBytesPerStep) || !account(offset, shared_block_bytes<ListData>())) return false;
+    if (!charge(1 + items.size() / kBytesPerStep) || !account(offset, shared_block_bytes(kListBytes))) return false;
     auto list = std::make_shared<ListData>();
     for (const Value& v : items) {
       if (is_mutable(v)) return fail(offset, "a namespace or loop cannot be put in a list");
@@ -1409,9 +1418,9 @@ class Renderer {
   bool new_dict(size_t offset, size_t count, bool is_ns, std::shared_ptr<DictData>& out) {
     if (count > kMaxListItems)
       return fail(offset, "a dict of more than " + std::to_string(kMaxListItems) + " keys", ErrorCode::kOutOfMemory);
-    const uint64_t registry = is_ns ? 2 * sizeof(std::weak_ptr<DictData>) : 0;
+    const uint64_t registry = is_ns ? 2 * kWeakPtrBytes : 0;
     if (!charge(1 + count / kBytesPerStep) ||
-        !account(offset, shared_block_bytes<DictData>() + DictData::table_bytes(count) + registry))
+        !account(offset, shared_block_bytes(kDictBytes) + DictData::table_bytes(count) + registry))
       return false;
     out = std::make_shared<DictData>();
     out->is_namespace = is_ns;
@@ -2514,11 +2523,11 @@ class Renderer {
     const uint64_t room = ChatTemplate::kMaxAllocatedBytes - allocated_;
     walk([&](size_t start, size_t end) {
       ++parts;
-      bytes += sizeof(Value) + string_bytes(end - start);
+      bytes += kValueBytes + string_bytes(end - start);
       return bytes <= room;
     });
     std::vector<Value> items;  // (a part: a string made, and freed with the list)
-    if (!charge(2 * parts) || !account(offset, bytes - parts * sizeof(Value)) || !reserve_values(offset, items, parts))
+    if (!charge(2 * parts) || !account(offset, bytes - parts * kValueBytes) || !reserve_values(offset, items, parts))
       return false;
     walk([&](size_t start, size_t end) {
       items.push_back(Value::of_string(std::string(s.substr(start, end - start))));
