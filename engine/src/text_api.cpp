@@ -51,6 +51,7 @@ Result<TextHypothesis> text_hypothesis(const Model& model, Hypothesis&& h) {
   t.ids = std::move(h.ids);
   t.score = h.score;
   t.ended_on_eos = h.ended_on_eos;
+  t.alignment = std::move(h.alignment);
   return t;
 }
 }  // namespace detail

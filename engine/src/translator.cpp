@@ -30,7 +30,7 @@ namespace {
 // so a huge batch or beam is refused by name instead of wrapping a 32-bit size or
 // throwing std::bad_alloc.
 detail::CheckedSize request_bytes(const ModelInfo& info, size_t sentences, uint64_t source_tokens, size_t beam,
-                                  size_t max_steps, size_t threads, size_t cache_element) {
+                                  size_t max_steps, size_t threads, size_t cache_element, size_t alignment_width) {
   using detail::CheckedSize;
   const uint64_t d = info.d_model, ffn = info.ffn_dim, widest = std::max(d, ffn) + 32;
   const uint64_t rows = uint64_t{sentences} * beam, activation_rows = std::max<uint64_t>(rows, source_tokens);
@@ -45,6 +45,9 @@ detail::CheckedSize request_bytes(const ModelInfo& info, size_t sentences, uint6
   total += CheckedSize(rows) * info.target_vocab_size * 4;               // logits
   total += CheckedSize(rows) * max_steps * 4 * 2;                        // token histories
   total += CheckedSize(sentences) * 3 * beam * max_steps * 4;            // finished hypotheses
+  // Alignments: each step's rows, the rows each continued, the finished hypotheses' rows
+  // and the results.
+  total += CheckedSize(rows) * max_steps * (alignment_width * 4 * 3 + (alignment_width ? sizeof(size_t) : 0));
   return total;
 }
 
@@ -391,6 +394,16 @@ Result<TranslateOptions> resolve_options(const Model& petrel_model, const Transl
   if (!o.use_shortlist) o.use_shortlist = info.shortlist.present && info.shortlist.by_default;
   if (*o.use_shortlist && !info.shortlist.present)
     return invalid("this model file has no shortlist (petrel-convert --shortlist adds one)");
+  if (o.alignment) {
+    if (!o.alignment_layer) o.alignment_layer = info.alignment_layer >= 0 ? static_cast<size_t>(info.alignment_layer)
+                                                                          : info.decoder_layers - 1;
+    if (*o.alignment_layer >= info.decoder_layers)
+      return invalid("alignment layer " + std::to_string(*o.alignment_layer) + " is not one of the model's " +
+                     std::to_string(info.decoder_layers) + " decoder layers (0-based)");
+    if (o.alignment_head >= info.num_heads)
+      return invalid("alignment head " + std::to_string(o.alignment_head) + " is not one of the model's " +
+                     std::to_string(info.num_heads) + " attention heads (0-based)");
+  }
   return o;
 }
 
@@ -444,8 +457,14 @@ Result<std::vector<Translation>> Translator::Impl::translate(const std::vector<s
   }
 
   const DType cache_type = options.kv_cache_f16 ? DType::kF16 : DType::kF32;
+  // Alignment rows are as wide as the longest input (in tokens the encoder reads).
+  size_t alignment_width = 0;
+  if (options.alignment) {
+    const models::SourceReader reader(info);
+    for (const auto& ids : batch) alignment_width = std::max(alignment_width, reader.tokens_read(ids));
+  }
   const detail::CheckedSize needed = request_bytes(info, batch.size(), source_tokens, options.beam_size, max_new,
-                                                   pool.size(), detail::dtype_size(cache_type));
+                                                   pool.size(), detail::dtype_size(cache_type), alignment_width);
   if (auto problem = detail::working_memory_problem(
           needed,
           std::to_string(batch.size()) + " inputs (" + std::to_string(source_tokens) + " tokens) with beam " +
@@ -465,6 +484,7 @@ Result<std::vector<Translation>> Translator::Impl::translate(const std::vector<s
   so.decoder_start_id = info.decoder_start_id;
   so.eos_id = info.eos_id;
   so.bad_word_ids = info.bad_word_ids;
+  so.alignment_width = alignment_width;
   std::vector<std::vector<int32_t>> forced;
   if (!options.target_prefix.empty()) {
     forced.assign(batch.size(), options.target_prefix);
@@ -480,6 +500,11 @@ Result<std::vector<Translation>> Translator::Impl::translate(const std::vector<s
   std::vector<size_t> sentence_of_row(batch.size() * so.beam);
   for (size_t r = 0; r < sentence_of_row.size(); ++r) sentence_of_row[r] = r / so.beam;
   graph.start_decoding(encoded, sentence_of_row, max_new, cache_type, decoder, workspace);
+  if (options.alignment) {
+    decoder.alignment_layer = *options.alignment_layer;
+    decoder.alignment_head = options.alignment_head;
+    decoder.alignment_width = alignment_width;
+  }
   decode::DecoderSteps steps(graph, decoder, workspace, output);
   StreamObserver stream(options.on_token, detail::ModelAccess::tokenizer(*model), so.beam > 1);
   if (options.on_token) so.observer = &stream;
@@ -498,7 +523,13 @@ Result<std::vector<Translation>> Translator::Impl::translate(const std::vector<s
   std::vector<Translation> out(batch.size());
   size_t generated = 0;
   for (size_t s = 0; s < batch.size(); ++s) {
-    for (auto& h : found.value().hypotheses[s]) out[s].hypotheses.push_back({std::move(h.ids), h.score, h.ended_on_eos});
+    for (auto& h : found.value().hypotheses[s]) {
+      out[s].hypotheses.push_back({std::move(h.ids), h.score, h.ended_on_eos, {}});
+      // The search's rows are the batch's widest: each keeps its own input's tokens.
+      for (size_t at = 0; at < h.alignment.size(); at += alignment_width)
+        out[s].hypotheses.back().alignment.emplace_back(h.alignment.begin() + static_cast<std::ptrdiff_t>(at),
+                                                        h.alignment.begin() + static_cast<std::ptrdiff_t>(at + encoded.length[s]));
+    }
     if (!out[s].hypotheses.empty()) generated += out[s].hypotheses[0].ids.size();
   }
   timings.generated_tokens = generated;

@@ -71,6 +71,8 @@ struct CheckpointConfig {
   // Marian C++ models (Firefox's; marian_native.h): their conventions, recorded in the file.
   bool marian_native = false;
   bool ssru_decoder = false;     // decoder layers are SSRUs (transformer-decoder-autoreg: rnn)
+  // Marian's transformer-guided-alignment-layer, 0-based (-1: none named).
+  int32_t alignment_layer = -1;
   float layer_norm_eps = 1e-5f;  // transformers' LayerNorm; Marian's is 1e-6
   double max_length_factor = 0;  // generation: Marian's max-length-factor
   MarianNativeFiles native;      // the directory's files
@@ -369,6 +371,19 @@ CheckpointConfig read_marian_native_config(const MarianOptions& o, uint32_t sour
   if (autoreg == "rnn") {
     expect("dec-cell", "gru", {"ssru"});  // Marian's default cell is a GRU
     c.ssru_decoder = true;
+  }
+  // The layer whose cross-attention was trained to align (guided alignment): "last" or a
+  // 1-based number, as marian-dev's transformer.h reads it.
+  const std::string aligned = o.text("transformer-guided-alignment-layer", "last");
+  if (aligned == "last") {
+    c.alignment_layer = static_cast<int32_t>(c.decoder_layers) - 1;
+  } else {
+    char* end = nullptr;
+    const unsigned long long layer = std::strtoull(aligned.c_str(), &end, 10);
+    if (aligned.empty() || *end != '\0' || layer == 0 || layer > c.decoder_layers)
+      throw ConvertError(where + ": transformer-guided-alignment-layer '" + aligned + "' is not 'last' or a layer 1.." +
+                         std::to_string(c.decoder_layers));
+    c.alignment_layer = static_cast<int32_t>(layer) - 1;
   }
   // Marian writes every option, defaults included (transformer-aan-* without an
   // average-attention decoder, factors-combine without factors): only those in effect count.
@@ -769,6 +784,7 @@ class Converter : TensorOutput {
     if (!shortlist.IsNull()) mb.add_shortlist(shortlist);
     mb.add_generation(generation);
     if (c_.marian_native) mb.add_decoder_start(fb::DecoderStart::Zeros);
+    if (c_.alignment_layer >= 0) mb.add_alignment_layer(c_.alignment_layer);
     mb.add_tensors(tensors);
     mb.add_data_size(writer_.data_size());
     mb.add_data_crc32(writer_.data_crc32());

@@ -94,6 +94,15 @@ struct TranslateOptions {
   // language (empty: the model's default source language).
   std::string target_language;
   std::string source_language;
+  // Word alignments (Hypothesis::alignment): the attention probabilities of head
+  // alignment_head of decoder layer alignment_layer's cross-attention, for each output
+  // token over the input's. Unset layer: the one the model was trained to align
+  // (ModelInfo::alignment_layer: a Marian model's guided-alignment layer), else the last;
+  // head 0 is the one Marian's guided alignment trains and bergamot reads. Off: nothing is
+  // computed for them.
+  bool alignment = false;
+  std::optional<size_t> alignment_layer;  // 0-based
+  size_t alignment_head = 0;
 };
 
 struct Translation {
@@ -108,6 +117,8 @@ struct TextHypothesis {
   std::vector<int32_t> ids;          // without the start token and the final EOS
   std::vector<std::string> pieces;   // the tokens of `ids`
   bool ended_on_eos = false;         // as Hypothesis; sentence by sentence: every sentence did
+  // As Hypothesis::alignment: a row per piece (and the final EOS), over TextTranslation::input's pieces.
+  std::vector<std::vector<float>> alignment;
 };
 struct TextTranslation {
   TokenizedText input;

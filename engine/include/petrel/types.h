@@ -26,7 +26,7 @@ constexpr uint32_t kFormatMajor = 1;
 // 1.6: a tokenizer's strings as one blob and spans of it (loaded in place);
 // 1.7: decoder-only models (RMSNorm, RoPE, grouped-query and sliding-window attention,
 // gated feed-forward layers, generation defaults of language models)
-constexpr uint32_t kFormatMinor = 8;
+constexpr uint32_t kFormatMinor = 9;
 
 enum class DType { kF32, kF16, kInt8, kInt4 };
 enum class Activation { kRelu, kGelu, kSwish, kGeluTanh };
@@ -274,6 +274,10 @@ struct ModelInfo {
   // Some int8 weights carry static activation scales (Marian's alphas; since 1.4):
   // TranslatorOptions::activation_scales can use them.
   bool static_activation_scales = false;
+  // The decoder layer (0-based) whose cross-attention the model was trained to align
+  // with (Marian's transformer-guided-alignment-layer; since 1.9), or -1: none named.
+  // TranslateOptions::alignment_layer defaults to it, else to the last layer.
+  int32_t alignment_layer = -1;
   bool has_text_tokenizer = false;  // vocab + a tokenizer Petrel implements
   TokenizerInfo tokenizer;
   StringTable vocab;                // id -> token, viewing the model file; may be empty (a Marian C++ model's: see output_tokens())
@@ -292,6 +296,12 @@ struct Hypothesis {
   std::vector<int32_t> ids;  // without the decoder start token and the final EOS
   double score = 0;
   bool ended_on_eos = false;  // it stopped on EOS, not at the length limit or by a token callback
+  // With TranslateOptions::alignment: per output token, the final EOS included when it
+  // ended on one (ids.size() + ended_on_eos rows), the attention probabilities over the
+  // input's tokens as the encoder read them (its EOS included; pads a model masks left
+  // out): the cross-attention of the step that produced the token, of one head of one
+  // decoder layer (TranslateOptions::alignment_layer, alignment_head). Each row sums to 1.
+  std::vector<std::vector<float>> alignment;
 };
 
 // A text as the model reads it: its tokens (SentencePiece pieces, words, language

@@ -17,6 +17,7 @@ class DecoderSteps final : public StepModel {
     graph_.decode_step(tokens, rows, step, state_, ws_, output_, logits);
   }
   void select(const size_t* parent, size_t rows, size_t step) override { graph_.reorder(parent, rows, step, state_); }
+  void align_into(float* rows_by_width) override { state_.alignment_out = rows_by_width; }
 
  private:
   const models::EncoderDecoder& graph_;

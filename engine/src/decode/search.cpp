@@ -60,6 +60,12 @@ Result<SearchResult> search(StepModel& model, size_t sentences, const models::Ou
     f.reserve(K);
   }
   s.finished_tokens.resize(sentences * K * max_steps);
+  const size_t W = o.alignment_width;
+  if (W > 0) {
+    s.step_alignments.resize(max_steps * rows * W);
+    s.step_parents.resize(max_steps * rows);
+    s.finished_alignments.resize(sentences * K * max_steps * W);
+  }
   auto worst_slot = [&](size_t b) {
     const auto& f = s.finished[b];
     size_t worst = 0;
@@ -68,7 +74,9 @@ Result<SearchResult> search(StepModel& model, size_t sentences, const models::Ou
     return worst;
   };
   // `tokens` (length - 1 of them) plus `last` when last >= 0; `eos`: it stopped on EOS.
-  auto finish = [&](size_t b, const int32_t* tokens, size_t length, int32_t last, double score, bool eos) {
+  // Its alignment rows 0..step are traced back from row `row` of this step.
+  auto finish = [&](size_t b, const int32_t* tokens, size_t length, int32_t last, double score, bool eos, size_t step,
+                    size_t row) {
     auto& f = s.finished[b];
     size_t slot = f.size();
     if (slot == K) {
@@ -82,6 +90,13 @@ Result<SearchResult> search(StepModel& model, size_t sentences, const models::Ou
     std::copy_n(tokens, copied, to);
     if (last >= 0) to[copied] = last;
     f[slot] = {length, score, eos};
+    if (W > 0) {
+      float* rows_to = &s.finished_alignments[(b * K + slot) * max_steps * W];
+      for (size_t t = step + 1; t-- > 0;) {
+        std::copy_n(&s.step_alignments[(t * rows + row) * W], W, rows_to + t * W);
+        if (t > 0) row = s.step_parents[t * rows + row];
+      }
+    }
   };
   const int32_t* const no_token = nullptr;
   auto steps_of = [&](size_t b) { return o.sentence_max_new_tokens ? (*o.sentence_max_new_tokens)[b] : max_steps; };
@@ -95,6 +110,7 @@ Result<SearchResult> search(StepModel& model, size_t sentences, const models::Ou
   size_t step = 0;
   for (; step < max_steps && !s.active.empty(); ++step) {
     const size_t active_rows = s.active.size() * K;
+    if (W > 0) model.align_into(&s.step_alignments[step * rows * W]);
     model.step(s.tokens.data(), active_rows, step, s.logits.data());
     s.next_active.clear();
     for (size_t a = 0; a < s.active.size(); ++a) {
@@ -133,11 +149,11 @@ Result<SearchResult> search(StepModel& model, size_t sentences, const models::Ou
         const double score = normalized(c.score, step + 1, o.length_penalty);
         if (c.token == o.eos_id) {
           if (rank < K)  // a lower-ranked EOS is skipped, as in Hugging Face
-            finish(b, &s.history[from * max_steps], step, -1, score, true);
+            finish(b, &s.history[from * max_steps], step, -1, score, true, step, from);
           continue;
         }
         if (last_step) {  // the length limit: the best K candidates finish, EOS or not
-          if (rank < K) finish(b, &s.history[from * max_steps], step + 1, c.token, score, false);
+          if (rank < K) finish(b, &s.history[from * max_steps], step + 1, c.token, score, false, step, from);
           continue;
         }
         const size_t to = to_block + filled++;
@@ -157,7 +173,7 @@ Result<SearchResult> search(StepModel& model, size_t sentences, const models::Ou
       if (go_on && o.observer != nullptr && !o.observer->on_step(b, &s.new_history[to_block * max_steps], step + 1)) {
         for (size_t i = 0; i < filled; ++i)  // stopped by the observer: finish the live ones
           finish(b, &s.new_history[(to_block + i) * max_steps], step + 1, -1,
-                 normalized(s.new_scores[to_block + i], step + 1, o.length_penalty), false);
+                 normalized(s.new_scores[to_block + i], step + 1, o.length_penalty), false, step, s.parent[to_block + i]);
         go_on = false;
       }
       if (!go_on) continue;  // its rows are dropped
@@ -168,6 +184,7 @@ Result<SearchResult> search(StepModel& model, size_t sentences, const models::Ou
     std::swap(s.scores, s.new_scores);
     const size_t next_rows = s.next_active.size() * K;
     for (size_t r = 0; r < next_rows; ++r) s.tokens[r] = s.history[r * max_steps + step];
+    if (W > 0 && step + 1 < max_steps) std::copy_n(s.parent.data(), next_rows, &s.step_parents[(step + 1) * rows]);
     bool moved = next_rows != active_rows;
     for (size_t r = 0; r < next_rows && !moved; ++r) moved = s.parent[r] != r;
     if (moved && next_rows > 0) model.select(s.parent.data(), next_rows, step);
@@ -181,7 +198,12 @@ Result<SearchResult> search(StepModel& model, size_t sentences, const models::Ou
     auto& hyps = result.hypotheses[b];
     for (size_t f = 0; f < s.finished[b].size(); ++f) {
       const int32_t* tokens = &s.finished_tokens[(b * K + f) * max_steps];
-      hyps.push_back({{tokens, tokens + s.finished[b][f].length}, s.finished[b][f].score, s.finished[b][f].eos});
+      const SearchState::Finished& done = s.finished[b][f];
+      hyps.push_back({{tokens, tokens + done.length}, done.score, done.eos, {}});
+      if (W > 0) {
+        const float* rows_from = &s.finished_alignments[(b * K + f) * max_steps * W];
+        hyps.back().alignment.assign(rows_from, rows_from + (done.length + (done.eos ? 1 : 0)) * W);
+      }
     }
     std::stable_sort(hyps.begin(), hyps.end(),
                      [](const Hypothesis& x, const Hypothesis& y) { return rank_key(x.score) > rank_key(y.score); });

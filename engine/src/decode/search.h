@@ -24,6 +24,10 @@ class StepModel {
   // Row r of the next step continues row parent[r] of this one (positions 0..step);
   // `rows` rows go on. Called only when some row moves or rows are dropped.
   virtual void select(const size_t* parent, size_t rows, size_t step) = 0;
+  // With SearchOptions::alignment_width: before each step, where that step writes each
+  // row's word alignment (row r at rows_by_width + r x width). A model without them
+  // leaves it alone.
+  virtual void align_into(float* rows_by_width) { (void)rows_by_width; }
 };
 
 // Sees the search step by step: for streaming output and for stopping early.
@@ -67,12 +71,18 @@ struct SearchOptions {
   // (which set its log-probability to 0), and is part of the output.
   const std::vector<std::vector<int32_t>>* forced = nullptr;
   SearchObserver* observer = nullptr;
+  // > 0: each hypothesis carries the alignment row the model wrote at each of its steps
+  // (StepModel::align_into), this many floats a row.
+  size_t alignment_width = 0;
 };
 
 struct Hypothesis {
   std::vector<int32_t> ids;  // without the start token and the final EOS
   double score;              // cumulative log-probability / length^alpha
   bool ended_on_eos;         // not at the length limit or stopped by the observer
+  // With alignment_width: one row per step, ids.size() + ended_on_eos rows (EOS has one)
+  // of alignment_width floats each.
+  std::vector<float> alignment;
 };
 
 struct SearchResult {
@@ -107,6 +117,11 @@ struct SearchState {
   };
   std::vector<std::vector<Finished>> finished;  // per sentence, in slot order
   std::vector<int32_t> finished_tokens;         // [sentence][slot][max_steps]
+  // Alignments (SearchOptions::alignment_width = W): what each step's rows wrote
+  // [max_steps][rows][W], the row each step's row continued [max_steps][rows], and the
+  // finished hypotheses' rows, traced back at finishing [sentence][slot][max_steps][W].
+  std::vector<float> step_alignments, finished_alignments;
+  std::vector<size_t> step_parents;
 };
 
 // The order candidates are visited in: higher score first, then lower token id,

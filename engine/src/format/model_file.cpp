@@ -1203,6 +1203,12 @@ Result<BoundModel> bind_model_file(const uint8_t* bytes, size_t size, const std:
   if (!s) return s.error();
   info.encoder_layers = static_cast<uint32_t>(w.encoder.layers.size());
   info.decoder_layers = static_cast<uint32_t>(w.decoder.layers.size());
+  if (m->alignment_layer() != -1) {
+    if (info.decoder_only || m->alignment_layer() < 0 || static_cast<uint32_t>(m->alignment_layer()) >= info.decoder_layers)
+      return fail("field 'alignment_layer' = " + std::to_string(m->alignment_layer()) + " is not one of the " +
+                  std::to_string(info.decoder_layers) + " decoder layers of an encoder-decoder model");
+    info.alignment_layer = m->alignment_layer();
+  }
   info.encoder_positions = w.encoder.positions;
   info.decoder_positions = w.decoder.positions;
   info.embedding_norm = w.encoder.embed_norm.present() || w.decoder.embed_norm.present();

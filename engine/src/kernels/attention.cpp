@@ -62,3 +62,37 @@ void store_as(const float* x, size_t n, DType type, void* out) {
 }
 
 }  // namespace petrel::kernels::reference
+
+namespace petrel::kernels {
+
+namespace {
+template <typename T>
+void probabilities_typed(const float* q, const T* k, const size_t* rows, size_t n, size_t stride, size_t head_dim,
+                         float* probs) {
+  float max_score = -INFINITY;
+  for (size_t j = 0; j < n; ++j) {
+    const T* key = k + (rows != nullptr ? rows[j] : j) * stride;
+    float s = 0;
+    for (size_t c = 0; c < head_dim; ++c) s += q[c] * reference::to_float(key[c]);
+    probs[j] = s;
+    max_score = std::max(max_score, s);
+  }
+  float sum = 0;
+  for (size_t j = 0; j < n; ++j) {
+    probs[j] = std::exp(probs[j] - max_score);
+    sum += probs[j];
+  }
+  const float inv = 1.0f / sum;
+  for (size_t j = 0; j < n; ++j) probs[j] *= inv;
+}
+}  // namespace
+
+void attention_probabilities(const float* q, const void* k, DType kv, const size_t* rows, size_t n, size_t stride,
+                             size_t head_dim, float* probs) {
+  if (kv == DType::kF16)
+    probabilities_typed(q, static_cast<const uint16_t*>(k), rows, n, stride, head_dim, probs);
+  else
+    probabilities_typed(q, static_cast<const float*>(k), rows, n, stride, head_dim, probs);
+}
+
+}  // namespace petrel::kernels

@@ -147,4 +147,11 @@ void multiply(const float* x, float* y, size_t n);
 
 const KernelTable& reference_table();
 
+// One head's attention probabilities: probs[j] = softmax over j of q . k[row(j)] (k's
+// rows `stride` elements apart, f32 or f16; row(j) = rows[j], or j when rows is null),
+// over n >= 1 keys. Word alignments read one head of one layer per step (a few hundred
+// products): scalar on every path, as attend's reference computes them.
+void attention_probabilities(const float* q, const void* k, DType kv, const size_t* rows, size_t n, size_t stride,
+                             size_t head_dim, float* probs);
+
 }  // namespace petrel::kernels

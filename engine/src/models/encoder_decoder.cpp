@@ -94,6 +94,8 @@ void EncoderDecoder::start_decoding(const EncoderOutput& enc, const std::vector<
 
   st.rows = rows;
   st.max_steps = max_steps;
+  st.alignment_layer = SIZE_MAX;
+  st.alignment_out = nullptr;
   // A first guess at the output's length (about the input's); grown when exceeded.
   st.capacity = std::min(max_steps, initial_capacity ? initial_capacity : detail::round_up(longest + 8, 16));
   st.cache_type = cache_type;
@@ -180,6 +182,15 @@ void EncoderDecoder::decode_step(const int32_t* tokens, size_t rows, size_t step
     }
     layers::residual_block(c, info_.norm, layer.cross_attn_norm, eps, x, rows, d_, [&](const float* in, float* out) {
       layers::dense(c, layer.cross_attn.q, in, rows, ws.q.data());
+      if (l == st.alignment_layer && st.alignment_out != nullptr) {
+        const size_t head_dim = d_ / heads_, offset = st.alignment_head * head_dim;
+        for (size_t r = 0; r < rows; ++r) {
+          const layers::KeyRange keys = st.cross_keys[r];
+          kernels::attention_probabilities(ws.q.data() + r * d_ + offset,
+                                           &st.cross_k[l][(keys.first * d_ + offset) * esize], st.cache_type, nullptr,
+                                           keys.count, d_, head_dim, st.alignment_out + r * st.alignment_width);
+        }
+      }
       layers::attend_rows(c, ws.q.data(), st.cross_k[l].data(), st.cross_v[l].data(), st.cache_type,
                           st.cross_keys.data(), rows, layers::HeadShape::multi_head(d_, heads_), ws.context.data());
       layers::dense(c, layer.cross_attn.o, ws.context.data(), rows, out);

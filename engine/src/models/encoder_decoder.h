@@ -47,6 +47,12 @@ struct DecoderState {
   std::vector<layers::KeyRange> self_keys;               // per row: its positions in slot_of, rebuilt each step
   layers::AlignedVector<float> x;                        // [rows, d]
   std::vector<int32_t> positions;                        // [rows]
+  // Word alignments, when alignment_layer is a decoder layer (start_decoding clears it):
+  // each step writes row r's probabilities of head alignment_head of that layer's
+  // cross-attention over its sentence's encoder rows to alignment_out + r x
+  // alignment_width (the caller's buffer, set before each step; width >= the longest).
+  size_t alignment_layer = SIZE_MAX, alignment_head = 0, alignment_width = 0;
+  float* alignment_out = nullptr;
 };
 
 // What the encoder reads of an input. transformers' generate() masks every pad token of
