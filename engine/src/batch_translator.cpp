@@ -341,8 +341,16 @@ Status BatchTranslator::translate_text(const std::vector<std::string>& texts, co
           TextHypothesis joined;
           joined.ended_on_eos = true;
           double score = 0;
+          // Alignments: each sentence's rows (its EOS row dropped but the last's) over
+          // its own columns of the joined input: a block per sentence, zeros elsewhere.
+          struct Block {
+            size_t first_column, tokens;
+            std::vector<std::vector<float>> rows;
+          };
+          std::vector<Block> blocks;
           for (size_t u = u0; u < u1; ++u) {
             auto& tokens = unit_tokens[u];
+            const size_t first_column = out.input.pieces.size();
             out.input.pieces.insert(out.input.pieces.end(), tokens.pieces.begin(), tokens.pieces.end());
             out.input.ids.insert(out.input.ids.end(), tokens.ids.begin(), tokens.ids.end());
             auto& hyps = units[u].result->value().hypotheses;
@@ -358,6 +366,17 @@ Status BatchTranslator::translate_text(const std::vector<std::string>& texts, co
             joined.pieces.insert(joined.pieces.end(), t.value().pieces.begin(), t.value().pieces.end());
             score += t.value().score;
             joined.ended_on_eos = joined.ended_on_eos && t.value().ended_on_eos;
+            if (!t.value().alignment.empty())
+              blocks.push_back({first_column, t.value().ids.size(), std::move(t.value().alignment)});
+          }
+          for (size_t b = 0; b < blocks.size(); ++b) {
+            auto& rows = blocks[b].rows;
+            if (b + 1 < blocks.size() || !joined.ended_on_eos) rows.resize(std::min(rows.size(), blocks[b].tokens));
+            for (auto& row : rows) {
+              std::vector<float> wide(out.input.pieces.size(), 0.0f);
+              std::copy(row.begin(), row.end(), wide.begin() + static_cast<std::ptrdiff_t>(blocks[b].first_column));
+              joined.alignment.push_back(std::move(wide));
+            }
           }
           joined.score = score / static_cast<double>(u1 - u0);
           out.hypotheses.push_back(std::move(joined));

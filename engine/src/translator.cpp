@@ -407,6 +407,25 @@ Result<TranslateOptions> resolve_options(const Model& petrel_model, const Transl
   return o;
 }
 
+std::vector<std::pair<size_t, size_t>> hard_alignment(const std::vector<std::vector<float>>& soft, float threshold) {
+  std::vector<std::pair<size_t, size_t>> pairs;  // (source, target) while sorting
+  for (size_t t = 0; t < soft.size(); ++t) {
+    const std::vector<float>& row = soft[t];
+    if (threshold == 1.0f) {
+      size_t best = 0;
+      for (size_t s = 1; s < row.size(); ++s)
+        if (row[best] < row[s]) best = s;
+      if (!row.empty()) pairs.emplace_back(best, t);
+    } else {
+      for (size_t s = 0; s < row.size(); ++s)
+        if (row[s] > threshold) pairs.emplace_back(s, t);
+    }
+  }
+  std::sort(pairs.begin(), pairs.end());
+  for (auto& [first, second] : pairs) std::swap(first, second);
+  return pairs;
+}
+
 Translator::Translator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 const char* Translator::isa() const { return impl_->kernels.isa; }
 Translator::~Translator() = default;

@@ -80,6 +80,8 @@ inline void translate(Translator& translator, const Model& model, const std::vec
     require(t.hypotheses.size() <= options.n_best, "at most n-best hypotheses");
     for (const Hypothesis& h : t.hypotheses) {
       require(h.ids.size() <= options.max_new_tokens, "at most max_new_tokens tokens");
+      require(h.alignment.size() == (options.alignment ? h.ids.size() + h.ended_on_eos : 0),
+              "an alignment row per output token (EOS included), when asked for");
       for (int32_t id : h.ids)
         require(id >= 0 && static_cast<uint32_t>(id) < info.target_vocab_size, "outputs are target ids");
       if (info.has_text_tokenizer) {
@@ -167,6 +169,7 @@ inline void exercise(const std::shared_ptr<const Model>& loaded,
   beam.max_new_tokens = steps;
   beam.min_new_tokens = 1;
   beam.kv_cache_f16 = true;
+  beam.alignment = true;  // the layer the file names (checked at load), else the last
   for (const std::string& isa : isas) {
     // A file with static int8 activation scales (a Marian model's alphas) runs with them.
     TranslatorOptions to{isa, 1};

@@ -3,7 +3,7 @@
 tests/fuzz/corpus/fuzz_model_file/hand-marian_native_ssru.petrel, so the fuzzer starts
 from the fields format 1.4 added: SSRU decoder layers, the zero start embedding, int8
 tensors with static activation scales, the SentencePieceIds tokenizer, a shortlist used
-by default and padded to 8, the max length factor.
+by default and padded to 8, the max length factor; and format 1.9's alignment layer.
 
     /usr/bin/python3 tests/fuzz/make_marian_native_seed.py build/release/tools/petrel-convert
 

@@ -173,6 +173,7 @@ static int tool_main(int argc, char** argv) {
         {"decoder_start_id", m.decoder_start_id},
         {"decoder_start", m.decoder_start_zeros ? "zeros" : "token row"},
         {"ssru_layers", m.ssru_layers},
+        {"alignment_layer", m.alignment_layer},
         {"static_activation_scales", m.static_activation_scales},
         {"bad_word_ids", m.bad_word_ids},
         {"encoder_positions", position_json(m.encoder_positions)},
@@ -271,6 +272,8 @@ static int tool_main(int argc, char** argv) {
               bad.empty() ? " none" : bad.c_str());
   if (m.static_activation_scales)
     say("  int8 activations  static scales in the file (petrel-run --activation-scales file)\n");
+  if (m.alignment_layer >= 0)
+    say("  alignments        decoder layer %d (0-based), trained to align (petrel-run --alignment)\n", m.alignment_layer);
   auto spm_text = [](const SentencePieceInfo& s) {
     return s.algorithm + ", " + std::to_string(s.pieces) + " pieces, normalizer " +
            (s.normalizer.empty() ? std::string("?") : s.normalizer) + (s.byte_fallback ? ", byte fallback" : "") +

@@ -49,6 +49,17 @@ Written from the source of browsermt/marian-dev at 2781d735d4a10dca876d61be587af
   * bergamot src/translator/text_processor.cpp wrap (110-139): a sentence longer than
     max-length-break - 1 pieces is cut into several, each with its own EOS; this
     reference translates only sentences that fit (greedy() refuses longer ones).
+  * Word alignments (teacher_forced_cross_attention): src/models/transformer.h
+    Attention (228-260: the weights are the softmax over the source positions, saved
+    before dropout), collectOneHead (204-224: head 0, `slice(weights, -3, 0)`), step
+    (810-825: the context attention of layer `transformer-guided-alignment-layer` -
+    "last" = dec-depth, else a 1-based number - is saved when `alignment` is set);
+    src/translator/beam_search.cpp toHyps/getAlignmentsForHypothesis (145-149, 181-224:
+    the new hypothesis gets the attention row of the step that scored its word, for the
+    beam entry it extends, without the batch's padding positions); hypothesis.h
+    tracebackAlignment (74-83: one row per word of the hypothesis, its final EOS
+    included). tools/reference/make_alignment_fixtures.py and
+    tests/fixtures/alignment/README.md have the whole story.
 
 Arithmetic is float32 as Marian's CPU float32 path (accumulation order differs, so
 near-ties can resolve differently; that is the expected source of rare disagreement).
@@ -265,8 +276,10 @@ class MarianNativeModel:
         e = self.w[table_name][torch.tensor(ids, dtype=torch.long)]
         return np.float32(math.sqrt(self.d)) * e + sinusoids(start, len(ids), self.d)
 
-    def multi_head(self, prefix, q_in, kv_in, cached_kv=None):
-        """q_in [T, d], kv_in [S, d]; returns [T, d] after Wo (cached_kv: precomputed (k, v))."""
+    def multi_head(self, prefix, q_in, kv_in, cached_kv=None, weights_out=None):
+        """q_in [T, d], kv_in [S, d]; returns [T, d] after Wo (cached_kv: precomputed (k, v)).
+        weights_out: a list to which the attention probabilities [H, T, S] (after the
+        softmax, per head) are appended."""
         q = self.dense(q_in, prefix + "_Wq", prefix + "_bq")
         if cached_kv is None:
             k = self.dense(kv_in, prefix + "_Wk", prefix + "_bk")
@@ -279,12 +292,14 @@ class MarianNativeModel:
         vh = v.reshape(-1, self.heads, hd).transpose(0, 1)
         scores = (qh @ kh.transpose(1, 2)) * np.float32(1.0 / math.sqrt(hd))
         weights = torch.softmax(scores, dim=-1)
+        if weights_out is not None:
+            weights_out.append(weights.clone())
         out = (weights @ vh).transpose(0, 1).reshape(-1, self.d)
         return self.dense(out, prefix + "_Wo", prefix + "_bo")
 
-    def layer_attention(self, prefix, x, kv, cached_kv=None):
+    def layer_attention(self, prefix, x, kv, cached_kv=None, weights_out=None):
         y = self.pre_process(prefix + "_Wo", self.ops_pre, x)
-        y = self.multi_head(prefix, y, kv if cached_kv is None else None, cached_kv)
+        y = self.multi_head(prefix, y, kv if cached_kv is None else None, cached_kv, weights_out)
         return self.post_process(prefix + "_Wo", self.ops_post, y, x)
 
     def layer_ffn(self, prefix, x):
@@ -319,9 +334,11 @@ class MarianNativeModel:
             layers = [None] * self.dec_depth  # decoder inputs seen so far, per layer
         return {"pos": 0, "cross": cross, "layers": layers}
 
-    def step_logits(self, state, prev_id, shortlist=None):
+    def step_logits(self, state, prev_id, shortlist=None, cross_attention=None):
         """One decoder step. prev_id None at position 0 (the all-zero start embedding).
-        Returns logits over the whole vocabulary, or over `shortlist` (sorted ids)."""
+        Returns logits over the whole vocabulary, or over `shortlist` (sorted ids).
+        cross_attention: a list to which each decoder layer's cross-attention
+        probabilities of this step, [heads, source positions], are appended (layer 1 first)."""
         with torch.no_grad():
             pos = state["pos"]
             if prev_id is None:
@@ -346,7 +363,11 @@ class MarianNativeModel:
                     hist = x if state["layers"][i] is None else torch.cat([state["layers"][i], x], 0)
                     state["layers"][i] = hist
                     x = self.layer_attention(p, x, hist)
-                x = self.layer_attention(f"decoder_l{n}_context", x, None, cached_kv=state["cross"][i])
+                weights = None if cross_attention is None else []
+                x = self.layer_attention(f"decoder_l{n}_context", x, None, cached_kv=state["cross"][i],
+                                         weights_out=weights)
+                if cross_attention is not None:
+                    cross_attention.append(weights[0][:, 0])
                 x = self.layer_ffn(f"decoder_l{n}_ffn", x)
             x = self.post_process("decoder_top", self.ops_top, x, prev)
             state["pos"] = pos + 1
@@ -366,6 +387,43 @@ class MarianNativeModel:
         if b is not None:
             y = y + b.reshape(-1)
         return y
+
+    def teacher_forced_cross_attention(self, source, target_ids, ended_on_eos):
+        """The cross-attention of a decode forced along `target_ids` (the output tokens,
+        without the final EOS; `source`: the source ids with their EOS).
+
+        Returns (attention, logits): attention [rows, dec-depth, heads, len(source)], the
+        softmax probabilities of every layer and head, row t from the step whose output is
+        target token t (its query is the decoder state after target_ids[:t]; row 0 is the
+        step from the all-zero start), one more row for the final EOS when `ended_on_eos`;
+        logits [rows, vocabulary] of the same steps. This is what Marian's beam search
+        carries per hypothesis (beam_search.cpp toHyps), since a step's attention depends
+        only on the hypothesis' own prefix. Pick the layer Marian saves with
+        alignment_layer()."""
+        rows = len(target_ids) + (1 if ended_on_eos else 0)
+        attention, logits = [], []
+        with torch.no_grad():
+            state = self.start_state(self.encode(list(source)))
+            prev = None
+            for t in range(rows):
+                layers = []
+                logits.append(self.step_logits(state, prev, cross_attention=layers))
+                attention.append(torch.stack(layers))
+                if t < len(target_ids):
+                    prev = target_ids[t]
+        if not rows:
+            return torch.zeros(0, self.dec_depth, self.heads, len(source)), torch.zeros(0, self.vocab_size)
+        return torch.stack(attention), torch.stack(logits)
+
+    def alignment_layer(self):
+        """The 0-based decoder layer whose cross-attention Marian returns as the alignment:
+        `transformer-guided-alignment-layer` from model.yml, "last" (the default) or a
+        1-based layer number (transformer.h step 815-822)."""
+        value = str(self.options.get("transformer-guided-alignment-layer", "last"))
+        layer = self.dec_depth - 1 if value == "last" else int(value) - 1
+        if not 0 <= layer < self.dec_depth:
+            raise ValueError(f"transformer-guided-alignment-layer {value}: the decoder has {self.dec_depth} layers")
+        return layer
 
     def greedy(self, src_ids, eos, unk, max_length_factor=2.0, shortlist=None, batch_width=None,
                max_length_break=MAX_LENGTH_BREAK):

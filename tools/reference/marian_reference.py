@@ -24,6 +24,11 @@ The other families (Config(family=...)) follow, read not copied,
     max_position_embeddings + 2 rows), `layernorm_embedding` on embedding + position,
     pre-LN layers with final `layer_norm`s, GELU (exact erf form), scale_embedding from the
     config, tied lm_head plus final_logits_bias.
+
+Cross-attention probabilities (Model.cross_attention, for word alignments) are what
+transformers returns as `cross_attentions` with output_attentions=True: per decoder layer
+[batch, heads, target positions, source positions], the softmax of the masked scores
+(masked source positions get exactly 0); attention dropout is off in eval mode.
 """
 import json
 import math
@@ -212,6 +217,9 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(d, d)
         self.v_proj = nn.Linear(d, d)
         self.out_proj = nn.Linear(d, d)
+        # A list while Model.cross_attention records: each call appends its probabilities
+        # [B, H, Tq, Tk] (after the softmax). Not a parameter: the state dict is unchanged.
+        self.recorded = None
 
     def split(self, x):  # [B, T, d] -> [B, H, T, hd]
         b, t, _ = x.shape
@@ -223,7 +231,10 @@ class Attention(nn.Module):
         k = self.split(self.k_proj(kv))
         v = self.split(self.v_proj(kv))
         scores = q @ k.transpose(-1, -2) + mask
-        out = torch.softmax(scores, dim=-1) @ v
+        probs = torch.softmax(scores, dim=-1)
+        if self.recorded is not None:
+            self.recorded.append(probs.detach().clone())
+        out = probs @ v
         b, h, t, hd = out.shape
         return self.out_proj(out.transpose(1, 2).reshape(b, t, h * hd))
 
@@ -375,6 +386,32 @@ class Model(nn.Module):
         for layer in self.model.decoder.layers:
             x = layer(x, lambda h: h, causal, memory, memory_mask)
         return self.logits_from_hidden(self.finish(self.model.decoder, x))
+
+    def cross_attention(self, tokens, memory, memory_mask, cached=False):
+        """Teacher-forced cross-attention: tokens [1, T] (starting with decoder_start), as
+        decode_full. Returns (attention [T, layers, heads, S], logits [T, V]): row t is
+        the step whose input is tokens[t], i.e. the one that predicts the token after it,
+        every layer and head after the softmax, over all S source positions (masked ones
+        0). cached=True runs the steps one at a time with decode_step's cache instead of
+        one full pass (the same numbers up to rounding)."""
+        modules = [layer.encoder_attn for layer in self.model.decoder.layers]
+        for m in modules:
+            m.recorded = []
+        try:
+            with torch.no_grad():
+                if cached:
+                    cache = [None] * self.cfg.decoder_layers
+                    logits = torch.stack([self.decode_step(tokens[:, t], t, cache, memory, memory_mask)[0]
+                                          for t in range(tokens.shape[1])])
+                    per_layer = [torch.cat(m.recorded, dim=2) for m in modules]  # steps along Tq
+                else:
+                    logits = self.decode_full(tokens, memory, memory_mask)[0]
+                    per_layer = [m.recorded[0] for m in modules]
+        finally:
+            for m in modules:
+                m.recorded = None
+        attention = torch.stack([p[0] for p in per_layer])  # [layers, H, T, S]
+        return attention.permute(2, 0, 1, 3).contiguous(), logits
 
     def decode_step(self, token, step, cache, memory, memory_mask):
         """One position with a self-attention cache (a list per layer of the

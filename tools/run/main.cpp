@@ -88,6 +88,11 @@ static int tool_main(int argc, char** argv) {
                         "                              model's is used by default, as Firefox does)");
   p.toggle("no-shortlist", "decode over the whole vocabulary even when the model uses its shortlist by default");
   p.flag("kv-cache", "TYPE", "f32 (default) or f16: attention keys/values in half precision, half the memory");
+  p.toggle("alignment", "with --json / --json-lines: each hypothesis' word alignment, a row per output token\n"
+                        "                              (EOS included) of attention probabilities over the input's tokens");
+  p.flag("alignment-layer", "L", "--alignment: the decoder layer, 0-based (default: the one the model was\n"
+                                 "                              trained to align, a Marian model's guided-alignment layer; else the last)");
+  p.flag("alignment-head", "H", "--alignment: the attention head, 0-based (default 0)");
   p.flag("isa", "PATH", "kernel path: scalar, avx2, avxvnni, avx512, neon, dotprod, i8mm, simd128 (default: $PETREL_ISA or the best)");
   p.flag("activation-scales", "HOW", "int8 layers' input scales: dynamic (default: per row, at run time) or file\n"
                                      "                              (the model's static scales: a Marian model's alphas)");
@@ -153,7 +158,8 @@ static int tool_main(int argc, char** argv) {
     if (p.has("json") && p.has("json-lines")) throw cli::UsageError("--json or --json-lines, not both");
     if (p.has("tokenize") || p.has("detokenize"))
       refuse({"beam", "n-best", "max-new-tokens", "min-new-tokens", "length-penalty", "beam-stop", "target-lang",
-              "target-prefix", "threads", "shortlist", "no-shortlist", "kv-cache", "isa", "activation-scales", "max-length-factor"},
+              "target-prefix", "threads", "shortlist", "no-shortlist", "kv-cache", "isa", "activation-scales", "max-length-factor",
+              "alignment", "alignment-layer", "alignment-head"},
              other_mode, " (it shows tokens, it does not translate)");
     if (p.has("detokenize") || p.has("ids")) refuse({"source-lang"}, p.has("ids") ? "--ids" : "--detokenize", " (no text is read)");
     const char* batch_flags[] = {"no-split", "max-batch-tokens", "max-batch", "window", "workers"};
@@ -164,6 +170,16 @@ static int tool_main(int argc, char** argv) {
       if (!other_mode.empty())
         throw cli::UsageError("--" + std::string(f) + " does not apply with " + other_mode +
                               (other_mode == "--stream" ? " (one input at a time)" : " (nothing is translated)"));
+    }
+    if ((p.has("alignment-layer") || p.has("alignment-head")) && !p.has("alignment"))
+      throw cli::UsageError(std::string("--") + (p.has("alignment-layer") ? "alignment-layer" : "alignment-head") +
+                            " chooses what --alignment returns: give --alignment too");
+    if (p.has("alignment") && !p.has("json") && !p.has("json-lines"))
+      throw cli::UsageError("--alignment needs --json or --json-lines (alignments are a matrix per hypothesis)");
+    if (p.has("alignment")) {
+      options.alignment = true;
+      if (p.has("alignment-layer")) options.alignment_layer = static_cast<size_t>(p.get_int("alignment-layer", 0, 0, 1023));
+      options.alignment_head = static_cast<size_t>(p.get_int("alignment-head", 0, 0, 1 << 16));
     }
     if (p.has("stream") && (p.has("json") || p.has("json-lines")))
       throw cli::UsageError("--stream prints text as it is produced; --" +

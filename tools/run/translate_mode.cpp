@@ -21,7 +21,11 @@ std::string score_text(double score) {
 
 nlohmann::json hypotheses_json(const std::vector<TextHypothesis>& hyps) {
   nlohmann::json out = nlohmann::json::array();
-  for (const auto& h : hyps) out.push_back({{"text", h.text}, {"ids", h.ids}, {"score", h.score}});
+  for (const auto& h : hyps) {
+    nlohmann::json j = {{"text", h.text}, {"ids", h.ids}, {"score", h.score}};
+    if (!h.alignment.empty()) j["alignment"] = h.alignment;
+    out.push_back(j);
+  }
   return out;
 }
 nlohmann::json hypotheses_json(const std::vector<Hypothesis>& hyps, const Model& model) {
@@ -30,6 +34,7 @@ nlohmann::json hypotheses_json(const std::vector<Hypothesis>& hyps, const Model&
     nlohmann::json j = {{"ids", h.ids}, {"score", h.score}};
     if (model.info().has_text_tokenizer)
       if (auto text = decode_text(model, h.ids)) j["text"] = text.value();
+    if (!h.alignment.empty()) j["alignment"] = h.alignment;
     out.push_back(j);
   }
   return out;

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "petrel/export.h"
@@ -189,6 +190,13 @@ class Translator {
   explicit Translator(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// Marian's hard alignment of a soft one (marian-dev data/alignment.cpp,
+// ConvertSoftAlignToHardAlign): threshold 1 takes each row's first largest entry, any
+// other threshold every entry greater than it. Pairs (target row, source column), sorted
+// by source then target, as Marian prints them ("s-t").
+PETREL_API std::vector<std::pair<size_t, size_t>> hard_alignment(const std::vector<std::vector<float>>& soft,
+                                                                 float threshold = 1.0f);
 
 // Text I/O through the model file's tokenizer (ModelInfo::has_text_tokenizer): opus-mt's
 // SentencePiece models with their vocabulary (as Hugging Face's MarianTokenizer), the
