@@ -119,6 +119,7 @@ static int tool_main(int argc, char** argv) {
   p.flag("isa", "PATH", "kernel path (default: $PETREL_ISA or the best)");
   p.toggle("shortlist", "decode over the model file's lexical shortlist");
   p.flag("kv-cache", "TYPE", "f32 (default) or f16: attention keys/values in half precision");
+  p.toggle("alignment", "compute and carry word alignments (the model's alignment layer, head 0)");
   p.flag("dram-gbs", "GB/S", "main-memory read bandwidth (petrel_probe): report each decoder step's floor,\n"
                              "                              the weight bytes it reads / this bandwidth");
   p.toggle("cold-cache", "evict the model file from every cache level before each decoder step (x86:\n"
@@ -207,6 +208,7 @@ static int tool_main(int argc, char** argv) {
     options.max_new_tokens = options.min_new_tokens = target;
     options.use_shortlist = p.has("shortlist");  // an explicit choice: benchmarks say what they measure
     options.kv_cache_f16 = p.get_choice("kv-cache", "f32", {"f32", "f16"}) == "f16";
+    options.alignment = p.has("alignment");
 
     for (size_t r = 0; r <= runs; ++r) {
       for (Subject& s : subjects) {
@@ -257,6 +259,7 @@ static int tool_main(int argc, char** argv) {
           {"beam", beam},
           {"shortlist", *options.use_shortlist},
           {"kv_cache", options.kv_cache_f16 ? "f16" : "f32"},
+          {"alignment", options.alignment},
           {"cold_cache", cold_cache},
           {"batch", batch_size},
           {"source_tokens", source.size()},
@@ -290,9 +293,10 @@ static int tool_main(int argc, char** argv) {
       std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
       return 0;
     }
-    std::printf("protocol       batch %zu, %zu source tokens, %zu target tokens, beam %zu, %zu thread(s), median of %zu%s%s%s%s\n",
+    std::printf("protocol       batch %zu, %zu source tokens, %zu target tokens, beam %zu, %zu thread(s), median of %zu%s%s%s%s%s\n",
                 batch_size, source.size(), target, beam, threads, runs, *options.use_shortlist ? ", shortlist" : "",
-                options.kv_cache_f16 ? ", f16 KV cache" : "", subjects.size() > 1 ? ", runs interleaved" : "",
+                options.kv_cache_f16 ? ", f16 KV cache" : "", options.alignment ? ", alignments" : "",
+                subjects.size() > 1 ? ", runs interleaved" : "",
                 cold_cache ? ", cold caches (the model evicted before each step)" : "");
     if (subjects.size() > 1) std::printf("peak RSS       %8.1f MB (the process, all models)\n", peak_rss_mb());
     for (size_t i = 0; i < reports.size(); ++i) {

@@ -72,8 +72,12 @@ void probabilities_typed(const float* q, const T* k, const size_t* rows, size_t 
   float max_score = -INFINITY;
   for (size_t j = 0; j < n; ++j) {
     const T* key = k + (rows != nullptr ? rows[j] : j) * stride;
-    float s = 0;
-    for (size_t c = 0; c < head_dim; ++c) s += q[c] * reference::to_float(key[c]);
+    float sums[4] = {0, 0, 0, 0};  // four chains: the products overlap instead of waiting on one sum
+    size_t c = 0;
+    for (; c + 4 <= head_dim; c += 4)
+      for (size_t i = 0; i < 4; ++i) sums[i] += q[c + i] * reference::to_float(key[c + i]);
+    for (; c < head_dim; ++c) sums[0] += q[c] * reference::to_float(key[c]);
+    const float s = (sums[0] + sums[1]) + (sums[2] + sums[3]);
     probs[j] = s;
     max_score = std::max(max_score, s);
   }
