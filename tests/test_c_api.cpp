@@ -429,3 +429,48 @@ TEST_CASE("C API: a session whose threads cannot start is PETREL_OUT_OF_MEMORY, 
   petrel_model_free(model);
 }
 #endif
+
+TEST_CASE("C API: word alignments, as the C++ API gives them", "[capi]") {
+  PortableSession s;
+  petrel_options options;
+  petrel_options_init(&options);
+  options.beam_size = options.n_best = 2;
+  options.alignment = 1;
+  const int32_t* inputs[] = {kInputs[0].data()};
+  const size_t lengths[] = {kInputs[0].size()};
+  petrel_result* result = nullptr;
+  REQUIRE(petrel_translate_ids(s.session, inputs, lengths, 1, &options, &result) == PETREL_OK);
+
+  auto model = load_model(s.path);
+  auto translator = Translator::create(model);
+  REQUIRE(translator);
+  TranslateOptions o;
+  o.beam_size = o.n_best = 2;
+  o.alignment = true;
+  auto want = translator.value().translate({kInputs[0]}, o);
+  REQUIRE(want);
+  REQUIRE(petrel_result_hypotheses(result, 0) == want.value()[0].hypotheses.size());
+  for (size_t k = 0; k < petrel_result_hypotheses(result, 0); ++k) {
+    const auto& rows = want.value()[0].hypotheses[k].alignment;
+    size_t n = 0, m = 0;
+    const float* flat = petrel_result_alignment(result, 0, k, &n, &m);
+    REQUIRE(flat != nullptr);
+    REQUIRE(n == rows.size());
+    REQUIRE(m == kInputs[0].size());
+    for (size_t t = 0; t < n; ++t)
+      for (size_t j = 0; j < m; ++j) CHECK(flat[t * m + j] == rows[t][j]);
+  }
+  size_t n = 1, m = 1;
+  CHECK(petrel_result_alignment(result, 0, 5, &n, &m) == nullptr);
+  CHECK((n == 0 && m == 0));
+  petrel_result_free(result);
+
+  options.alignment_layer = 7;  // the fixture has 2 decoder layers
+  result = nullptr;
+  CHECK(petrel_translate_ids(s.session, inputs, lengths, 1, &options, &result) == PETREL_INVALID_ARGUMENT);
+  CHECK(std::string(petrel_last_error()).find("alignment layer 7") != std::string::npos);
+  options.alignment = 0;  // without alignments: none in the result
+  REQUIRE(petrel_translate_ids(s.session, inputs, lengths, 1, &options, &result) == PETREL_OK);
+  CHECK(petrel_result_alignment(result, 0, 0, &n, &m) == nullptr);
+  petrel_result_free(result);
+}

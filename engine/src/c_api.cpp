@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <new>
 #include <string>
+#include <utility>
 
 #include <optional>
 
@@ -28,6 +30,8 @@ struct petrel_session {
 struct petrel_result {
   std::vector<petrel::Translation> translations;
   std::vector<std::vector<std::string>> texts;  // per input and hypothesis; empty for ids
+  // petrel_result_alignment's row-major copies, made when first asked for.
+  mutable std::map<std::pair<size_t, size_t>, std::vector<float>> flat_alignments;
 };
 struct petrel_conversation {
   petrel::Conversation conversation;
@@ -74,10 +78,11 @@ constexpr size_t kFirstOptionsSize = offsetof(petrel_options, kv_cache_f16) + si
 
 // The bytes of a caller's petrel_options to take: struct_size cut back to the end of the
 // last block of fields it covers whole (blocks: the first fields, beam_stop, the
-// streaming fields, the language and prefix fields).
+// streaming fields, the language and prefix fields, max_length_factor, the alignment fields).
 size_t whole_blocks(size_t struct_size) {
   if (struct_size >= sizeof(petrel_options)) return sizeof(petrel_options);
-  for (size_t end : {offsetof(petrel_options, target_prefix_length) + sizeof(size_t),
+  for (size_t end : {offsetof(petrel_options, max_length_factor) + sizeof(double),
+                     offsetof(petrel_options, target_prefix_length) + sizeof(size_t),
                      offsetof(petrel_options, stream_text) + sizeof(int), offsetof(petrel_options, beam_stop) + sizeof(int),
                      kFirstOptionsSize})
     if (struct_size >= end) return end;
@@ -149,6 +154,15 @@ petrel::Result<petrel::TranslateOptions> to_cpp(const petrel_options* o) {
     t.target_prefix.assign(o->target_prefix, o->target_prefix + o->target_prefix_length);
   }
   if (has(offsetof(petrel_options, max_length_factor) + sizeof(double))) t.max_length_factor = o->max_length_factor;
+  if (has(offsetof(petrel_options, alignment_head) + sizeof(size_t)) && o->alignment != 0) {
+    t.alignment = true;
+    if (o->alignment_layer < -1)
+      return petrel::Error{petrel::ErrorCode::kInvalidArgument,
+                           "petrel_options.alignment_layer = " + std::to_string(o->alignment_layer) +
+                               ": a decoder layer (0-based), or -1 for the model's"};
+    if (o->alignment_layer >= 0) t.alignment_layer = static_cast<size_t>(o->alignment_layer);
+    t.alignment_head = o->alignment_head;
+  }
   if (has(offsetof(petrel_options, beam_stop) + sizeof(int))) {
     switch (o->beam_stop) {
       case PETREL_BEAM_STOP_DEFAULT: t.beam_stop = petrel::BeamStop::kDefault; break;
@@ -249,7 +263,7 @@ void petrel_options_init_sized(petrel_options* o, size_t size) {
       sizeof(petrel_options), d.beam_size, d.n_best, d.max_new_tokens, d.min_new_tokens, NAN,
       0,                      d.kv_cache_f16 ? 1 : 0, PETREL_BEAM_STOP_DEFAULT, nullptr, nullptr, 0,
       nullptr,                nullptr,                 nullptr,                  0,
-      0.0};
+      0.0,                    0,                       -1,                       0};
   size = std::min(size, sizeof(petrel_options));
   std::memcpy(static_cast<void*>(o), &defaults, size);
   if (size >= sizeof(size_t)) o->struct_size = size;  // to_cpp reads the fields this covers
@@ -353,7 +367,7 @@ petrel_status petrel_translate_ids(petrel_session* session, const int32_t* const
     if (!session->translator) return invalid("petrel_translate_ids: a language model's session generates (petrel_generate)");
     auto translated = session->translator->translate(cpp, cpp_options.value());
     if (!translated) return fail(translated.error());
-    *result = new petrel_result{std::move(translated.value()), {}};
+    *result = new petrel_result{std::move(translated.value()), {}, {}};
     return PETREL_OK;
   });
 }
@@ -380,6 +394,26 @@ double petrel_result_score(const petrel_result* r, size_t input, size_t k) {
 const char* petrel_result_text(const petrel_result* r, size_t input, size_t k) {
   if (petrel_result_hypotheses(r, input) <= k || r->texts.size() <= input) return nullptr;
   return r->texts[input][k].c_str();
+}
+
+const float* petrel_result_alignment(const petrel_result* r, size_t input, size_t k, size_t* rows, size_t* columns) {
+  if (rows) *rows = 0;
+  if (columns) *columns = 0;
+  if (petrel_result_hypotheses(r, input) <= k) return nullptr;
+  const auto& alignment = r->translations[input].hypotheses[k].alignment;
+  if (alignment.empty()) return nullptr;
+  const size_t width = alignment[0].size();
+  try {
+    std::vector<float>& flat = r->flat_alignments[{input, k}];
+    if (flat.empty())
+      for (const auto& row : alignment) flat.insert(flat.end(), row.begin(), row.end());
+    if (rows) *rows = alignment.size();
+    if (columns) *columns = width;
+    return flat.data();
+  } catch (const std::bad_alloc&) {
+    fail({petrel::ErrorCode::kOutOfMemory, "petrel_result_alignment: out of memory"});
+    return nullptr;
+  }
 }
 
 void petrel_result_free(petrel_result* result) { delete result; }
@@ -537,7 +571,7 @@ petrel_status petrel_generate(petrel_session* session, const int32_t* prompt, si
     std::vector<petrel::Translation> out(1);
     const petrel::Generation& first = generated.value()[0];
     out[0].hypotheses.push_back({first.ids, 0.0, first.ended_on_eos, {}});
-    *result = new petrel_result{std::move(out), {}};
+    *result = new petrel_result{std::move(out), {}, {}};
     return PETREL_OK;
   });
 }

@@ -102,6 +102,12 @@ typedef struct petrel_options {
   /* With max_new_tokens 0: each input generates at most ceil(factor x its tokens) (Marian's
    * max-length-factor). 0: the model's (Marian models 2; others none). */
   double max_length_factor;
+  /* Word alignments (petrel_result_alignment): nonzero computes them, for decoder layer
+   * alignment_layer (0-based; -1: the one the model was trained to align, a Marian model's
+   * guided-alignment layer, else the last) and head alignment_head (0: Marian's). */
+  int alignment;
+  int alignment_layer;
+  size_t alignment_head;
 } petrel_options;
 
 /* How a session's int8 layers quantize their input (petrel_session_create_with). */
@@ -231,6 +237,11 @@ PETREL_API double petrel_result_score(const petrel_result* result, size_t input,
 /* Text of hypothesis k of input i (a result of petrel_translate_texts); NULL when out of
  * range or when the result holds ids only. Valid until petrel_result_free. */
 PETREL_API const char* petrel_result_text(const petrel_result* result, size_t input, size_t k);
+/* Hypothesis k's word alignment (options.alignment): rows x columns floats, row-major; a
+ * row per output token (the final EOS included when it ended on one) of attention
+ * probabilities over the input's tokens. NULL (rows = columns = 0) when there is none. */
+PETREL_API const float* petrel_result_alignment(const petrel_result* result, size_t input, size_t k, size_t* rows,
+                                                size_t* columns);
 PETREL_API void petrel_result_free(petrel_result* result);
 
 /* Text in and out, for models that carry a vocabulary with a text tokenizer:
