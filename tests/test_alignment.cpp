@@ -289,7 +289,7 @@ TEST_CASE("petrel-run --alignment writes each hypothesis' rows into its JSON", "
 }
 
 TEST_CASE("a text split into sentences joins their alignments, each sentence's rows over its own columns",
-          "[alignment][marian-native][batch]") {
+          "[alignment][marian-native]") {
   auto model = load_model(native_model("transformer"));
   auto batch = BatchTranslator::create(model);
   REQUIRE(batch);
