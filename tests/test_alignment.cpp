@@ -13,6 +13,7 @@
 
 #include "petrel/batch_translator.h"
 #include "petrel/translator.h"
+#include "support/native_fixture.h"
 #include "support/test_support.h"
 
 using namespace petrel;
@@ -20,24 +21,6 @@ using namespace petrel::test;
 using json = nlohmann::json;
 
 namespace {
-
-std::string native_dir() { return fixture_dir() + "/marian-native"; }
-
-// A Marian-native fixture model (tests/fixtures/marian-native) converted with f32 weights.
-std::string native_model(const std::string& model) {
-  return shared_file("alignment-native-" + model + ".petrel", [&](const std::string& out) {
-    TempDir tmp;
-    const std::string dir = tmp.file(model);
-    std::filesystem::create_directories(dir);
-    write_bytes(dir + "/model.bin", read_bytes(native_dir() + "/" + model + "/model.bin"));
-    write_bytes(dir + "/vocab.spm", read_bytes(native_dir() + "/vocab.spm"));
-    convert::ConvertOptions o;
-    o.checkpoint_dir = dir;
-    o.output_path = out;
-    o.linear_dtype = o.embedding_dtype = DType::kF32;
-    convert::convert_checkpoint(o);
-  });
-}
 
 std::vector<std::vector<int32_t>> native_inputs(const std::string& model, size_t count) {
   std::ifstream in(native_dir() + "/" + model + "/expected.json");

@@ -15,6 +15,7 @@
 #include "petrel/petrel.h"
 #include "petrel/translator.h"
 #include "petrel_generated.h"
+#include "support/native_fixture.h"
 #include "support/test_support.h"
 
 using namespace petrel;
@@ -26,7 +27,6 @@ namespace {
 
 const std::vector<std::string> kModels = {"transformer", "ssru"};
 
-std::string native_dir() { return fixture_dir() + "/marian-native"; }
 
 json expected_native(const std::string& model) {
   std::ifstream in(native_dir() + "/" + model + "/expected.json");

@@ -203,7 +203,7 @@ TEST_CASE("search: candidates are ordered strictly, NaN and infinities included"
   std::vector<Candidate> all;
   for (double score : {double(NAN), -double(INFINITY), -2.0, 0.0, double(INFINITY), -2.0, double(NAN)})
     for (int32_t token : {3, 1})
-      for (uint32_t hyp : {0u, 1u}) all.push_back({score, token, hyp});
+      for (uint32_t hyp : {0u, 1u}) all.push_back({score, token, hyp, 0.0f});
   auto before = decode::ranks_before;
   auto equivalent = [&](const Candidate& a, const Candidate& b) { return !before(a, b) && !before(b, a); };
   for (const auto& a : all) {

@@ -876,3 +876,50 @@ TEST_CASE("Random input never crashes any model", "[sentencepiece]") {
     }
   }
 }
+
+TEST_CASE("each piece's surface in the input and in the decoded text equals the oracle's", "[sentencepiece][ranges]") {
+  // tests/fixtures/sentencepiece/surfaces.json (tools/reference/make_spm_surface_fixtures.py):
+  // python3-sentencepiece's ImmutableSentencePieceText begin/end, in bytes.
+  const json fixture = json::parse(std::ifstream(spm_dir() + "/surfaces.json"));
+  const auto& texts = fixture.at("texts");
+  size_t models = 0;
+  for (const auto& [name, model] : fixture.at("models").items()) {
+    INFO("model " << name);
+    ++models;
+    LoadedModel m = load(name);
+    const int32_t eos = model.at("eos").get<int32_t>();
+    const auto& cases = model.at("cases");
+    REQUIRE(cases.size() == texts.size());
+    size_t wrong_encode = 0, wrong_decode = 0;
+    Encoding e;
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const std::string text = texts[i].get<std::string>();
+      const auto& want = cases[i];
+      REQUIRE(m.sp.encode(text, e));
+      std::vector<std::vector<size_t>> got;
+      for (const Piece& p : e.pieces()) got.push_back({p.begin, p.end});
+      if (got != want.at("encode").get<std::vector<std::vector<size_t>>>() && ++wrong_encode <= 3)
+        UNSCOPED_INFO("text " << i << " '" << text << "': encode surfaces differ");
+      std::vector<int32_t> ids = want.at("ids").get<std::vector<int32_t>>();
+      if (eos >= 0) ids.push_back(eos);
+      std::string decoded;
+      std::vector<TextRange> ranges;
+      REQUIRE(m.sp.decode(ids.data(), ids.size(), decoded, ranges));
+      CHECK(decoded == want.at("decoded").get<std::string>());
+      got.clear();
+      for (const TextRange& r : ranges) got.push_back({r.begin, r.end});
+      if (got != want.at("decode").get<std::vector<std::vector<size_t>>>() && ++wrong_decode <= 3)
+        UNSCOPED_INFO("text " << i << " '" << text << "': decode ranges differ");
+      // The ranges tile the decoded text in order (empty ones where nothing shows).
+      size_t at = 0;
+      for (const TextRange& r : ranges) {
+        CHECK(r.begin == at);
+        at = r.end;
+      }
+      CHECK(at == decoded.size());
+    }
+    CHECK(wrong_encode == 0);
+    CHECK(wrong_decode == 0);
+  }
+  CHECK(models == 12);
+}

@@ -12,6 +12,7 @@
 #include "batch_testing.h"
 #include "threads/thread_pool.h"
 #include "model_access.h"
+#include "text_sentences.h"
 #include "models/encoder_decoder.h"
 #include "text/sentence_splitter.h"
 
@@ -280,6 +281,7 @@ Status BatchTranslator::translate_text(const std::vector<std::string>& texts, co
       std::vector<Unit> units;
       std::vector<size_t> first_unit;
       std::vector<TokenizedText> unit_tokens;            // per unit
+      std::vector<size_t> unit_offset;                   // per unit: where its sentence starts in its input
       std::vector<std::vector<std::string>> separators;  // per input: the text between its sentences
       for (size_t i = i0; i < i0 + count; ++i) {
         first_unit.push_back(units.size());
@@ -292,6 +294,7 @@ Status BatchTranslator::translate_text(const std::vector<std::string>& texts, co
             separators.back().push_back(texts[i].substr(spans[k - 1].end, spans[k].begin - spans[k - 1].end));
           Unit u;
           u.input = i;
+          unit_offset.push_back(spans[k].begin);
           auto t = tokenize(model, texts[i].substr(spans[k].begin, spans[k].end - spans[k].begin),
                             options.source_language);
           if (!t) {
@@ -316,6 +319,7 @@ Status BatchTranslator::translate_text(const std::vector<std::string>& texts, co
       totals.inputs += count;
       totals.sentences += units.size();
 
+      const bool with_sentences = detail::has_token_ranges(model);
       s = impl_->run(units, first_unit, count, options, batching, [&](size_t k) {
         const size_t i = i0 + k;
         const size_t u0 = first_unit[k], u1 = first_unit[k + 1];
@@ -331,8 +335,15 @@ Status BatchTranslator::translate_text(const std::vector<std::string>& texts, co
             return;
           }
         if (u1 - u0 == 1) {  // one sentence: its own hypotheses
+          auto& hyps = units[u0].result->value().hypotheses;
+          if (with_sentences && !hyps.empty()) {
+            auto sentence = detail::sentence_translation(model, unit_tokens[u0], unit_offset[u0], hyps[0], 0, options);
+            if (!sentence)
+              return deliver(i, Error{sentence.error().code, "input " + std::to_string(i + 1) + ": " + sentence.error().message});
+            out.sentences.push_back(std::move(sentence.value()));
+          }
           out.input = std::move(unit_tokens[u0]);
-          for (Hypothesis& h : units[u0].result->value().hypotheses) {
+          for (Hypothesis& h : hyps) {
             auto t = detail::text_hypothesis(model, std::move(h));
             if (!t) return deliver(i, t.error());
             out.hypotheses.push_back(std::move(t.value()));
@@ -358,9 +369,20 @@ Status BatchTranslator::translate_text(const std::vector<std::string>& texts, co
               joined.ended_on_eos = false;
               continue;
             }
+            if (u > u0) joined.text += separators[k][u - u0 - 1];
+            if (with_sentences) {
+              auto sentence = detail::sentence_translation(model, tokens, unit_offset[u], hyps[0], joined.text.size(), options);
+              if (!sentence)
+                return deliver(i, Error{sentence.error().code, "input " + std::to_string(i + 1) + ": " + sentence.error().message});
+              out.sentences.push_back(std::move(sentence.value()));
+            }
+            const bool last = u + 1 == u1;
             auto t = detail::text_hypothesis(model, std::move(hyps[0]));
             if (!t) return deliver(i, t.error());
-            if (u > u0) joined.text += separators[k][u - u0 - 1];
+            // Token scores as the alignment rows: each sentence's EOS dropped but the last's.
+            auto& scores = t.value().token_scores;
+            if (!last) scores.resize(std::min(scores.size(), t.value().ids.size()));
+            joined.token_scores.insert(joined.token_scores.end(), scores.begin(), scores.end());
             joined.text += t.value().text;
             joined.ids.insert(joined.ids.end(), t.value().ids.begin(), t.value().ids.end());
             joined.pieces.insert(joined.pieces.end(), t.value().pieces.begin(), t.value().pieces.end());
@@ -369,6 +391,7 @@ Status BatchTranslator::translate_text(const std::vector<std::string>& texts, co
             if (!t.value().alignment.empty())
               blocks.push_back({first_column, t.value().ids.size(), std::move(t.value().alignment)});
           }
+          if (!joined.ended_on_eos) joined.token_scores.resize(std::min(joined.token_scores.size(), joined.ids.size()));
           for (size_t b = 0; b < blocks.size(); ++b) {
             auto& rows = blocks[b].rows;
             if (b + 1 < blocks.size() || !joined.ended_on_eos) rows.resize(std::min(rows.size(), blocks[b].tokens));

@@ -236,7 +236,7 @@ petrel::Result<petrel::GenerateOptions> to_cpp(const petrel_generate_options* o)
 petrel_result* text_result(petrel::TextGeneration g) {
   auto r = std::make_unique<petrel_result>();
   r->translations.resize(1);
-  r->translations[0].hypotheses.push_back({std::move(g.ids), 0.0, g.ended_on_eos, {}});
+  r->translations[0].hypotheses.push_back({std::move(g.ids), 0.0, g.ended_on_eos, {}, {}});
   r->texts.push_back({std::move(g.text)});
   return r.release();
 }
@@ -439,7 +439,7 @@ petrel_status petrel_translate_texts(petrel_session* session, const char* const*
       petrel::Translation ids;
       std::vector<std::string> strings;
       for (auto& h : t.hypotheses) {
-        ids.hypotheses.push_back({std::move(h.ids), h.score, h.ended_on_eos, std::move(h.alignment)});
+        ids.hypotheses.push_back({std::move(h.ids), h.score, h.ended_on_eos, std::move(h.alignment), std::move(h.token_scores)});
         strings.push_back(std::move(h.text));
       }
       out->translations.push_back(std::move(ids));
@@ -570,7 +570,7 @@ petrel_status petrel_generate(petrel_session* session, const int32_t* prompt, si
     if (!generated) return fail(generated.error());
     std::vector<petrel::Translation> out(1);
     const petrel::Generation& first = generated.value()[0];
-    out[0].hypotheses.push_back({first.ids, 0.0, first.ended_on_eos, {}});
+    out[0].hypotheses.push_back({first.ids, 0.0, first.ended_on_eos, {}, {}});
     *result = new petrel_result{std::move(out), {}, {}};
     return PETREL_OK;
   });

@@ -52,6 +52,7 @@ Result<TextHypothesis> text_hypothesis(const Model& model, Hypothesis&& h) {
   t.score = h.score;
   t.ended_on_eos = h.ended_on_eos;
   t.alignment = std::move(h.alignment);
+  t.token_scores = std::move(h.token_scores);
   return t;
 }
 }  // namespace detail

@@ -17,6 +17,7 @@
 #include "decode/decoder_steps.h"
 #include "kernels/isa.h"
 #include "model_access.h"
+#include "text_sentences.h"
 #include "models/encoder_decoder.h"
 #include "text/tokenizer.h"
 #include "threads/thread_pool.h"
@@ -30,7 +31,8 @@ namespace {
 // so a huge batch or beam is refused by name instead of wrapping a 32-bit size or
 // throwing std::bad_alloc.
 detail::CheckedSize request_bytes(const ModelInfo& info, size_t sentences, uint64_t source_tokens, size_t beam,
-                                  size_t max_steps, size_t threads, size_t cache_element, size_t alignment_width) {
+                                  size_t max_steps, size_t threads, size_t cache_element, size_t alignment_width,
+                                  bool token_scores) {
   using detail::CheckedSize;
   const uint64_t d = info.d_model, ffn = info.ffn_dim, widest = std::max(d, ffn) + 32;
   const uint64_t rows = uint64_t{sentences} * beam, activation_rows = std::max<uint64_t>(rows, source_tokens);
@@ -48,6 +50,8 @@ detail::CheckedSize request_bytes(const ModelInfo& info, size_t sentences, uint6
   // Alignments: each step's rows, the rows each continued, the finished hypotheses' rows
   // and the results.
   total += CheckedSize(rows) * max_steps * (alignment_width * 4 * 3 + (alignment_width ? sizeof(size_t) : 0));
+  // Token scores: each row's two histories, the finished hypotheses' and the results.
+  if (token_scores) total += CheckedSize(rows) * max_steps * sizeof(decode::TokenScore) * 4;
   return total;
 }
 
@@ -203,8 +207,15 @@ Result<std::vector<TextTranslation>> Translator::translate_text(const std::vecto
     }
     auto translated = translate(batch, with_text);
     if (!translated) return translated.error();
+    const bool sentences = detail::has_token_ranges(m);
     for (size_t i = 0; i < texts.size(); ++i) {
-      for (Hypothesis& h : translated.value()[i].hypotheses) {
+      auto& hyps = translated.value()[i].hypotheses;
+      if (sentences && !hyps.empty()) {
+        auto sentence = detail::sentence_translation(m, out[i].input, 0, hyps[0], 0, options);
+        if (!sentence) return Error{sentence.error().code, "input " + std::to_string(i + 1) + ": " + sentence.error().message};
+        out[i].sentences.push_back(std::move(sentence.value()));
+      }
+      for (Hypothesis& h : hyps) {
         auto t = detail::text_hypothesis(m, std::move(h));
         if (!t) return t.error();
         out[i].hypotheses.push_back(std::move(t.value()));
@@ -483,7 +494,8 @@ Result<std::vector<Translation>> Translator::Impl::translate(const std::vector<s
     for (const auto& ids : batch) alignment_width = std::max(alignment_width, reader.tokens_read(ids));
   }
   const detail::CheckedSize needed = request_bytes(info, batch.size(), source_tokens, options.beam_size, max_new,
-                                                   pool.size(), detail::dtype_size(cache_type), alignment_width);
+                                                   pool.size(), detail::dtype_size(cache_type), alignment_width,
+                                                   options.token_scores || options.quality_scores);
   if (auto problem = detail::working_memory_problem(
           needed,
           std::to_string(batch.size()) + " inputs (" + std::to_string(source_tokens) + " tokens) with beam " +
@@ -504,6 +516,7 @@ Result<std::vector<Translation>> Translator::Impl::translate(const std::vector<s
   so.eos_id = info.eos_id;
   so.bad_word_ids = info.bad_word_ids;
   so.alignment_width = alignment_width;
+  so.token_scores = options.token_scores || options.quality_scores;
   std::vector<std::vector<int32_t>> forced;
   if (!options.target_prefix.empty()) {
     forced.assign(batch.size(), options.target_prefix);
@@ -543,7 +556,9 @@ Result<std::vector<Translation>> Translator::Impl::translate(const std::vector<s
   size_t generated = 0;
   for (size_t s = 0; s < batch.size(); ++s) {
     for (auto& h : found.value().hypotheses[s]) {
-      out[s].hypotheses.push_back({std::move(h.ids), h.score, h.ended_on_eos, {}});
+      out[s].hypotheses.push_back({std::move(h.ids), h.score, h.ended_on_eos, {}, {}});
+      for (const decode::TokenScore& t : h.token_scores)
+        out[s].hypotheses.back().token_scores.push_back({t.log_probability, t.logit});
       // The search's rows are the batch's widest: each keeps its own input's tokens.
       for (size_t at = 0; at < h.alignment.size(); at += alignment_width)
         out[s].hypotheses.back().alignment.emplace_back(h.alignment.begin() + static_cast<std::ptrdiff_t>(at),

@@ -28,6 +28,8 @@ constexpr size_t kMaxBeamSize = 64;
 // smaller memory limit, the limit is that.
 constexpr uint64_t kMaxRequestBytes = sizeof(void*) >= 8 ? uint64_t{32} << 30 : uint64_t{3} << 29;
 
+class QualityModel;
+
 // One step of a translation as it is produced (TranslateOptions::on_token): called after
 // each decoder step for every input still being translated, then once per input with
 // its final translation, on the translating thread.
@@ -104,6 +106,16 @@ struct TranslateOptions {
   bool alignment = false;
   std::optional<size_t> alignment_layer;  // 0-based
   size_t alignment_head = 0;
+  // Each hypothesis carries its tokens' scores (Hypothesis::token_scores).
+  bool token_scores = false;
+  // Text translation: quality scores per sentence and word (SentenceTranslation::quality),
+  // as bergamot-translator's estimators compute them. Without a quality model, the free
+  // estimator over the tokens' logits (bergamot runs Firefox's models with skip-cost:
+  // the search's token scores are the model's outputs before the softmax); with one (a
+  // `.quality.lr` file, load_quality_model), the logistic regression over the tokens'
+  // log-probabilities (bergamot's JavaScript turns skip-cost off for it).
+  bool quality_scores = false;
+  std::shared_ptr<const QualityModel> quality_model;
 };
 
 struct Translation {
@@ -120,11 +132,48 @@ struct TextHypothesis {
   bool ended_on_eos = false;         // as Hypothesis; sentence by sentence: every sentence did
   // As Hypothesis::alignment: a row per piece (and the final EOS), over TextTranslation::input's pieces.
   std::vector<std::vector<float>> alignment;
+  std::vector<TokenScore> token_scores;  // as Hypothesis::token_scores (sentence by sentence: as the alignment rows)
 };
+// A sentence's quality scores (TranslateOptions::quality_scores), bergamot's
+// Response::SentenceQualityScore: its words are runs of target tokens, each but the first
+// starting at a token that starts with whitespace (the EOS left out).
+struct SentenceQuality {
+  float score = 0;                     // the mean of the word scores (NaN when there are none)
+  std::vector<TextRange> words;        // each word's bytes of the translation, its leading space left out
+  std::vector<TextRange> word_tokens;  // each word's target tokens [begin, end) of the sentence's
+  std::vector<float> word_scores;
+};
+
+// One sentence of a text translation, as bergamot's Response holds it: where it stands in
+// the input and in the best translation, its tokens' bytes there, and what was asked of it.
+struct SentenceTranslation {
+  TextRange source, target;                      // bytes of the input text / of hypotheses[0].text
+  std::vector<TextRange> source_tokens;          // bytes of the input text, EOS included (empty after the last)
+  std::vector<TextRange> target_tokens;          // bytes of hypotheses[0].text, EOS included when it ended on one
+  std::vector<std::vector<float>> alignment;     // TranslateOptions::alignment: [target token][source token]
+  std::vector<TokenScore> token_scores;          // TranslateOptions::token_scores / quality_scores
+  std::optional<SentenceQuality> quality;        // TranslateOptions::quality_scores
+};
+
 struct TextTranslation {
   TokenizedText input;
   std::vector<TextHypothesis> hypotheses;  // best first; empty when no token could be generated
+  // The best hypothesis sentence by sentence (one sentence unless BatchOptions::
+  // split_sentences split the text), when the model's tokenizer tells its tokens' bytes
+  // (TokenizedText::ranges: a Marian C++ model's SentencePiece); empty otherwise.
+  std::vector<SentenceTranslation> sentences;
 };
+
+// bergamot's logistic-regression quality estimator (a `.quality.lr` file, as Firefox
+// ships beside some models), read as untrusted input.
+class QualityModel {
+ public:
+  virtual ~QualityModel() = default;
+};
+// Reads a `.quality.lr` file (or its bytes). Errors (kIo, kFormat) name the file and field.
+PETREL_API Result<std::shared_ptr<const QualityModel>> load_quality_model(const std::string& path);
+PETREL_API Result<std::shared_ptr<const QualityModel>> parse_quality_model(const void* data, size_t size,
+                                                                           const std::string& name);
 
 struct TranslateTimings {
   double encode_ms = 0, decode_ms = 0;

@@ -292,6 +292,12 @@ struct ModelInfo {
   std::optional<uint32_t> data_crc32;
 };
 
+// What the search knew of an output token when it chose it (TranslateOptions::token_scores).
+struct TokenScore {
+  float log_probability = 0;  // over the allowed outputs (a shortlist's); 0 for a forced token
+  float logit = 0;            // the model's output for it before the softmax; 0 for a forced token
+};
+
 struct Hypothesis {
   std::vector<int32_t> ids;  // without the decoder start token and the final EOS
   double score = 0;
@@ -302,6 +308,24 @@ struct Hypothesis {
   // out): the cross-attention of the step that produced the token, of one head of one
   // decoder layer (TranslateOptions::alignment_layer, alignment_head). Each row sums to 1.
   std::vector<std::vector<float>> alignment;
+  // With TranslateOptions::token_scores (or quality_scores): one per output token, the
+  // final EOS included when it ended on one.
+  std::vector<TokenScore> token_scores;
+};
+
+// Bytes [begin, end) of a text.
+struct TextRange {
+  size_t begin = 0, end = 0;
+};
+
+// A text as a translation sees it (bergamot's AnnotatedText): its sentences, each a run
+// of consecutive token ranges of `text` (a source token's range holds the whitespace
+// SentencePiece folds into it: " world"); the bytes between sentences, before the first
+// and after the last belong to no sentence. A sentence's last token is its EOS: an empty
+// range at the sentence's end.
+struct AnnotatedText {
+  std::string text;
+  std::vector<std::vector<TextRange>> sentences;
 };
 
 // A text as the model reads it: its tokens (SentencePiece pieces, words, language
@@ -309,6 +333,10 @@ struct Hypothesis {
 struct TokenizedText {
   std::vector<std::string> pieces;
   std::vector<int32_t> ids;
+  // Each token's bytes of the text (a SentencePiece surface: " world" for ▁world; EOS
+  // empty where the last token ends), when the model's tokenizer tells them (a Marian C++ model's
+  // SentencePiece); empty otherwise.
+  std::vector<TextRange> ranges;
 };
 
 }  // namespace petrel

@@ -66,6 +66,12 @@ Result<SearchResult> search(StepModel& model, size_t sentences, const models::Ou
     s.step_parents.resize(max_steps * rows);
     s.finished_alignments.resize(sentences * K * max_steps * W);
   }
+  const bool scored = o.token_scores;
+  if (scored) {
+    s.score_history.assign(rows * max_steps, TokenScore{0, 0});
+    s.new_score_history.assign(rows * max_steps, TokenScore{0, 0});
+    s.finished_scores.resize(sentences * K * max_steps);
+  }
   auto worst_slot = [&](size_t b) {
     const auto& f = s.finished[b];
     size_t worst = 0;
@@ -74,9 +80,10 @@ Result<SearchResult> search(StepModel& model, size_t sentences, const models::Ou
     return worst;
   };
   // `tokens` (length - 1 of them) plus `last` when last >= 0; `eos`: it stopped on EOS.
-  // Its alignment rows 0..step are traced back from row `row` of this step.
+  // Its alignment rows 0..step are traced back from row `row` of this step; its token
+  // scores are `scores` (as many as tokens) and `last_score` for `last` or the EOS.
   auto finish = [&](size_t b, const int32_t* tokens, size_t length, int32_t last, double score, bool eos, size_t step,
-                    size_t row) {
+                    size_t row, const TokenScore* scores, TokenScore last_score) {
     auto& f = s.finished[b];
     size_t slot = f.size();
     if (slot == K) {
@@ -90,6 +97,11 @@ Result<SearchResult> search(StepModel& model, size_t sentences, const models::Ou
     std::copy_n(tokens, copied, to);
     if (last >= 0) to[copied] = last;
     f[slot] = {length, score, eos};
+    if (scored) {
+      TokenScore* scores_to = &s.finished_scores[(b * K + slot) * max_steps];
+      std::copy_n(scores, copied, scores_to);
+      if (last >= 0 || eos) scores_to[copied] = last_score;
+    }
     if (W > 0) {
       float* rows_to = &s.finished_alignments[(b * K + slot) * max_steps * W];
       for (size_t t = step + 1; t-- > 0;) {
@@ -118,7 +130,7 @@ Result<SearchResult> search(StepModel& model, size_t sentences, const models::Ou
       s.candidates.clear();
       if (const int32_t* forced = forced_token(b, step)) {
         for (size_t i = 0; i < s.live[b]; ++i)
-          s.candidates.push_back({s.scores[block + i], *forced, static_cast<uint32_t>(i)});
+          s.candidates.push_back({s.scores[block + i], *forced, static_cast<uint32_t>(i), 0.0f});
       } else {
         for (size_t i = 0; i < s.live[b]; ++i) {
           float* logits = &s.logits[(block + i) * vocab];
@@ -136,7 +148,8 @@ Result<SearchResult> search(StepModel& model, size_t sentences, const models::Ou
           const size_t found = k.top_k(logits, vocab, 2 * K, s.top_ids.data(), s.top_logits.data());
           for (size_t j = 0; j < found; ++j)
             s.candidates.push_back({s.scores[block + i] + static_cast<double>(s.top_logits[j] - log_sum),
-                                    output.token(static_cast<size_t>(s.top_ids[j])), static_cast<uint32_t>(i)});
+                                    output.token(static_cast<size_t>(s.top_ids[j])), static_cast<uint32_t>(i),
+                                    s.top_logits[j]});
         }
       }
       std::sort(s.candidates.begin(), s.candidates.end(), ranks_before);
@@ -147,13 +160,16 @@ Result<SearchResult> search(StepModel& model, size_t sentences, const models::Ou
         const Candidate& c = s.candidates[rank];
         const size_t from = block + c.hyp;
         const double score = normalized(c.score, step + 1, o.length_penalty);
+        const TokenScore token_score{static_cast<float>(c.score - s.scores[from]), c.logit};
+        const TokenScore* scores = scored ? &s.score_history[from * max_steps] : nullptr;
         if (c.token == o.eos_id) {
           if (rank < K)  // a lower-ranked EOS is skipped, as in Hugging Face
-            finish(b, &s.history[from * max_steps], step, -1, score, true, step, from);
+            finish(b, &s.history[from * max_steps], step, -1, score, true, step, from, scores, token_score);
           continue;
         }
         if (last_step) {  // the length limit: the best K candidates finish, EOS or not
-          if (rank < K) finish(b, &s.history[from * max_steps], step + 1, c.token, score, false, step, from);
+          if (rank < K)
+            finish(b, &s.history[from * max_steps], step + 1, c.token, score, false, step, from, scores, token_score);
           continue;
         }
         const size_t to = to_block + filled++;
@@ -161,6 +177,10 @@ Result<SearchResult> search(StepModel& model, size_t sentences, const models::Ou
         s.new_scores[to] = c.score;
         std::copy_n(&s.history[from * max_steps], step, &s.new_history[to * max_steps]);
         s.new_history[to * max_steps + step] = c.token;
+        if (scored) {
+          std::copy_n(&s.score_history[from * max_steps], step, &s.new_score_history[to * max_steps]);
+          s.new_score_history[to * max_steps + step] = token_score;
+        }
       }
       s.live[b] = filled;
       bool go_on = filled > 0;
@@ -173,7 +193,8 @@ Result<SearchResult> search(StepModel& model, size_t sentences, const models::Ou
       if (go_on && o.observer != nullptr && !o.observer->on_step(b, &s.new_history[to_block * max_steps], step + 1)) {
         for (size_t i = 0; i < filled; ++i)  // stopped by the observer: finish the live ones
           finish(b, &s.new_history[(to_block + i) * max_steps], step + 1, -1,
-                 normalized(s.new_scores[to_block + i], step + 1, o.length_penalty), false, step, s.parent[to_block + i]);
+                 normalized(s.new_scores[to_block + i], step + 1, o.length_penalty), false, step, s.parent[to_block + i],
+                 scored ? &s.new_score_history[(to_block + i) * max_steps] : nullptr, TokenScore{0, 0});
         go_on = false;
       }
       if (!go_on) continue;  // its rows are dropped
@@ -182,6 +203,7 @@ Result<SearchResult> search(StepModel& model, size_t sentences, const models::Ou
     }
     std::swap(s.history, s.new_history);
     std::swap(s.scores, s.new_scores);
+    if (scored) std::swap(s.score_history, s.new_score_history);
     const size_t next_rows = s.next_active.size() * K;
     for (size_t r = 0; r < next_rows; ++r) s.tokens[r] = s.history[r * max_steps + step];
     if (W > 0 && step + 1 < max_steps) std::copy_n(s.parent.data(), next_rows, &s.step_parents[(step + 1) * rows]);
@@ -199,7 +221,11 @@ Result<SearchResult> search(StepModel& model, size_t sentences, const models::Ou
     for (size_t f = 0; f < s.finished[b].size(); ++f) {
       const int32_t* tokens = &s.finished_tokens[(b * K + f) * max_steps];
       const SearchState::Finished& done = s.finished[b][f];
-      hyps.push_back({{tokens, tokens + done.length}, done.score, done.eos, {}});
+      hyps.push_back({{tokens, tokens + done.length}, done.score, done.eos, {}, {}});
+      if (scored) {
+        const TokenScore* scores_from = &s.finished_scores[(b * K + f) * max_steps];
+        hyps.back().token_scores.assign(scores_from, scores_from + done.length + (done.eos ? 1 : 0));
+      }
       if (W > 0) {
         const float* rows_from = &s.finished_alignments[(b * K + f) * max_steps * W];
         hyps.back().alignment.assign(rows_from, rows_from + (done.length + (done.eos ? 1 : 0)) * W);

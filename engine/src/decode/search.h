@@ -74,6 +74,14 @@ struct SearchOptions {
   // > 0: each hypothesis carries the alignment row the model wrote at each of its steps
   // (StepModel::align_into), this many floats a row.
   size_t alignment_width = 0;
+  // Each hypothesis carries the score of each of its tokens (Hypothesis::token_scores).
+  bool token_scores = false;
+};
+
+// What the search knew of one output token when it chose it.
+struct TokenScore {
+  float log_probability;  // over the allowed outputs (0 for a forced token)
+  float logit;            // the model's output for it before the softmax (0 for a forced token)
 };
 
 struct Hypothesis {
@@ -83,6 +91,8 @@ struct Hypothesis {
   // With alignment_width: one row per step, ids.size() + ended_on_eos rows (EOS has one)
   // of alignment_width floats each.
   std::vector<float> alignment;
+  // With token_scores: one per step, as the alignment rows.
+  std::vector<TokenScore> token_scores;
 };
 
 struct SearchResult {
@@ -103,6 +113,7 @@ struct SearchState {
     double score;
     int32_t token;
     uint32_t hyp;
+    float logit;  // the model's output for the token (0 when forced)
   };
   std::vector<Candidate> candidates;
   std::vector<size_t> bad_indices;  // output indices of the bad words
@@ -122,6 +133,9 @@ struct SearchState {
   // finished hypotheses' rows, traced back at finishing [sentence][slot][max_steps][W].
   std::vector<float> step_alignments, finished_alignments;
   std::vector<size_t> step_parents;
+  // Token scores (SearchOptions::token_scores): each row's, as its history
+  // [rows][max_steps], and the finished hypotheses' [sentence][slot][max_steps].
+  std::vector<TokenScore> score_history, new_score_history, finished_scores;
 };
 
 // The order candidates are visited in: higher score first, then lower token id,

@@ -165,8 +165,10 @@ size_t SentencePiece::longest_user_defined(std::string_view text) const {
 Status SentencePiece::encode(std::string_view text, Encoding& out) const {
   out.pieces_.clear();
   out.spans_.clear();
+  if (text.size() > UINT32_MAX)  // surfaces are 32-bit offsets
+    return Error{ErrorCode::kInvalidArgument, "the text exceeds " + std::to_string(UINT32_MAX) + " bytes"};
   Status normalized = normalizer_.normalize(text, has_user_defined_ ? this : nullptr, kMaxNormalizedBytes,
-                                            out.normalized_);
+                                            out.normalized_, &out.norm_to_orig_);
   if (!normalized) {
     out.normalized_.clear();
     return normalized;
@@ -183,43 +185,55 @@ Status SentencePiece::encode(std::string_view text, Encoding& out) const {
 
 void SentencePiece::emit_pieces(Encoding& work) const {
   bool previous_unknown = false;
+  const std::vector<uint32_t>& to_input = work.norm_to_orig_;
   for (const Encoding::Span& span : work.spans_) {
     const bool unknown = types_[static_cast<size_t>(span.id)] == PieceType::kUnknown;
+    const uint32_t begin = to_input[span.begin], end = to_input[span.begin + span.size];
     if (unknown && byte_fallback_) {
       for (uint32_t i = 0; i < span.size; ++i) {
         const int32_t id = byte_ids_[static_cast<unsigned char>(work.normalized_[span.begin + i])];
-        work.pieces_.push_back(Piece{id, pieces_[static_cast<size_t>(id)]});
+        const bool last = i + 1 == span.size;  // holds the character's surface
+        work.pieces_.push_back(Piece{id, pieces_[static_cast<size_t>(id)], begin, last ? end : begin});
       }
     } else if (unknown && previous_unknown &&
                work.pieces_.back().text.data() + work.pieces_.back().text.size() ==
                    work.normalized_.data() + span.begin) {
       // One piece for a run of unknown characters; the view grows only over the span
       // that follows it in the normalized text (the segmenters emit spans in order).
-      std::string_view& text = work.pieces_.back().text;
-      text = std::string_view(text.data(), text.size() + span.size);
+      Piece& run = work.pieces_.back();
+      run.text = std::string_view(run.text.data(), run.text.size() + span.size);
+      run.end = end;
     } else if (unknown) {  // its text is the input's (normalized), not the unknown piece's
-      work.pieces_.push_back(Piece{span.id, std::string_view(work.normalized_.data() + span.begin, span.size)});
+      work.pieces_.push_back(
+          Piece{span.id, std::string_view(work.normalized_.data() + span.begin, span.size), begin, end});
     } else {
-      work.pieces_.push_back(Piece{span.id, pieces_[static_cast<size_t>(span.id)]});
+      work.pieces_.push_back(Piece{span.id, pieces_[static_cast<size_t>(span.id)], begin, end});
     }
     previous_unknown = unknown;
   }
 }
 
 template <class PieceAt>
-void SentencePiece::decode_impl(size_t count, PieceAt piece_at, std::string& out) const {
+void SentencePiece::decode_impl(size_t count, PieceAt piece_at, std::string& out, std::vector<TextRange>* ranges) const {
   out.clear();
+  if (ranges != nullptr) ranges->assign(count, TextRange{});
   std::string bytes;  // a run of byte pieces, decoded together as UTF-8
+  size_t bytes_from = 0;  // the piece of bytes[0]
   auto flush_bytes = [&]() {
     for (size_t at = 0; at < bytes.size();) {
       const size_t length = detail::utf8_sequence(bytes, at);
+      const size_t begin = out.size();
       if (length == 0) {
         out += kReplacementCharacter;
-        at += 1;
       } else {
         out.append(bytes, at, length);
-        at += length;
       }
+      const size_t consumed = length == 0 ? 1 : length;
+      if (ranges != nullptr) {  // the character's last byte piece holds it, the others are empty
+        for (size_t j = 0; j < consumed; ++j)
+          (*ranges)[bytes_from + at + j] = j + 1 == consumed ? TextRange{begin, out.size()} : TextRange{begin, begin};
+      }
+      at += consumed;
     }
     bytes.clear();
   };
@@ -232,33 +246,46 @@ void SentencePiece::decode_impl(size_t count, PieceAt piece_at, std::string& out
     piece_at(i, piece, id);
     const PieceType type = types_[static_cast<size_t>(id)];
     if (type == PieceType::kByte) {
+      if (bytes.empty()) bytes_from = i;
       bytes.push_back(static_cast<char>(byte_of_piece(pieces_[static_cast<size_t>(id)])));
       continue;
     }
     flush_bytes();
+    const size_t begin = out.size();
     if (stripped_space || !out.empty()) at_start = false;
     stripped_space = false;
-    if (type == PieceType::kControl) continue;  // <s>, </s>: invisible
-    if (type == PieceType::kUnknown) {
+    if (type == PieceType::kControl) {  // <s>, </s>: invisible
+    } else if (type == PieceType::kUnknown) {
       out += piece == pieces_[static_cast<size_t>(id)] ? std::string_view(unk_surface_) : piece;
-      continue;
+    } else {
+      if (at_start && strip_leading_space_ && piece.compare(0, kSpaceSymbol.size(), kSpaceSymbol) == 0) {
+        piece.remove_prefix(kSpaceSymbol.size());
+        stripped_space = !remove_extra_whitespaces_;
+      }
+      for (size_t at = 0;;) {  // ▁ -> space
+        const size_t found = piece.find(kSpaceSymbol, at);
+        out.append(piece.data() + at, (found == std::string_view::npos ? piece.size() : found) - at);
+        if (found == std::string_view::npos) break;
+        out += ' ';
+        at = found + kSpaceSymbol.size();
+      }
     }
-    if (at_start && strip_leading_space_ && piece.compare(0, kSpaceSymbol.size(), kSpaceSymbol) == 0) {
-      piece.remove_prefix(kSpaceSymbol.size());
-      stripped_space = !remove_extra_whitespaces_;
-    }
-    for (size_t at = 0;;) {  // ▁ -> space
-      const size_t found = piece.find(kSpaceSymbol, at);
-      out.append(piece.data() + at, (found == std::string_view::npos ? piece.size() : found) - at);
-      if (found == std::string_view::npos) break;
-      out += ' ';
-      at = found + kSpaceSymbol.size();
-    }
+    if (ranges != nullptr) (*ranges)[i] = TextRange{begin, out.size()};
   }
   flush_bytes();
 }
 
 Status SentencePiece::decode(const int32_t* ids, size_t count, std::string& out) const {
+  std::vector<TextRange>* no_ranges = nullptr;
+  return decode_checked(ids, count, out, no_ranges);
+}
+
+Status SentencePiece::decode(const int32_t* ids, size_t count, std::string& out, std::vector<TextRange>& ranges) const {
+  return decode_checked(ids, count, out, &ranges);
+}
+
+Status SentencePiece::decode_checked(const int32_t* ids, size_t count, std::string& out,
+                                     std::vector<TextRange>* ranges) const {
   for (size_t i = 0; i < count; ++i) {
     if (ids[i] < 0 || ids[i] >= size()) {
       out.clear();
@@ -273,7 +300,7 @@ Status SentencePiece::decode(const int32_t* ids, size_t count, std::string& out)
         id = ids[i];
         piece = pieces_[static_cast<size_t>(id)];
       },
-      out);
+      out, ranges);
   return Status::ok();
 }
 
@@ -284,7 +311,7 @@ void SentencePiece::decode_pieces(const std::string_view* pieces, size_t count, 
         piece = pieces[i];
         id = piece_to_id(piece);
       },
-      out);
+      out, nullptr);
 }
 
 }  // namespace petrel::text

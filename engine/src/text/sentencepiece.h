@@ -22,6 +22,7 @@
 
 #include "format/tokenizer_tables.h"
 #include "petrel/status.h"
+#include "petrel/types.h"
 #include "text/spm_normalizer.h"
 #include "text/spm_trie.h"
 
@@ -33,10 +34,14 @@ using detail::PieceType;
 using detail::SentencePieceSpec;
 using detail::SpmAlgorithm;
 
-// One piece of an encoding: its SentencePiece id and its text as spm_encode prints it.
+// One piece of an encoding: its SentencePiece id, its text as spm_encode prints it, and
+// the input bytes it came from (upstream's surface: [begin, end); the whitespace a ▁
+// stands for is part of it; of the byte pieces of one character, the last holds the
+// character and the others are empty at its start).
 struct Piece {
   int32_t id;
   std::string_view text;
+  uint32_t begin = 0, end = 0;
 };
 
 class SentencePiece;
@@ -84,6 +89,7 @@ class Encoding {
   };
   std::vector<Piece> pieces_;
   std::vector<char> normalized_;
+  std::vector<uint32_t> norm_to_orig_;  // Normalizer::normalize's
   std::vector<Span> spans_;
   std::vector<BestPath> best_;
   std::vector<Symbol> symbols_;
@@ -112,6 +118,10 @@ class SentencePiece : private Normalizer::SymbolMatcher {
   Status decode(const std::vector<int32_t>& ids, std::string& out) const {
     return decode(ids.data(), ids.size(), out);
   }
+  // The same, with each id's bytes of `out` (upstream's decoded surfaces: a control
+  // piece's range is empty where it stands; of the byte pieces of one character, the
+  // last holds the character and the others are empty at its start).
+  Status decode(const int32_t* ids, size_t count, std::string& out, std::vector<TextRange>& ranges) const;
   // The text of pieces given as strings (spm_decode --input_format=piece, Python's
   // decode_pieces): a string that is no piece counts as unknown and is copied verbatim.
   void decode_pieces(const std::string_view* pieces, size_t count, std::string& out) const;
@@ -137,8 +147,9 @@ class SentencePiece : private Normalizer::SymbolMatcher {
   // spm's PopulateSentencePieceText: merges runs of unknown pieces, or splits them into
   // byte pieces under byte_fallback.
   void emit_pieces(Encoding& work) const;
+  Status decode_checked(const int32_t* ids, size_t count, std::string& out, std::vector<TextRange>* ranges) const;
   template <class PieceAt>
-  void decode_impl(size_t count, PieceAt piece_at, std::string& out) const;
+  void decode_impl(size_t count, PieceAt piece_at, std::string& out, std::vector<TextRange>* ranges) const;
 
   // An array either owned or viewed (a model file's); copies keep viewing valid storage.
   template <class T>

@@ -20,10 +20,22 @@ Result<TokenizedText> SentencePieceIdsTokenizer::tokenize(std::string_view text)
   for (const Piece& p : encoding.pieces()) {
     out.pieces.emplace_back(p.text);
     out.ids.push_back(p.id);
+    out.ranges.push_back({p.begin, p.end});
   }
   out.pieces.emplace_back(parts_.source.pieces[static_cast<size_t>(parts_.eos_id)]);
   out.ids.push_back(parts_.eos_id);
+  // The EOS stands where the last piece ends (bergamot's Annotation), trailing spaces after it.
+  const size_t eos_at = out.ranges.empty() ? text.size() : out.ranges.back().end;
+  out.ranges.push_back({eos_at, eos_at});
   return out;
+}
+
+Result<std::string> SentencePieceIdsTokenizer::decode_with_ranges(const std::vector<int32_t>& ids,
+                                                                  std::vector<TextRange>& ranges) const {
+  std::string text;
+  Status s = target_.decode(ids.data(), ids.size(), text, ranges);
+  if (!s) return s.error();
+  return text;
 }
 
 Result<std::string> SentencePieceIdsTokenizer::decode(const std::vector<int32_t>& ids) const {

@@ -26,6 +26,7 @@ class SentencePieceIdsTokenizer final : public Tokenizer {
 
   Result<TokenizedText> tokenize(std::string_view text) const override;
   Result<std::string> decode(const std::vector<int32_t>& ids) const override;
+  Result<std::string> decode_with_ranges(const std::vector<int32_t>& ids, std::vector<TextRange>& ranges) const override;
   std::optional<std::string_view> output_token(int32_t id) const override;
 
  private:

@@ -93,20 +93,30 @@ std::string_view Normalizer::normalize_prefix(std::string_view input, const Symb
 }
 
 Status Normalizer::normalize(std::string_view input, const SymbolMatcher* matcher, size_t max_output,
-                             std::vector<char>& out) const {
+                             std::vector<char>& out, std::vector<uint32_t>* norm_to_orig) const {
   out.clear();
+  if (norm_to_orig != nullptr) norm_to_orig->clear();
   size_t consumed = 0;
+  uint32_t offset = 0;  // input bytes consumed so far (inputs are < 4 GiB: callers cap them)
   if (flags_.remove_extra_whitespaces) {  // leading spaces (after normalization) go
     while (!input.empty()) {
       if (normalize_prefix(input, matcher, consumed) != " ") break;
       input.remove_prefix(consumed);
+      offset += static_cast<uint32_t>(consumed);
     }
   }
-  if (input.empty()) return Status::ok();
+  if (input.empty()) {
+    if (norm_to_orig != nullptr) norm_to_orig->push_back(offset);
+    return Status::ok();
+  }
 
   const std::string_view space = flags_.escape_whitespaces ? kSpaceSymbol : std::string_view(" ");
-  auto append = [&out](std::string_view s) { out.insert(out.end(), s.begin(), s.end()); };
+  auto append = [&](std::string_view s) {
+    out.insert(out.end(), s.begin(), s.end());
+    if (norm_to_orig != nullptr) norm_to_orig->insert(norm_to_orig->end(), s.size(), offset);
+  };
   out.reserve(input.size() * 3);
+  if (norm_to_orig != nullptr) norm_to_orig->reserve(input.size() * 3 + 1);
   if (!flags_.treat_whitespace_as_suffix && flags_.add_dummy_prefix) append(space);
 
   bool previous_is_space = flags_.remove_extra_whitespaces;
@@ -118,7 +128,7 @@ Status Normalizer::normalize(std::string_view input, const SymbolMatcher* matche
         if (c == ' ' && flags_.escape_whitespaces)
           append(kSpaceSymbol);
         else
-          out.push_back(c);
+          append(std::string_view(&c, 1));
       }
       previous_is_space = piece.back() == ' ';
       if (out.size() > max_output)
@@ -126,15 +136,22 @@ Status Normalizer::normalize(std::string_view input, const SymbolMatcher* matche
                      "the normalized text exceeds " + std::to_string(max_output) + " bytes"};
     }
     input.remove_prefix(consumed);
+    offset += static_cast<uint32_t>(consumed);
     if (!flags_.remove_extra_whitespaces) previous_is_space = false;
   }
 
-  if (flags_.remove_extra_whitespaces) {  // trailing spaces go
+  if (flags_.remove_extra_whitespaces) {  // trailing spaces go (and the input they came from)
     while (out.size() >= space.size() &&
-           std::memcmp(out.data() + out.size() - space.size(), space.data(), space.size()) == 0)
+           std::memcmp(out.data() + out.size() - space.size(), space.data(), space.size()) == 0) {
       out.resize(out.size() - space.size());
+      if (norm_to_orig != nullptr) {
+        offset = (*norm_to_orig)[out.size()];
+        norm_to_orig->resize(out.size());
+      }
+    }
   }
   if (flags_.treat_whitespace_as_suffix && flags_.add_dummy_prefix) append(space);
+  if (norm_to_orig != nullptr) norm_to_orig->push_back(offset);
   return Status::ok();
 }
 

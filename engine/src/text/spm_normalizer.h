@@ -93,9 +93,11 @@ class Normalizer {
 
   // Appends the normalized form of `input` to `out` (which is cleared first).
   // `matcher` may be null (no user-defined symbols). Fails only when the output would
-  // exceed `max_output` bytes.
-  Status normalize(std::string_view input, const SymbolMatcher* matcher, size_t max_output,
-                   std::vector<char>& out) const;
+  // exceed `max_output` bytes. `norm_to_orig` (if given) receives, for each byte of
+  // `out` and one past its end, the offset in `input` it came from (upstream's
+  // norm_to_orig: a rewritten unit's bytes all map to the unit's first input byte).
+  Status normalize(std::string_view input, const SymbolMatcher* matcher, size_t max_output, std::vector<char>& out,
+                   std::vector<uint32_t>* norm_to_orig = nullptr) const;
 
  private:
   // One step of the rewrite: the replacement of the prefix of `input` and how many

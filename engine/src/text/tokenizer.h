@@ -23,6 +23,13 @@ class Tokenizer {
   virtual Result<TokenizedText> tokenize(std::string_view text) const = 0;
   // Output ids (without start token and EOS) as text; special tokens are skipped.
   virtual Result<std::string> decode(const std::vector<int32_t>& ids) const = 0;
+  // decode() with each id's bytes of the text (ids as given: an EOS gets an empty range
+  // where it stands). Tokenizers that cannot tell fail with kUnsupported.
+  virtual Result<std::string> decode_with_ranges(const std::vector<int32_t>& ids, std::vector<TextRange>& ranges) const {
+    (void)ids;
+    ranges.clear();
+    return Error{ErrorCode::kUnsupported, "this model's tokenizer does not give the byte ranges of its tokens"};
+  }
   // The token of output id `id`, or nothing when it is no target id.
   virtual std::optional<std::string_view> output_token(int32_t id) const = 0;
 

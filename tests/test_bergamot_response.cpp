@@ -1,0 +1,186 @@
+// A translation as bergamot-translator's Response holds it (TextTranslation::sentences):
+// token byte ranges, alignments and quality scores, against bergamot 0.4.9 itself
+// (tests/fixtures/markup, made by tools/reference/make_markup_fixtures.py from its WASM
+// build; fields read from its memory are checked there against the PyTorch reference).
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "petrel/batch_translator.h"
+#include "petrel/translator.h"
+#include "support/native_fixture.h"
+#include "support/test_support.h"
+
+using namespace petrel;
+using namespace petrel::test;
+using json = nlohmann::json;
+
+namespace {
+
+json markup_fixture(const std::string& name) {
+  std::ifstream in(fixture_dir() + "/markup/" + name + ".json");
+  REQUIRE(in);
+  return json::parse(in);
+}
+
+// bergamot's contiguous token bounds [t0, t1, ..., tn] (token k = [t_k, t_k+1)) of ranges
+// that must tile their sentence.
+std::vector<size_t> bounds_of(const std::vector<TextRange>& tokens) {
+  std::vector<size_t> bounds;
+  for (size_t k = 0; k < tokens.size(); ++k) {
+    if (k > 0) CHECK(tokens[k].begin == tokens[k - 1].end);
+    bounds.push_back(tokens[k].begin);
+  }
+  if (!tokens.empty()) bounds.push_back(tokens.back().end);
+  return bounds;
+}
+
+TranslateOptions firefox_options() {  // bergamot's settings in the fixtures
+  TranslateOptions o;
+  o.beam_size = 1;
+  o.max_length_factor = 2.0;
+  o.use_shortlist = false;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("plain-text translations hold bergamot's sentences, token ranges, alignments and quality scores",
+          "[bergamot][quality][marian-native]") {
+  for (const std::string model_name : {"transformer", "ssru"}) {
+    INFO("model " << model_name);
+    const json fixture = markup_fixture(model_name + "_float32");
+    auto model = load_model(native_model(model_name));
+    auto batch = BatchTranslator::create(model);
+    REQUIRE(batch);
+    BatchOptions paragraphs;  // bergamot's ssplit-mode paragraph
+    paragraphs.split_sentences = true;
+    size_t compared = 0, quality_compared = 0, aligned = 0;
+    double worst_word_score = 0, worst_alignment = 0;
+    for (size_t i = 0; i < fixture["requests"].size(); ++i) {
+      const json& request = fixture["requests"][i];
+      const json& want = fixture["responses"][i];
+      if (request["html"].get<bool>() || request["expect_error"].get<bool>()) continue;
+      INFO("request " << i << ": " << request["text"].get<std::string>());
+      TranslateOptions o = firefox_options();
+      o.alignment = request["alignment"].get<bool>();
+      o.quality_scores = request["qualityScores"].get<bool>();
+      std::vector<Result<TextTranslation>> got;
+      REQUIRE(batch.value().translate_text({request["text"].get<std::string>()}, o, paragraphs,
+                                           [&](size_t, Result<TextTranslation>&& r) { got.push_back(std::move(r)); }));
+      REQUIRE(got.size() == 1);
+      REQUIRE(got[0]);
+      const TextTranslation& t = got[0].value();
+      REQUIRE(t.hypotheses.size() == 1);
+      CHECK(t.hypotheses[0].text == want["text"].get<std::string>());
+      REQUIRE(t.sentences.size() == want["sentences"].size());
+      for (size_t k = 0; k < t.sentences.size(); ++k) {
+        const SentenceTranslation& s = t.sentences[k];
+        const json& sentence = want["sentences"][k];
+        CHECK(std::vector<size_t>{s.source.begin, s.source.end} == sentence["source"].get<std::vector<size_t>>());
+        CHECK(std::vector<size_t>{s.target.begin, s.target.end} == sentence["target"].get<std::vector<size_t>>());
+        CHECK(bounds_of(s.source_tokens) == want["source_tokens"][k].get<std::vector<size_t>>());
+        CHECK(bounds_of(s.target_tokens) == want["target_tokens"][k].get<std::vector<size_t>>());
+        ++compared;
+        if (o.alignment) {
+          const auto& rows = want["alignments"][k];
+          REQUIRE(s.alignment.size() == rows.size());
+          for (size_t r = 0; r < rows.size(); ++r) {
+            REQUIRE(s.alignment[r].size() == rows[r].size());
+            for (size_t c = 0; c < rows[r].size(); ++c)
+              worst_alignment = std::max(worst_alignment, std::fabs(s.alignment[r][c] - rows[r][c].get<double>()));
+          }
+          ++aligned;
+        }
+        if (o.quality_scores) {
+          REQUIRE(s.quality);
+          const json& q = want["quality"][k];
+          CHECK(std::fabs(s.quality->score - q["sentence_score"].get<double>()) < 1e-3);
+          const auto word_scores = q["word_scores"].get<std::vector<double>>();
+          REQUIRE(s.quality->word_scores.size() == word_scores.size());
+          for (size_t w = 0; w < word_scores.size(); ++w)
+            worst_word_score = std::max(worst_word_score, std::fabs(s.quality->word_scores[w] - word_scores[w]));
+          std::vector<std::vector<size_t>> word_tokens;
+          for (const TextRange& r : s.quality->word_tokens) word_tokens.push_back({r.begin, r.end});
+          CHECK(word_tokens == q["word_token_ranges"].get<std::vector<std::vector<size_t>>>());
+          ++quality_compared;
+        }
+      }
+    }
+    CHECK(compared >= 30);
+    CHECK(quality_compared >= 30);
+    CHECK(aligned >= 8);
+    CHECK(worst_word_score < 1e-3);  // bergamot's scores to 3 decimals
+    CHECK(worst_alignment < 1e-5);
+  }
+}
+
+TEST_CASE("token scores add up to the hypothesis' score; quality needs the model's token ranges",
+          "[bergamot][quality][marian-native]") {
+  auto model = load_model(native_model("transformer"));
+  auto translator = Translator::create(model);
+  REQUIRE(translator);
+  TranslateOptions o;
+  o.beam_size = 4;
+  o.n_best = 4;
+  o.length_penalty = 1.0;
+  o.token_scores = true;
+  auto got = translator.value().translate_text({"Open the file in a new window", "Save all changes?"}, o);
+  REQUIRE(got);
+  for (const TextTranslation& t : got.value()) {
+    REQUIRE(!t.hypotheses.empty());
+    for (const TextHypothesis& h : t.hypotheses) {
+      REQUIRE(h.token_scores.size() == h.ids.size() + (h.ended_on_eos ? 1 : 0));
+      double sum = 0;
+      for (const TokenScore& s : h.token_scores) {
+        CHECK(s.log_probability <= 0);
+        CHECK(s.logit >= s.log_probability);  // log-probability = logit - log-sum-exp, and exp(logit) <= sum
+        sum += s.log_probability;
+      }
+      // score = log-probability / length^1
+      CHECK(std::fabs(sum / static_cast<double>(h.token_scores.size()) - h.score) < 1e-4);
+    }
+    // The sentence view holds the best hypothesis' scores.
+    REQUIRE(t.sentences.size() == 1);
+    CHECK(t.sentences[0].token_scores.size() == t.hypotheses[0].token_scores.size());
+  }
+}
+
+TEST_CASE("sentence-split texts keep each sentence's ranges in the input and in the joined translation",
+          "[bergamot][marian-native]") {
+  auto model = load_model(native_model("transformer"));
+  auto batch = BatchTranslator::create(model);
+  REQUIRE(batch);
+  TranslateOptions o = firefox_options();
+  o.quality_scores = true;
+  BatchOptions b;
+  b.split_sentences = true;
+  const std::string text = "  Open the file.  Save all changes! Close the window.  ";
+  std::vector<Result<TextTranslation>> got;
+  REQUIRE(batch.value().translate_text({text}, o, b,
+                                       [&](size_t, Result<TextTranslation>&& r) { got.push_back(std::move(r)); }));
+  REQUIRE(got.size() == 1);
+  REQUIRE(got[0]);
+  const TextTranslation& t = got[0].value();
+  REQUIRE(t.sentences.size() == 3);
+  const std::string& target = t.hypotheses.at(0).text;
+  const std::vector<std::string> sources = {"Open the file.", "Save all changes!", "Close the window."};
+  for (size_t k = 0; k < 3; ++k) {
+    const SentenceTranslation& s = t.sentences[k];
+    CHECK(text.substr(s.source.begin, s.source.end - s.source.begin) == sources[k]);
+    CHECK(s.source_tokens.front().begin == s.source.begin);
+    CHECK(s.target.end <= target.size());
+    if (k > 0) CHECK(s.target.begin >= t.sentences[k - 1].target.end);
+    // The sentence's target tokens tile its target bytes, and its translation alone is there.
+    CHECK(s.target_tokens.front().begin == s.target.begin);
+    CHECK(s.target_tokens.back().end == s.target.end);
+    REQUIRE(s.quality);
+    for (const TextRange& w : s.quality->words) {
+      CHECK(w.begin >= s.target.begin);
+      CHECK(w.end <= s.target.end);
+    }
+  }
+}
