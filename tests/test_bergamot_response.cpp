@@ -46,6 +46,27 @@ TranslateOptions firefox_options() {  // bergamot's settings in the fixtures
   return o;
 }
 
+// Whether two HTML translations are equal, the quality scores written into them
+// (x-bergamot-...-score="...") to 3 decimals: the rest byte for byte.
+bool same_markup(const std::string& a, const std::string& b) {
+  static const std::string kScore = "-score=\"";
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (a.compare(i, kScore.size(), kScore) == 0 && b.compare(j, kScore.size(), kScore) == 0) {
+      i += kScore.size();
+      j += kScore.size();
+      const size_t a_end = a.find('"', i), b_end = b.find('"', j);
+      if (a_end == std::string::npos || b_end == std::string::npos) return false;
+      if (std::fabs(std::stod(a.substr(i, a_end - i)) - std::stod(b.substr(j, b_end - j))) > 1e-3) return false;
+      i = a_end;
+      j = b_end;
+      continue;
+    }
+    if (a[i++] != b[j++]) return false;
+  }
+  return i == a.size() && j == b.size();
+}
+
 }  // namespace
 
 TEST_CASE("plain-text translations hold bergamot's sentences, token ranges, alignments and quality scores",
@@ -56,8 +77,10 @@ TEST_CASE("plain-text translations hold bergamot's sentences, token ranges, alig
     auto model = load_model(native_model(model_name));
     auto batch = BatchTranslator::create(model);
     REQUIRE(batch);
-    BatchOptions paragraphs;  // bergamot's ssplit-mode paragraph
+    BatchOptions paragraphs;  // bergamot's ssplit-mode paragraph, a request's sentences in one batch
     paragraphs.split_sentences = true;
+    paragraphs.split_lines = true;
+    paragraphs.limit_by_longest_sentence = true;
     size_t compared = 0, quality_compared = 0, aligned = 0;
     double worst_word_score = 0, worst_alignment = 0;
     for (size_t i = 0; i < fixture["requests"].size(); ++i) {
@@ -118,7 +141,7 @@ TEST_CASE("plain-text translations hold bergamot's sentences, token ranges, alig
   }
 }
 
-TEST_CASE("token scores add up to the hypothesis' score; quality needs the model's token ranges",
+TEST_CASE("token scores add up to the hypothesis' score, and the sentence view holds them",
           "[bergamot][quality][marian-native]") {
   auto model = load_model(native_model("transformer"));
   auto translator = Translator::create(model);
@@ -182,5 +205,54 @@ TEST_CASE("sentence-split texts keep each sentence's ranges in the input and in 
       CHECK(w.begin >= s.target.begin);
       CHECK(w.end <= s.target.end);
     }
+  }
+}
+
+TEST_CASE("HTML translations equal bergamot's on real markup, quality markup included",
+          "[bergamot][html][marian-native]") {
+  for (const std::string model_name : {"transformer", "ssru"}) {
+    INFO("model " << model_name);
+    const json fixture = markup_fixture(model_name + "_float32");
+    auto model = load_model(native_model(model_name));
+    auto batch = BatchTranslator::create(model);
+    REQUIRE(batch);
+    size_t translated = 0, equal = 0, source_equal = 0, refused_by_bergamot = 0, repaired = 0;
+    for (size_t i = 0; i < fixture["requests"].size(); ++i) {
+      const json& request = fixture["requests"][i];
+      const json& want = fixture["responses"][i];
+      if (!request["html"].get<bool>()) continue;
+      INFO("request " << i << ": " << request["text"].get<std::string>());
+      TranslateOptions o = firefox_options();
+      o.html = true;
+      o.alignment = request["alignment"].get<bool>();
+      o.quality_scores = request["qualityScores"].get<bool>();
+      std::vector<Result<TextTranslation>> got;
+      BatchOptions as_bergamot;  // a request's sentences limited as one batch
+      as_bergamot.limit_by_longest_sentence = true;
+      REQUIRE(batch.value().translate_text({request["text"].get<std::string>()}, o, as_bergamot,
+                                           [&](size_t, Result<TextTranslation>&& r) { got.push_back(std::move(r)); }));
+      REQUIRE(got.size() == 1);
+      if (request["expect_error"].get<bool>()) {  // bergamot aborted: Petrel repairs the markup
+        ++refused_by_bergamot;
+        repaired += got[0] ? 1 : 0;
+        continue;
+      }
+      REQUIRE(got[0]);
+      ++translated;
+      const TextTranslation& t = got[0].value();
+      const bool same = same_markup(t.hypotheses.at(0).text, want["text"].get<std::string>());
+      equal += same;
+      source_equal += t.source_html == want["source"].get<std::string>();
+      if (!same && std::getenv("DEBUG_HTML"))
+        std::fprintf(stderr, "request %zu differs:\n  input:    %s\n  petrel:   %s\n  bergamot: %s\n", i,
+                     request["text"].get<std::string>().c_str(), t.hypotheses[0].text.c_str(),
+                     want["text"].get<std::string>().c_str());
+    }
+    INFO(equal << " of " << translated << " equal; sources " << source_equal << "; repaired " << repaired << " of "
+               << refused_by_bergamot);
+    CHECK(translated >= 300);
+    CHECK(equal * 100 >= translated * 98);
+    CHECK(source_equal * 100 >= translated * 98);
+    CHECK(repaired == refused_by_bergamot);
   }
 }

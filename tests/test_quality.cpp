@@ -336,7 +336,7 @@ TEST_CASE("pivot: identical tokenisations give the plain matrix product, bit for
   }
 }
 
-TEST_CASE("pivot: second-hop tokens left over spread evenly; tokens that do not touch share nothing", "[pivot]") {
+TEST_CASE("pivot: second-hop tokens left over spread evenly, and tokens that do not touch share nothing", "[pivot]") {
   SECTION("the first hop's pivot ends first: the rest of the second's goes to every pivot token") {
     const std::vector<TextRange> as_target{{0, 3}, {3, 3}};
     const std::vector<TextRange> as_source{{0, 2}, {2, 3}, {3, 4}, {4, 4}};
@@ -368,7 +368,7 @@ TEST_CASE("pivot: second-hop tokens left over spread evenly; tokens that do not 
   }
 }
 
-TEST_CASE("pivot: every sentence composed on its own; shapes and ranges checked by name", "[pivot]") {
+TEST_CASE("pivot: every sentence composed on its own, with shapes and ranges checked by name", "[pivot]") {
   const AnnotatedText source = annotate({{"Hallo", " Welt"}, {"Ja"}});
   const AnnotatedText pivot_as_target = annotate({{"Hello", " world"}, {"Yes"}});
   AnnotatedText pivot_as_source = annotate({{"Hel", "lo", " world"}, {"Yes"}});

@@ -12,6 +12,7 @@
 #include "batch_testing.h"
 #include "threads/thread_pool.h"
 #include "model_access.h"
+#include "text_markup.h"
 #include "text_sentences.h"
 #include "models/encoder_decoder.h"
 #include "text/sentence_splitter.h"
@@ -24,6 +25,7 @@ struct Unit {
   size_t input = 0;
   std::vector<int32_t> ids;
   std::optional<Result<Translation>> result;  // set when done
+  size_t length_basis = 0;  // BatchOptions::limit_by_longest_sentence: its input's longest sentence
 };
 
 // Units' indices, packed for one call of Translator::translate.
@@ -102,7 +104,13 @@ Status BatchTranslator::Impl::run(std::vector<Unit>& units, const std::vector<si
       if (batch_observer) batch_observer(batch.size());
       std::vector<std::vector<int32_t>> ids;
       for (size_t u : batch) ids.push_back(units[u].ids);
-      r = session.translate(ids, options);
+      if (batching.limit_by_longest_sentence) {
+        std::vector<size_t> basis;
+        for (size_t u : batch) basis.push_back(std::max(units[u].length_basis, units[u].ids.size()));
+        r = detail::TranslatorAccess::translate(session, ids, options, basis);
+      } else {
+        r = session.translate(ids, options);
+      }
     } catch (...) {
       r = batch_exception();
     }
@@ -270,6 +278,7 @@ Status BatchTranslator::translate_text(const std::vector<std::string>& texts, co
   const Model& model = *impl_->model;
   if (!model.info().has_text_tokenizer)
     return Error{ErrorCode::kUnsupported, "this model file carries no text tokenizer; pass token ids"};
+  if (options.html) return detail::translate_markup(*this, texts, options, batching, deliver);
   const auto start = std::chrono::steady_clock::now();
   impl_->totals = BatchTotals{};
   BatchTotals& totals = impl_->totals;
@@ -286,7 +295,8 @@ Status BatchTranslator::translate_text(const std::vector<std::string>& texts, co
       for (size_t i = i0; i < i0 + count; ++i) {
         first_unit.push_back(units.size());
         std::vector<text::SentenceSpan> spans;
-        if (batching.split_sentences) spans = text::split_sentences(texts[i]);
+        if (batching.split_sentences)
+          spans = batching.split_lines ? text::split_sentences_by_line(texts[i]) : text::split_sentences(texts[i]);
         else if (texts[i].find_first_not_of(" \t\r\n\f\v") != std::string::npos) spans.push_back({0, texts[i].size()});
         separators.emplace_back();
         for (size_t k = 0; k < spans.size(); ++k) {
@@ -318,6 +328,11 @@ Status BatchTranslator::translate_text(const std::vector<std::string>& texts, co
       first_unit.push_back(units.size());
       totals.inputs += count;
       totals.sentences += units.size();
+      for (size_t k = 0; k < count; ++k) {  // each sentence's length limit from its input's longest
+        size_t longest = 0;
+        for (size_t u = first_unit[k]; u < first_unit[k + 1]; ++u) longest = std::max(longest, units[u].ids.size());
+        for (size_t u = first_unit[k]; u < first_unit[k + 1]; ++u) units[u].length_basis = longest;
+      }
 
       const bool with_sentences = detail::has_token_ranges(model);
       s = impl_->run(units, first_unit, count, options, batching, [&](size_t k) {
@@ -364,6 +379,8 @@ Status BatchTranslator::translate_text(const std::vector<std::string>& texts, co
             const size_t first_column = out.input.pieces.size();
             out.input.pieces.insert(out.input.pieces.end(), tokens.pieces.begin(), tokens.pieces.end());
             out.input.ids.insert(out.input.ids.end(), tokens.ids.begin(), tokens.ids.end());
+            for (const TextRange& r : tokens.ranges)  // into the whole input
+              out.input.ranges.push_back({r.begin + unit_offset[u], r.end + unit_offset[u]});
             auto& hyps = units[u].result->value().hypotheses;
             if (hyps.empty()) {
               joined.ended_on_eos = false;

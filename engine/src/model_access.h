@@ -128,6 +128,15 @@ class SessionCall {
   bool entered_;
 };
 
+// Translator::translate with each input's max_length_factor limit counted from
+// length_basis[i] tokens instead of its own (bergamot limits every sentence of a batch by
+// the batch's longest).
+struct TranslatorAccess {
+  static Result<std::vector<Translation>> translate(Translator& t, const std::vector<std::vector<int32_t>>& batch,
+                                                    const TranslateOptions& options,
+                                                    const std::vector<size_t>& length_basis);
+};
+
 // A hypothesis as text, with the tokens of its ids (the model's tokenizer).
 Result<TextHypothesis> text_hypothesis(const Model& model, Hypothesis&& hypothesis);
 

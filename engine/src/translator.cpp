@@ -107,7 +107,8 @@ struct Translator::Impl {
   Impl(std::shared_ptr<const Model> m, const kernels::KernelTable& k, size_t threads, ActivationScales scales)
       : model(std::move(m)), kernels(k), pool(threads), weights(detail::weights_for(*model, scales)), graph(weights, k, pool) {}
   Result<std::vector<Translation>> translate(const std::vector<std::vector<int32_t>>& batch,
-                                             const TranslateOptions& options);
+                                             const TranslateOptions& options,
+                                             const std::vector<size_t>* length_basis = nullptr);
 
   std::shared_ptr<const Model> model;
   const kernels::KernelTable& kernels;
@@ -457,8 +458,24 @@ Result<std::vector<Translation>> Translator::translate(const std::vector<std::ve
   }
 }
 
+Result<std::vector<Translation>> detail::TranslatorAccess::translate(Translator& t,
+                                                                     const std::vector<std::vector<int32_t>>& batch,
+                                                                     const TranslateOptions& options,
+                                                                     const std::vector<size_t>& length_basis) {
+  const detail::SessionCall call(t.impl_->busy);
+  if (auto refused = call.refused("Translator")) return *refused;
+  if (length_basis.size() != batch.size())
+    return Error{ErrorCode::kInternal, "a length basis per input is needed"};
+  try {
+    return t.impl_->translate(batch, options, &length_basis);
+  } catch (const std::bad_alloc&) {
+    return Error{ErrorCode::kOutOfMemory, "out of memory"};
+  }
+}
+
 Result<std::vector<Translation>> Translator::Impl::translate(const std::vector<std::vector<int32_t>>& batch,
-                                                             const TranslateOptions& requested) {
+                                                             const TranslateOptions& requested,
+                                                             const std::vector<size_t>* length_basis) {
   const ModelInfo& info = model->info();
   auto invalid = [](const std::string& message) { return Error{ErrorCode::kInvalidArgument, message}; };
   if (batch.empty()) return invalid("no inputs to translate");
@@ -477,8 +494,9 @@ Result<std::vector<Translation>> Translator::Impl::translate(const std::vector<s
   std::vector<size_t> sentence_limits;
   if (requested.max_new_tokens == 0 && options.max_length_factor > 0) {
     size_t longest = 0;
-    for (const auto& ids : batch) {
-      const double limit = std::ceil(options.max_length_factor * static_cast<double>(ids.size()));
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const size_t basis = length_basis != nullptr ? (*length_basis)[i] : batch[i].size();
+      const double limit = std::ceil(options.max_length_factor * static_cast<double>(basis));
       sentence_limits.push_back(std::clamp<size_t>(static_cast<size_t>(limit), 1, max_new));
       longest = std::max(longest, sentence_limits.back());
     }

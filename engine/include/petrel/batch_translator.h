@@ -36,6 +36,14 @@ struct BatchOptions {
   // join the translations with the text that stood between the sentences. An input too
   // long for the model is then translated sentence by sentence instead of refused.
   bool split_sentences = false;
+  // With split_sentences: a line break ends a sentence too, each line being a paragraph
+  // (bergamot's ssplit-mode paragraph, Firefox's setting). TranslateOptions::html does so
+  // whatever this says.
+  bool split_lines = false;
+  // With split_sentences and a max_length_factor: each sentence may generate as many
+  // tokens as the factor gives its input's longest sentence, not only its own (bergamot
+  // translates a request's sentences as one batch and limits each by the batch's longest).
+  bool limit_by_longest_sentence = false;
 };
 
 struct BatchTotals {

@@ -29,6 +29,9 @@ constexpr size_t kMaxBeamSize = 64;
 constexpr uint64_t kMaxRequestBytes = sizeof(void*) >= 8 ? uint64_t{32} << 30 : uint64_t{3} << 29;
 
 class QualityModel;
+namespace detail {
+struct TranslatorAccess;  // the engine's way in (engine/src/model_access.h)
+}
 
 // One step of a translation as it is produced (TranslateOptions::on_token): called after
 // each decoder step for every input still being translated, then once per input with
@@ -116,6 +119,17 @@ struct TranslateOptions {
   // log-probabilities (bergamot's JavaScript turns skip-cost off for it).
   bool quality_scores = false;
   std::shared_ptr<const QualityModel> quality_model;
+  // Text translation (BatchTranslator::translate_text): each input is an HTML fragment, as
+  // Firefox sends a web page's (bergamot's {html: true}): the tags are taken out, the text
+  // is translated sentence by sentence (split at block elements and line breaks), and each
+  // tag is put back around the target words the alignments tie to the source words it
+  // wrapped (TextTranslation::source_html holds the source's markup as written back);
+  // with quality_scores, the scores are written into the markup as bergamot writes them.
+  // Malformed markup bergamot aborts on is repaired as a browser's parser would (a stray
+  // end tag dropped, open elements closed at the end, '<' before a non-letter kept as
+  // text); a NUL byte, nesting deeper than 512 elements or more than 64 MiB fail that input.
+  // Needs a model whose tokenizer tells its tokens' bytes (a Marian C++ model's) and n_best 1.
+  bool html = false;
 };
 
 struct Translation {
@@ -162,6 +176,10 @@ struct TextTranslation {
   // split_sentences split the text), when the model's tokenizer tells its tokens' bytes
   // (TokenizedText::ranges: a Marian C++ model's SentencePiece); empty otherwise.
   std::vector<SentenceTranslation> sentences;
+  // TranslateOptions::html: the input's markup as written back (bergamot's original text),
+  // which the sentences' source ranges point into; their target ranges point into
+  // hypotheses[0].text, the translation with the markup put back.
+  std::string source_html;
 };
 
 // bergamot's logistic-regression quality estimator (a `.quality.lr` file, as Firefox
@@ -235,6 +253,7 @@ class Translator {
   PETREL_API size_t threads() const;    // intra-op threads, the caller's included
 
  private:
+  friend struct detail::TranslatorAccess;
   struct Impl;
   explicit Translator(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

@@ -36,6 +36,17 @@ using detail::is_decimal_digit;
 using detail::is_lower;
 using detail::is_upper_or_title;
 bool is_space(char32_t c) { return detail::is_white_space(c); }
+
+// Whether text[from, to) holds only no-break spaces (U+00A0, U+2007, U+202F): they glue
+// what they separate ("1.\u00a0Overview", "Fig.\u00a03"), so no sentence ends there.
+bool only_no_break_spaces(std::string_view text, size_t from, size_t to) {
+  while (from < to) {
+    const Char c = char_at(text, from);
+    if (c.c != 0xA0 && c.c != 0x2007 && c.c != 0x202F) return false;
+    from = c.end;
+  }
+  return true;
+}
 bool is_digit(char32_t c) { return is_decimal_digit(c); }
 
 bool is_opening(char32_t c) {
@@ -122,7 +133,7 @@ std::vector<SentenceSpan> split_sentences(std::string_view text) {
       boundary = false;  // the last sentence ends with the text
     } else if (cjk) {
       boundary = true;
-    } else if (next > end) {  // whitespace follows
+    } else if (next > end && !only_no_break_spaces(text, end, next)) {  // whitespace follows
       const Char n = char_at(text, next);
       if (spaced) boundary = true;
       else
@@ -144,6 +155,18 @@ std::vector<SentenceSpan> split_sentences(std::string_view text) {
     end = lead;
   }
   if (end > begin) out.push_back({begin, end});
+  return out;
+}
+
+std::vector<SentenceSpan> split_sentences_by_line(std::string_view text) {
+  std::vector<SentenceSpan> out;
+  for (size_t begin = 0; begin < text.size();) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string_view::npos) end = text.size();
+    for (const SentenceSpan& s : split_sentences(text.substr(begin, end - begin)))
+      out.push_back({begin + s.begin, begin + s.end});
+    begin = end + 1;
+  }
   return out;
 }
 

@@ -3,7 +3,8 @@
 //
 // A sentence ends
 //  * after . ! ? … (and ‼ ⁇ ⁈ ⁉), closing quotes or brackets may follow, when whitespace
-//    (Unicode White_Space) and then the start of a sentence come next: an uppercase or
+//    (Unicode White_Space, not only no-break spaces, which glue: "1.\u00a0Overview")
+//    and then the start of a sentence come next: an uppercase or
 //    titlecase letter (Lu, Lt), a digit (Nd), an opening quote or bracket
 //    (" ' ( [ « “ ‘ „ ¿ ¡), or a letter of a script without case (Lo, Lm: CJK, Kana,
 //    Hangul, Arabic, Hebrew, Indic, Thai, ...; Georgian) — never a lowercase letter;
@@ -31,5 +32,9 @@ struct SentenceSpan {
 // keeps the text between two spans as their separator). Leading and trailing
 // whitespace belongs to no sentence; a text of only whitespace has no sentences.
 std::vector<SentenceSpan> split_sentences(std::string_view text);
+
+// The same, each line (up to a '\n') on its own: a line break ends a sentence too, as
+// each line is a paragraph in bergamot's ssplit-mode paragraph (Firefox's setting).
+std::vector<SentenceSpan> split_sentences_by_line(std::string_view text);
 
 }  // namespace petrel::text
