@@ -79,7 +79,7 @@ TEST_CASE("plain-text translations hold bergamot's sentences, token ranges, alig
     REQUIRE(batch);
     BatchOptions paragraphs;  // bergamot's ssplit-mode paragraph, a request's sentences in one batch
     paragraphs.split_sentences = true;
-    paragraphs.split_lines = true;
+    paragraphs.split_mode = SentenceSplit::kParagraphPerLine;
     paragraphs.limit_by_longest_sentence = true;
     size_t compared = 0, quality_compared = 0, aligned = 0;
     double worst_word_score = 0, worst_alignment = 0;

@@ -10,11 +10,12 @@
 using petrel::text::split_sentences;
 
 namespace {
-std::vector<std::string> sentences(const std::string& text) {
+std::vector<std::string> texts_of(const std::string& text, const std::vector<petrel::text::SentenceSpan>& spans) {
   std::vector<std::string> out;
-  for (const auto& s : split_sentences(text)) out.push_back(text.substr(s.begin, s.end - s.begin));
+  for (const auto& s : spans) out.push_back(text.substr(s.begin, s.end - s.begin));
   return out;
 }
+std::vector<std::string> sentences(const std::string& text) { return texts_of(text, split_sentences(text)); }
 using V = std::vector<std::string>;
 }  // namespace
 
@@ -43,6 +44,22 @@ TEST_CASE("sentences: hand-checked cases", "[sentences]") {
   CHECK(sentences("").empty());
   CHECK(sentences(" \t ").empty());
   CHECK(sentences("Invalid \xff bytes. Still fine.") == V{"Invalid \xff bytes.", "Still fine."});
+}
+
+TEST_CASE("sentences: no-break spaces glue; lines and paragraphs as bergamot's ssplit modes", "[sentences]") {
+  using namespace petrel::text;
+  CHECK(sentences("1.\u00a0Overview of it. Next one.") == V{"1.\u00a0Overview of it.", "Next one."});
+  CHECK(sentences("See Fig.\u202f3 here. Done.") == V{"See Fig.\u202f3 here.", "Done."});
+  CHECK(sentences("End.\u00a0 Next.") == V{"End.", "Next."});  // a breaking space among them
+  const std::string text = "  Title line\nFirst one. Second one.\n\n  Para two\ncontinues here. Last. \n";
+  CHECK(texts_of(text, split_lines(text)) == V{"Title line", "First one. Second one.", "Para two", "continues here. Last."});
+  CHECK(texts_of(text, split_sentences_by_line(text)) ==
+        V{"Title line", "First one.", "Second one.", "Para two", "continues here.", "Last."});
+  CHECK(texts_of(text, split_sentences_by_paragraph(text)) ==
+        V{"Title line\nFirst one.", "Second one.", "Para two\ncontinues here.", "Last."});
+  CHECK(split_lines(" \n\t\n").empty());
+  CHECK(split_sentences_by_paragraph("\n\n \n").empty());
+  CHECK(texts_of("a\u00a0\nb", split_lines("a\u00a0\nb")) == V{"a", "b"});  // multi-byte trailing space
 }
 
 TEST_CASE("sentences: case and whitespace come from Unicode's data", "[sentences]") {

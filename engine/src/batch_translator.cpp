@@ -59,6 +59,16 @@ std::vector<Batch> pack(const std::vector<Unit>& units, const BatchOptions& o) {
 // The test seam (batch_testing.h).
 std::function<void(size_t)> batch_observer;
 
+std::vector<text::SentenceSpan> split(std::string_view text, SentenceSplit mode) {
+  switch (mode) {
+    case SentenceSplit::kSentencePerLine: return text::split_lines(text);
+    case SentenceSplit::kParagraphPerLine: return text::split_sentences_by_line(text);
+    case SentenceSplit::kWrappedText: return text::split_sentences_by_paragraph(text);
+    case SentenceSplit::kText: break;
+  }
+  return text::split_sentences(text);
+}
+
 // Whatever a batch threw, as its inputs' error.
 Error batch_exception() {
   try {
@@ -296,7 +306,7 @@ Status BatchTranslator::translate_text(const std::vector<std::string>& texts, co
         first_unit.push_back(units.size());
         std::vector<text::SentenceSpan> spans;
         if (batching.split_sentences)
-          spans = batching.split_lines ? text::split_sentences_by_line(texts[i]) : text::split_sentences(texts[i]);
+          spans = split(texts[i], batching.split_mode);
         else if (texts[i].find_first_not_of(" \t\r\n\f\v") != std::string::npos) spans.push_back({0, texts[i].size()});
         separators.emplace_back();
         for (size_t k = 0; k < spans.size(); ++k) {

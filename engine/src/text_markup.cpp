@@ -107,7 +107,7 @@ Status translate_markup(BatchTranslator& batch, const std::vector<std::string>& 
     inner.alignment = true;  // the markup follows the alignments
     BatchOptions lines = batching;
     lines.split_sentences = true;
-    lines.split_lines = true;
+    if (lines.split_mode == SentenceSplit::kText) lines.split_mode = SentenceSplit::kParagraphPerLine;  // breaks at blocks
     return batch.translate_text(plain, inner, lines, [&](size_t i, Result<TextTranslation>&& r) {
       if (!markups[i]) return deliver(i, std::move(errors[i]));
       if (!r) return deliver(i, std::move(r));

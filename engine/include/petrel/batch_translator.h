@@ -23,6 +23,14 @@
 
 namespace petrel {
 
+// How BatchOptions::split_sentences splits a text (bergamot's ssplit-mode for the last three).
+enum class SentenceSplit {
+  kText,              // sentences anywhere; a line break is a space
+  kSentencePerLine,   // each line is one sentence, never split further ("sentence")
+  kParagraphPerLine,  // each line is a paragraph of sentences ("paragraph", Firefox's setting)
+  kWrappedText,       // paragraphs end at a blank line, a line break within one is a space ("wrapped_text")
+};
+
 // The defaults keep memory near a single sentence's (Transformer-base int8, greedy:
 // batches of 8 translate 3x as many sentences per second at 1.2x the peak RSS, see
 // bench/README.md); raise them when memory allows.
@@ -36,10 +44,8 @@ struct BatchOptions {
   // join the translations with the text that stood between the sentences. An input too
   // long for the model is then translated sentence by sentence instead of refused.
   bool split_sentences = false;
-  // With split_sentences: a line break ends a sentence too, each line being a paragraph
-  // (bergamot's ssplit-mode paragraph, Firefox's setting). TranslateOptions::html does so
-  // whatever this says.
-  bool split_lines = false;
+  // With split_sentences, what a line break means (bergamot's ssplit-mode):
+  SentenceSplit split_mode = SentenceSplit::kText;
   // With split_sentences and a max_length_factor: each sentence may generate as many
   // tokens as the factor gives its input's longest sentence, not only its own (bergamot
   // translates a request's sentences as one batch and limits each by the batch's longest).

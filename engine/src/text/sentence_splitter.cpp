@@ -170,4 +170,49 @@ std::vector<SentenceSpan> split_sentences_by_line(std::string_view text) {
   return out;
 }
 
+std::vector<SentenceSpan> split_lines(std::string_view text) {
+  std::vector<SentenceSpan> out;
+  for (size_t begin = 0; begin < text.size();) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string_view::npos) end = text.size();
+    size_t first = begin, last = end;
+    while (first < last && is_space(char_at(text, first).c)) first = char_at(text, first).end;
+    while (last > first) {  // trailing whitespace: step back over whole characters
+      size_t start = last - 1;
+      while (start > first && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80) --start;
+      if (!is_space(char_at(text, start).c)) break;
+      last = start;
+    }
+    if (last > first) out.push_back({first, last});
+    begin = end + 1;
+  }
+  return out;
+}
+
+std::vector<SentenceSpan> split_sentences_by_paragraph(std::string_view text) {
+  std::vector<SentenceSpan> out;
+  size_t paragraph = 0;  // where the current paragraph starts
+  auto flush = [&](size_t end) {
+    for (const SentenceSpan& s : split_sentences(text.substr(paragraph, end - paragraph)))
+      out.push_back({paragraph + s.begin, paragraph + s.end});
+  };
+  for (size_t begin = 0; begin < text.size();) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string_view::npos) end = text.size();
+    bool blank = true;
+    for (size_t at = begin; at < end && blank;) {
+      const Char c = char_at(text, at);
+      blank = is_space(c.c);
+      at = c.end;
+    }
+    if (blank) {
+      flush(begin);
+      paragraph = end;
+    }
+    begin = end + 1;
+  }
+  if (paragraph < text.size()) flush(text.size());
+  return out;
+}
+
 }  // namespace petrel::text

@@ -37,4 +37,12 @@ std::vector<SentenceSpan> split_sentences(std::string_view text);
 // each line is a paragraph in bergamot's ssplit-mode paragraph (Firefox's setting).
 std::vector<SentenceSpan> split_sentences_by_line(std::string_view text);
 
+// Each line as one sentence, its leading and trailing whitespace left out; blank lines
+// are none (bergamot's ssplit-mode sentence).
+std::vector<SentenceSpan> split_lines(std::string_view text);
+
+// The sentences of each paragraph, paragraphs ending at a blank line (a line of nothing
+// but whitespace); a line break within a paragraph is a space (ssplit-mode wrapped_text).
+std::vector<SentenceSpan> split_sentences_by_paragraph(std::string_view text);
+
 }  // namespace petrel::text
