@@ -256,3 +256,57 @@ TEST_CASE("HTML translations equal bergamot's on real markup, quality markup inc
     CHECK(repaired == refused_by_bergamot);
   }
 }
+
+TEST_CASE("translation through a pivot equals bergamot's translateViaPivoting: texts, markup, scores, alignments",
+          "[bergamot][pivot][marian-native]") {
+  const json fixture = markup_fixture("pivot-transformer-ssru_float32");
+  auto first = BatchTranslator::create(load_model(native_model("transformer")));
+  auto second = BatchTranslator::create(load_model(native_model("ssru")));
+  REQUIRE(first);
+  REQUIRE(second);
+  BatchOptions as_bergamot;  // ssplit-mode paragraph, a request's sentences in one batch
+  as_bergamot.split_sentences = true;
+  as_bergamot.split_mode = SentenceSplit::kParagraphPerLine;
+  as_bergamot.limit_by_longest_sentence = true;
+  size_t translated = 0, equal = 0, aligned = 0, alignments_equal = 0;
+  for (size_t i = 0; i < fixture["requests"].size(); ++i) {
+    const json& request = fixture["requests"][i];
+    const json& want = fixture["responses"][i];
+    if (request["expect_error"].get<bool>()) continue;
+    INFO("request " << i << ": " << request["text"].get<std::string>());
+    TranslateOptions o = firefox_options();
+    o.html = request["html"].get<bool>();
+    o.alignment = request["alignment"].get<bool>();
+    o.quality_scores = request["qualityScores"].get<bool>();
+    std::vector<Result<TextTranslation>> got;
+    REQUIRE(translate_via_pivot(first.value(), second.value(), {request["text"].get<std::string>()}, o, as_bergamot,
+                                [&](size_t, Result<TextTranslation>&& r) { got.push_back(std::move(r)); }));
+    REQUIRE(got.size() == 1);
+    REQUIRE(got[0]);
+    const TextTranslation& t = got[0].value();
+    ++translated;
+    const bool same = same_markup(t.hypotheses.at(0).text, want["text"].get<std::string>());
+    equal += same;
+    if (!same && std::getenv("DEBUG_HTML"))
+      std::fprintf(stderr, "pivot request %zu differs:\n  petrel:   %s\n  bergamot: %s\n", i, t.hypotheses[0].text.c_str(),
+                   want["text"].get<std::string>().c_str());
+    if (o.alignment && same && !o.html) {  // plain text: compare the composed matrices (NaN where bergamot's are)
+      ++aligned;
+      bool all = t.sentences.size() == want["alignments"].size();
+      for (size_t k = 0; all && k < t.sentences.size(); ++k) {
+        const auto& rows = want["alignments"][k];
+        all = t.sentences[k].alignment.size() == rows.size();
+        for (size_t r = 0; all && r < rows.size(); ++r)
+          for (size_t c = 0; all && c < rows[r].size(); ++c) {
+            const float got_value = t.sentences[k].alignment[r].at(c);
+            all = rows[r][c].is_string() ? std::isnan(got_value) : std::fabs(got_value - rows[r][c].get<double>()) < 1e-5;
+          }
+      }
+      alignments_equal += all;
+    }
+  }
+  INFO(equal << " of " << translated << " equal; alignments " << alignments_equal << " of " << aligned);
+  CHECK(translated >= 350);
+  CHECK(equal * 100 >= translated * 98);
+  CHECK(alignments_equal == aligned);
+}

@@ -288,7 +288,12 @@ Status BatchTranslator::translate_text(const std::vector<std::string>& texts, co
   const Model& model = *impl_->model;
   if (!model.info().has_text_tokenizer)
     return Error{ErrorCode::kUnsupported, "this model file carries no text tokenizer; pass token ids"};
-  if (options.html) return detail::translate_markup(*this, texts, options, batching, deliver);
+  if (options.html) {
+    return detail::translate_markup(
+        [this](const std::vector<std::string>& plain, const TranslateOptions& o, const BatchOptions& b,
+               const TextSink& sink) { return translate_text(plain, o, b, sink); },
+        texts, options, batching, deliver);
+  }
   const auto start = std::chrono::steady_clock::now();
   impl_->totals = BatchTotals{};
   BatchTotals& totals = impl_->totals;

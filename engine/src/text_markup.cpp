@@ -81,8 +81,9 @@ Status restore_markup(const text::HtmlMarkup& markup, const TranslateOptions& op
 
 }  // namespace
 
-Status translate_markup(BatchTranslator& batch, const std::vector<std::string>& texts, const TranslateOptions& options,
-                        const BatchOptions& batching, const BatchTranslator::TextSink& deliver) {
+Status translate_markup(const TranslatePlain& translate_plain, const std::vector<std::string>& texts,
+                        const TranslateOptions& options, const BatchOptions& batching,
+                        const BatchTranslator::TextSink& deliver) {
   if (options.n_best > 1)
     return Error{ErrorCode::kInvalidArgument, "html: markup is put back into the best translation only (n_best 1)"};
   return without_exceptions([&]() -> Status {
@@ -108,7 +109,7 @@ Status translate_markup(BatchTranslator& batch, const std::vector<std::string>& 
     BatchOptions lines = batching;
     lines.split_sentences = true;
     if (lines.split_mode == SentenceSplit::kText) lines.split_mode = SentenceSplit::kParagraphPerLine;  // breaks at blocks
-    return batch.translate_text(plain, inner, lines, [&](size_t i, Result<TextTranslation>&& r) {
+    return translate_plain(plain, inner, lines, [&](size_t i, Result<TextTranslation>&& r) {
       if (!markups[i]) return deliver(i, std::move(errors[i]));
       if (!r) return deliver(i, std::move(r));
       TextTranslation t = std::move(r.value());

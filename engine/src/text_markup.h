@@ -3,6 +3,7 @@
 // bergamot-translator does for Firefox.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -10,8 +11,14 @@
 
 namespace petrel::detail {
 
-// BatchTranslator::translate_text for options.html.
-Status translate_markup(BatchTranslator& batch, const std::vector<std::string>& texts, const TranslateOptions& options,
-                        const BatchOptions& batching, const BatchTranslator::TextSink& deliver);
+// How the text of the markup is translated: BatchTranslator::translate_text, or through a pivot.
+using TranslatePlain = std::function<Status(const std::vector<std::string>& texts, const TranslateOptions& options,
+                                            const BatchOptions& batching, const BatchTranslator::TextSink& deliver)>;
+
+// translate_text for options.html: each input's markup taken out, its text translated by
+// `translate_plain` (alignments on, split into sentences at blocks and lines), put back.
+Status translate_markup(const TranslatePlain& translate_plain, const std::vector<std::string>& texts,
+                        const TranslateOptions& options, const BatchOptions& batching,
+                        const BatchTranslator::TextSink& deliver);
 
 }  // namespace petrel::detail

@@ -93,4 +93,18 @@ class BatchTranslator {
   std::unique_ptr<Impl> impl_;
 };
 
+// Source -> pivot -> target through two models, as bergamot's translateViaPivoting (Mozilla's
+// models all go to or from English): `first` translates each text (split into sentences as
+// `batching` says), `second` translates that translation sentence by sentence (not split
+// again). The result holds the input and the sentences' source side from the first hop;
+// the translation, the sentences' target side, token scores and quality scores from the
+// second; with `options.alignment` each sentence's alignment composed through the pivot
+// text as bergamot composes it (its remapAlignments); with `options.html` the markup is
+// taken out before the first hop and put back once, at the end. Needs models whose
+// tokenizers tell their tokens' bytes (Marian C++ models) and n_best 1. `deliver` as in
+// BatchTranslator::translate_text; the two translators may share threads, not calls.
+PETREL_API Status translate_via_pivot(BatchTranslator& first, BatchTranslator& second,
+                                      const std::vector<std::string>& texts, const TranslateOptions& options,
+                                      const BatchOptions& batching, const BatchTranslator::TextSink& deliver);
+
 }  // namespace petrel
