@@ -1,5 +1,5 @@
 // Types of petrel-worker-client.mjs: Petrel in a (module) Web Worker.
-import type { LoadPetrelOptions, LoadModelOptions, ModelInfo, TranslateOptions, TokenEvent, DetailedTranslation } from "./petrel.js";
+import type { LoadPetrelOptions, LoadModelOptions, ModelInfo, TranslateOptions, TokenEvent, DetailedTranslation, TranslateInput } from "./petrel.js";
 
 /**
  * TranslateOptions in a Worker: onToken is notification only. The worker translates
@@ -22,10 +22,10 @@ export class PetrelWorkerModel {
   readonly isa: string;
   readonly loadMs: number;
   readonly freed: boolean;
-  translate(text: string, options?: WorkerTranslateOptions): Promise<string>;
-  translate(texts: string[], options?: WorkerTranslateOptions): Promise<string[]>;
-  translateDetailed(text: string, options?: WorkerTranslateOptions): Promise<DetailedTranslation>;
-  translateDetailed(texts: string[], options?: WorkerTranslateOptions): Promise<DetailedTranslation[]>;
+  translate(text: TranslateInput, options?: WorkerTranslateOptions): Promise<string>;
+  translate(texts: TranslateInput[], options?: WorkerTranslateOptions): Promise<string[]>;
+  translateDetailed(text: TranslateInput, options?: WorkerTranslateOptions): Promise<DetailedTranslation>;
+  translateDetailed(texts: TranslateInput[], options?: WorkerTranslateOptions): Promise<DetailedTranslation[]>;
   tokenize(text: string, sourceLanguage?: string): Promise<{ pieces: string[]; ids: number[] }>;
   free(): Promise<void>;
 }
@@ -43,10 +43,10 @@ export class PetrelWorker {
   /** A URL string (resolved against the page), URL, file path (Node) or bytes (copied; moved with transfer: true). */
   loadModel(source: ArrayBuffer | ArrayBufferView | string | URL | Response,
             options?: LoadModelOptions & { transfer?: boolean }): Promise<PetrelWorkerModel>;
-  translate(text: string, options?: WorkerTranslateOptions): Promise<string>;
-  translate(texts: string[], options?: WorkerTranslateOptions): Promise<string[]>;
-  translateDetailed(text: string, options?: WorkerTranslateOptions): Promise<DetailedTranslation>;
-  translateDetailed(texts: string[], options?: WorkerTranslateOptions): Promise<DetailedTranslation[]>;
+  translate(text: TranslateInput, options?: WorkerTranslateOptions): Promise<string>;
+  translate(texts: TranslateInput[], options?: WorkerTranslateOptions): Promise<string[]>;
+  translateDetailed(text: TranslateInput, options?: WorkerTranslateOptions): Promise<DetailedTranslation>;
+  translateDetailed(texts: TranslateInput[], options?: WorkerTranslateOptions): Promise<DetailedTranslation[]>;
   terminate(): void;
 }
 export default PetrelWorker;

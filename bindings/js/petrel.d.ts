@@ -126,17 +126,100 @@ export interface TranslateOptions {
   kvCacheF16?: boolean;
   /** Translate sentence by sentence and reassemble (as petrel-run); not with onToken. */
   splitSentences?: boolean;
+  /**
+   * Split into sentences as bergamot's ssplit-mode: "sentence" (a line is one sentence),
+   * "paragraph" (a line is a paragraph of sentences: Firefox's setting) or "wrapped_text"
+   * (a blank line ends a paragraph). Implies sentence splitting; not with onToken.
+   * Default: splitSentences' splitting (a line break is a space), "paragraph" with html.
+   */
+  ssplitMode?: SsplitMode;
+  /** Each sentence generates at most factor x its source tokens (Marian's max-length-factor;
+   * default: the model's). */
+  maxLengthFactor?: number;
+  /** With sentence splitting and a length factor: each sentence may generate as many tokens
+   * as its input's longest sentence allows (bergamot limits a request's sentences as one batch). */
+  limitByLongestSentence?: boolean;
+  /**
+   * The input is an HTML fragment (bergamot's {html: true}): the tags are taken out, the
+   * text translated sentence by sentence, the tags put back around the words the alignments
+   * tie to; `source` holds the source markup as written back. Malformed markup is repaired
+   * as a browser's parser would. Needs a Marian C++ model (token byte ranges); not with onToken.
+   */
+  html?: boolean;
+  /** Per sentence quality scores (qualityScores in the detailed result); with html, also
+   * written into the markup as bergamot writes them (<font x-bergamot-...-score="...">). */
+  qualityScores?: boolean;
+  /** The bytes of a bergamot `.quality.lr` file: its logistic regression instead of the
+   * free estimator (the mean of the tokens' logits). */
+  qualityModel?: ArrayBuffer | ArrayBufferView;
+  /** Per sentence soft alignments (alignments in the detailed result). */
+  alignment?: boolean;
   /** Called after every decoder step; return false to stop that input. */
   onToken?: (event: TokenEvent) => boolean | void;
 }
 
+export type SsplitMode = "sentence" | "paragraph" | "wrapped_text";
+
+/**
+ * One request as bergamot takes it (Firefox's engine worker sends {text, html,
+ * qualityScores, alignment}): its fields override the call's options for this text.
+ */
+export interface TranslationRequest {
+  text: string;
+  html?: boolean;
+  qualityScores?: boolean;
+  alignment?: boolean;
+  ssplitMode?: SsplitMode;
+}
+
+export type TranslateInput = string | TranslationRequest;
+
+/** UTF-8 byte offsets [begin, end). */
+export type ByteRange = [number, number];
+
+/** One sentence, as bergamot's Response getSourceSentence / getTranslatedSentence. */
+export interface SentenceRanges {
+  /** Bytes of `source`. */
+  source: ByteRange;
+  /** Bytes of `text`. */
+  target: ByteRange;
+  /** Its tokens' bytes of `source`, the EOS (empty, at the end) included. */
+  sourceTokens: ByteRange[];
+  /** Its tokens' bytes of `text`, the EOS included when the translation ended on one. */
+  targetTokens: ByteRange[];
+}
+
+/** A sentence's quality scores (bergamot's Response qualityScores). NaN where undefined
+ * (a sentence without words). */
+export interface SentenceQualityScores {
+  /** The mean of the word scores. */
+  sentenceScore: number;
+  wordScores: number[];
+  /** Each word's bytes of `text` (its leading space left out). */
+  wordByteRanges: ByteRange[];
+  /** Each word's target tokens [begin, end) (indices into the sentence's targetTokens). */
+  wordTokenRanges: [number, number][];
+}
+
 export interface DetailedTranslation {
+  /** The translation (html: with the markup put back). */
   text: string;
   /** Output token ids (without the start token and the final EOS). */
   ids: number[];
   score: number;
   /** The translation ended on EOS (not on the length limit). */
   eos: boolean;
+  /** What the sentences' source ranges point into: the input, or with html the source
+   * markup as written back (bergamot's getOriginalText). */
+  source: string;
+  /** Per sentence its byte ranges; empty for a model whose tokenizer does not give its
+   * tokens' bytes (only Marian C++ models do). */
+  sentences: SentenceRanges[];
+  /** With alignment: per sentence the soft alignment [target token][source token]; each
+   * row sums to 1. */
+  alignments?: number[][][];
+  /** With qualityScores: per sentence. */
+  qualityScores?: SentenceQualityScores[];
 }
 
 export class PetrelModel {
@@ -148,15 +231,15 @@ export class PetrelModel {
   readonly loadMs: number;
   readonly freed: boolean;
   /** Runs synchronously inside the call; the Promise only unifies the API with PetrelWorker. */
-  translate(text: string, options?: TranslateOptions): Promise<string>;
-  /** An array is translated as one batch. */
-  translate(texts: string[], options?: TranslateOptions): Promise<string[]>;
-  translateDetailed(text: string, options?: TranslateOptions): Promise<DetailedTranslation>;
-  translateDetailed(texts: string[], options?: TranslateOptions): Promise<DetailedTranslation[]>;
-  translateSync(text: string, options?: TranslateOptions): string;
-  translateSync(texts: string[], options?: TranslateOptions): string[];
-  translateDetailedSync(text: string, options?: TranslateOptions): DetailedTranslation;
-  translateDetailedSync(texts: string[], options?: TranslateOptions): DetailedTranslation[];
+  translate(text: TranslateInput, options?: TranslateOptions): Promise<string>;
+  /** An array is translated as one batch (requests whose own options differ: one per kind). */
+  translate(texts: TranslateInput[], options?: TranslateOptions): Promise<string[]>;
+  translateDetailed(text: TranslateInput, options?: TranslateOptions): Promise<DetailedTranslation>;
+  translateDetailed(texts: TranslateInput[], options?: TranslateOptions): Promise<DetailedTranslation[]>;
+  translateSync(text: TranslateInput, options?: TranslateOptions): string;
+  translateSync(texts: TranslateInput[], options?: TranslateOptions): string[];
+  translateDetailedSync(text: TranslateInput, options?: TranslateOptions): DetailedTranslation;
+  translateDetailedSync(texts: TranslateInput[], options?: TranslateOptions): DetailedTranslation[];
   /** Throws if `options` are not valid for this model. */
   checkOptions(options?: TranslateOptions): void;
   /** How `text` tokenizes (EOS included). */

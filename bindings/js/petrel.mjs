@@ -163,8 +163,15 @@ const MAX_MODEL_BYTES = 2 ** 31 - 64;
 
 const OPTION_KEYS = new Set([
   "beam", "maxNewTokens", "minNewTokens", "lengthPenalty", "sourceLanguage", "targetLanguage",
-  "shortlist", "kvCacheF16", "onToken", "splitSentences",
+  "shortlist", "kvCacheF16", "onToken", "splitSentences", "html", "qualityScores", "alignment",
+  "qualityModel", "ssplitMode", "maxLengthFactor", "limitByLongestSentence",
 ]);
+
+// bergamot's ssplit-mode names, as the engine numbers them (pjs_translate's split_mode).
+const SSPLIT_MODES = { sentence: 0, paragraph: 1, wrapped_text: 2 };
+
+// What a request object ({text, ...}, bergamot's per-message ResponseOptions) may set for itself.
+const REQUEST_KEYS = new Set(["text", "html", "qualityScores", "alignment", "ssplitMode"]);
 
 function positiveInt(value, name, min) {
   if (typeof value !== "number" || !Number.isInteger(value) || value < min || value > 0x7fffffff)
@@ -191,8 +198,24 @@ function checkOptions(options) {
     if (typeof options[key] === "string") checkString(options[key], key);
     o[key] = options[key] || null;
   }
-  for (const key of ["shortlist", "kvCacheF16", "splitSentences"]) {
+  for (const key of ["shortlist", "kvCacheF16", "splitSentences", "limitByLongestSentence"]) {
     if (options[key] !== undefined && typeof options[key] !== "boolean") throw invalid(`${key} must be a boolean`);
+  }
+  checkRequestOptions(options, "");
+  o.html = !!options.html;
+  o.qualityScores = !!options.qualityScores;
+  o.alignment = !!options.alignment;
+  o.ssplitMode = options.ssplitMode === undefined || options.ssplitMode === null ? null : options.ssplitMode;
+  o.limitByLongestSentence = options.limitByLongestSentence ? 1 : 0;
+  if (options.maxLengthFactor !== undefined &&
+      (typeof options.maxLengthFactor !== "number" || !Number.isFinite(options.maxLengthFactor) ||
+       options.maxLengthFactor <= 0))
+    throw invalid("maxLengthFactor must be a finite number > 0");
+  o.maxLengthFactor = options.maxLengthFactor === undefined ? NaN : options.maxLengthFactor;
+  o.qualityModel = null;
+  if (options.qualityModel !== undefined && options.qualityModel !== null) {
+    o.qualityModel = asBytes(options.qualityModel);
+    if (!o.qualityModel) throw invalid("qualityModel must be the bytes of a .quality.lr file (an ArrayBuffer or a typed array)");
   }
   o.shortlist = options.shortlist === undefined ? 0 : options.shortlist ? 1 : -1;
   o.kvCacheF16 = options.kvCacheF16 ? 1 : 0;
@@ -202,6 +225,33 @@ function checkOptions(options) {
   o.onToken = options.onToken || null;
   if (o.onToken && o.splitSentences) throw invalid("onToken cannot be combined with splitSentences");
   return o;
+}
+
+// The options a call and a request object share (html, qualityScores, alignment, ssplitMode).
+function checkRequestOptions(options, where) {
+  for (const key of ["html", "qualityScores", "alignment"])
+    if (options[key] !== undefined && typeof options[key] !== "boolean") throw invalid(`${where}${key} must be a boolean`);
+  const mode = options.ssplitMode;
+  if (mode !== undefined && mode !== null && !Object.prototype.hasOwnProperty.call(SSPLIT_MODES, mode))
+    throw invalid(`${where}ssplitMode must be "sentence", "paragraph" or "wrapped_text", got ${JSON.stringify(mode)}`);
+}
+
+// The options of one request: the call's, with a request object's own on top.
+function requestOptions(o, request) {
+  if (typeof request === "string") return o;
+  const r = Object.assign({}, o);
+  for (const key of ["html", "qualityScores", "alignment"]) if (request[key] !== undefined) r[key] = request[key];
+  if (request.ssplitMode !== undefined) r.ssplitMode = request.ssplitMode;
+  return r;
+}
+
+// Requests that translate together (one engine call) have the same of these.
+const requestKey = (o) => `${o.html}|${o.qualityScores}|${o.alignment}|${o.ssplitMode}`;
+
+// null (how the engine writes a non-finite number) back to NaN, in place.
+function nullsToNaN(list) {
+  for (let i = 0; i < list.length; ++i) if (list[i] === null) list[i] = NaN;
+  return list;
 }
 
 // Why `s` cannot cross to the engine as a NUL-terminated UTF-8 string, or null: a
@@ -220,11 +270,27 @@ function checkString(s, what) {
   if (problem) throw invalid(`${what} ${problem}`);
 }
 
+// A request is a string or (as bergamot's) an object {text, html, qualityScores, alignment,
+// ssplitMode}; a call takes one request or an array of them.
+function isRequestObject(value) {
+  return value !== null && typeof value === "object" && !Array.isArray(value) && !ArrayBuffer.isView(value);
+}
+
 function checkTexts(texts) {
-  const single = typeof texts === "string";
+  const single = typeof texts === "string" || isRequestObject(texts);
   const list = single ? [texts] : texts;
-  if (!Array.isArray(list)) throw invalid("the text to translate must be a string or an array of strings");
+  if (!Array.isArray(list))
+    throw invalid("the text to translate must be a string, a {text, ...} request or an array of them");
   list.forEach((t, i) => {
+    if (isRequestObject(t)) {
+      for (const key of Object.keys(t))
+        if (!REQUEST_KEYS.has(key) && t[key] !== undefined) throw invalid(`request ${i + 1}: unknown field "${key}"`);
+      if (typeof t.text !== "string")
+        throw invalid(`request ${i + 1}: text is not a string (${t.text === null ? "null" : typeof t.text})`);
+      checkRequestOptions(t, `request ${i + 1}: `);
+      checkString(t.text, `text ${i + 1}`);
+      return;
+    }
     if (typeof t !== "string") throw invalid(`text ${i + 1} is not a string (${t === null ? "null" : typeof t})`);
     checkString(t, `text ${i + 1}`);
   });
@@ -502,73 +568,125 @@ export class PetrelModel {
     return Array.isArray(detailed) ? detailed.map((d) => d.text) : detailed.text;
   }
 
-  /** Like translateSync with {text, ids, score, eos} per input (ids: output token ids, no EOS). */
+  /**
+   * Like translateSync with {text, ids, score, eos, source, sentences} per request (ids:
+   * output token ids, no EOS), and alignments / qualityScores when asked.
+   */
   translateDetailedSync(texts, options) {
     const handle = this._live();
     const { single, list } = checkTexts(texts);
     const o = checkOptions(options);
-    const petrel = this._petrel;
-    let callbackError = null;
-    const results = petrel._run((core) => {
-      // The inputs and language codes as NUL-terminated UTF-8, with the pointer array.
-      const strings = [...list, o.sourceLanguage || "", o.targetLanguage || ""];
-      const sizes = strings.map((s) => core.lengthBytesUTF8(s) + 1);
-      const pointerBytes = 4 * list.length;
-      const total = pointerBytes + sizes.reduce((a, b) => a + b, 0);
-      const block = core._malloc(total) >>> 0;
-      if (!block) throw new PetrelError("out of memory", "PETREL_OUT_OF_MEMORY");
-      let result = 0;
-      try {
-        const pointers = [];
-        let at = block + pointerBytes;
-        strings.forEach((s, i) => {
-          core.stringToUTF8(s, at, sizes[i]);
-          pointers.push(at);
-          at += sizes[i];
-        });
-        for (let i = 0; i < list.length; ++i) core.HEAP32[(block >>> 2) + i] = pointers[i];
-        if (o.onToken) {
-          core.__petrelToken = (event) => {
-            if (callbackError) return false;
-            try {
-              return o.onToken(event) !== false;
-            } catch (e) {
-              callbackError = e;
-              return false;
-            }
-          };
-        }
-        try {
-          result = core._pjs_translate(handle, block, list.length, o.beam, o.maxNewTokens, o.minNewTokens,
-                                       o.lengthPenalty, o.shortlist, o.kvCacheF16,
-                                       o.sourceLanguage ? pointers[list.length] : 0,
-                                       o.targetLanguage ? pointers[list.length + 1] : 0,
-                                       o.onToken ? 1 : 0, o.splitSentences) >>> 0;
-        } finally {
-          core.__petrelToken = null;
-        }
-        if (!result) throw petrel._engineError();
-        if (callbackError) throw callbackError;
-        const out = [];
-        for (let i = 0; i < list.length; ++i) {
-          const status = core._pjs_result_status(result, i);
-          if (status) throw new PetrelError(core.UTF8ToString(core._pjs_result_error(result, i)), STATUS_NAMES[status] || "PETREL_INTERNAL");
-          const length = core._pjs_result_length(result, i);
-          const idsPtr = core._pjs_result_ids(result, i) >>> 2;
-          out.push({
-            text: core.UTF8ToString(core._pjs_result_text(result, i)),
-            ids: Array.from(core.HEAP32.subarray(idsPtr, idsPtr + length)),
-            score: core._pjs_result_score(result, i),
-            eos: core._pjs_result_eos(result, i) !== 0,
-          });
-        }
-        return out;
-      } finally {
-        if (result) core._pjs_result_free(result);
-        core._free(block);
+    // Requests whose own options differ translate in separate engine calls, in order of
+    // first appearance; each call is one batch.
+    const groups = new Map();
+    list.forEach((request, i) => {
+      const r = requestOptions(o, request);
+      const key = requestKey(r);
+      if (!groups.has(key)) groups.set(key, { options: r, indices: [], texts: [] });
+      const group = groups.get(key);
+      group.indices.push(i);
+      group.texts.push(typeof request === "string" ? request : request.text);
+    });
+    if (groups.size === 0) groups.set("", { options: o, indices: [], texts: [] });  // checks the options
+    const results = new Array(list.length);
+    this._petrel._run((core) => {
+      for (const group of groups.values()) {
+        const got = this._translateGroup(core, handle, group.texts, group.options, group.indices);
+        group.indices.forEach((index, k) => { results[index] = got[k]; });
       }
     });
     return single ? results[0] : results;
+  }
+
+  // One engine call: `list` (strings) with the checked options `o`; `indices`: each
+  // input's index in the caller's request list (onToken events report those).
+  _translateGroup(core, handle, list, o, indices) {
+    const petrel = this._petrel;
+    let callbackError = null;
+    // The inputs and language codes as NUL-terminated UTF-8, with the pointer array and
+    // the quality model's bytes.
+    const strings = [...list, o.sourceLanguage || "", o.targetLanguage || ""];
+    const sizes = strings.map((s) => core.lengthBytesUTF8(s) + 1);
+    const pointerBytes = 4 * list.length;
+    const qualityBytes = o.qualityModel ? o.qualityModel.byteLength : 0;
+    const stringBytes = sizes.reduce((a, b) => a + b, 0);
+    const block = core._malloc(pointerBytes + stringBytes + qualityBytes) >>> 0;
+    if (!block) throw new PetrelError("out of memory", "PETREL_OUT_OF_MEMORY");
+    let result = 0;
+    try {
+      const pointers = [];
+      let at = block + pointerBytes;
+      strings.forEach((s, i) => {
+        core.stringToUTF8(s, at, sizes[i]);
+        pointers.push(at);
+        at += sizes[i];
+      });
+      for (let i = 0; i < list.length; ++i) core.HEAP32[(block >>> 2) + i] = pointers[i];
+      const qualityModel = o.qualityModel ? at : 0;
+      if (o.qualityModel) core.HEAPU8.set(o.qualityModel, qualityModel);
+      if (o.onToken) {
+        core.__petrelToken = (event) => {
+          if (callbackError) return false;
+          event.input = indices[event.input];
+          try {
+            return o.onToken(event) !== false;
+          } catch (e) {
+            callbackError = e;
+            return false;
+          }
+        };
+      }
+      const split = o.splitSentences || o.ssplitMode !== null ? 1 : 0;
+      const splitMode = o.ssplitMode === null ? -1 : SSPLIT_MODES[o.ssplitMode];
+      try {
+        result = core._pjs_translate(handle, block, list.length, o.beam, o.maxNewTokens, o.minNewTokens,
+                                     o.lengthPenalty, o.shortlist, o.kvCacheF16,
+                                     o.sourceLanguage ? pointers[list.length] : 0,
+                                     o.targetLanguage ? pointers[list.length + 1] : 0,
+                                     o.onToken ? 1 : 0, split, splitMode, o.html ? 1 : 0, o.qualityScores ? 1 : 0,
+                                     o.alignment ? 1 : 0, qualityModel, qualityBytes, o.maxLengthFactor,
+                                     o.limitByLongestSentence) >>> 0;
+      } finally {
+        core.__petrelToken = null;
+      }
+      if (!result) throw petrel._engineError();
+      if (callbackError) throw callbackError;
+      const out = [];
+      for (let i = 0; i < list.length; ++i) {
+        const status = core._pjs_result_status(result, i);
+        if (status) throw new PetrelError(core.UTF8ToString(core._pjs_result_error(result, i)), STATUS_NAMES[status] || "PETREL_INTERNAL");
+        const length = core._pjs_result_length(result, i);
+        const idsPtr = core._pjs_result_ids(result, i) >>> 2;
+        const view = JSON.parse(core.UTF8ToString(core._pjs_result_sentences(result, i)));
+        const detailed = {
+          text: core.UTF8ToString(core._pjs_result_text(result, i)),
+          ids: Array.from(core.HEAP32.subarray(idsPtr, idsPtr + length)),
+          score: core._pjs_result_score(result, i),
+          eos: core._pjs_result_eos(result, i) !== 0,
+          // What the sentences' source ranges point into: the input, or in html mode its
+          // markup as written back (bergamot's getOriginalText).
+          source: o.html ? view.source : list[i],
+          sentences: view.sentences,
+        };
+        if (o.alignment) {
+          for (const matrix of view.alignments) for (const row of matrix) nullsToNaN(row);
+          detailed.alignments = view.alignments;
+        }
+        if (o.qualityScores) {
+          for (const q of view.qualityScores) {
+            if (!q) continue;
+            if (q.sentenceScore === null) q.sentenceScore = NaN;
+            nullsToNaN(q.wordScores);
+          }
+          detailed.qualityScores = view.qualityScores;
+        }
+        out.push(detailed);
+      }
+      return out;
+    } finally {
+      if (result) core._pjs_result_free(result);
+      core._free(block);
+    }
   }
 
   /** Checks translate options against this model (beam, lengths, languages): throws if bad. */
@@ -579,16 +697,20 @@ export class PetrelModel {
   /**
    * Translates a string (-> Promise<string>) or an array of strings (-> Promise<string[]>,
    * one batch). Options: beam (default 1: greedy), maxNewTokens, minNewTokens,
-   * lengthPenalty, sourceLanguage, targetLanguage (multilingual models), shortlist,
-   * kvCacheF16, splitSentences, onToken(event) with {input, text, delta, restarted, final,
-   * provisional, ids, piece} per decoder step (return false to stop that input).
+   * lengthPenalty, maxLengthFactor, sourceLanguage, targetLanguage (multilingual models),
+   * shortlist, kvCacheF16, splitSentences, ssplitMode ("sentence" | "paragraph" |
+   * "wrapped_text"), limitByLongestSentence, html, qualityScores, qualityModel (a
+   * .quality.lr file's bytes), alignment, onToken(event) with {input, text, delta,
+   * restarted, final, provisional, ids, piece} per decoder step (return false to stop
+   * that input). A request may also be an object {text, html, qualityScores, alignment,
+   * ssplitMode} (bergamot's), its fields overriding the call's options.
    * The work runs synchronously inside the call; the Promise only unifies the API.
    */
   async translate(texts, options) {
     return this.translateSync(texts, options);
   }
 
-  /** translate() with {text, ids, score, eos} per input. */
+  /** translate() with {text, ids, score, eos, source, sentences[, alignments, qualityScores]} per input. */
   async translateDetailed(texts, options) {
     return this.translateDetailedSync(texts, options);
   }

@@ -135,6 +135,103 @@ struct JsonObject {
   }
 };
 
+// A float32 as the shortest text that reads back as the same float; null when not finite
+// (petrel.mjs turns it back into NaN).
+void json_float(std::string& out, double v) {
+  if (!std::isfinite(v)) { out += "null"; return; }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  out += buf;
+}
+
+void json_range(std::string& out, const TextRange& r) {
+  out += '[';
+  out += std::to_string(r.begin);
+  out += ',';
+  out += std::to_string(r.end);
+  out += ']';
+}
+
+void json_ranges(std::string& out, const std::vector<TextRange>& ranges) {
+  out += '[';
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    if (i) out += ',';
+    json_range(out, ranges[i]);
+  }
+  out += ']';
+}
+
+// A text translation as bergamot's Response holds it: the sentences' byte ranges and
+// tokens, the alignments and quality scores when asked, the source markup in html mode.
+std::string sentences_json(const TextTranslation& t, bool html, bool alignment, bool quality) {
+  std::string out;
+  {
+  JsonObject o(out);
+  if (html) o.str("source", t.source_html);
+  o.key("sentences");
+  out += '[';
+  for (size_t k = 0; k < t.sentences.size(); ++k) {
+    const SentenceTranslation& s = t.sentences[k];
+    if (k) out += ',';
+    JsonObject sentence(out);
+    sentence.key("source");
+    json_range(out, s.source);
+    sentence.key("target");
+    json_range(out, s.target);
+    sentence.key("sourceTokens");
+    json_ranges(out, s.source_tokens);
+    sentence.key("targetTokens");
+    json_ranges(out, s.target_tokens);
+  }
+  out += ']';
+  if (alignment) {
+    o.key("alignments");
+    out += '[';
+    for (size_t k = 0; k < t.sentences.size(); ++k) {
+      if (k) out += ',';
+      out += '[';
+      const auto& rows = t.sentences[k].alignment;
+      for (size_t r = 0; r < rows.size(); ++r) {
+        if (r) out += ',';
+        out += '[';
+        for (size_t c = 0; c < rows[r].size(); ++c) {
+          if (c) out += ',';
+          json_float(out, rows[r][c]);
+        }
+        out += ']';
+      }
+      out += ']';
+    }
+    out += ']';
+  }
+  if (quality) {
+    o.key("qualityScores");
+    out += '[';
+    for (size_t k = 0; k < t.sentences.size(); ++k) {
+      if (k) out += ',';
+      const std::optional<SentenceQuality>& q = t.sentences[k].quality;
+      if (!q) { out += "null"; continue; }
+      JsonObject score(out);
+      score.key("sentenceScore");
+      json_float(out, q->score);
+      score.key("wordScores");
+      out += '[';
+      for (size_t w = 0; w < q->word_scores.size(); ++w) {
+        if (w) out += ',';
+        json_float(out, q->word_scores[w]);
+      }
+      out += ']';
+      score.key("wordByteRanges");
+      json_ranges(out, q->words);
+      score.key("wordTokenRanges");
+      json_ranges(out, q->word_tokens);
+    }
+    out += ']';
+  }
+  }  // closes the object
+  return out;
+}
+
 std::string info_json(const ModelInfo& info) {
   std::string out;
   { JsonObject o(out);
@@ -212,6 +309,7 @@ struct PjsResult {
   std::vector<int> eos;     // the translation ended on EOS (not on the length limit)
   std::vector<int> status;  // 0, or the ErrorCode of this input's own error (split mode)
   std::vector<std::string> errors;
+  std::vector<std::string> sentences;  // per input: sentences_json
 };
 
 extern "C" {
@@ -263,23 +361,38 @@ EMSCRIPTEN_KEEPALIVE const char* pjs_model_info(PjsModel* m) { return m->info.c_
 EMSCRIPTEN_KEEPALIVE void pjs_model_free(PjsModel* m) { delete m; }
 EMSCRIPTEN_KEEPALIVE const char* pjs_model_isa(PjsModel* m) { return m->translator->isa(); }
 
-// Translates `count` texts as one batch (split = 0), or sentence by sentence through
-// the batch translator (split != 0; each input may fail alone). Unset options:
-// max_new 0, min_new 0, length_penalty NaN, shortlist 0 (the model's), languages NULL.
+// Translates `count` texts as one batch (split = 0, html = 0), or sentence by sentence
+// through the batch translator (split != 0 or html != 0; each input may fail alone).
+// Unset options: max_new 0, min_new 0, length_penalty NaN, shortlist 0 (the model's),
+// languages NULL, split_mode -1 (split != 0: the text's sentences anywhere; html: lines
+// as paragraphs), max_length_factor NaN, quality_model NULL (the free estimator).
+// split_mode: 0 sentence per line, 1 paragraph per line, 2 wrapped text (bergamot's
+// ssplit-mode sentence / paragraph / wrapped_text).
 EMSCRIPTEN_KEEPALIVE PjsResult* pjs_translate(PjsModel* m, const char* const* texts, int count, int beam,
                                               int max_new, int min_new, double length_penalty, int shortlist,
                                               int kv_f16, const char* source_language, const char* target_language,
-                                              int stream, int split) {
+                                              int stream, int split, int split_mode, int html, int quality,
+                                              int alignment, const void* quality_model, size_t quality_model_size,
+                                              double max_length_factor, int limit_by_longest) {
   return guarded<PjsResult*>(nullptr, [&]() -> PjsResult* {
     TranslateOptions o;
     o.beam_size = static_cast<size_t>(beam);
     o.max_new_tokens = static_cast<size_t>(max_new);
     o.min_new_tokens = static_cast<size_t>(min_new);
     if (!std::isnan(length_penalty)) o.length_penalty = length_penalty;
+    if (!std::isnan(max_length_factor)) o.max_length_factor = max_length_factor;
     if (shortlist) o.use_shortlist = shortlist > 0;
     o.kv_cache_f16 = kv_f16 != 0;
     if (source_language) o.source_language = source_language;
     if (target_language) o.target_language = target_language;
+    o.html = html != 0;
+    o.quality_scores = quality != 0;
+    o.alignment = alignment != 0;
+    if (quality_model) {
+      auto parsed = parse_quality_model(quality_model, quality_model_size, "qualityModel");
+      if (!parsed) { fail(parsed.error()); return nullptr; }
+      o.quality_model = std::move(parsed.value());
+    }
     if (stream) {
       o.stream_text = true;
       o.on_token = [](const TokenEvent& e) {
@@ -291,6 +404,24 @@ EMSCRIPTEN_KEEPALIVE PjsResult* pjs_translate(PjsModel* m, const char* const* te
     }
     auto resolved = resolve_options(*m->model, o);
     if (!resolved) { fail(resolved.error()); return nullptr; }
+    const bool batched = split != 0 || o.html;
+    if (batched && stream) {
+      fail(ErrorCode::kInvalidArgument, o.html ? "streaming (onToken) cannot be combined with html"
+                                               : "streaming (onToken) cannot be combined with sentence splitting");
+      return nullptr;
+    }
+    BatchOptions b;
+    b.split_sentences = split != 0;
+    switch (split_mode) {
+      case -1: break;
+      case 0: b.split_mode = SentenceSplit::kSentencePerLine; break;
+      case 1: b.split_mode = SentenceSplit::kParagraphPerLine; break;
+      case 2: b.split_mode = SentenceSplit::kWrappedText; break;
+      default:
+        fail(ErrorCode::kInvalidArgument, "unknown sentence split mode " + std::to_string(split_mode));
+        return nullptr;
+    }
+    b.limit_by_longest_sentence = limit_by_longest != 0;
     if (count == 0) return new PjsResult();  // the options are valid
     std::vector<std::string> inputs(texts, texts + count);
     auto result = std::make_unique<PjsResult>();
@@ -301,7 +432,9 @@ EMSCRIPTEN_KEEPALIVE PjsResult* pjs_translate(PjsModel* m, const char* const* te
     result->eos.assign(n, 0);
     result->status.assign(n, 0);
     result->errors.resize(n);
+    result->sentences.resize(n);
     auto take = [&](size_t i, TextTranslation& t) {
+      result->sentences[i] = sentences_json(t, o.html, o.alignment, o.quality_scores);
       if (t.hypotheses.empty()) return;
       TextHypothesis& h = t.hypotheses[0];
       result->eos[i] = h.ended_on_eos ? 1 : 0;
@@ -309,18 +442,12 @@ EMSCRIPTEN_KEEPALIVE PjsResult* pjs_translate(PjsModel* m, const char* const* te
       result->ids[i] = std::move(h.ids);
       result->scores[i] = h.score;
     };
-    if (split) {
-      if (stream) {
-        fail(ErrorCode::kInvalidArgument, "streaming (onToken) cannot be combined with sentence splitting");
-        return nullptr;
-      }
+    if (batched) {
       if (!m->batch) {
         auto created = BatchTranslator::create(m->model, m->options, 1);
         if (!created) { fail(created.error()); return nullptr; }
         m->batch.emplace(std::move(created.value()));
       }
-      BatchOptions b;
-      b.split_sentences = true;
       b.max_batch_size = std::min<size_t>(std::max<size_t>(8, n), kMaxBatchSize);  // more texts: several batches
       b.window = std::max<size_t>(1, n);
       Status s = m->batch->translate_text(inputs, o, b, [&](size_t i, Result<TextTranslation>&& r) {
@@ -370,6 +497,8 @@ EMSCRIPTEN_KEEPALIVE double pjs_result_score(PjsResult* r, int i) { return r->sc
 EMSCRIPTEN_KEEPALIVE int pjs_result_eos(PjsResult* r, int i) { return r->eos[i]; }
 EMSCRIPTEN_KEEPALIVE int pjs_result_status(PjsResult* r, int i) { return r->status[i]; }
 EMSCRIPTEN_KEEPALIVE const char* pjs_result_error(PjsResult* r, int i) { return r->errors[i].c_str(); }
+// The input's sentences as JSON (sentences_json).
+EMSCRIPTEN_KEEPALIVE const char* pjs_result_sentences(PjsResult* r, int i) { return r->sentences[i].c_str(); }
 EMSCRIPTEN_KEEPALIVE void pjs_result_free(PjsResult* r) { delete r; }
 
 }  // extern "C"

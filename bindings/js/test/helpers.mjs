@@ -33,6 +33,21 @@ export function convert(checkpoint, out, extra = []) {
   return file;
 }
 
+// A Marian-native fixture model (tests/fixtures/marian-native/<name>: model.bin and the
+// shared vocab.spm, as Firefox ships them) converted with f32 weights.
+export function marianNative(name) {
+  const file = path.join(TMP, `native-${name}-f32.petrel`);
+  if (fs.existsSync(file)) return file;
+  const fixture = path.join(SOURCE_DIR, "tests/fixtures/marian-native");
+  const dir = path.join(TMP, `native-${name}`);
+  fs.mkdirSync(dir, { recursive: true });
+  fs.copyFileSync(path.join(fixture, name, "model.bin"), path.join(dir, "model.bin"));
+  fs.copyFileSync(path.join(fixture, "vocab.spm"), path.join(dir, "vocab.spm"));
+  execFileSync(path.join(NATIVE_TOOLS, "petrel-convert"),
+               [dir, "-o", file, "--quiet", "--quantize", "f32", "--embeddings", "f32"]);
+  return file;
+}
+
 export const enDeInt8 = () => convert("tools/en-de-model", "en-de-int8.petrel");
 export const enDeF32 = () => convert("tools/en-de-model", "en-de-f32.petrel", ["--quantize", "f32", "--embeddings", "f32"]);
 
