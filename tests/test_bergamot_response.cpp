@@ -11,6 +11,7 @@
 
 #include "petrel/batch_translator.h"
 #include "petrel/translator.h"
+#include "support/bergamot_fixture.h"
 #include "support/native_fixture.h"
 #include "support/test_support.h"
 
@@ -19,12 +20,6 @@ using namespace petrel::test;
 using json = nlohmann::json;
 
 namespace {
-
-json markup_fixture(const std::string& name) {
-  std::ifstream in(fixture_dir() + "/markup/" + name + ".json");
-  REQUIRE(in);
-  return json::parse(in);
-}
 
 // bergamot's contiguous token bounds [t0, t1, ..., tn] (token k = [t_k, t_k+1)) of ranges
 // that must tile their sentence.
@@ -36,35 +31,6 @@ std::vector<size_t> bounds_of(const std::vector<TextRange>& tokens) {
   }
   if (!tokens.empty()) bounds.push_back(tokens.back().end);
   return bounds;
-}
-
-TranslateOptions firefox_options() {  // bergamot's settings in the fixtures
-  TranslateOptions o;
-  o.beam_size = 1;
-  o.max_length_factor = 2.0;
-  o.use_shortlist = false;
-  return o;
-}
-
-// Whether two HTML translations are equal, the quality scores written into them
-// (x-bergamot-...-score="...") to 3 decimals: the rest byte for byte.
-bool same_markup(const std::string& a, const std::string& b) {
-  static const std::string kScore = "-score=\"";
-  size_t i = 0, j = 0;
-  while (i < a.size() && j < b.size()) {
-    if (a.compare(i, kScore.size(), kScore) == 0 && b.compare(j, kScore.size(), kScore) == 0) {
-      i += kScore.size();
-      j += kScore.size();
-      const size_t a_end = a.find('"', i), b_end = b.find('"', j);
-      if (a_end == std::string::npos || b_end == std::string::npos) return false;
-      if (std::fabs(std::stod(a.substr(i, a_end - i)) - std::stod(b.substr(j, b_end - j))) > 1e-3) return false;
-      i = a_end;
-      j = b_end;
-      continue;
-    }
-    if (a[i++] != b[j++]) return false;
-  }
-  return i == a.size() && j == b.size();
 }
 
 }  // namespace
@@ -309,4 +275,45 @@ TEST_CASE("translation through a pivot equals bergamot's translateViaPivoting: t
   CHECK(translated >= 350);
   CHECK(equal * 100 >= translated * 98);
   CHECK(alignments_equal == aligned);
+}
+
+TEST_CASE("int8 HTML translations against bergamot's int8shiftAlphaAll: the markup holds, texts differ where int8 rounds",
+          "[bergamot][html][int8][marian-native]") {
+  for (const std::string model_name : {"transformer", "ssru"}) {
+    INFO("model " << model_name);
+    const json fixture = markup_fixture(model_name + "_int8shiftAlphaAll");
+    const json float32 = markup_fixture(model_name + "_float32");
+    TranslatorOptions as_alphas;  // bergamot's int8shiftAlphaAll: the file's activation scales
+    as_alphas.activation_scales = ActivationScales::kFile;
+    auto batch = BatchTranslator::create(load_model(native_int8_model(model_name)), as_alphas);
+    REQUIRE(batch);
+    BatchOptions as_bergamot;
+    as_bergamot.limit_by_longest_sentence = true;
+    size_t translated = 0, equal = 0, bergamot_int8_as_f32 = 0, sources = 0;
+    for (size_t i = 0; i < fixture["requests"].size(); ++i) {
+      const json& request = fixture["requests"][i];
+      if (!request["html"].get<bool>() || request["expect_error"].get<bool>()) continue;
+      TranslateOptions o = firefox_options();
+      o.html = true;
+      o.quality_scores = request["qualityScores"].get<bool>();
+      std::vector<Result<TextTranslation>> got;
+      REQUIRE(batch.value().translate_text({request["text"].get<std::string>()}, o, as_bergamot,
+                                           [&](size_t, Result<TextTranslation>&& r) { got.push_back(std::move(r)); }));
+      REQUIRE(got.size() == 1);
+      REQUIRE(got[0]);
+      ++translated;
+      const std::string want = fixture["responses"][i]["text"].get<std::string>();
+      equal += same_markup(got[0].value().hypotheses.at(0).text, want);
+      bergamot_int8_as_f32 += same_markup(float32["responses"][i]["text"].get<std::string>(), want);
+      sources += got[0].value().source_html == fixture["responses"][i]["source"].get<std::string>();
+    }
+    WARN(model_name << " int8: HTML equal to bergamot int8shiftAlphaAll " << equal << "/" << translated
+                    << " (bergamot's own int8 equals its float32 on " << bergamot_int8_as_f32 << ")");
+    CHECK(sources == translated);  // the markup side does not depend on the numbers
+    // The fixture models are tiny and barely trained: one int8 rounding flips a fragment's
+    // text (bergamot's own int8 output equals its float32 on under a third). Petrel's int8
+    // is at least as close to bergamot's int8 as that; a broken path gives next to nothing.
+    CHECK(equal >= bergamot_int8_as_f32);
+    CHECK(equal * 100 >= translated * 25);
+  }
 }

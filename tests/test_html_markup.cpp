@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "support/html_words.h"
 #include "text/html_markup.h"
 
 namespace {
@@ -44,33 +45,7 @@ AnnotatedText html_annotated(const std::string& text,
 
 // A stand-in for sentence splitting and SentencePiece: sentences end at "\n\n", a token
 // is a word with the whitespace before it (none for a sentence's first), then EOS.
-AnnotatedText html_words(const std::string& text) {
-  AnnotatedText t;
-  t.text = text;
-  auto is_space = [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; };
-  size_t segment = 0;
-  while (segment <= text.size()) {
-    size_t segment_end = text.find("\n\n", segment);
-    if (segment_end == std::string::npos) segment_end = text.size();
-    std::vector<TextRange> tokens;
-    size_t i = segment, previous_end = std::string::npos;
-    while (i < segment_end) {
-      while (i < segment_end && is_space(text[i])) ++i;
-      if (i == segment_end) break;
-      size_t e = i;
-      while (e < segment_end && !is_space(text[e])) ++e;
-      tokens.push_back(TextRange{previous_end == std::string::npos ? i : previous_end, e});
-      previous_end = e;
-      i = e;
-    }
-    if (!tokens.empty()) {
-      tokens.push_back(TextRange{previous_end, previous_end});
-      t.sentences.push_back(std::move(tokens));
-    }
-    segment = segment_end + 2;
-  }
-  return t;
-}
+AnnotatedText html_words(const std::string& text) { return petrel::test::words_as_tokens(text, " \n\t\r\f\v"); }
 
 HtmlAlignments html_identity(const AnnotatedText& t) {
   HtmlAlignments a;

@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "support/html_words.h"
 #include "text/html_markup.h"
 
 namespace {
@@ -38,36 +39,10 @@ void require(bool ok, const char* what) {
   std::abort();
 }
 
-AnnotatedText sentences_of(const std::string& text) {
-  AnnotatedText t;
-  t.text = text;
-  // Only ' ' and '\n' separate tokens: bergamot joins a token starting with any other
-  // byte (\t too) to the word before, and the word's tokens all take the alignment of
-  // its last one, so identity alignments would not be identity there.
-  auto is_space = [](char c) { return c == ' ' || c == '\n'; };
-  size_t segment = 0;
-  while (segment <= text.size()) {
-    size_t segment_end = text.find("\n\n", segment);
-    if (segment_end == std::string::npos) segment_end = text.size();
-    std::vector<TextRange> tokens;
-    size_t i = segment, previous_end = std::string::npos;
-    while (i < segment_end) {
-      while (i < segment_end && is_space(text[i])) ++i;
-      if (i == segment_end) break;
-      size_t e = i;
-      while (e < segment_end && !is_space(text[e])) ++e;
-      tokens.push_back(TextRange{previous_end == std::string::npos ? i : previous_end, e});
-      previous_end = e;
-      i = e;
-    }
-    if (!tokens.empty()) {
-      tokens.push_back(TextRange{previous_end, previous_end});
-      t.sentences.push_back(std::move(tokens));
-    }
-    segment = segment_end + 2;
-  }
-  return t;
-}
+// Only ' ' and '\n' separate tokens: bergamot joins a token starting with any other byte
+// (\t too) to the word before, and the word's tokens all take the alignment of its last
+// one, so identity alignments would not be identity there.
+AnnotatedText sentences_of(const std::string& text) { return petrel::test::words_as_tokens(text, " \n"); }
 
 // (kind, lowercase name) -> how many, paragraph breaks left out.
 std::map<std::pair<int, std::string>, size_t> tag_counts(const HtmlMarkup& m) {
