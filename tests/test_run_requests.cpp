@@ -15,6 +15,7 @@
 #include "petrel/translator.h"
 #include "support/bergamot_fixture.h"
 #include "support/build_paths.h"
+#include "support/coprocess.h"
 #include "support/native_fixture.h"
 #include "support/test_support.h"
 #include "text/quality_estimator.h"
@@ -201,12 +202,39 @@ TEST_CASE("petrel-run --requests answers Firefox's requests as bergamot does, a 
   }
   CHECK(plain >= 30);
   CHECK(html >= 300);
-  // As the C++ API's comparison (test_bergamot_response.cpp): HTML text equal but for a few.
+  // Every HTML translation equal to bergamot's (its quality scores to 1e-3).
   INFO(html_equal << " of " << html << " HTML translations equal bergamot's");
   CHECK(html_equal == html);
   CHECK(quality >= 100);
   CHECK(aligned >= 100);
   CHECK(worst_alignment < 1e-5);
+}
+
+// A program that writes a request and waits for its answer before the next (Firefox's
+// way with a translation engine) gets each answer as soon as its request is done.
+TEST_CASE("petrel-run --requests answers each request of a live pipe before the next arrives",
+          "[cli][requests][pipe][marian-native]") {
+  if (!can_run_programs()) return;
+  const std::string model = native_model("transformer");
+  Coprocess run(petrel_run_command() + " " + model + " --requests" + kFirefoxFlags + " 2>/dev/null");
+  run.write_line(R"({"text": "Open the file."})");
+  const auto first = run.read_line();
+  REQUIRE(first.has_value());
+  CHECK(json::parse(*first)["source"] == "Open the file.");
+  run.write_line(R"(["Open the file."])");
+  const auto second = run.read_line();
+  REQUIRE(second.has_value());
+  CHECK_THAT(json::parse(*second)["error"].get<std::string>(),
+             Contains("standard input line 2: expected a JSON object, not array"));
+  run.write_line(R"({"text": "<b>Save</b> all changes?", "html": true, "qualityScores": true})");
+  const auto third = run.read_line();
+  REQUIRE(third.has_value());
+  const json answer = json::parse(*third);
+  CHECK(answer["source"] == "<b>Save</b> all changes?");
+  CHECK(answer["quality"].size() == 1);
+  const auto [rest, status] = run.finish();
+  CHECK(rest.empty());
+  CHECK(status == 1);  // the bad line
 }
 
 TEST_CASE("petrel-run --requests --alignment-threshold gives Marian's hard pairs of the soft alignments",

@@ -39,6 +39,10 @@ static int tool_main(int argc, char** argv) {
                 "on, exiting with status 1 at the end:\n"
                 "    cat file | petrel-run model.petrel > translated\n"
                 "Output hypotheses exclude the start token and the final EOS.\n"
+                "--html translates HTML fragments (one per line), markup kept around the words it wraps;\n"
+                "--quality-scores adds bergamot's quality scores. --requests answers what Firefox asks of\n"
+                "bergamot: one JSON request per line, one JSON response per line (see --requests):\n"
+                "    echo '{\"text\": \"<b>Hello</b> world\", \"html\": true}' | petrel-run model.petrel --requests\n"
                 "A language model (decoder-only: Gemma 3, Llama, Qwen) continues each input instead: text\n"
                 "(--prompt, or lines) when it was converted with its tokenizer.json, else ids (--ids, or\n"
                 "lines of ids); greedy, or sampled (--sample, --temperature, --top-k, --top-p, --min-p,\n"
@@ -60,6 +64,34 @@ static int tool_main(int argc, char** argv) {
                          "                              before (repeatable, at most 16)", true);
   p.flag("input", "FILE", "inputs, one per line ('-': standard input, the default)");
   p.toggle("no-split", "--input: translate each line whole, without splitting it into sentences");
+  p.flag("ssplit-mode", "MODE", "how a text splits into sentences, as bergamot's ssplit-mode: sentence (each line\n"
+                                "                              is one sentence), paragraph (each line a paragraph of sentences;\n"
+                                "                              Firefox's, --requests' default) or wrapped_text (paragraphs end at a\n"
+                                "                              blank line); default: sentences anywhere, a line break is a space.\n"
+                                "                              With it (or --html, --requests) each sentence may generate as many\n"
+                                "                              tokens as --max-length-factor gives its input's longest sentence, as\n"
+                                "                              bergamot; --text inputs are split too");
+  p.toggle("requests", "standard input (or --input FILE) holds one request per line, a JSON object as\n"
+                       "                              Firefox sends bergamot: {\"text\": \"...\", \"html\": true|false,\n"
+                       "                              \"qualityScores\": true|false, \"alignment\": true|false} (all but text\n"
+                       "                              optional, default false); each gives one JSON line, in order, as it\n"
+                       "                              is done: text (the translation), source (html: the source markup\n"
+                       "                              as written back), sentences (each {\"source\": [b, e], \"target\":\n"
+                       "                              [b, e]}, byte ranges), and when asked alignments (per sentence a\n"
+                       "                              [target token][source token] matrix) and quality (per sentence\n"
+                       "                              sentence_score, word_scores, word_ranges: bytes of text; NaN as null);\n"
+                       "                              a bad line gives {\"error\": \"...\"} naming its line and the run\n"
+                       "                              goes on (exit status 1 at the end)");
+  p.toggle("html", "each text input is an HTML fragment (one per line): the tags are taken out, the text\n"
+                   "                              translated sentence by sentence and each tag put back around the words\n"
+                   "                              it wrapped (bergamot's html mode); plain output is the translation\n"
+                   "                              alone, --json adds source (the markup as written back) and sentences\n"
+                   "                              (byte ranges of source and translation); not with --n-best");
+  p.toggle("quality-scores", "text inputs: bergamot's quality scores per sentence and word: with --html written into\n"
+                             "                              the markup (x-bergamot-...-score), with --json / --json-lines in\n"
+                             "                              quality (per sentence sentence_score, word_scores, word_ranges)");
+  p.flag("quality-model", "FILE", "quality scores from bergamot's logistic-regression model (a .quality.lr file)\n"
+                                  "                              instead of the free estimator (--quality-scores or --requests)");
   p.flag("max-batch-tokens", "N", "--input: source tokens per batch (default 1024)");
   p.flag("max-batch", "N", "--input: inputs per batch (default 8; more is faster and takes more memory)");
   p.flag("window", "N", "--input: lines read and sorted at a time (default 8 x --max-batch)");
@@ -93,6 +125,9 @@ static int tool_main(int argc, char** argv) {
   p.flag("alignment-layer", "L", "--alignment: the decoder layer, 0-based (default: the one the model was\n"
                                  "                              trained to align, a Marian model's guided-alignment layer; else the last)");
   p.flag("alignment-head", "H", "--alignment: the attention head, 0-based (default 0)");
+  p.flag("alignment-threshold", "T", "--alignment / --requests: hard alignments instead of the matrix, pairs\n"
+                                     "                              [[source token, target token], ...] of the entries above T in (0, 1]\n"
+                                     "                              (1: each target token's most likely source token), as Marian's");
   p.flag("isa", "PATH", "kernel path: scalar, avx2, avxvnni, avx512, neon, dotprod, i8mm, simd128 (default: $PETREL_ISA or the best)");
   p.flag("activation-scales", "HOW", "int8 layers' input scales: dynamic (default: per row, at run time) or file\n"
                                      "                              (the model's static scales: a Marian model's alphas)");
@@ -120,6 +155,7 @@ static int tool_main(int argc, char** argv) {
   size_t threads = 1, workers = 1;
   std::string activation_scales = "dynamic";
   std::vector<Input> given;  // --text / --ids
+  std::optional<float> alignment_threshold;
   try {
     if (!p.parse(argc, argv)) {
       std::cout << p.help();
@@ -128,6 +164,18 @@ static int tool_main(int argc, char** argv) {
     if (p.positionals().size() != 1) throw cli::UsageError("expected one model file (see --help)");
     if (p.has("ids") + p.has("text") + p.has("prompt") + p.has("input") + p.has("chat") > 1)
       throw cli::UsageError("give inputs with one of --ids, --text, --prompt, --input or --chat");
+    if (p.has("requests")) {  // requests come as lines, each saying what it asks for
+      for (const char* f : {"text", "ids", "prompt", "chat", "stream", "tokenize", "detokenize"})
+        if (p.has(f)) throw cli::UsageError("--" + std::string(f) + " does not apply with --requests (it reads JSON requests, "
+                                            "one per line of standard input or --input)");
+      for (const char* f : {"html", "quality-scores", "alignment"})
+        if (p.has(f)) throw cli::UsageError("--" + std::string(f) + " does not apply with --requests (each request asks "
+                                            "for html, qualityScores and alignment itself)");
+      for (const char* f : {"json", "json-lines"})
+        if (p.has(f)) throw cli::UsageError("--" + std::string(f) + " does not apply with --requests (each response is a JSON line)");
+      if (p.has("no-split")) throw cli::UsageError("--no-split does not apply with --requests (choose with --ssplit-mode)");
+      if (p.get_int("n-best", 1, 1, 64) > 1) throw cli::UsageError("--n-best does not apply with --requests (one translation each)");
+    }
     for (const char* f : {"system", "template-flag"})
       if (p.has(f) && !p.has("chat")) throw cli::UsageError("--" + std::string(f) + " applies with --chat");
     for (const std::string& flag : p.all("template-flag")) {
@@ -171,16 +219,52 @@ static int tool_main(int argc, char** argv) {
         throw cli::UsageError("--" + std::string(f) + " does not apply with " + other_mode +
                               (other_mode == "--stream" ? " (one input at a time)" : " (nothing is translated)"));
     }
-    if ((p.has("alignment-layer") || p.has("alignment-head")) && !p.has("alignment"))
+    if ((p.has("alignment-layer") || p.has("alignment-head")) && !p.has("alignment") && !p.has("requests"))
       throw cli::UsageError(std::string("--") + (p.has("alignment-layer") ? "alignment-layer" : "alignment-head") +
                             " chooses what --alignment returns: give --alignment too");
     if (p.has("alignment") && !p.has("json") && !p.has("json-lines"))
       throw cli::UsageError("--alignment needs --json or --json-lines (alignments are a matrix per hypothesis)");
-    if (p.has("alignment")) {
-      options.alignment = true;
+    if (p.has("alignment") || p.has("requests")) {  // --requests: for the requests that ask
+      options.alignment = p.has("alignment");
       if (p.has("alignment-layer")) options.alignment_layer = static_cast<size_t>(p.get_int("alignment-layer", 0, 0, 1023));
       options.alignment_head = static_cast<size_t>(p.get_int("alignment-head", 0, 0, 1 << 16));
     }
+    if (p.has("alignment-threshold")) {
+      if (!p.has("alignment") && !p.has("requests"))
+        throw cli::UsageError("--alignment-threshold makes --alignment's (or --requests') alignments hard: give "
+                              "--alignment or --requests too");
+      const std::string text = p.get("alignment-threshold");
+      char* end = nullptr;
+      const double threshold = std::strtod(text.c_str(), &end);
+      if (text.empty() || *end != '\0' || !(threshold > 0 && threshold <= 1))
+        throw cli::UsageError("--alignment-threshold: '" + text + "' is not a number in (0, 1]");
+      alignment_threshold = static_cast<float>(threshold);
+    }
+    // HTML, quality scores and sentence splitting read text; --stream translates with a
+    // Translator alone, which does none of them.
+    for (const char* f : {"html", "quality-scores", "ssplit-mode"}) {
+      if (!p.has(f)) continue;
+      if (p.has("ids")) throw cli::UsageError("--" + std::string(f) + " takes text inputs, not --ids");
+      if (!other_mode.empty())
+        throw cli::UsageError("--" + std::string(f) + " does not apply with " + other_mode +
+                              (other_mode == "--stream" ? " (it prints the text as it is produced)" : " (nothing is translated)"));
+    }
+    if (p.has("html") && p.get_int("n-best", 1, 1, 64) > 1)
+      throw cli::UsageError("--html gives one translation per input: --n-best does not apply with it");
+    if (p.has("quality-scores") && !p.has("html") && !p.has("json") && !p.has("json-lines"))
+      throw cli::UsageError("--quality-scores needs --html (scores in the markup) or --json / --json-lines");
+    if (p.has("quality-model") && !p.has("quality-scores") && !p.has("requests"))
+      throw cli::UsageError("--quality-model chooses how --quality-scores are computed: give --quality-scores or --requests");
+    if (p.has("ssplit-mode") && p.has("no-split"))
+      throw cli::UsageError("--ssplit-mode or --no-split, not both (--no-split translates each line whole)");
+    const std::string ssplit = p.get_choice("ssplit-mode", p.has("requests") ? "paragraph" : "text",
+                                            {"sentence", "paragraph", "wrapped_text"});
+    batching.split_mode = ssplit == "sentence"    ? SentenceSplit::kSentencePerLine
+                          : ssplit == "paragraph" ? SentenceSplit::kParagraphPerLine
+                          : ssplit == "wrapped_text" ? SentenceSplit::kWrappedText
+                                                     : SentenceSplit::kText;
+    options.html = p.has("html");
+    options.quality_scores = p.has("quality-scores");
     if (p.has("stream") && (p.has("json") || p.has("json-lines")))
       throw cli::UsageError("--stream prints text as it is produced; --" +
                             std::string(p.has("json") ? "json" : "json-lines") + " does not apply with it");
@@ -213,7 +297,11 @@ static int tool_main(int argc, char** argv) {
     batching.max_batch_tokens = static_cast<size_t>(p.get_int("max-batch-tokens", 1024, 1, 1 << 24));
     batching.max_batch_size = static_cast<size_t>(p.get_int("max-batch", 8, 1, 65536));
     batching.window = static_cast<size_t>(p.get_int("window", 8 * static_cast<long long>(batching.max_batch_size), 1, 1 << 20));
-    batching.split_sentences = !p.has("no-split");
+    // Lines are split unless --no-split; the command line's texts only when --ssplit-mode asks.
+    batching.split_sentences = p.has("text") ? p.has("ssplit-mode") : !p.has("no-split");
+    if (p.has("requests")) batching.split_sentences = true;
+    // bergamot translates a request's sentences as one batch, each limited by the longest.
+    batching.limit_by_longest_sentence = p.has("requests") || p.has("html") || p.has("ssplit-mode");
     if (p.has("shortlist") && p.has("no-shortlist")) throw cli::UsageError("--shortlist or --no-shortlist, not both");
     if (p.has("shortlist")) options.use_shortlist = true;
     if (p.has("no-shortlist")) options.use_shortlist = false;
@@ -293,6 +381,17 @@ static int tool_main(int argc, char** argv) {
   }
   if (p.has("stream") && !text_inputs && !model.info().decoder_only)  // a language model may stream ids
     return fail("--stream prints text: it takes text inputs, not --ids"), 2;
+  for (const char* f : {"requests", "html", "quality-scores", "quality-model", "ssplit-mode", "alignment-threshold"}) {
+    if (!p.has(f)) continue;
+    if (model.info().decoder_only)
+      return fail("--" + std::string(f) + " applies to translation models; " + p.positionals()[0] + " is a language model"), 2;
+    if (!has_text) return fail("--" + std::string(f) + " translates text: " + p.positionals()[0] + " carries no text tokenizer"), 2;
+  }
+  if (p.has("quality-model")) {
+    auto quality = load_quality_model(p.get("quality-model"));
+    if (!quality) return fail(quality.error().message), 1;
+    options.quality_model = std::move(quality.value());
+  }
 
   // Where inputs come from: the command line (one window), or lines.
   const std::string input_name = p.get("input", "-");
@@ -313,9 +412,13 @@ static int tool_main(int argc, char** argv) {
   request.workers = workers;
   request.translate = options;
   request.batching = batching;
+  request.sentence_view = p.has("html") || p.has("quality-scores") || p.has("ssplit-mode");
+  request.alignment_threshold = alignment_threshold;
   request.generate = lm_options;
   request.chat_flags = chat_flags;
-  RunIo io(std::move(given), from_lines, fd, source_name, {p.has("json"), p.has("json-lines"), p.has("quiet")});
+  // --requests answers each line with a JSON line (and no summary line).
+  RunIo io(std::move(given), from_lines, fd, source_name,
+           {p.has("json"), p.has("json-lines") || p.has("requests"), p.has("quiet")});
 
   if (p.has("tokenize") || p.has("detokenize")) return run::run_tokenizer(request, io);  // no translation
   static const char* const kLanguageModelFlags[] = {"sample", "greedy", "temperature", "top-k", "top-p", "min-p",
@@ -324,6 +427,7 @@ static int tool_main(int argc, char** argv) {
   for (const char* f : kLanguageModelFlags)
     if (p.has(f)) return fail("--" + std::string(f) + " applies to language models; " + p.positionals()[0] +
                               " is a translation model"), 2;
+  if (p.has("requests")) return run::run_requests(request, io);
   return run::run_translation(request, io);
 }
 

@@ -1,9 +1,11 @@
 // petrel-run's modes, each given the command line as parsed and checked (main.cpp) and
 // the model loaded: the tokenizer alone (--tokenize, --detokenize), a language model
-// continuing prompts or holding a chat, a translation model translating.
+// continuing prompts or holding a chat, a translation model translating (inputs, or
+// bergamot-style requests, --requests).
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,6 +29,10 @@ struct RunRequest {
   size_t workers = 1;
   TranslateOptions translate;
   BatchOptions batching;
+  // --html, --quality-scores or --ssplit-mode: text inputs go through BatchTranslator (which
+  // splits and reads markup) and JSON results gain their sentences (and quality scores).
+  bool sentence_view = false;
+  std::optional<float> alignment_threshold;  // --alignment-threshold: hard alignment pairs
   GenerateOptions generate;
   std::vector<std::pair<std::string, bool>> chat_flags;  // --template-flag
 };
@@ -34,5 +40,6 @@ struct RunRequest {
 int run_tokenizer(const RunRequest& r, RunIo& io);
 int run_language_model(const RunRequest& r, RunIo& io);
 int run_translation(const RunRequest& r, RunIo& io);
+int run_requests(const RunRequest& r, RunIo& io);
 
 }  // namespace petrel::run

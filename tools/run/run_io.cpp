@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <utility>
@@ -22,6 +23,48 @@ std::string ids_text(const std::vector<int32_t>& ids) {
 }
 
 std::string json_text(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+
+nlohmann::json score_json(double score) { return std::isfinite(score) ? nlohmann::json(score) : nlohmann::json(nullptr); }
+
+static nlohmann::json range_json(const TextRange& r) { return nlohmann::json::array({r.begin, r.end}); }
+
+nlohmann::json sentences_json(const TextTranslation& t) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const SentenceTranslation& s : t.sentences)
+    out.push_back({{"source", range_json(s.source)}, {"target", range_json(s.target)}});
+  return out;
+}
+
+nlohmann::json quality_json(const TextTranslation& t) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const SentenceTranslation& s : t.sentences) {
+    if (!s.quality) {
+      out.push_back(nullptr);
+      continue;
+    }
+    nlohmann::json scores = nlohmann::json::array(), ranges = nlohmann::json::array();
+    for (float w : s.quality->word_scores) scores.push_back(score_json(w));
+    for (const TextRange& r : s.quality->words) ranges.push_back(range_json(r));
+    out.push_back({{"sentence_score", score_json(s.quality->score)}, {"word_scores", std::move(scores)},
+                   {"word_ranges", std::move(ranges)}});
+  }
+  return out;
+}
+
+nlohmann::json alignment_json(const std::vector<std::vector<float>>& soft, std::optional<float> hard_threshold) {
+  if (!hard_threshold) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& row : soft) {
+      nlohmann::json values = nlohmann::json::array();
+      for (float p : row) values.push_back(score_json(p));
+      rows.push_back(std::move(values));
+    }
+    return rows;
+  }
+  nlohmann::json pairs = nlohmann::json::array();
+  for (const auto& [target, source] : hard_alignment(soft, *hard_threshold)) pairs.push_back({source, target});
+  return pairs;
+}
 
 void fail(const std::string& message) { std::fprintf(stderr, "petrel-run: error: %s\n", message.c_str()); }
 

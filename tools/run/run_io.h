@@ -7,10 +7,12 @@
 #include <chrono>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "petrel/status.h"
+#include "petrel/translator.h"
 #include "run/line_reader.h"
 
 namespace petrel::run {
@@ -20,6 +22,19 @@ std::string ids_text(const std::vector<int32_t>& ids);
 // Any bytes (a model file's strings, a user's text) as valid JSON: invalid UTF-8 is replaced.
 std::string json_text(const nlohmann::json& j);
 void fail(const std::string& message);
+// A score as JSON: NaN (bergamot's 0/0 for a word without tokens) and infinities, which
+// JSON cannot hold, as null.
+nlohmann::json score_json(double score);
+// A translation's sentences as bergamot's Response holds them, byte ranges [begin, end]:
+// [{"source": [b, e], "target": [b, e]}, ...] (source: the input text, or in HTML mode
+// TextTranslation::source_html; target: the best hypothesis' text).
+nlohmann::json sentences_json(const TextTranslation& t);
+// Per sentence {"sentence_score", "word_scores", "word_ranges" (byte ranges [b, e] of the
+// translation)}; null for a sentence without scores.
+nlohmann::json quality_json(const TextTranslation& t);
+// A soft alignment ([target token][source token]) as nested arrays, or with a threshold its
+// hard pairs [[source, target], ...] (hard_alignment's, sorted as Marian prints "s-t").
+nlohmann::json alignment_json(const std::vector<std::vector<float>>& soft, std::optional<float> hard_threshold);
 // Reports an error from setting up the run (resolving the options against the model,
 // creating the session) and returns the exit status: the options come from the flags, so
 // a value the model or this CPU refuses (an unknown --isa, a --target-lang the model does

@@ -1,10 +1,12 @@
 // petrel-run with a translation model: lines in sorted, packed batches (BatchTranslator), or
-// the command line's inputs as one batch, or --stream one input at a time.
+// the command line's inputs as one batch (through BatchTranslator too when they are HTML or
+// split into sentences), or --stream one input at a time.
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,25 +21,34 @@ std::string score_text(double score) {
   return buf;
 }
 
-nlohmann::json hypotheses_json(const std::vector<TextHypothesis>& hyps) {
+nlohmann::json hypotheses_json(const std::vector<TextHypothesis>& hyps, std::optional<float> hard_threshold) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& h : hyps) {
-    nlohmann::json j = {{"text", h.text}, {"ids", h.ids}, {"score", h.score}};
-    if (!h.alignment.empty()) j["alignment"] = h.alignment;
+    nlohmann::json j = {{"text", h.text}, {"ids", h.ids}, {"score", score_json(h.score)}};
+    if (!h.alignment.empty()) j["alignment"] = alignment_json(h.alignment, hard_threshold);
     out.push_back(j);
   }
   return out;
 }
-nlohmann::json hypotheses_json(const std::vector<Hypothesis>& hyps, const Model& model) {
+nlohmann::json hypotheses_json(const std::vector<Hypothesis>& hyps, const Model& model,
+                               std::optional<float> hard_threshold) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& h : hyps) {
-    nlohmann::json j = {{"ids", h.ids}, {"score", h.score}};
+    nlohmann::json j = {{"ids", h.ids}, {"score", score_json(h.score)}};
     if (model.info().has_text_tokenizer)
       if (auto text = decode_text(model, h.ids)) j["text"] = text.value();
-    if (!h.alignment.empty()) j["alignment"] = h.alignment;
+    if (!h.alignment.empty()) j["alignment"] = alignment_json(h.alignment, hard_threshold);
     out.push_back(j);
   }
   return out;
+}
+
+// --html / --quality-scores / --ssplit-mode: the result's sentences (and the markup they
+// point into, and their scores) beside its hypotheses.
+void add_sentence_view(nlohmann::json& j, const TextTranslation& t, const TranslateOptions& options) {
+  if (options.html) j["source"] = t.source_html;
+  j["sentences"] = sentences_json(t);
+  if (options.quality_scores) j["quality"] = quality_json(t);
 }
 
 }  // namespace
@@ -50,6 +61,8 @@ int run_translation(const RunRequest& r, RunIo& io) {
   const bool text_inputs = r.text_inputs, has_text = model.info().has_text_tokenizer;
   const size_t threads = r.session.threads, workers = r.workers;
   const double load_ms = r.load_ms;
+  const bool sentence_view = r.sentence_view;
+  const std::optional<float> hard_threshold = r.alignment_threshold;
   auto effective = resolve_options(model, options);  // the model's defaults filled in
   if (!effective) return setup_failure(effective.error());
   double encode_ms = 0, decode_ms = 0, run_seconds = 0;
@@ -57,7 +70,10 @@ int run_translation(const RunRequest& r, RunIo& io) {
   std::string isa;
   size_t sessions = 1;
 
-  if (io.from_lines && !p.has("stream")) {  // lines: windows sorted, packed, printed in order as ready
+  // Lines: windows sorted, packed, printed in order as ready; the command line's texts too when
+  // they are HTML or split into sentences (BatchTranslator does both).
+  const bool batched = (io.from_lines || sentence_view) && !p.has("stream");
+  if (batched) {
     auto batch = BatchTranslator::create(r.model, r.session, workers);
     if (!batch) return setup_failure(batch.error());
     isa = batch.value().isa();
@@ -79,8 +95,12 @@ int run_translation(const RunRequest& r, RunIo& io) {
           deliver(k, r, [&](size_t i, const Input& in, const TextTranslation& t) {
             const auto& hyps = t.hypotheses;
             if (!hyps.empty()) io.tokens += hyps[0].ids.size();
-            io.emit({{"index", i}, {"input_text", in.text}, {"input", t.input.ids}, {"hypotheses", hypotheses_json(hyps)}},
-                 hyps.empty() ? std::string() : hyps[0].text);
+            nlohmann::json j = {{"index", i},
+                                {"input_text", in.text},
+                                {"input", t.input.ids},
+                                {"hypotheses", hypotheses_json(hyps, hard_threshold)}};
+            if (sentence_view) add_sentence_view(j, t, options);
+            io.emit(std::move(j), hyps.empty() ? std::string() : hyps[0].text);
           });
         });
       } else {
@@ -90,7 +110,7 @@ int run_translation(const RunRequest& r, RunIo& io) {
           deliver(k, r, [&](size_t i, const Input&, const Translation& t) {
             const auto& hyps = t.hypotheses;
             if (!hyps.empty()) io.tokens += hyps[0].ids.size();
-            io.emit({{"index", i}, {"input", ids[k]}, {"hypotheses", hypotheses_json(hyps, model)}},
+            io.emit({{"index", i}, {"input", ids[k]}, {"hypotheses", hypotheses_json(hyps, model, hard_threshold)}},
                  hyps.empty() ? std::string() : ids_text(hyps[0].ids));
           });
         });
@@ -155,8 +175,10 @@ int run_translation(const RunRequest& r, RunIo& io) {
         for (size_t h = 0; h < t.hypotheses.size(); ++h)
           plain += std::string(h ? "\n" : "") + io.window[i].text + " -> " + t.hypotheses[h].text + "\t(score " +
                    score_text(t.hypotheses[h].score) + "; ids " + ids_text(t.hypotheses[h].ids) + ")";
-        io.emit({{"input_text", io.window[i].text}, {"input", t.input.ids}, {"hypotheses", hypotheses_json(t.hypotheses)}},
-             plain);
+        io.emit({{"input_text", io.window[i].text},
+                 {"input", t.input.ids},
+                 {"hypotheses", hypotheses_json(t.hypotheses, hard_threshold)}},
+                plain);
       };
       std::vector<std::vector<int32_t>> ids;
       for (size_t i = 0; i < io.window.size(); ++i) ids.push_back(io.parse_ids(io.window[i], i));
@@ -170,7 +192,7 @@ int run_translation(const RunRequest& r, RunIo& io) {
               line = text.value() + "\t(score " + score_text(hyp.score) + "; ids " + ids_text(hyp.ids) + ")";
           plain += (h ? "\n" : "") + line;
         }
-        io.emit({{"input", ids[i]}, {"hypotheses", hypotheses_json(t.hypotheses, model)}}, plain);
+        io.emit({{"input", ids[i]}, {"hypotheses", hypotheses_json(t.hypotheses, model, hard_threshold)}}, plain);
       };
       // One batch; when it fails, each input alone, so one bad input does not take the others with it.
       auto batch_then_alone = [&](const auto& inputs, auto translate, auto describe) {
@@ -203,7 +225,7 @@ int run_translation(const RunRequest& r, RunIo& io) {
   }
   io.finish();
 
-  const size_t inputs = io.base + (io.from_lines ? 0 : io.window.size());
+  const size_t inputs = io.base + (batched || io.from_lines ? 0 : io.window.size());  // windows counted as done
   const double tokens_per_s = decode_ms > 0 ? io.tokens / (decode_ms / 1000.0) : run_seconds > 0 ? io.tokens / run_seconds : 0;
   const TranslateOptions& used = effective.value();
   nlohmann::json summary;
