@@ -361,7 +361,7 @@ TEST_CASE("petrel-run --html, --quality-scores and --ssplit-mode translate lines
   CHECK_THAT(html, Contains("<p>") && Contains("</b>") && Contains("</p>"));
 }
 
-TEST_CASE("petrel-run --quality-model scores with bergamot's logistic regression; a bad file is named",
+TEST_CASE("petrel-run --quality-model scores with bergamot's logistic regression, and a bad file is named",
           "[cli][requests][marian-native]") {
   if (!can_run_programs()) return;
   const std::string model = native_model("transformer");

@@ -46,7 +46,7 @@ TEST_CASE("sentences: hand-checked cases", "[sentences]") {
   CHECK(sentences("Invalid \xff bytes. Still fine.") == V{"Invalid \xff bytes.", "Still fine."});
 }
 
-TEST_CASE("sentences: no-break spaces glue; lines and paragraphs as bergamot's ssplit modes", "[sentences]") {
+TEST_CASE("sentences: no-break spaces glue, lines and paragraphs split as bergamot's ssplit modes", "[sentences]") {
   using namespace petrel::text;
   CHECK(sentences("1.\u00a0Overview of it. Next one.") == V{"1.\u00a0Overview of it.", "Next one."});
   CHECK(sentences("See Fig.\u202f3 here. Done.") == V{"See Fig.\u202f3 here.", "Done."});
