@@ -2,6 +2,8 @@
 // and one model serves several threads with a session each.
 #include <catch2/catch.hpp>
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
@@ -17,7 +19,9 @@
 
 #include "convert/convert.h"
 #include "petrel/petrel.h"
+#include "petrel/batch_translator.h"
 #include "petrel/translator.h"
+#include "support/native_fixture.h"
 #include "support/test_support.h"
 
 using namespace petrel::test;
@@ -473,4 +477,105 @@ TEST_CASE("C API: word alignments, as the C++ API gives them", "[capi]") {
   REQUIRE(petrel_translate_ids(s.session, inputs, lengths, 1, &options, &result) == PETREL_OK);
   CHECK(petrel_result_alignment(result, 0, 0, &n, &m) == nullptr);
   petrel_result_free(result);
+}
+
+TEST_CASE("C API: bergamot's Response per text (markup, sentences, quality, alignments) as the C++ API gives it",
+          "[capi][html]") {
+  const std::string path = native_model("transformer");
+  petrel_model* model = nullptr;
+  REQUIRE(petrel_model_load(path.c_str(), &model) == PETREL_OK);
+  petrel_options o;
+  petrel_options_init_sized(&o, sizeof o);
+  o.beam_size = 1;
+  o.max_length_factor = 2.0;
+  o.use_shortlist = -1;
+  o.html = 1;
+  o.quality_scores = 1;
+  o.alignment = 1;
+  petrel_batch_options b;
+  petrel_batch_options_init(&b);
+  b.split_sentences = 1;
+  b.split_mode = PETREL_SPLIT_PARAGRAPH_PER_LINE;
+  b.limit_by_longest_sentence = 1;
+  const std::vector<std::string> texts = {"<p>Open <b>the file</b> now. Save it.</p>", "<b>broken &amp; <i>nested</b>",
+                                          "plain words"};
+  std::vector<const char*> c_texts;
+  for (const std::string& t : texts) c_texts.push_back(t.c_str());
+  struct Seen {
+    std::string text, source;
+    std::vector<std::array<size_t, 4>> sentences;
+    std::vector<float> quality;
+    std::vector<size_t> words, rows, columns;
+    std::vector<float> first_cells;
+  };
+  std::vector<Seen> seen(texts.size());
+  auto sink = [](void* data, size_t i, petrel_status status, const petrel_response* r, const char* error) {
+    auto& out = (*static_cast<std::vector<Seen>*>(data))[i];
+    if (status != PETREL_OK) {
+      out.text = std::string("error: ") + error;
+      return;
+    }
+    out.text = petrel_response_text(r);
+    out.source = petrel_response_source(r);
+    for (size_t k = 0; k < petrel_response_sentences(r); ++k) {
+      std::array<size_t, 4> ranges{};
+      petrel_response_sentence(r, k, ranges.data());
+      out.sentences.push_back(ranges);
+      out.quality.push_back(petrel_response_sentence_quality(r, k));
+      out.words.push_back(petrel_response_words(r, k));
+      size_t rows = 0, columns = 0;
+      const float* cells = petrel_response_alignment(r, k, &rows, &columns);
+      out.rows.push_back(rows);
+      out.columns.push_back(columns);
+      out.first_cells.push_back(cells != nullptr ? cells[0] : -1.0f);
+    }
+  };
+  REQUIRE(petrel_translate_responses(model, nullptr, c_texts.data(), c_texts.size(), &o, &b, sink, &seen) == PETREL_OK);
+
+  // The same through the C++ API.
+  auto batch = petrel::BatchTranslator::create(load_model(path));
+  REQUIRE(batch);
+  petrel::TranslateOptions co;
+  co.beam_size = 1;
+  co.max_length_factor = 2.0;
+  co.use_shortlist = false;
+  co.html = co.quality_scores = co.alignment = true;
+  petrel::BatchOptions cb;
+  cb.split_sentences = true;
+  cb.split_mode = petrel::SentenceSplit::kParagraphPerLine;
+  cb.limit_by_longest_sentence = true;
+  size_t checked = 0;
+  REQUIRE(batch.value().translate_text(texts, co, cb, [&](size_t i, petrel::Result<petrel::TextTranslation>&& r) {
+    REQUIRE(r);
+    const petrel::TextTranslation& t = r.value();
+    CHECK(seen[i].text == t.hypotheses.at(0).text);
+    CHECK(seen[i].source == t.source_html);
+    REQUIRE(seen[i].sentences.size() == t.sentences.size());
+    for (size_t k = 0; k < t.sentences.size(); ++k) {
+      const petrel::SentenceTranslation& s = t.sentences[k];
+      CHECK(seen[i].sentences[k] == std::array<size_t, 4>{s.source.begin, s.source.end, s.target.begin, s.target.end});
+      REQUIRE(s.quality);
+      CHECK((seen[i].quality[k] == s.quality->score || (std::isnan(seen[i].quality[k]) && std::isnan(s.quality->score))));
+      CHECK(seen[i].words[k] == s.quality->word_scores.size());
+      CHECK(seen[i].rows[k] == s.alignment.size());
+      CHECK(seen[i].columns[k] == s.source_tokens.size());
+      CHECK(seen[i].first_cells[k] == s.alignment.at(0).at(0));
+    }
+    ++checked;
+  }));
+  CHECK(checked == texts.size());
+  CHECK(seen[0].sentences.size() == 2);
+  CHECK(seen[0].text.find("<b>") != std::string::npos);
+
+  // An older caller's options (ending before html) translate the markup as text; a bad
+  // split mode is refused by name.
+  petrel_options old = o;
+  old.struct_size = offsetof(petrel_options, html);
+  std::vector<Seen> plain(texts.size());
+  REQUIRE(petrel_translate_responses(model, nullptr, c_texts.data(), 1, &old, &b, sink, &plain) == PETREL_OK);
+  CHECK(plain[0].source == texts[0]);
+  b.split_mode = 7;
+  CHECK(petrel_translate_responses(model, nullptr, c_texts.data(), 1, &o, &b, sink, &plain) == PETREL_INVALID_ARGUMENT);
+  CHECK(std::string(petrel_last_error()).find("split_mode = 7") != std::string::npos);
+  petrel_model_free(model);
 }

@@ -78,10 +78,12 @@ constexpr size_t kFirstOptionsSize = offsetof(petrel_options, kv_cache_f16) + si
 
 // The bytes of a caller's petrel_options to take: struct_size cut back to the end of the
 // last block of fields it covers whole (blocks: the first fields, beam_stop, the
-// streaming fields, the language and prefix fields, max_length_factor, the alignment fields).
+// streaming fields, the language and prefix fields, max_length_factor, the alignment fields,
+// html and quality_scores).
 size_t whole_blocks(size_t struct_size) {
   if (struct_size >= sizeof(petrel_options)) return sizeof(petrel_options);
-  for (size_t end : {offsetof(petrel_options, max_length_factor) + sizeof(double),
+  for (size_t end : {offsetof(petrel_options, alignment_head) + sizeof(size_t),
+                     offsetof(petrel_options, max_length_factor) + sizeof(double),
                      offsetof(petrel_options, target_prefix_length) + sizeof(size_t),
                      offsetof(petrel_options, stream_text) + sizeof(int), offsetof(petrel_options, beam_stop) + sizeof(int),
                      kFirstOptionsSize})
@@ -162,6 +164,10 @@ petrel::Result<petrel::TranslateOptions> to_cpp(const petrel_options* o) {
                                ": a decoder layer (0-based), or -1 for the model's"};
     if (o->alignment_layer >= 0) t.alignment_layer = static_cast<size_t>(o->alignment_layer);
     t.alignment_head = o->alignment_head;
+  }
+  if (has(offsetof(petrel_options, quality_scores) + sizeof(int))) {
+    t.html = o->html != 0;
+    t.quality_scores = o->quality_scores != 0;
   }
   if (has(offsetof(petrel_options, beam_stop) + sizeof(int))) {
     switch (o->beam_stop) {
@@ -263,7 +269,8 @@ void petrel_options_init_sized(petrel_options* o, size_t size) {
       sizeof(petrel_options), d.beam_size, d.n_best, d.max_new_tokens, d.min_new_tokens, NAN,
       0,                      d.kv_cache_f16 ? 1 : 0, PETREL_BEAM_STOP_DEFAULT, nullptr, nullptr, 0,
       nullptr,                nullptr,                 nullptr,                  0,
-      0.0,                    0,                       -1,                       0};
+      0.0,                    0,                       -1,                       0,
+      0,                      0};
   size = std::min(size, sizeof(petrel_options));
   std::memcpy(static_cast<void*>(o), &defaults, size);
   if (size >= sizeof(size_t)) o->struct_size = size;  // to_cpp reads the fields this covers
@@ -474,8 +481,50 @@ void petrel_string_free(char* text) { std::free(text); }
 void petrel_batch_options_init(petrel_batch_options* o) {
   if (o == nullptr) return;
   petrel::BatchOptions d;
-  *o = {sizeof(petrel_batch_options), d.max_batch_tokens, d.max_batch_size, 1, 1, d.split_sentences ? 1 : 0};
+  *o = {sizeof(petrel_batch_options), d.max_batch_tokens, d.max_batch_size, 1, 1, d.split_sentences ? 1 : 0,
+        PETREL_SPLIT_TEXT, d.limit_by_longest_sentence ? 1 : 0};
 }
+
+// What petrel_translate_many and petrel_translate_responses take from their caller.
+struct ManyTexts {
+  std::vector<std::string> texts;
+  petrel::TranslateOptions options;
+  petrel::BatchOptions batching;
+  std::optional<petrel::BatchTranslator> translator;
+
+  // An error status when an argument is wrong.
+  std::optional<petrel_status> prepare(const petrel_model* model, const char* isa, const char* const* given,
+                                       size_t count, const petrel_options* o, const petrel_batch_options* batch,
+                                       const char* function) {
+    petrel_batch_options b;
+    petrel_batch_options_init(&b);
+    if (batch != nullptr) {
+      if (batch->struct_size < sizeof(size_t) || batch->struct_size > sizeof b)
+        return invalid("petrel_batch_options.struct_size is wrong: initialise it with petrel_batch_options_init");
+      std::memcpy(&b, batch, batch->struct_size);
+    }
+    if (b.split_mode < PETREL_SPLIT_TEXT || b.split_mode > PETREL_SPLIT_WRAPPED_TEXT)
+      return invalid("petrel_batch_options.split_mode = " + std::to_string(b.split_mode) +
+                     " is not one of PETREL_SPLIT_TEXT, _SENTENCE_PER_LINE, _PARAGRAPH_PER_LINE, _WRAPPED_TEXT");
+    auto cpp_options = to_cpp(o);
+    if (!cpp_options) return fail(cpp_options.error());
+    options = std::move(cpp_options.value());
+    texts.resize(count);
+    for (size_t i = 0; i < count; ++i) {
+      if (given[i] == nullptr) return invalid(std::string(function) + ": NULL text");
+      texts[i] = given[i];
+    }
+    auto created = petrel::BatchTranslator::create(model->model, {isa ? isa : "", b.threads}, b.workers);
+    if (!created) return fail(created.error());
+    translator.emplace(std::move(created.value()));
+    batching.max_batch_tokens = b.max_batch_tokens;
+    batching.max_batch_size = b.max_batch_size;
+    batching.split_sentences = b.split_sentences != 0;
+    batching.split_mode = static_cast<petrel::SentenceSplit>(b.split_mode);
+    batching.limit_by_longest_sentence = b.limit_by_longest_sentence != 0;
+    return std::nullopt;
+  }
+};
 
 petrel_status petrel_translate_many(const petrel_model* model, const char* isa, const char* const* texts, size_t count,
                                     const petrel_options* options, const petrel_batch_options* batching,
@@ -483,28 +532,10 @@ petrel_status petrel_translate_many(const petrel_model* model, const char* isa, 
   return guarded([&] {
     if (model == nullptr || sink == nullptr || (count > 0 && texts == nullptr))
       return invalid("petrel_translate_many: NULL argument");
-    petrel_batch_options b;
-    petrel_batch_options_init(&b);
-    if (batching != nullptr) {
-      if (batching->struct_size < sizeof(size_t) || batching->struct_size > sizeof b)
-        return invalid("petrel_batch_options.struct_size is wrong: initialise it with petrel_batch_options_init");
-      std::memcpy(&b, batching, batching->struct_size);
-    }
-    auto cpp_options = to_cpp(options);
-    if (!cpp_options) return fail(cpp_options.error());
-    std::vector<std::string> cpp(count);
-    for (size_t i = 0; i < count; ++i) {
-      if (texts[i] == nullptr) return invalid("petrel_translate_many: NULL text");
-      cpp[i] = texts[i];
-    }
-    auto translator = petrel::BatchTranslator::create(model->model, {isa ? isa : "", b.threads}, b.workers);
-    if (!translator) return fail(translator.error());
-    petrel::BatchOptions cb;
-    cb.max_batch_tokens = b.max_batch_tokens;
-    cb.max_batch_size = b.max_batch_size;
-    cb.split_sentences = b.split_sentences != 0;
-    petrel::Status s = translator.value().translate_text(
-        cpp, cpp_options.value(), cb, [&](size_t i, petrel::Result<petrel::TextTranslation>&& r) {
+    ManyTexts many;
+    if (auto refused = many.prepare(model, isa, texts, count, options, batching, "petrel_translate_many")) return *refused;
+    petrel::Status s = many.translator->translate_text(
+        many.texts, many.options, many.batching, [&](size_t i, petrel::Result<petrel::TextTranslation>&& r) {
           if (!r) {
             const std::string message = r.error().message;
             petrel_status code = fail(r.error());  // the code; the thread's message is the last error
@@ -514,6 +545,99 @@ petrel_status petrel_translate_many(const petrel_model* model, const char* isa, 
           }
           const auto& hyps = r.value().hypotheses;
           sink(user_data, i, PETREL_OK, hyps.empty() ? "" : hyps[0].text.c_str(), hyps.empty() ? 0.0 : hyps[0].score);
+        });
+    if (!s) return fail(s.error());
+    return PETREL_OK;
+  });
+}
+
+struct petrel_response {
+  const petrel::TextTranslation* translation = nullptr;
+  const std::string* input = nullptr;
+  std::vector<std::vector<float>> alignments;  // per sentence, row-major
+};
+
+const char* petrel_response_text(const petrel_response* r) {
+  if (r == nullptr || r->translation->hypotheses.empty()) return "";
+  return r->translation->hypotheses[0].text.c_str();
+}
+
+const char* petrel_response_source(const petrel_response* r) {
+  if (r == nullptr) return "";
+  return r->translation->source_html.empty() ? r->input->c_str() : r->translation->source_html.c_str();
+}
+
+size_t petrel_response_sentences(const petrel_response* r) { return r == nullptr ? 0 : r->translation->sentences.size(); }
+
+int petrel_response_sentence(const petrel_response* r, size_t k, size_t ranges[4]) {
+  if (r == nullptr || ranges == nullptr || k >= r->translation->sentences.size()) return 0;
+  const petrel::SentenceTranslation& s = r->translation->sentences[k];
+  ranges[0] = s.source.begin;
+  ranges[1] = s.source.end;
+  ranges[2] = s.target.begin;
+  ranges[3] = s.target.end;
+  return 1;
+}
+
+float petrel_response_sentence_quality(const petrel_response* r, size_t k) {
+  if (r == nullptr || k >= r->translation->sentences.size() || !r->translation->sentences[k].quality) return 0.0f;
+  return r->translation->sentences[k].quality->score;
+}
+
+size_t petrel_response_words(const petrel_response* r, size_t k) {
+  if (r == nullptr || k >= r->translation->sentences.size() || !r->translation->sentences[k].quality) return 0;
+  return r->translation->sentences[k].quality->word_scores.size();
+}
+
+int petrel_response_word(const petrel_response* r, size_t k, size_t w, size_t range[2], float* score) {
+  if (w >= petrel_response_words(r, k)) return 0;
+  const petrel::SentenceQuality& q = *r->translation->sentences[k].quality;
+  if (range != nullptr) {
+    range[0] = q.words[w].begin;
+    range[1] = q.words[w].end;
+  }
+  if (score != nullptr) *score = q.word_scores[w];
+  return 1;
+}
+
+const float* petrel_response_alignment(const petrel_response* r, size_t k, size_t* rows, size_t* columns) {
+  if (rows != nullptr) *rows = 0;
+  if (columns != nullptr) *columns = 0;
+  if (r == nullptr || k >= r->alignments.size() || r->alignments[k].empty()) return nullptr;
+  const auto& soft = r->translation->sentences[k].alignment;
+  if (rows != nullptr) *rows = soft.size();
+  if (columns != nullptr) *columns = soft[0].size();
+  return r->alignments[k].data();
+}
+
+petrel_status petrel_translate_responses(const petrel_model* model, const char* isa, const char* const* texts,
+                                         size_t count, const petrel_options* options,
+                                         const petrel_batch_options* batching, petrel_response_sink sink,
+                                         void* user_data) {
+  return guarded([&] {
+    if (model == nullptr || sink == nullptr || (count > 0 && texts == nullptr))
+      return invalid("petrel_translate_responses: NULL argument");
+    ManyTexts many;
+    if (auto refused = many.prepare(model, isa, texts, count, options, batching, "petrel_translate_responses"))
+      return *refused;
+    petrel::Status s = many.translator->translate_text(
+        many.texts, many.options, many.batching, [&](size_t i, petrel::Result<petrel::TextTranslation>&& r) {
+          if (!r) {
+            const std::string message = r.error().message;
+            petrel_status code = fail(r.error());
+            sink(user_data, i, code, nullptr, message.c_str());
+            last_error.clear();
+            return;
+          }
+          petrel_response response;
+          response.translation = &r.value();
+          response.input = &many.texts[i];
+          for (const petrel::SentenceTranslation& sentence : r.value().sentences) {
+            response.alignments.emplace_back();
+            for (const auto& row : sentence.alignment)
+              response.alignments.back().insert(response.alignments.back().end(), row.begin(), row.end());
+          }
+          sink(user_data, i, PETREL_OK, &response, nullptr);
         });
     if (!s) return fail(s.error());
     return PETREL_OK;

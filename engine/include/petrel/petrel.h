@@ -108,6 +108,12 @@ typedef struct petrel_options {
   int alignment;
   int alignment_layer;
   size_t alignment_head;
+  /* petrel_translate_responses: nonzero reads each text as an HTML fragment (the markup
+   * put back around the words it wrapped, as Firefox's engine bergamot does), and adds
+   * bergamot's quality scores per sentence and word (in html mode written into the
+   * markup too). Both need a model whose tokenizer gives its tokens' bytes (a Marian one). */
+  int html;
+  int quality_scores;
 } petrel_options;
 
 /* How a session's int8 layers quantize their input (petrel_session_create_with). */
@@ -261,7 +267,15 @@ typedef struct petrel_batch_options {
   size_t workers;           /* sessions on their own threads (default 1) */
   size_t threads;           /* intra-op threads per session (default 1) */
   int split_sentences;      /* nonzero: translate sentence by sentence and reassemble */
+  /* With split_sentences, bergamot's ssplit-mode: PETREL_SPLIT_TEXT (0: sentences anywhere),
+   * _SENTENCE_PER_LINE, _PARAGRAPH_PER_LINE (Firefox's), _WRAPPED_TEXT. */
+  int split_mode;
+  /* nonzero: each sentence may generate as many tokens as max_length_factor gives its
+   * input's longest sentence (bergamot batches a request's sentences and limits them so). */
+  int limit_by_longest_sentence;
 } petrel_batch_options;
+enum { PETREL_SPLIT_TEXT = 0, PETREL_SPLIT_SENTENCE_PER_LINE = 1, PETREL_SPLIT_PARAGRAPH_PER_LINE = 2,
+       PETREL_SPLIT_WRAPPED_TEXT = 3 };
 PETREL_API void petrel_batch_options_init(petrel_batch_options* options);
 /* One input's result: status PETREL_OK and its best translation, or the status and message
  * of its own error (e.g. too long for the model). Strings live until the sink returns. */
@@ -272,6 +286,34 @@ PETREL_API petrel_status petrel_translate_many(const petrel_model* model, const 
                                                size_t count, const petrel_options* options,
                                                const petrel_batch_options* batching, petrel_text_sink sink,
                                                void* user_data);
+
+/* A text's translation as bergamot's Response holds it (petrel_translate_responses); valid
+ * until the sink returns. Byte ranges are [begin, end) pairs: a sentence's source range is
+ * in petrel_response_source, its target range in petrel_response_text. */
+typedef struct petrel_response petrel_response;
+PETREL_API const char* petrel_response_text(const petrel_response* response);   /* html: with the markup */
+PETREL_API const char* petrel_response_source(const petrel_response* response); /* html: the markup as written back */
+PETREL_API size_t petrel_response_sentences(const petrel_response* response);
+/* ranges[0..3]: source begin, end; target begin, end. Returns 0 when k is out of range. */
+PETREL_API int petrel_response_sentence(const petrel_response* response, size_t k, size_t ranges[4]);
+/* Sentence k's quality score (NaN when the sentence has no words; 0 without quality_scores),
+ * its words' count, and word w's bytes of the text and score. */
+PETREL_API float petrel_response_sentence_quality(const petrel_response* response, size_t k);
+PETREL_API size_t petrel_response_words(const petrel_response* response, size_t k);
+PETREL_API int petrel_response_word(const petrel_response* response, size_t k, size_t w, size_t range[2], float* score);
+/* Sentence k's soft alignment (options.alignment): rows (target tokens, EOS included) x
+ * columns (source tokens, EOS included) floats, row-major; NULL when there is none. */
+PETREL_API const float* petrel_response_alignment(const petrel_response* response, size_t k, size_t* rows,
+                                                  size_t* columns);
+typedef void (*petrel_response_sink)(void* user_data, size_t index, petrel_status status,
+                                     const petrel_response* response, const char* error);
+/* petrel_translate_many with bergamot's Response per text (response NULL and error set when
+ * that text failed). */
+PETREL_API petrel_status petrel_translate_responses(const petrel_model* model, const char* isa,
+                                                    const char* const* texts, size_t count,
+                                                    const petrel_options* options,
+                                                    const petrel_batch_options* batching, petrel_response_sink sink,
+                                                    void* user_data);
 
 /* petrel_translate_text with the translation streamed to `on_token` as it is produced
  * (with the text so far); the whole translation is returned as well. */
