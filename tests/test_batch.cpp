@@ -392,3 +392,243 @@ TEST_CASE("batch: inputs are taken a window at a time, totals are a value", "[bu
   CHECK(first.inputs == texts.size());  // a copy: the next call does not change it
   CHECK(batch.value().last_totals().inputs == 1);
 }
+
+namespace {
+
+// Every field a search produces, compared exactly.
+void check_same(const Translation& got, const Translation& expected) {
+  REQUIRE(got.hypotheses.size() == expected.hypotheses.size());
+  for (size_t h = 0; h < got.hypotheses.size(); ++h) {
+    const Hypothesis &a = got.hypotheses[h], &b = expected.hypotheses[h];
+    CHECK(a.ids == b.ids);
+    CHECK(a.score == b.score);
+    CHECK(a.ended_on_eos == b.ended_on_eos);
+    CHECK(a.alignment == b.alignment);
+    REQUIRE(a.token_scores.size() == b.token_scores.size());
+    for (size_t t = 0; t < a.token_scores.size(); ++t) {
+      CHECK(a.token_scores[t].log_probability == b.token_scores[t].log_probability);
+      CHECK(a.token_scores[t].logit == b.token_scores[t].logit);
+    }
+  }
+}
+
+// Translates `inputs` (token ids) through `batch`, every result required.
+std::vector<Translation> translate_ids(BatchTranslator& batch, const std::vector<std::vector<int32_t>>& inputs,
+                                       const TranslateOptions& options, const BatchOptions& b) {
+  std::vector<Translation> out(inputs.size());
+  REQUIRE(batch.translate(inputs, options, b, [&](size_t i, Result<Translation>&& r) {
+    REQUIRE(r.has_value());
+    out[i] = std::move(r.value());
+  }));
+  return out;
+}
+
+std::vector<std::vector<int32_t>> tokenized(const Model& model, const std::vector<std::string>& texts) {
+  std::vector<std::vector<int32_t>> out;
+  for (const std::string& t : texts) {
+    auto r = tokenize(model, t);
+    REQUIRE(r.has_value());
+    out.push_back(r.value().ids);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("batch: a cache hit gives what translating gives, for every option that changes the output",
+          "[batch]") {
+  auto model = en_de();
+  const auto inputs = tokenized(*model, test_sentences(3));
+  auto cache = TranslationCache::create();
+  // Each variant changes one option that changes a translation; translated with a cache
+  // that already holds the other variants' translations of the same inputs, each must
+  // give exactly what a translation without a cache gives (bergamot's cache keyed on
+  // the sentence alone returned the other settings' results, firefox-translations #288).
+  std::vector<std::pair<const char*, std::function<void(TranslateOptions&)>>> variants = {
+      {"greedy", [](TranslateOptions&) {}},
+      {"beam 3", [](TranslateOptions& o) { o.beam_size = 3; }},
+      {"beam 3, n-best 2", [](TranslateOptions& o) { o.beam_size = 3; o.n_best = 2; }},
+      {"max_new_tokens 3", [](TranslateOptions& o) { o.max_new_tokens = 3; }},
+      {"max_length_factor 0.5", [](TranslateOptions& o) { o.max_length_factor = 0.5; }},
+      {"min_new_tokens 30", [](TranslateOptions& o) { o.min_new_tokens = 30; }},
+      {"beam 3, length penalty 0.2", [](TranslateOptions& o) { o.beam_size = 3; o.length_penalty = 0.2; }},
+      {"beam 3, length penalty 0.2, stop at K finished",
+       [](TranslateOptions& o) { o.beam_size = 3; o.length_penalty = 0.2; o.beam_stop = BeamStop::kFirstK; }},
+      {"f16 KV cache", [](TranslateOptions& o) { o.kv_cache_f16 = true; }},
+      {"target prefix", [](TranslateOptions& o) { o.target_prefix = {42}; }},
+      {"alignment", [](TranslateOptions& o) { o.alignment = true; }},
+      {"alignment of layer 0", [](TranslateOptions& o) { o.alignment = true; o.alignment_layer = 0; }},
+      {"alignment of head 1", [](TranslateOptions& o) { o.alignment = true; o.alignment_head = 1; }},
+      {"token scores", [](TranslateOptions& o) { o.token_scores = true; }},
+  };
+  for (const std::string& isa : runnable_isas()) {
+    TranslatorOptions t;
+    t.isa = isa;
+    auto batch = BatchTranslator::create(model, t);
+    REQUIRE(batch.has_value());
+    for (const auto& [name, change] : variants) {
+      INFO(isa << ", " << name);
+      TranslateOptions o = greedy();
+      change(o);
+      const auto uncached = translate_ids(batch.value(), inputs, o, {});
+      BatchOptions with_cache;
+      with_cache.cache = cache;
+      const auto before = cache->stats();
+      const auto first = translate_ids(batch.value(), inputs, o, with_cache);   // stores
+      const auto second = translate_ids(batch.value(), inputs, o, with_cache);  // finds
+      CHECK(cache->stats().misses - before.misses == inputs.size());
+      CHECK(cache->stats().hits - before.hits == inputs.size());
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        check_same(first[i], uncached[i]);
+        check_same(second[i], uncached[i]);
+      }
+    }
+  }
+  // Another model's translation of the same ids is never taken for this one's.
+  auto other = load_model(en_de_model_path(DType::kF32));
+  auto batch = BatchTranslator::create(other);
+  REQUIRE(batch.has_value());
+  BatchOptions with_cache;
+  with_cache.cache = cache;
+  const auto before = cache->stats();
+  const auto got = translate_ids(batch.value(), inputs, greedy(), with_cache);
+  CHECK(cache->stats().hits == before.hits);
+  const auto uncached = translate_ids(batch.value(), inputs, greedy(), {});
+  for (size_t i = 0; i < inputs.size(); ++i) check_same(got[i], uncached[i]);
+}
+
+TEST_CASE("batch: cached sentences of texts, the length basis in the key, a bounded cache", "[batch]") {
+  auto model = en_de();
+  auto batch = BatchTranslator::create(model);
+  REQUIRE(batch.has_value());
+  TranslateOptions o = greedy();
+  auto translate_texts = [&](const std::vector<std::string>& texts, const BatchOptions& b) {
+    std::vector<std::string> out;
+    REQUIRE(batch.value().translate_text(texts, o, b, [&](size_t, Result<TextTranslation>&& r) {
+      REQUIRE(r.has_value());
+      out.push_back(r.value().hypotheses.at(0).text);
+    }));
+    return out;
+  };
+  BatchOptions split;
+  split.split_sentences = true;
+  const std::string short_sentence = "Open the file.";
+  const std::string longer = short_sentence + " Unable to correct missing packages in the list of sources.";
+  SECTION("a sentence's translation is reused in another text") {
+    BatchOptions b = split;
+    b.cache = TranslationCache::create();
+    const auto uncached = translate_texts({longer, short_sentence}, split);
+    CHECK(translate_texts({longer}, b) == std::vector<std::string>{uncached[0]});
+    CHECK(b.cache->stats().entries == 2);
+    CHECK(translate_texts({short_sentence}, b) == std::vector<std::string>{uncached[1]});
+    CHECK(b.cache->stats().hits == 1);
+  }
+  SECTION("with limit_by_longest_sentence a sentence's limit depends on its text: part of the key") {
+    BatchOptions b = split;
+    b.limit_by_longest_sentence = true;
+    o.max_length_factor = 1.0;
+    const auto uncached = translate_texts({longer, short_sentence}, b);
+    b.cache = TranslationCache::create();
+    CHECK(translate_texts({longer}, b) == std::vector<std::string>{uncached[0]});
+    CHECK(translate_texts({short_sentence}, b) == std::vector<std::string>{uncached[1]});
+    CHECK(b.cache->stats().hits == 0);
+  }
+  SECTION("the least recently used entries go when the capacity would be passed") {
+    BatchOptions b = split;
+    b.cache = TranslationCache::create(2000);
+    const std::vector<std::string> texts = test_sentences(12);
+    const auto uncached = translate_texts(texts, split);
+    CHECK(translate_texts(texts, b) == uncached);
+    const auto stats = b.cache->stats();
+    CHECK(stats.bytes <= 2000);
+    CHECK(stats.entries > 0);
+    CHECK(stats.entries < texts.size());
+    CHECK(translate_texts(texts, b) == uncached);
+    b.cache->clear();
+    CHECK(b.cache->stats().entries == 0);
+    CHECK(b.cache->stats().bytes == 0);
+  }
+}
+
+TEST_CASE("batch: a cancelled call delivers every input not yet delivered as cancelled", "[batch][threads]") {
+  auto model = en_de();
+  const std::vector<std::string> texts = test_sentences(12);
+  for (size_t workers : {1, 2}) {
+    INFO("workers " << workers);
+    auto batch = BatchTranslator::create(model, {}, workers);
+    REQUIRE(batch.has_value());
+    std::vector<std::string> uncached;
+    REQUIRE(batch.value().translate_text(texts, greedy(), {}, [&](size_t, Result<TextTranslation>&& r) {
+      REQUIRE(r.has_value());
+      uncached.push_back(r.value().hypotheses.at(0).text);
+    }));
+    std::atomic<bool> cancel{false};
+    BatchOptions b;
+    b.max_batch_size = 2;
+    b.cancel = &cancel;
+    SECTION("before the call: nothing is translated") {
+      cancel = true;
+      size_t batches = 0, cancelled = 0;
+      ObserverScope scope([&](size_t) { ++batches; });
+      REQUIRE(batch.value().translate_text(texts, greedy(), b, [&](size_t, Result<TextTranslation>&& r) {
+        REQUIRE(!r.has_value());
+        CHECK(r.error().code == ErrorCode::kCancelled);
+        ++cancelled;
+      }));
+      CHECK(batches == 0);
+      CHECK(cancelled == texts.size());
+    }
+    SECTION("from the sink after the fourth input, and from within a running batch") {
+      // The third batch raises the flag as it starts: it stops after one step.
+      std::atomic<size_t> started{0};
+      ObserverScope scope([&](size_t) {
+        if (++started == 3) cancel = true;
+      });
+      std::vector<size_t> order;
+      size_t translated = 0;
+      REQUIRE(batch.value().translate_text(texts, greedy(), b, [&](size_t i, Result<TextTranslation>&& r) {
+        order.push_back(i);
+        if (r.has_value()) {
+          CHECK(translated == i);  // every translated input comes before every cancelled one
+          CHECK(r.value().hypotheses.at(0).text == uncached[i]);
+          ++translated;
+        } else {
+          CHECK(r.error().code == ErrorCode::kCancelled);
+          CHECK_THAT(r.error().message, Contains("input " + std::to_string(i + 1)));
+        }
+        if (i == 3) cancel = true;
+      }));
+      CHECK(order.size() == texts.size());
+      CHECK(translated <= 4);
+      CHECK(started.load() <= 3 + workers);
+    }
+  }
+}
+
+TEST_CASE("batch: priority inputs are translated and delivered before any later input is read", "[batch]") {
+  auto model = en_de();
+  const std::vector<std::string> texts = test_sentences(10);
+  auto batch = BatchTranslator::create(model);
+  REQUIRE(batch.has_value());
+  for (size_t priority : {size_t{0}, size_t{3}}) {
+    INFO("priority inputs " << priority);
+    std::vector<std::string> events;  // "B<size>": a batch starts, "D<i>": input i delivered
+    ObserverScope scope([&](size_t size) { events.push_back("B" + std::to_string(size)); });
+    BatchOptions b;
+    b.max_batch_size = 8;
+    b.priority_inputs = priority;
+    std::vector<std::string> got;
+    REQUIRE(batch.value().translate_text(texts, greedy(), b, [&](size_t i, Result<TextTranslation>&& r) {
+      REQUIRE(r.has_value());
+      got.push_back(r.value().hypotheses.at(0).text);
+      events.push_back("D" + std::to_string(i));
+    }));
+    if (priority == 0) {
+      CHECK(events.front() == "B8");
+    } else {  // the first three alone, delivered before the others' first batch
+      CHECK(std::vector<std::string>(events.begin(), events.begin() + 5) ==
+            std::vector<std::string>{"B3", "D0", "D1", "D2", "B7"});
+    }
+    CHECK(got.size() == texts.size());
+  }
+}

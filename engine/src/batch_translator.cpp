@@ -16,6 +16,7 @@
 #include "text_sentences.h"
 #include "models/encoder_decoder.h"
 #include "text/sentence_splitter.h"
+#include "translation_cache.h"
 
 namespace petrel {
 namespace {
@@ -26,6 +27,7 @@ struct Unit {
   std::vector<int32_t> ids;
   std::optional<Result<Translation>> result;  // set when done
   size_t length_basis = 0;  // BatchOptions::limit_by_longest_sentence: its input's longest sentence
+  std::string cache_key;    // BatchOptions::cache: where its translation goes once made (empty: found there)
 };
 
 // Units' indices, packed for one call of Translator::translate.
@@ -69,6 +71,12 @@ std::vector<text::SentenceSpan> split(std::string_view text, SentenceSplit mode)
   return text::split_sentences(text);
 }
 
+bool cancelled(const BatchOptions& b) { return b.cancel && b.cancel->load(std::memory_order_relaxed); }
+
+Error cancelled_error(size_t input) {
+  return Error{ErrorCode::kCancelled, "input " + std::to_string(input + 1) + ": cancelled"};
+}
+
 // Whatever a batch threw, as its inputs' error.
 Error batch_exception() {
   try {
@@ -88,13 +96,15 @@ void detail::set_batch_observer(std::function<void(size_t)> observer) { batch_ob
 
 struct BatchTranslator::Impl {
   std::shared_ptr<const Model> model;
+  TranslatorOptions translator_options;
   std::vector<Translator> sessions;
   BatchTotals totals;
 
   // Translates one window: `units` (inputs 0..inputs-1 of the window own units
   // [first_unit[i], first_unit[i+1])), calling ready(i) in input order as each input's
   // units are all done. When ready throws, no further batch starts; the workers finish
-  // the batches they hold and the exception propagates.
+  // the batches they hold and the exception propagates. Units the cache holds are not
+  // translated; the others' translations are stored there before they are delivered.
   Status run(std::vector<Unit>& units, const std::vector<size_t>& first_unit, size_t inputs,
              const TranslateOptions& options, const BatchOptions& batching, const std::function<void(size_t)>& ready);
 };
@@ -102,6 +112,22 @@ struct BatchTranslator::Impl {
 Status BatchTranslator::Impl::run(std::vector<Unit>& units, const std::vector<size_t>& first_unit, size_t inputs,
                                   const TranslateOptions& options, const BatchOptions& batching,
                                   const std::function<void(size_t)>& ready) {
+  if (batching.cache) {
+    const std::string options_key = detail::TranslationCacheAccess::options_key(
+        *model, sessions[0].isa(), translator_options.activation_scales, options);
+    for (Unit& u : units) {
+      if (u.result) continue;
+      const size_t basis = batching.limit_by_longest_sentence ? std::max(u.length_basis, u.ids.size()) : 0;
+      u.cache_key = detail::TranslationCacheAccess::key(options_key, basis, u.ids);
+      if (auto found = detail::TranslationCacheAccess::find(*batching.cache, u.cache_key)) {
+        u.result = std::move(*found);
+        u.cache_key.clear();
+      }
+    }
+  }
+  // With a cancel flag, each input stops at the first step after it is raised.
+  TranslateOptions stoppable = options;
+  if (batching.cancel) stoppable.on_token = [&batching](const TokenEvent&) { return !cancelled(batching); };
   const std::vector<Batch> batches = pack(units, batching);
   std::mutex mutex;
   std::condition_variable done_cv;
@@ -111,23 +137,25 @@ Status BatchTranslator::Impl::run(std::vector<Unit>& units, const std::vector<si
     // would end the process.
     Result<std::vector<Translation>> r = Error{ErrorCode::kInternal, ""};
     try {
-      if (batch_observer) batch_observer(batch.size());
-      std::vector<std::vector<int32_t>> ids;
-      for (size_t u : batch) ids.push_back(units[u].ids);
-      if (batching.limit_by_longest_sentence) {
-        std::vector<size_t> basis;
-        for (size_t u : batch) basis.push_back(std::max(units[u].length_basis, units[u].ids.size()));
-        r = detail::TranslatorAccess::translate(session, ids, options, basis);
-      } else {
-        r = session.translate(ids, options);
+      if (!cancelled(batching)) {
+        if (batch_observer) batch_observer(batch.size());
+        std::vector<std::vector<int32_t>> ids;
+        for (size_t u : batch) ids.push_back(units[u].ids);
+        std::vector<size_t> basis;  // empty: each unit's own length
+        if (batching.limit_by_longest_sentence)
+          for (size_t u : batch) basis.push_back(std::max(units[u].length_basis, units[u].ids.size()));
+        r = detail::TranslatorAccess::translate(session, ids, stoppable, basis);
       }
     } catch (...) {
       r = batch_exception();
     }
+    const bool stopped = cancelled(batching);  // what was cut short is not a translation
     std::lock_guard<std::mutex> lock(mutex);
     for (size_t k = 0; k < batch.size(); ++k) {
-      if (r) units[batch[k]].result = std::move(r.value()[k]);
-      else units[batch[k]].result = r.error();
+      Unit& u = units[batch[k]];
+      if (stopped) u.result = cancelled_error(u.input);
+      else if (r) u.result = std::move(r.value()[k]);
+      else u.result = r.error();
     }
     done_cv.notify_all();
   };
@@ -147,14 +175,22 @@ Status BatchTranslator::Impl::run(std::vector<Unit>& units, const std::vector<si
       if (!units[u].result) return false;
     return true;
   };
+  // Stores input i's new translations in the cache, then delivers it (on the calling thread).
+  auto deliver = [&](size_t i) {
+    if (batching.cache)
+      for (size_t u = first_unit[i]; u < first_unit[i + 1]; ++u)
+        if (!units[u].cache_key.empty() && *units[u].result)
+          detail::TranslationCacheAccess::store(*batching.cache, units[u].cache_key, units[u].result->value());
+    ready(i);
+  };
 
   size_t delivered = 0;
   if (sessions.size() == 1) {  // the calling thread translates, delivering after each batch
     for (const Batch& batch : batches) {
       run_batch(sessions[0], batch);
-      while (delivered < inputs && input_done(delivered)) ready(delivered++);
+      while (delivered < inputs && input_done(delivered)) deliver(delivered++);
     }
-    while (delivered < inputs) ready(delivered++);  // inputs without units (empty, refused)
+    while (delivered < inputs) deliver(delivered++);  // inputs without units (empty, refused)
     return Status::ok();
   }
   // Joins the workers however this function is left (a sink that throws included).
@@ -172,7 +208,7 @@ Status BatchTranslator::Impl::run(std::vector<Unit>& units, const std::vector<si
         std::unique_lock<std::mutex> lock(mutex);
         done_cv.wait(lock, [&] { return input_done(delivered); });
       }
-      ready(delivered++);  // outside the lock: the caller's sink may take its time
+      deliver(delivered++);  // outside the lock: the caller's sink may take its time
     }
   } catch (...) {  // the sink threw: cancel the batches not yet started
     std::lock_guard<std::mutex> lock(mutex);
@@ -188,6 +224,7 @@ Result<BatchTranslator> BatchTranslator::create(std::shared_ptr<const Model> mod
   if (Status s = threads::check_thread_count("workers", workers, 64); !s) return s.error();
   auto impl = std::make_unique<Impl>();
   impl->model = model;
+  impl->translator_options = options;
   for (size_t w = 0; w < workers; ++w) {
     auto t = Translator::create(model, options);
     if (!t) return t.error();
@@ -202,6 +239,7 @@ BatchTranslator::BatchTranslator(BatchTranslator&&) noexcept = default;
 BatchTranslator& BatchTranslator::operator=(BatchTranslator&&) noexcept = default;
 BatchTotals BatchTranslator::last_totals() const { return impl_->totals; }
 size_t BatchTranslator::workers() const { return impl_->sessions.size(); }
+const std::shared_ptr<const Model>& BatchTranslator::model() const { return impl_->model; }
 const char* BatchTranslator::isa() const { return impl_->sessions[0].isa(); }
 
 namespace {
@@ -234,7 +272,21 @@ std::optional<Error> unit_problem(const ModelInfo& info, const std::vector<int32
 }  // namespace
 
 namespace {
-size_t window_size(const BatchOptions& b) { return b.window ? b.window : 8 * b.max_batch_size; }
+
+// How many inputs the window that starts at input i0 (of n) holds: the priority inputs'
+// windows end where they end.
+size_t window_length(size_t i0, size_t n, const BatchOptions& b) {
+  const size_t window = b.window ? b.window : 8 * b.max_batch_size;
+  const size_t end = i0 < b.priority_inputs ? std::min(b.priority_inputs, n) : n;
+  return std::min(window, end - i0);
+}
+
+// After a cancellation: the inputs from i0 on, delivered as cancelled without being read.
+template <class Sink>
+void deliver_cancelled(size_t i0, size_t n, const Sink& deliver) {
+  for (size_t i = i0; i < n; ++i) deliver(i, cancelled_error(i));
+}
+
 }  // namespace
 
 Status BatchTranslator::translate(const std::vector<std::vector<int32_t>>& inputs, const TranslateOptions& options,
@@ -246,9 +298,12 @@ Status BatchTranslator::translate(const std::vector<std::vector<int32_t>>& input
   BatchTotals& totals = impl_->totals;
   return detail::without_exceptions([&]() -> Status {
     const ModelInfo& info = impl_->model->info();
-    const size_t window = window_size(batching);
-    for (size_t i0 = 0; i0 < inputs.size(); i0 += window) {  // a window at a time: memory stays bounded
-      const size_t count = std::min(window, inputs.size() - i0);
+    for (size_t i0 = 0, count; i0 < inputs.size(); i0 += count) {  // a window at a time: memory stays bounded
+      if (cancelled(batching)) {
+        deliver_cancelled(i0, inputs.size(), deliver);
+        break;
+      }
+      count = window_length(i0, inputs.size(), batching);
       std::vector<Unit> units;
       std::vector<size_t> first_unit;
       for (size_t i = i0; i < i0 + count; ++i) {
@@ -265,6 +320,7 @@ Status BatchTranslator::translate(const std::vector<std::vector<int32_t>>& input
       totals.inputs += count;
       totals.sentences += units.size();
       s = impl_->run(units, first_unit, count, options, batching, [&](size_t k) {
+        if (cancelled(batching)) return deliver(i0 + k, cancelled_error(i0 + k));
         if (first_unit[k] == first_unit[k + 1]) {  // an empty input: an empty translation
           deliver(i0 + k, Translation{{Hypothesis{}}});
           return;
@@ -299,9 +355,12 @@ Status BatchTranslator::translate_text(const std::vector<std::string>& texts, co
   BatchTotals& totals = impl_->totals;
   return detail::without_exceptions([&]() -> Status {
     const ModelInfo& info = model.info();
-    const size_t window = window_size(batching);
-    for (size_t i0 = 0; i0 < texts.size(); i0 += window) {  // tokenized a window at a time
-      const size_t count = std::min(window, texts.size() - i0);
+    for (size_t i0 = 0, count; i0 < texts.size(); i0 += count) {  // tokenized a window at a time
+      if (cancelled(batching)) {
+        deliver_cancelled(i0, texts.size(), deliver);
+        break;
+      }
+      count = window_length(i0, texts.size(), batching);
       std::vector<Unit> units;
       std::vector<size_t> first_unit;
       std::vector<TokenizedText> unit_tokens;            // per unit
@@ -352,6 +411,7 @@ Status BatchTranslator::translate_text(const std::vector<std::string>& texts, co
       const bool with_sentences = detail::has_token_ranges(model);
       s = impl_->run(units, first_unit, count, options, batching, [&](size_t k) {
         const size_t i = i0 + k;
+        if (cancelled(batching)) return deliver(i, cancelled_error(i));
         const size_t u0 = first_unit[k], u1 = first_unit[k + 1];
         TextTranslation out;
         if (u0 == u1) {  // an empty input (or only whitespace): an empty translation

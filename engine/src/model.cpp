@@ -127,6 +127,8 @@ constexpr uint64_t kMaxGeneratedTable = 1ull << 22;
 
 struct Model::Impl {
   std::shared_ptr<const ModelStorage> storage;  // ModelInfo::vocab's copies share it
+  // This process's number for the model (ModelAccess::serial), never reused.
+  uint64_t serial = 0;
   std::string name;  // the path or the caller's name, for messages
   ModelInfo info;
   detail::ModelWeights weights;
@@ -203,7 +205,10 @@ const text::ChatTemplate* ModelAccess::chat_template(const Model& model) {
 ModelAccess::Bytes ModelAccess::file_bytes(const Model& model) {
   return {model.impl_->storage->data(), model.impl_->storage->size()};
 }
+uint64_t ModelAccess::serial(const Model& model) { return model.impl_->serial; }
 std::shared_ptr<const Model> ModelAccess::make(std::unique_ptr<Impl> impl) {
+  static std::atomic<uint64_t> next_serial{1};
+  impl->serial = next_serial++;
   return std::shared_ptr<const Model>(new Model(std::move(impl)));
 }
 }  // namespace detail

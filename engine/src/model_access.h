@@ -44,6 +44,9 @@ struct ModelAccess {
     size_t size;
   };
   static Bytes file_bytes(const Model& model);
+  // A number no other Model of this process has had (a cache's key for the model: an
+  // address may be reused once a model is freed).
+  static uint64_t serial(const Model& model);
   // The loader's way to make a Model (its constructor is private).
   static std::shared_ptr<const Model> make(std::unique_ptr<Impl> impl);
 };
@@ -130,7 +133,7 @@ class SessionCall {
 
 // Translator::translate with each input's max_length_factor limit counted from
 // length_basis[i] tokens instead of its own (bergamot limits every sentence of a batch by
-// the batch's longest).
+// the batch's longest); an empty length_basis: each input's own.
 struct TranslatorAccess {
   static Result<std::vector<Translation>> translate(Translator& t, const std::vector<std::vector<int32_t>>& batch,
                                                     const TranslateOptions& options,

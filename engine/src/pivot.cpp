@@ -8,6 +8,7 @@
 #include "petrel/batch_translator.h"
 #include "text/pivot_alignment.h"
 #include "text_markup.h"
+#include "text_sentences.h"
 
 namespace petrel {
 namespace {
@@ -94,8 +95,6 @@ Status translate_plain_via_pivot(BatchTranslator& first, BatchTranslator& second
         problem = pivot_error(i, ErrorCode::kUnsupported, "a sentence of the first translation holds a line break");
       pivots[i] += line;
     }
-    if (t.sentences.empty() && !t.hypotheses.empty() && !t.hypotheses[0].ids.empty())
-      problem = pivot_error(i, ErrorCode::kUnsupported, "the first model's tokenizer does not give token byte ranges");
     if (problem) {
       pivots[i].clear();
       firsts[i] = std::move(*problem);
@@ -118,6 +117,13 @@ Status translate_via_pivot(BatchTranslator& first, BatchTranslator& second, cons
                            const BatchTranslator::TextSink& deliver) {
   if (options.n_best > 1)
     return Error{ErrorCode::kInvalidArgument, "pivot: the second model translates the first's best translation (n_best 1)"};
+  for (const auto& [translator, which] : {std::pair{&first, "first"}, std::pair{&second, "second"}}) {
+    const Model& model = *translator->model();
+    if (!model.info().has_text_tokenizer || !detail::has_token_ranges(model))
+      return Error{ErrorCode::kUnsupported, std::string("pivot: the ") + which +
+                                                " model's tokenizer does not give the byte ranges of its tokens (a "
+                                                "Marian C++ model's does)"};
+  }
   return detail::without_exceptions([&]() -> Status {
     auto plain = [&](const std::vector<std::string>& t, const TranslateOptions& o, const BatchOptions& b,
                      const BatchTranslator::TextSink& sink) { return translate_plain_via_pivot(first, second, t, o, b, sink); };

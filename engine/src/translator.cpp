@@ -464,10 +464,10 @@ Result<std::vector<Translation>> detail::TranslatorAccess::translate(Translator&
                                                                      const std::vector<size_t>& length_basis) {
   const detail::SessionCall call(t.impl_->busy);
   if (auto refused = call.refused("Translator")) return *refused;
-  if (length_basis.size() != batch.size())
+  if (!length_basis.empty() && length_basis.size() != batch.size())
     return Error{ErrorCode::kInternal, "a length basis per input is needed"};
   try {
-    return t.impl_->translate(batch, options, &length_basis);
+    return t.impl_->translate(batch, options, length_basis.empty() ? nullptr : &length_basis);
   } catch (const std::bad_alloc&) {
     return Error{ErrorCode::kOutOfMemory, "out of memory"};
   }

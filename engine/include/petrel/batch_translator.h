@@ -12,6 +12,7 @@
 // Translators may share one Model concurrently.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -22,6 +23,11 @@
 #include "petrel/translator.h"
 
 namespace petrel {
+
+namespace detail {
+struct TranslationCacheAccess;  // engine/src/translation_cache.h
+}
+class TranslationCache;
 
 // How BatchOptions::split_sentences splits a text (bergamot's ssplit-mode for the last three).
 enum class SentenceSplit {
@@ -50,6 +56,45 @@ struct BatchOptions {
   // tokens as the factor gives its input's longest sentence, not only its own (bergamot
   // translates a request's sentences as one batch and limits each by the batch's longest).
   bool limit_by_longest_sentence = false;
+  // Priorities: the first `priority_inputs` inputs are translated, in windows of their own,
+  // and delivered before any later input is read (Firefox's worker sends a page's visible
+  // text first). 0: none before the others.
+  size_t priority_inputs = 0;
+  // Cancellation: once *cancel is true (set from any thread, e.g. when the page that asked
+  // has gone), no batch starts, running ones stop after their current decoder step, and
+  // every input not yet delivered is delivered as an ErrorCode::kCancelled error. Must
+  // outlive the call.
+  const std::atomic<bool>* cancel = nullptr;
+  // Sentence translations kept across calls (TranslationCache); null: none kept.
+  std::shared_ptr<TranslationCache> cache;
+};
+
+// Translations of sentences (a BatchTranslator's units: an input, or one sentence of it)
+// kept for later calls, as bergamot's translation cache, but correct: an entry is found
+// only for the same model, the same tokens and every option that changes a translation
+// (beam, lengths, shortlist, target language and prefix, alignment layer and head, token
+// and quality scores, the kernel path, the activation scales, the length basis), so a
+// hit gives exactly what translating again would. One cache may serve any number of
+// BatchTranslators and models on any threads; the least recently used entries go when
+// the cache would hold more than its capacity (the bytes of its keys and translations).
+class TranslationCache {
+ public:
+  PETREL_API static std::shared_ptr<TranslationCache> create(size_t capacity_bytes = size_t{16} << 20);
+  PETREL_API ~TranslationCache();
+  TranslationCache(const TranslationCache&) = delete;
+  TranslationCache& operator=(const TranslationCache&) = delete;
+
+  struct Stats {
+    size_t hits = 0, misses = 0, entries = 0, bytes = 0;
+  };
+  PETREL_API Stats stats() const;
+  PETREL_API void clear();
+
+ private:
+  friend struct detail::TranslationCacheAccess;
+  struct Impl;
+  explicit TranslationCache(size_t capacity_bytes);
+  std::unique_ptr<Impl> impl_;
 };
 
 struct BatchTotals {
@@ -85,6 +130,7 @@ class BatchTranslator {
   // The totals of the last translate / translate_text call (so far, if it failed).
   PETREL_API BatchTotals last_totals() const;
   PETREL_API size_t workers() const;
+  PETREL_API const std::shared_ptr<const Model>& model() const;
   PETREL_API const char* isa() const;
 
  private:

@@ -14,6 +14,7 @@ enum class ErrorCode {
   kUnsupported = 4,      // a valid file this build cannot run (newer major version, ...)
   kInternal = 5,
   kOutOfMemory = 6,      // an allocation failed, or a request needs more memory than allowed
+  kCancelled = 7,        // the caller cancelled the work (BatchOptions::cancel)
 };
 
 struct Error {
