@@ -7,8 +7,39 @@ import type { LoadPetrelOptions, LoadModelOptions, ModelInfo, TranslateOptions, 
  * not stop the input), and an exception it throws stops further events and rejects the
  * call once the translation has finished.
  */
-export interface WorkerTranslateOptions extends Omit<TranslateOptions, "onToken"> {
+export interface WorkerTranslateOptions extends Omit<TranslateOptions, "onToken" | "secondModel"> {
   onToken?: (event: TokenEvent) => void;
+  /** Pivoting (see TranslateOptions.secondModel): a model loaded in the same worker. */
+  secondModel?: PetrelWorkerModel;
+  /**
+   * Queued calls run by priority, the highest first (e.g. 1 for the text in view, 0 for
+   * the rest of the page); equal priorities in call order. Default 0. A call already
+   * running is not interrupted.
+   */
+  priority?: number;
+  /** The page (or any group) the call belongs to: discardTranslations(innerWindowId) cancels
+   * the group's calls. Firefox's translations engine keys its queues by innerWindowId. */
+  innerWindowId?: number | string;
+  /** Cancels this call, as fetch() does: it rejects with signal.reason (an "AbortError"
+   * DOMException unless one was given), and the worker skips it if it has not started. */
+  signal?: AbortSignal;
+}
+
+/**
+ * How a call ended by discardTranslations (or by its signal, unless that had its own
+ * reason): an Error with name "AbortError" and code "PETREL_CANCELLED".
+ */
+export interface CancelledError extends Error {
+  name: "AbortError";
+  code: "PETREL_CANCELLED";
+}
+export function cancelledError(message: string): CancelledError;
+
+export interface DiscardResult {
+  /** The calls of that key that were rejected (not answered yet: queued or running). */
+  cancelled: number;
+  /** The requests the worker dropped before running them (the work saved). */
+  skipped: number;
 }
 
 export interface PetrelWorkerOptions extends LoadPetrelOptions {
@@ -47,6 +78,14 @@ export class PetrelWorker {
   translate(texts: TranslateInput[], options?: WorkerTranslateOptions): Promise<string[]>;
   translateDetailed(text: TranslateInput, options?: WorkerTranslateOptions): Promise<DetailedTranslation>;
   translateDetailed(texts: TranslateInput[], options?: WorkerTranslateOptions): Promise<DetailedTranslation[]>;
+  /**
+   * Cancels every call of `innerWindowId` not answered yet (Firefox's
+   * discardTranslations(innerWindowId), when a page goes): they reject at once with a
+   * CancelledError, the worker drops those still queued, and the one it is running (a
+   * translation cannot be interrupted) finishes with its result dropped. Resolves once
+   * the worker has dropped them.
+   */
+  discardTranslations(innerWindowId: number | string): Promise<DiscardResult>;
   terminate(): void;
 }
 export default PetrelWorker;

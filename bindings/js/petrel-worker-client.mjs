@@ -7,6 +7,12 @@
 //   w.info;                                         // the model's info
 //   await w.translate("Open the file", { onToken: (e) => show(e.text) });
 //   w.terminate();
+//
+// Requests wait in the worker's queue: the highest `priority` first (visible text before
+// the rest), equal priorities in call order. A request may name its page
+// (`innerWindowId`, as Firefox's translations engine does); discardTranslations(id) throws
+// that page's queued work away, and an AbortSignal (`signal`) cancels one request. A
+// cancelled call rejects with an Error named "AbortError" (code "PETREL_CANCELLED").
 const IS_NODE =
   typeof process === "object" && process !== null && typeof process.versions === "object" &&
   typeof process.versions.node === "string" && typeof window === "undefined" &&
@@ -18,6 +24,24 @@ function toError(e) {
   error.code = e.code;
   return error;
 }
+
+function invalid(message) {
+  const e = new Error(message);
+  e.name = "PetrelError";
+  e.code = "PETREL_INVALID_ARGUMENT";
+  return e;
+}
+
+/** The error a discarded or aborted request rejects with: name "AbortError", code "PETREL_CANCELLED". */
+export function cancelledError(message) {
+  const e = new Error(message);
+  e.name = "AbortError";
+  e.code = "PETREL_CANCELLED";
+  return e;
+}
+
+// A page's key (Firefox's innerWindowId): compared with === on both sides of the worker.
+const isKey = (key) => typeof key === "string" || (typeof key === "number" && !Number.isNaN(key));
 
 /** A model loaded in a PetrelWorker. */
 export class PetrelWorkerModel {
@@ -31,25 +55,36 @@ export class PetrelWorkerModel {
   }
   get freed() { return this._handle === 0; }
   _live() {
-    if (!this._handle) {
-      const e = new Error(`model ${this.name} has been freed`);
-      e.name = "PetrelError";
-      e.code = "PETREL_INVALID_ARGUMENT";
-      throw e;
-    }
+    if (!this._handle) throw invalid(`model ${this.name} has been freed`);
     return this._handle;
   }
+  /**
+   * translate() with the details (see PetrelModel.translateDetailed). Besides the engine's
+   * options: priority (a number, default 0: higher runs first), innerWindowId (a number or
+   * string naming the page, for discardTranslations), signal (an AbortSignal), and
+   * secondModel (a PetrelWorkerModel of the same worker: source -> pivot -> target).
+   */
   async translateDetailed(texts, options = {}) {
     const handle = this._live();
     if (options === null || typeof options !== "object") options = { invalid: options };
-    const { onToken, ...rest } = options;
-    if (onToken !== undefined && onToken !== null && typeof onToken !== "function") {
-      const e = new Error("onToken must be a function");
-      e.name = "PetrelError";
-      e.code = "PETREL_INVALID_ARGUMENT";
-      throw e;
+    const { onToken, priority, innerWindowId, signal, secondModel, ...rest } = options;
+    if (onToken !== undefined && onToken !== null && typeof onToken !== "function") throw invalid("onToken must be a function");
+    if (priority !== undefined && (typeof priority !== "number" || !Number.isFinite(priority)))
+      throw invalid("priority must be a finite number");
+    if (innerWindowId !== undefined && innerWindowId !== null && !isKey(innerWindowId))
+      throw invalid("innerWindowId must be a number or a string");
+    if (signal !== undefined && signal !== null &&
+        (typeof signal !== "object" || typeof signal.addEventListener !== "function" || !("aborted" in signal)))
+      throw invalid("signal must be an AbortSignal");
+    const message = { op: "translate", model: handle, texts, options: rest, stream: !!onToken };
+    if (secondModel !== undefined && secondModel !== null) {
+      if (!(secondModel instanceof PetrelWorkerModel)) throw invalid("secondModel must be a PetrelWorkerModel (the pivot -> target model)");
+      if (secondModel._worker !== this._worker) throw invalid("secondModel belongs to another PetrelWorker: both models of a pivot must be in one worker");
+      message.second = secondModel._live();
     }
-    return this._worker._call({ op: "translate", model: handle, texts, options: rest, stream: !!onToken }, onToken);
+    if (priority !== undefined) message.priority = priority;
+    if (innerWindowId !== undefined && innerWindowId !== null) message.key = innerWindowId;
+    return this._worker._call(message, onToken, undefined, signal || null);
   }
   async translate(texts, options) {
     const detailed = await this.translateDetailed(texts, options);
@@ -81,9 +116,10 @@ export class PetrelWorker {
 
   constructor(options = {}) {
     const { workerUrl, ...petrelOptions } = options;
-    this._pending = new Map();
+    this._pending = new Map();  // id -> {resolve, reject, onToken, key, cleanup}
     this._next = 1;
     this._dead = null;
+    this._outbox = null;  // the messages of this turn, posted together (flushOutbox)
     /** The model loaded last (what translate() uses). */
     this.model = null;
     const url = workerUrl || new URL("./petrel-worker.mjs", import.meta.url);
@@ -133,8 +169,15 @@ export class PetrelWorker {
 
   _fail(error) {
     if (!this._dead) this._dead = error;
-    for (const p of this._pending.values()) p.reject(error);
+    const pending = [...this._pending.values()];
     this._pending.clear();
+    for (const p of pending) this._settle(p).reject(error);
+  }
+
+  // Removes p's abort listener; returns p.
+  _settle(p) {
+    if (p.cleanup) p.cleanup();
+    return p;
   }
 
   _receive(m) {
@@ -150,23 +193,89 @@ export class PetrelWorker {
       return;
     }
     this._pending.delete(m.id);
+    this._settle(p);
     if (m.error) p.reject(toError(m.error));
     else if (p.callbackError) p.reject(p.callbackError.error);
     else p.resolve(m.result);
   }
 
-  _call(message, onToken, transfer) {
+  // Queues `message` for the worker. Every message of one turn of the caller's event loop
+  // goes in one postMessage (flushOutbox, a microtask later): the worker receives a page's
+  // burst of requests (and a discard made in the same turn) at once, and orders it whole.
+  _send(message, transfer) {
+    if (!this._outbox) {
+      this._outbox = [];
+      queueMicrotask(() => this._flushOutbox());
+    }
+    this._outbox.push({ message, transfer: transfer || [] });
+  }
+
+  _flushOutbox() {
+    const entries = this._outbox;
+    this._outbox = null;
+    if (this._dead) return;
+    const messages = entries.map((e) => e.message);
+    try {
+      this._post(messages.length === 1 ? messages[0] : { batch: messages }, entries.flatMap((e) => e.transfer));
+    } catch {
+      // Something in the batch cannot be cloned (nothing was sent): post them one by one,
+      // failing only those.
+      for (const { message: m, transfer } of entries) {
+        try {
+          this._post(m, transfer);
+        } catch (e) {
+          const p = this._pending.get(m.id);
+          if (!p) continue;
+          this._pending.delete(m.id);
+          this._settle(p).reject(e);
+        }
+      }
+    }
+  }
+
+  _call(message, onToken, transfer, signal = null) {
     if (this._dead) return Promise.reject(this._dead);
+    if (signal && signal.aborted) return Promise.reject(signal.reason !== undefined ? signal.reason : cancelledError("aborted"));
     const id = this._next++;
     return new Promise((resolve, reject) => {
-      this._pending.set(id, { resolve, reject, onToken });
-      try {
-        this._post({ ...message, id }, transfer);
-      } catch (e) {
-        this._pending.delete(id);
-        reject(e);
+      // Only a translation belongs to a page (a pending discard of that page does not).
+      const p = { resolve, reject, onToken, key: message.op === "translate" ? message.key : undefined };
+      if (signal) {
+        // As fetch(): the call rejects with the signal's reason (an "AbortError" DOMException
+        // unless the caller gave one); the worker drops the request if it has not run yet.
+        const abort = () => {
+          if (this._pending.get(id) !== p) return;
+          this._pending.delete(id);
+          this._settle(p).reject(signal.reason !== undefined ? signal.reason : cancelledError("aborted"));
+          if (!this._dead) this._send({ op: "discard", ids: [id], id: this._next++ });
+        };
+        signal.addEventListener("abort", abort, { once: true });
+        p.cleanup = () => signal.removeEventListener("abort", abort);
       }
+      this._pending.set(id, p);
+      this._send({ ...message, id }, transfer);
     });
+  }
+
+  /**
+   * Throws away the requests of the page `innerWindowId` (Firefox's discardTranslations):
+   * every call of that key not yet answered rejects at once with an "AbortError"
+   * (code "PETREL_CANCELLED"). The worker drops those still queued; the one it is running
+   * cannot be interrupted (WebAssembly translates synchronously) and its result is dropped.
+   * Resolves, once the worker has dropped them, to {cancelled: the calls rejected,
+   * skipped: the requests the worker dropped before running them}.
+   */
+  async discardTranslations(innerWindowId) {
+    if (!isKey(innerWindowId)) throw invalid("innerWindowId must be a number or a string");
+    let cancelled = 0;
+    for (const [id, p] of [...this._pending]) {
+      if (p.key !== innerWindowId) continue;
+      this._pending.delete(id);
+      this._settle(p).reject(cancelledError(`translation discarded: discardTranslations(${JSON.stringify(innerWindowId)})`));
+      ++cancelled;
+    }
+    const skipped = await this._call({ op: "discard", key: innerWindowId });
+    return { cancelled, skipped };
   }
 
   /**
@@ -203,7 +312,7 @@ export class PetrelWorker {
   /** The last loaded model's info (null before loadModel). */
   get info() { return this.model ? this.model.info : null; }
 
-  /** Translates with the last loaded model: see PetrelModel.translate. */
+  /** Translates with the last loaded model: see PetrelWorkerModel.translateDetailed for the options. */
   async translate(texts, options) { return this._current().translate(texts, options); }
   async translateDetailed(texts, options) { return this._current().translateDetailed(texts, options); }
 

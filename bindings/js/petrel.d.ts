@@ -2,7 +2,9 @@
 
 export type PetrelStatus =
   | "PETREL_INVALID_ARGUMENT" | "PETREL_IO" | "PETREL_FORMAT" | "PETREL_UNSUPPORTED"
-  | "PETREL_INTERNAL" | "PETREL_OUT_OF_MEMORY";
+  | "PETREL_INTERNAL" | "PETREL_OUT_OF_MEMORY"
+  /** A worker request discarded (PetrelWorker.discardTranslations) or aborted: name "AbortError". */
+  | "PETREL_CANCELLED";
 
 /** Every engine error (message: the engine's) and every bad argument. */
 export class PetrelError extends Error {
@@ -156,6 +158,17 @@ export interface TranslateOptions {
   alignment?: boolean;
   /** Called after every decoder step; return false to stop that input. */
   onToken?: (event: TokenEvent) => boolean | void;
+  /**
+   * Pivoting (bergamot's translateViaPivoting): this model translates source -> pivot,
+   * secondModel (loaded by the same Petrel instance; it may be this model) pivot -> target,
+   * in one call. The result is the source -> target one: `source` and the sentences'
+   * source ranges from the input, `text`, target ranges, tokens and quality scores from the
+   * second model, each sentence's alignment composed through the pivot text (bergamot's
+   * remapAlignments: a row is NaN where it passes through an empty pivot token, as
+   * bergamot's). html, qualityScores, alignment and sentence splitting work as for one
+   * model. Both models must give token byte ranges (Marian C++ models); not with onToken.
+   */
+  secondModel?: PetrelModel;
 }
 
 export type SsplitMode = "sentence" | "paragraph" | "wrapped_text";

@@ -20,6 +20,7 @@ const STATUS_NAMES = [
   "PETREL_UNSUPPORTED",
   "PETREL_INTERNAL",
   "PETREL_OUT_OF_MEMORY",
+  "PETREL_CANCELLED",
 ];
 
 const IS_NODE =
@@ -164,7 +165,7 @@ const MAX_MODEL_BYTES = 2 ** 31 - 64;
 const OPTION_KEYS = new Set([
   "beam", "maxNewTokens", "minNewTokens", "lengthPenalty", "sourceLanguage", "targetLanguage",
   "shortlist", "kvCacheF16", "onToken", "splitSentences", "html", "qualityScores", "alignment",
-  "qualityModel", "ssplitMode", "maxLengthFactor", "limitByLongestSentence",
+  "qualityModel", "ssplitMode", "maxLengthFactor", "limitByLongestSentence", "secondModel",
 ]);
 
 // bergamot's ssplit-mode names, as the engine numbers them (pjs_translate's split_mode).
@@ -224,6 +225,11 @@ function checkOptions(options) {
     throw invalid("onToken must be a function");
   o.onToken = options.onToken || null;
   if (o.onToken && o.splitSentences) throw invalid("onToken cannot be combined with splitSentences");
+  // The model that translates this one's translation on (checked against the instance by the caller).
+  if (options.secondModel !== undefined && options.secondModel !== null && !(options.secondModel instanceof PetrelModel))
+    throw invalid("secondModel must be a PetrelModel (the pivot -> target model)");
+  o.secondModel = options.secondModel || null;
+  if (o.onToken && o.secondModel) throw invalid("onToken cannot be combined with a secondModel (pivoting)");
   return o;
 }
 
@@ -576,6 +582,11 @@ export class PetrelModel {
     const handle = this._live();
     const { single, list } = checkTexts(texts);
     const o = checkOptions(options);
+    if (o.secondModel) {
+      if (o.secondModel._petrel !== this._petrel)
+        throw invalid("secondModel belongs to another Petrel instance: both models of a pivot must be loaded by the same one");
+      o.secondHandle = o.secondModel._live();
+    }
     // Requests whose own options differ translate in separate engine calls, in order of
     // first appearance; each call is one batch.
     const groups = new Map();
@@ -639,7 +650,7 @@ export class PetrelModel {
       const split = o.splitSentences || o.ssplitMode !== null ? 1 : 0;
       const splitMode = o.ssplitMode === null ? -1 : SSPLIT_MODES[o.ssplitMode];
       try {
-        result = core._pjs_translate(handle, block, list.length, o.beam, o.maxNewTokens, o.minNewTokens,
+        result = core._pjs_translate(handle, o.secondHandle || 0, block, list.length, o.beam, o.maxNewTokens, o.minNewTokens,
                                      o.lengthPenalty, o.shortlist, o.kvCacheF16,
                                      o.sourceLanguage ? pointers[list.length] : 0,
                                      o.targetLanguage ? pointers[list.length + 1] : 0,
@@ -702,8 +713,10 @@ export class PetrelModel {
    * "wrapped_text"), limitByLongestSentence, html, qualityScores, qualityModel (a
    * .quality.lr file's bytes), alignment, onToken(event) with {input, text, delta,
    * restarted, final, provisional, ids, piece} per decoder step (return false to stop
-   * that input). A request may also be an object {text, html, qualityScores, alignment,
-   * ssplitMode} (bergamot's), its fields overriding the call's options.
+   * that input), secondModel (a model of this instance that translates this one's
+   * translation on: source -> pivot -> target in one call, bergamot's translateViaPivoting).
+   * A request may also be an object {text, html, qualityScores, alignment, ssplitMode}
+   * (bergamot's), its fields overriding the call's options.
    * The work runs synchronously inside the call; the Promise only unifies the API.
    */
   async translate(texts, options) {

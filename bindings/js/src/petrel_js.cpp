@@ -368,7 +368,9 @@ EMSCRIPTEN_KEEPALIVE const char* pjs_model_isa(PjsModel* m) { return m->translat
 // as paragraphs), max_length_factor NaN, quality_model NULL (the free estimator).
 // split_mode: 0 sentence per line, 1 paragraph per line, 2 wrapped text (bergamot's
 // ssplit-mode sentence / paragraph / wrapped_text).
-EMSCRIPTEN_KEEPALIVE PjsResult* pjs_translate(PjsModel* m, const char* const* texts, int count, int beam,
+// second: NULL, or the model that translates m's translation on (source -> pivot -> target
+// in one call, bergamot's translateViaPivoting: petrel::translate_via_pivot); it may be m.
+EMSCRIPTEN_KEEPALIVE PjsResult* pjs_translate(PjsModel* m, PjsModel* second, const char* const* texts, int count, int beam,
                                               int max_new, int min_new, double length_penalty, int shortlist,
                                               int kv_f16, const char* source_language, const char* target_language,
                                               int stream, int split, int split_mode, int html, int quality,
@@ -404,11 +406,16 @@ EMSCRIPTEN_KEEPALIVE PjsResult* pjs_translate(PjsModel* m, const char* const* te
     }
     auto resolved = resolve_options(*m->model, o);
     if (!resolved) { fail(resolved.error()); return nullptr; }
-    const bool batched = split != 0 || o.html;
+    const bool batched = split != 0 || o.html || second != nullptr;
     if (batched && stream) {
-      fail(ErrorCode::kInvalidArgument, o.html ? "streaming (onToken) cannot be combined with html"
-                                               : "streaming (onToken) cannot be combined with sentence splitting");
+      fail(ErrorCode::kInvalidArgument, second ? "streaming (onToken) cannot be combined with a second (pivot) model"
+                                        : o.html ? "streaming (onToken) cannot be combined with html"
+                                                 : "streaming (onToken) cannot be combined with sentence splitting");
       return nullptr;
+    }
+    if (second) {
+      auto checked = resolve_options(*second->model, o);
+      if (!checked) { fail(checked.error()); return nullptr; }
     }
     BatchOptions b;
     b.split_sentences = split != 0;
@@ -443,21 +450,24 @@ EMSCRIPTEN_KEEPALIVE PjsResult* pjs_translate(PjsModel* m, const char* const* te
       result->scores[i] = h.score;
     };
     if (batched) {
-      if (!m->batch) {
-        auto created = BatchTranslator::create(m->model, m->options, 1);
+      for (PjsModel* used : {m, second}) {
+        if (!used || used->batch) continue;
+        auto created = BatchTranslator::create(used->model, used->options, 1);
         if (!created) { fail(created.error()); return nullptr; }
-        m->batch.emplace(std::move(created.value()));
+        used->batch.emplace(std::move(created.value()));
       }
       b.max_batch_size = std::min<size_t>(std::max<size_t>(8, n), kMaxBatchSize);  // more texts: several batches
       b.window = std::max<size_t>(1, n);
-      Status s = m->batch->translate_text(inputs, o, b, [&](size_t i, Result<TextTranslation>&& r) {
+      const BatchTranslator::TextSink deliver = [&](size_t i, Result<TextTranslation>&& r) {
         if (!r) {
           result->status[i] = static_cast<int>(r.error().code);
           result->errors[i] = r.error().message;
           return;
         }
         take(i, r.value());
-      });
+      };
+      Status s = second ? translate_via_pivot(*m->batch, *second->batch, inputs, o, b, deliver)
+                        : m->batch->translate_text(inputs, o, b, deliver);
       if (!s) { fail(s.error()); return nullptr; }
       return result.release();
     }

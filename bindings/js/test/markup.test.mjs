@@ -10,7 +10,8 @@ import { petrelModule, packageUrl, marianNative, enDeF32, SOURCE_DIR } from "./h
 
 const { loadPetrel } = await petrelModule();
 const petrel = await loadPetrel();
-const fixture = JSON.parse(fs.readFileSync(path.join(SOURCE_DIR, "tests/fixtures/markup/transformer_float32.json"), "utf8"));
+const readFixture = (name) => JSON.parse(fs.readFileSync(path.join(SOURCE_DIR, `tests/fixtures/markup/${name}.json`), "utf8"));
+const fixture = readFixture("transformer_float32");
 
 // bergamot's settings in the fixture: beam 1, max-length-factor 2, no shortlist, ssplit-mode
 // paragraph, a request's sentences limited as one batch.
@@ -35,6 +36,9 @@ function boundsOf(tokens) {
 }
 
 const close = (a, b, tolerance) => Math.abs(a - b) <= tolerance;
+// A fixture number: "NaN" where bergamot's was NaN (a pivot alignment's row through an empty
+// pivot token; the fixture README's notes).
+const sameNumber = (got, want, tolerance) => (want === "NaN" ? Number.isNaN(got) : close(got, want, tolerance));
 
 // How `got` (a detailed result) differs from bergamot's response `want`, or [] when it does not.
 function differences(request, got, want) {
@@ -53,7 +57,7 @@ function differences(request, got, want) {
     got.alignments.forEach((matrix, k) => {
       const rows = want.alignments[k];
       if (matrix.length !== rows.length || matrix.some((row, r) => row.length !== rows[r].length ||
-                                                       row.some((v, c) => !close(v, rows[r][c], 1e-4))))
+                                                       row.some((v, c) => !sameNumber(v, rows[r][c], 1e-4))))
         problems.push(`sentence ${k} alignment`);
     });
   }
@@ -81,6 +85,7 @@ function checkShape(request, got) {
       assert.equal(matrix.length, s.targetTokens.length);
       for (const row of matrix) {
         assert.equal(row.length, s.sourceTokens.length);
+        if (row.every(Number.isNaN)) continue;  // through an empty pivot token, as bergamot's
         assert.ok(close(row.reduce((a, b) => a + b, 0), 1, 1e-3), "an alignment row sums to 1");
       }
     }
@@ -251,4 +256,84 @@ test("a model without token byte ranges (a Hugging Face Marian one): no sentence
   assert.throws(() => model.translateSync({ text: "<b>Open</b> the file", html: true }),
                 (e) => e.code === "PETREL_UNSUPPORTED" && /html: this model's tokenizer does not give the byte ranges/.test(e.message));
   model.free();
+});
+
+// translateViaPivoting: the transformer model then the ssru one (both en->de toys: a
+// mechanical test), against bergamot's responses in pivot-transformer-ssru_float32.json.
+const pivotFixture = readFixture("pivot-transformer-ssru_float32");
+
+test("secondModel (pivoting): texts, markup, sentences, alignments and scores equal bergamot's translateViaPivoting", async () => {
+  const first = await petrel.loadModel(marianNative("transformer"));
+  const second = await petrel.loadModel(marianNative("ssru"));
+  let compared = 0, equal = 0, aligned = 0, scored = 0, nanRows = 0;
+  const differing = [];
+  pivotFixture.requests.forEach((r, i) => {
+    if (r.expect_error) return;
+    const request = { text: r.text, html: r.html, qualityScores: r.qualityScores, alignment: r.alignment };
+    const got = first.translateDetailedSync(request, { ...BERGAMOT, secondModel: second });
+    checkShape(request, got);
+    const problems = differences(request, got, pivotFixture.responses[i]);
+    ++compared;
+    aligned += r.alignment ? 1 : 0;
+    scored += r.qualityScores ? 1 : 0;
+    if (r.alignment) nanRows += got.alignments.flat().filter((row) => row.every(Number.isNaN)).length;
+    if (problems.length === 0) ++equal;
+    else differing.push(`request ${i} (${r.kind}): ${problems.join(", ")}\n  petrel:   ${got.text}\n  bergamot: ${pivotFixture.responses[i].text}`);
+  });
+  console.log(`pivot: ${equal} of ${compared} requests equal bergamot's in every field`);
+  if (differing.length) console.log(`${differing.length} of ${compared} pivot requests differ from bergamot's:\n${differing.join("\n")}`);
+  assert.ok(compared >= 350 && aligned >= 100 && scored >= 150, `${compared} ${aligned} ${scored}`);
+  assert.ok(nanRows > 0, "bergamot's NaN rows (an empty pivot token) are reproduced");
+  assert.ok(equal * 100 >= compared * 98, `${equal} of ${compared} equal bergamot's`);
+  first.free();
+  second.free();
+});
+
+test("secondModel: a batch of requests equals them one by one; bad second models are refused", async () => {
+  const first = await petrel.loadModel(marianNative("transformer"));
+  const second = await petrel.loadModel(marianNative("ssru"));
+  const requests = pivotFixture.requests.filter((r) => !r.expect_error).slice(0, 20)
+    .map((r) => ({ text: r.text, html: r.html, qualityScores: r.qualityScores, alignment: r.alignment }));
+  const together = first.translateDetailedSync(requests, { ...BERGAMOT, secondModel: second });
+  requests.forEach((request, k) => assert.deepEqual(together[k], first.translateDetailedSync(request, { ...BERGAMOT, secondModel: second })));
+  // A model may be its own second (source -> source' -> source'').
+  assert.equal(typeof first.translateSync("Open the file.", { secondModel: first }), "string");
+  const refused = (options, code, pattern) =>
+    assert.throws(() => first.translateSync("Open the file.", options), (e) => e.code === code && pattern.test(e.message));
+  refused({ secondModel: "ssru" }, "PETREL_INVALID_ARGUMENT", /secondModel must be a PetrelModel/);
+  refused({ secondModel: second, onToken: () => {} }, "PETREL_INVALID_ARGUMENT", /onToken cannot be combined with a secondModel/);
+  const other = await loadPetrel({ wasmModule: petrel.wasmModule });
+  const elsewhere = await other.loadModel(marianNative("ssru"));
+  refused({ secondModel: elsewhere }, "PETREL_INVALID_ARGUMENT", /another Petrel instance/);
+  other.dispose();
+  // Models without token byte ranges cannot pivot, first or second.
+  const hf = await petrel.loadModel(enDeF32());
+  refused({ secondModel: hf }, "PETREL_UNSUPPORTED", /the second model's tokenizer does not give the byte ranges/);
+  assert.throws(() => hf.translateSync("Open the file.", { secondModel: second }),
+                (e) => e.code === "PETREL_UNSUPPORTED" && /the first model's tokenizer does not give the byte ranges/.test(e.message));
+  hf.free();
+  second.free();
+  refused({ secondModel: second }, "PETREL_INVALID_ARGUMENT", /freed/);
+  first.free();
+});
+
+test("PetrelWorker: secondModel (pivoting) gives the same results as in this thread", async (t) => {
+  const { PetrelWorker } = await import(packageUrl("petrel-worker-client.mjs"));
+  const w = await PetrelWorker.create();
+  const other = await PetrelWorker.create();
+  t.after(() => { w.terminate(); other.terminate(); });
+  const [first, second] = [await w.loadModel(marianNative("transformer")), await w.loadModel(marianNative("ssru"))];
+  const [directFirst, directSecond] = [await petrel.loadModel(marianNative("transformer")), await petrel.loadModel(marianNative("ssru"))];
+  const requests = pivotFixture.requests.filter((r) => !r.expect_error).slice(0, 30)
+    .map((r) => ({ text: r.text, html: r.html, qualityScores: r.qualityScores, alignment: r.alignment }));
+  const got = await first.translateDetailed(requests, { ...BERGAMOT, secondModel: second });
+  assert.deepEqual(got, directFirst.translateDetailedSync(requests, { ...BERGAMOT, secondModel: directSecond }));
+  // The worker client's own checks: a model of this worker, not freed.
+  await assert.rejects(first.translate("x", { secondModel: directSecond }), /secondModel must be a PetrelWorkerModel/);
+  const foreign = await other.loadModel(marianNative("ssru"));
+  await assert.rejects(first.translate("x", { secondModel: foreign }), /another PetrelWorker/);
+  await second.free();
+  await assert.rejects(first.translate("x", { secondModel: second }), /freed/);
+  directFirst.free();
+  directSecond.free();
 });
