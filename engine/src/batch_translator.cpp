@@ -74,7 +74,7 @@ std::vector<text::SentenceSpan> split(std::string_view text, SentenceSplit mode)
 bool cancelled(const BatchOptions& b) { return b.cancel && b.cancel->load(std::memory_order_relaxed); }
 
 Error cancelled_error(size_t input) {
-  return Error{ErrorCode::kCancelled, "input " + std::to_string(input + 1) + ": cancelled"};
+  return detail::input_error(input, {ErrorCode::kCancelled, "cancelled"});
 }
 
 // Whatever a batch threw, as its inputs' error.
@@ -382,7 +382,7 @@ Status BatchTranslator::translate_text(const std::vector<std::string>& texts, co
           auto t = tokenize(model, texts[i].substr(spans[k].begin, spans[k].end - spans[k].begin),
                             options.source_language);
           if (!t) {
-            u.result = Error{t.error().code, "input " + std::to_string(i + 1) + ": " + t.error().message};
+            u.result = detail::input_error(i, t.error());
             unit_tokens.emplace_back();
           } else {
             totals.source_tokens += t.value().ids.size();
@@ -429,7 +429,7 @@ Status BatchTranslator::translate_text(const std::vector<std::string>& texts, co
           if (with_sentences && !hyps.empty()) {
             auto sentence = detail::sentence_translation(model, unit_tokens[u0], unit_offset[u0], hyps[0], 0, options);
             if (!sentence)
-              return deliver(i, Error{sentence.error().code, "input " + std::to_string(i + 1) + ": " + sentence.error().message});
+              return deliver(i, detail::input_error(i, sentence.error()));
             out.sentences.push_back(std::move(sentence.value()));
           }
           out.input = std::move(unit_tokens[u0]);
@@ -465,7 +465,7 @@ Status BatchTranslator::translate_text(const std::vector<std::string>& texts, co
             if (with_sentences) {
               auto sentence = detail::sentence_translation(model, tokens, unit_offset[u], hyps[0], joined.text.size(), options);
               if (!sentence)
-                return deliver(i, Error{sentence.error().code, "input " + std::to_string(i + 1) + ": " + sentence.error().message});
+                return deliver(i, detail::input_error(i, sentence.error()));
               out.sentences.push_back(std::move(sentence.value()));
             }
             const bool last = u + 1 == u1;

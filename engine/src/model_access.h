@@ -63,6 +63,11 @@ ModelWeights weights_for(const Model& model, ActivationScales scales);
 // nothing but the pads the encoder masks (models::SourceReader).
 std::optional<Error> source_problem(const ModelInfo& info, const std::vector<int32_t>& ids, size_t input);
 
+// `e` as the error of input `input` (0-based) of a call: "input N: " before its message.
+inline Error input_error(size_t input, const Error& e) {
+  return Error{e.code, "input " + std::to_string(input + 1) + ": " + e.message};
+}
+
 // Generated tokens at most when neither the call nor the model sets a number (the
 // public headers' "else 256").
 constexpr size_t kDefaultMaxNewTokens = 256;

@@ -14,7 +14,7 @@ namespace petrel {
 namespace {
 
 Error pivot_error(size_t input, ErrorCode code, const std::string& what) {
-  return Error{code, "input " + std::to_string(input + 1) + ": pivot: " + what};
+  return detail::input_error(input, {code, "pivot: " + what});
 }
 
 TextRange shifted(TextRange r, size_t from, size_t to) { return {r.begin - from + to, r.end - from + to}; }

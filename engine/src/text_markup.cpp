@@ -11,10 +11,6 @@
 namespace petrel::detail {
 namespace {
 
-Error input_error(size_t input, const Error& e) {
-  return Error{e.code, "input " + std::to_string(input + 1) + ": " + e.message};
-}
-
 // Puts `markup` back into `t`, the translation of markup.text() sentence by sentence.
 Status restore_markup(const text::HtmlMarkup& markup, const TranslateOptions& options, TextTranslation& t) {
   const std::string& plain = markup.text();

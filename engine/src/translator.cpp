@@ -185,7 +185,7 @@ Result<std::vector<TextTranslation>> Translator::translate_text(const std::vecto
     for (size_t i = 0; i < texts.size(); ++i) {
       auto tokens = tokenize(m, texts[i], options.source_language);
       if (!tokens)
-        return Error{tokens.error().code, "input " + std::to_string(i + 1) + ": " + tokens.error().message};
+        return detail::input_error(i, tokens.error());
       out[i].input = std::move(tokens.value());
       batch.push_back(out[i].input.ids);
     }
@@ -213,7 +213,7 @@ Result<std::vector<TextTranslation>> Translator::translate_text(const std::vecto
       auto& hyps = translated.value()[i].hypotheses;
       if (sentences && !hyps.empty()) {
         auto sentence = detail::sentence_translation(m, out[i].input, 0, hyps[0], 0, options);
-        if (!sentence) return Error{sentence.error().code, "input " + std::to_string(i + 1) + ": " + sentence.error().message};
+        if (!sentence) return detail::input_error(i, sentence.error());
         out[i].sentences.push_back(std::move(sentence.value()));
       }
       for (Hypothesis& h : hyps) {
