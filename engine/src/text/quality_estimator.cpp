@@ -104,7 +104,13 @@ Result<std::vector<TextRange>> quality_word_tokens(const AnnotatedText& target, 
   }
 }
 
-Result<WordQuality> free_quality(const AnnotatedText& target, size_t sentence, const std::vector<float>& token_scores) {
+namespace {
+
+// What both estimators share: the sentence checked, its words (token runs and their bytes),
+// score_words(q) filling q.word_scores, and the sentence's score as their mean.
+template <class ScoreWords>
+Result<WordQuality> scored_words(const AnnotatedText& target, size_t sentence, const std::vector<float>& token_scores,
+                                 const ScoreWords& score_words) {
   auto checked = quality_sentence(target, sentence, token_scores.size());
   if (!checked) return checked.error();
   const std::vector<TextRange>& tokens = *checked.value();
@@ -113,13 +119,21 @@ Result<WordQuality> free_quality(const AnnotatedText& target, size_t sentence, c
     q.word_tokens = quality_map_words(target.text, tokens);
     q.words = quality_word_bytes(target.text, tokens, q.word_tokens);
     q.word_scores.reserve(q.word_tokens.size());
-    for (const TextRange& w : q.word_tokens)
-      q.word_scores.push_back(float_mean(token_scores.data() + w.begin, w.end - w.begin));
+    score_words(q);
     q.sentence_score = float_mean(q.word_scores.data(), q.word_scores.size());
     return q;
   } catch (const std::bad_alloc&) {
     return quality_out_of_memory("a sentence's words");
   }
+}
+
+}  // namespace
+
+Result<WordQuality> free_quality(const AnnotatedText& target, size_t sentence, const std::vector<float>& token_scores) {
+  return scored_words(target, sentence, token_scores, [&](WordQuality& q) {
+    for (const TextRange& w : q.word_tokens)
+      q.word_scores.push_back(float_mean(token_scores.data() + w.begin, w.end - w.begin));
+  });
 }
 
 Result<LogisticRegressionQuality> LogisticRegressionQuality::parse(const uint8_t* data, size_t size,
@@ -198,13 +212,7 @@ float LogisticRegressionQuality::predict(const std::array<float, kFeatures>& fea
 
 Result<WordQuality> LogisticRegressionQuality::score(const AnnotatedText& target, size_t sentence,
                                                      const std::vector<float>& token_scores) const {
-  auto checked = quality_sentence(target, sentence, token_scores.size());
-  if (!checked) return checked.error();
-  const std::vector<TextRange>& tokens = *checked.value();
-  try {
-    WordQuality q;
-    q.word_tokens = quality_map_words(target.text, tokens);
-    q.words = quality_word_bytes(target.text, tokens, q.word_tokens);
+  return scored_words(target, sentence, token_scores, [&](WordQuality& q) {
     // extractFeatures: features of an empty word stay 0 (but the overall mean).
     enum { kMean, kMin, kTokens, kOverallMean };
     std::vector<std::array<float, kFeatures>> features(q.word_tokens.size(), std::array<float, kFeatures>{});
@@ -228,13 +236,8 @@ Result<WordQuality> LogisticRegressionQuality::score(const AnnotatedText& target
       overall /= static_cast<float>(q.word_tokens.back().end);
       for (auto& f : features) f[kOverallMean] = overall;
     }
-    q.word_scores.reserve(features.size());
     for (const auto& f : features) q.word_scores.push_back(predict(f));
-    q.sentence_score = float_mean(q.word_scores.data(), q.word_scores.size());
-    return q;
-  } catch (const std::bad_alloc&) {
-    return quality_out_of_memory("a sentence's words");
-  }
+  });
 }
 
 }  // namespace petrel::text
