@@ -33,6 +33,17 @@ export interface LoadModelOptions {
    * or "file" (the file's static scales: a Marian int8 model's alphas, as Firefox's
    * int8shiftAlphaAll; an error for a model without them). */
   activationScales?: "dynamic" | "file";
+  /** Bytes of translated sentences kept for later calls, least recently used out first
+   * (bergamot's cacheSize, made correct: a sentence is found again only when every option
+   * that changes its translation is the same); 0 (default): no cache. */
+  cacheBytes?: number;
+}
+
+export interface CacheStats {
+  hits: number;
+  misses: number;
+  entries: number;
+  bytes: number;
 }
 
 export type ModelSource = ArrayBuffer | ArrayBufferView | string | URL | Response;
@@ -243,6 +254,8 @@ export class PetrelModel {
   /** ms the engine took from the bytes in memory to a ready model. */
   readonly loadMs: number;
   readonly freed: boolean;
+  /** The sentence cache's counters, or null when the model was loaded without cacheBytes. */
+  cacheStats(): CacheStats | null;
   /** Runs synchronously inside the call; the Promise only unifies the API with PetrelWorker. */
   translate(text: TranslateInput, options?: TranslateOptions): Promise<string>;
   /** An array is translated as one batch (requests whose own options differ: one per kind). */

@@ -371,7 +371,7 @@ export class Petrel {
 
   // Hands `buffer` to the engine (which owns it from _pjs_model_load on, also on failure);
   // it is freed here on any failure before that.
-  _adopt(buffer, size, name, { isa, activationScales }) {
+  _adopt(buffer, size, name, { isa, activationScales, cacheBytes }) {
     let owned = true;
     try {
       return this._run((core) => {
@@ -386,7 +386,7 @@ export class Petrel {
           const start = now();
           owned = false;
           handle = core._pjs_model_load(buffer, size, namePtr, namePtr + nameBytes,
-                                        activationScales === "file" ? 1 : 0) >>> 0;
+                                        activationScales === "file" ? 1 : 0, cacheBytes) >>> 0;
           loadMs = now() - start;
         } finally {
           core._free(namePtr);
@@ -506,18 +506,24 @@ export class Petrel {
    * options.isa picks the kernel path ("simd128", the default, or "scalar");
    * options.activationScales how int8 layers quantize their input: "dynamic" (the
    * default: each row by its own range) or "file" (the model file's static scales, a
-   * Marian int8 model's alphas, as Firefox's bergamot int8shiftAlphaAll).
+   * Marian int8 model's alphas, as Firefox's bergamot int8shiftAlphaAll);
+   * options.cacheBytes keeps translated sentences for later calls (bergamot's cacheSize, made
+   * correct: a sentence is found again only with every option that changes its translation
+   * the same), in at most that many bytes, least recently used out first; 0 (the default): none.
    */
   async loadModel(source, options = {}) {
     this._check();
     if (options === null || typeof options !== "object") throw invalid("loadModel's options must be an object");
     for (const key of Object.keys(options))
-      if (!["name", "isa", "activationScales"].includes(key)) throw invalid(`unknown loadModel option "${key}"`);
+      if (!["name", "isa", "activationScales", "cacheBytes"].includes(key)) throw invalid(`unknown loadModel option "${key}"`);
     if (options.name !== undefined && typeof options.name !== "string") throw invalid("name must be a string");
     if (options.isa !== undefined && typeof options.isa !== "string") throw invalid("isa must be a string");
     if (options.activationScales !== undefined && !["dynamic", "file"].includes(options.activationScales))
       throw invalid(`activationScales must be "dynamic" or "file", got ${JSON.stringify(options.activationScales)}`);
-    const session = { isa: options.isa || "", activationScales: options.activationScales || "dynamic" };
+    const cacheBytes = options.cacheBytes === undefined ? 0 : options.cacheBytes;
+    if (!Number.isSafeInteger(cacheBytes) || cacheBytes < 0 || cacheBytes > 2 ** 31)
+      throw invalid(`cacheBytes must be an integer from 0 to 2^31, got ${JSON.stringify(options.cacheBytes)}`);
+    const session = { isa: options.isa || "", activationScales: options.activationScales || "dynamic", cacheBytes };
     const bytes = asBytes(source);
     if (bytes) return this._loadBytes(bytes, options.name || "<memory>", session);
     if (typeof Response !== "undefined" && source instanceof Response)
@@ -559,6 +565,12 @@ export class PetrelModel {
   }
 
   get freed() { return this._handle === 0; }
+
+  /** The sentence cache's counters {hits, misses, entries, bytes}, or null without one (loadModel's cacheBytes). */
+  cacheStats() {
+    const core = this._petrel._core;
+    return JSON.parse(core.UTF8ToString(core._pjs_model_cache_stats(this._live())));
+  }
 
   _live() {
     if (!this._handle) throw invalid(`model ${this.name} has been freed`);

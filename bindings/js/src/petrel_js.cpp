@@ -300,6 +300,7 @@ struct PjsModel {
   std::optional<BatchTranslator> batch;  // sentence splitting; made on first use
   std::string info;
   TranslatorOptions options;  // as requested (isa "": the best), for the batch translator too
+  std::shared_ptr<TranslationCache> cache;  // loadModel's cacheBytes; null: none
 };
 
 struct PjsResult {
@@ -331,7 +332,7 @@ EMSCRIPTEN_KEEPALIVE void pjs_buffer_free(void* buffer) { Model::free_buffer(buf
 // isa: NULL or "" for the best kernel path ("simd128"), or "scalar"; activation_scales:
 // 0 dynamic, 1 the file's (a Marian int8 model's alphas).
 EMSCRIPTEN_KEEPALIVE PjsModel* pjs_model_load(void* buffer, size_t size, const char* name, const char* isa,
-                                              int activation_scales) {
+                                              int activation_scales, double cache_bytes) {
   return guarded<PjsModel*>(nullptr, [&]() -> PjsModel* {
     // The name is copied before load_from_buffer owns the buffer: free it if that throws.
     std::string model_name;
@@ -350,6 +351,7 @@ EMSCRIPTEN_KEEPALIVE PjsModel* pjs_model_load(void* buffer, size_t size, const c
     if (!created) { fail(created.error()); return nullptr; }
     auto handle = std::make_unique<PjsModel>();
     handle->options = t;
+    if (cache_bytes > 0) handle->cache = TranslationCache::create(static_cast<size_t>(cache_bytes));
     handle->model = std::move(loaded.value());
     handle->translator.emplace(std::move(created.value()));
     handle->info = info_json(handle->model->info());
@@ -360,6 +362,15 @@ EMSCRIPTEN_KEEPALIVE PjsModel* pjs_model_load(void* buffer, size_t size, const c
 EMSCRIPTEN_KEEPALIVE const char* pjs_model_info(PjsModel* m) { return m->info.c_str(); }
 EMSCRIPTEN_KEEPALIVE void pjs_model_free(PjsModel* m) { delete m; }
 EMSCRIPTEN_KEEPALIVE const char* pjs_model_isa(PjsModel* m) { return m->translator->isa(); }
+// The translation cache's counters as JSON ("null" without a cache); valid until the next call.
+EMSCRIPTEN_KEEPALIVE const char* pjs_model_cache_stats(PjsModel* m) {
+  static std::string json;
+  if (!m->cache) return "null";
+  const TranslationCache::Stats st = m->cache->stats();
+  json = "{\"hits\":" + std::to_string(st.hits) + ",\"misses\":" + std::to_string(st.misses) +
+         ",\"entries\":" + std::to_string(st.entries) + ",\"bytes\":" + std::to_string(st.bytes) + "}";
+  return json.c_str();
+}
 
 // Translates `count` texts as one batch (split = 0, html = 0), or sentence by sentence
 // through the batch translator (split != 0 or html != 0; each input may fail alone).
@@ -406,7 +417,8 @@ EMSCRIPTEN_KEEPALIVE PjsResult* pjs_translate(PjsModel* m, PjsModel* second, con
     }
     auto resolved = resolve_options(*m->model, o);
     if (!resolved) { fail(resolved.error()); return nullptr; }
-    const bool batched = split != 0 || o.html || second != nullptr;
+    // A cache serves batches (a streamed translation goes around it).
+    const bool batched = split != 0 || o.html || second != nullptr || (m->cache && !stream);
     if (batched && stream) {
       fail(ErrorCode::kInvalidArgument, second ? "streaming (onToken) cannot be combined with a second (pivot) model"
                                         : o.html ? "streaming (onToken) cannot be combined with html"
@@ -458,6 +470,7 @@ EMSCRIPTEN_KEEPALIVE PjsResult* pjs_translate(PjsModel* m, PjsModel* second, con
       }
       b.max_batch_size = std::min<size_t>(std::max<size_t>(8, n), kMaxBatchSize);  // more texts: several batches
       b.window = std::max<size_t>(1, n);
+      b.cache = m->cache;  // also for the second model's sentences: the key names the model
       const BatchTranslator::TextSink deliver = [&](size_t i, Result<TextTranslation>&& r) {
         if (!r) {
           result->status[i] = static_cast<int>(r.error().code);

@@ -243,6 +243,35 @@ test("file paths and URLs with % in the name", async () => {
 });
 
 // Last: it disposes the instance the tests above share.
+test("cacheBytes: a repeated sentence comes from the cache, equal to a fresh translation, per option set", async () => {
+  const cached = await petrel.loadModel(enDeInt8(), { cacheBytes: 1 << 20 });
+  const plain = await petrel.loadModel(enDeInt8());
+  try {
+    assert.equal(plain.cacheStats(), null);
+    const texts = SENTENCES.slice(0, 6);
+    for (const options of [{}, { beam: 3 }, { alignment: true }, { maxNewTokens: 4 }]) {
+      const fresh = plain.translateDetailedSync(texts, options);
+      const before = cached.cacheStats();
+      const first = cached.translateDetailedSync(texts, options);   // stored
+      const second = cached.translateDetailedSync(texts, options);  // found
+      const after = cached.cacheStats();
+      assert.equal(after.misses - before.misses, texts.length, JSON.stringify(options));
+      assert.equal(after.hits - before.hits, texts.length, JSON.stringify(options));
+      for (let i = 0; i < texts.length; ++i) {
+        assert.equal(first[i].text, fresh[i].text);
+        assert.equal(second[i].text, fresh[i].text);
+        assert.deepEqual(second[i].ids, fresh[i].ids);
+        assert.deepEqual(second[i].alignments, fresh[i].alignments);
+      }
+    }
+    assert.ok(cached.cacheStats().bytes <= 1 << 20);
+    await assert.rejects(petrel.loadModel(enDeInt8(), { cacheBytes: -1 }), /cacheBytes must be an integer/);
+  } finally {
+    cached.free();
+    plain.free();
+  }
+});
+
 test("after the shared instance's dispose(), loadPetrel() makes a new one", async () => {
   const shared = await loadPetrel();
   if (shared !== petrel) return;  // another test disposed it first
