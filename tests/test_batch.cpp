@@ -632,3 +632,27 @@ TEST_CASE("batch: priority inputs are translated and delivered before any later 
     CHECK(got.size() == texts.size());
   }
 }
+
+TEST_CASE("batch: quality scores and html from a model whose tokenizer gives no byte ranges are refused by name",
+          "[batch]") {
+  auto model = en_de();  // a Hugging Face Marian model: SentencePiece pieces, no byte ranges
+  auto batch = BatchTranslator::create(model);
+  REQUIRE(batch.has_value());
+  auto single = Translator::create(model);
+  REQUIRE(single.has_value());
+  for (const char* option : {"quality_scores", "html"}) {
+    INFO(option);
+    TranslateOptions o = greedy();
+    (std::string(option) == "html" ? o.html : o.quality_scores) = true;
+    size_t delivered = 0;
+    Status s = batch.value().translate_text({"Open the file."}, o, {},
+                                            [&](size_t, Result<TextTranslation>&&) { ++delivered; });
+    REQUIRE(!s);
+    CHECK(s.error().code == ErrorCode::kUnsupported);
+    CHECK_THAT(s.error().message, Contains(std::string(option) + ": this model's tokenizer does not give the byte ranges"));
+    CHECK(delivered == 0);
+    auto r = single.value().translate_text({"Open the file."}, o);
+    REQUIRE(!r);
+    CHECK_THAT(r.error().message, Contains(std::string(option) + ":"));
+  }
+}

@@ -15,6 +15,7 @@
 #include "text_markup.h"
 #include "text_sentences.h"
 #include "models/encoder_decoder.h"
+#include "models/output_vocabulary.h"
 #include "text/sentence_splitter.h"
 #include "translation_cache.h"
 
@@ -28,6 +29,7 @@ struct Unit {
   std::optional<Result<Translation>> result;  // set when done
   size_t length_basis = 0;  // BatchOptions::limit_by_longest_sentence: its input's longest sentence
   std::string cache_key;    // BatchOptions::cache: where its translation goes once made (empty: found there)
+  const std::vector<int32_t>* shortlist = nullptr;  // BatchOptions::shortlist_of_input: its input's
 };
 
 // Units' indices, packed for one call of Translator::translate.
@@ -118,7 +120,7 @@ Status BatchTranslator::Impl::run(std::vector<Unit>& units, const std::vector<si
     for (Unit& u : units) {
       if (u.result) continue;
       const size_t basis = batching.limit_by_longest_sentence ? std::max(u.length_basis, u.ids.size()) : 0;
-      u.cache_key = detail::TranslationCacheAccess::key(options_key, basis, u.ids);
+      u.cache_key = detail::TranslationCacheAccess::key(options_key, basis, u.ids, u.shortlist);
       if (auto found = detail::TranslationCacheAccess::find(*batching.cache, u.cache_key)) {
         u.result = std::move(*found);
         u.cache_key.clear();
@@ -144,7 +146,10 @@ Status BatchTranslator::Impl::run(std::vector<Unit>& units, const std::vector<si
         std::vector<size_t> basis;  // empty: each unit's own length
         if (batching.limit_by_longest_sentence)
           for (size_t u : batch) basis.push_back(std::max(units[u].length_basis, units[u].ids.size()));
-        r = detail::TranslatorAccess::translate(session, ids, stoppable, basis);
+        std::vector<const std::vector<int32_t>*> shortlists;  // empty: each unit's own
+        if (units[batch[0]].shortlist)
+          for (size_t u : batch) shortlists.push_back(units[u].shortlist);
+        r = detail::TranslatorAccess::translate(session, ids, stoppable, basis, shortlists);
       }
     } catch (...) {
       r = batch_exception();
@@ -344,6 +349,7 @@ Status BatchTranslator::translate_text(const std::vector<std::string>& texts, co
   const Model& model = *impl_->model;
   if (!model.info().has_text_tokenizer)
     return Error{ErrorCode::kUnsupported, "this model file carries no text tokenizer; pass token ids"};
+  if (Status checked = detail::check_text_options(model, options); !checked) return checked;
   if (options.html) {
     return detail::translate_markup(
         [this](const std::vector<std::string>& plain, const TranslateOptions& o, const BatchOptions& b,
@@ -355,6 +361,13 @@ Status BatchTranslator::translate_text(const std::vector<std::string>& texts, co
   BatchTotals& totals = impl_->totals;
   return detail::without_exceptions([&]() -> Status {
     const ModelInfo& info = model.info();
+    // Sentences decode over their input's shortlist only when splitting and with a shortlist in use.
+    bool of_input_shortlists = false;
+    if (batching.shortlist_of_input && batching.split_sentences) {
+      auto resolved = resolve_options(model, options);
+      if (!resolved) return resolved.error();
+      of_input_shortlists = resolved.value().use_shortlist.value_or(false);
+    }
     for (size_t i0 = 0, count; i0 < texts.size(); i0 += count) {  // tokenized a window at a time
       if (cancelled(batching)) {
         deliver_cancelled(i0, texts.size(), deliver);
@@ -406,6 +419,18 @@ Status BatchTranslator::translate_text(const std::vector<std::string>& texts, co
         size_t longest = 0;
         for (size_t u = first_unit[k]; u < first_unit[k + 1]; ++u) longest = std::max(longest, units[u].ids.size());
         for (size_t u = first_unit[k]; u < first_unit[k + 1]; ++u) units[u].length_basis = longest;
+      }
+      std::vector<std::vector<int32_t>> input_shortlists;  // shortlist_of_input: per input of the window
+      if (of_input_shortlists) {
+        input_shortlists.resize(count);
+        std::vector<int32_t> sources;
+        for (size_t k = 0; k < count; ++k) {
+          sources.clear();
+          for (size_t u = first_unit[k]; u < first_unit[k + 1]; ++u)
+            if (!units[u].result) sources.insert(sources.end(), units[u].ids.begin(), units[u].ids.end());
+          input_shortlists[k] = models::OutputVocabulary::shortlist_tokens(detail::ModelAccess::weights(model), sources);
+          for (size_t u = first_unit[k]; u < first_unit[k + 1]; ++u) units[u].shortlist = &input_shortlists[k];
+        }
       }
 
       const bool with_sentences = detail::has_token_ranges(model);

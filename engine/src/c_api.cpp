@@ -17,6 +17,7 @@
 #include "petrel/batch_translator.h"
 #include "petrel/generator.h"
 #include "petrel/translator.h"
+#include "text_sentences.h"
 
 struct petrel_model {
   std::shared_ptr<const petrel::Model> model;
@@ -52,6 +53,7 @@ petrel_status fail(const petrel::Error& e) {
     case petrel::ErrorCode::kUnsupported: return PETREL_UNSUPPORTED;
     case petrel::ErrorCode::kInternal: return PETREL_INTERNAL;
     case petrel::ErrorCode::kOutOfMemory: return PETREL_OUT_OF_MEMORY;
+    case petrel::ErrorCode::kCancelled: return PETREL_CANCELLED;
   }
   return PETREL_INTERNAL;
 }
@@ -485,12 +487,18 @@ void petrel_batch_options_init(petrel_batch_options* o) {
         PETREL_SPLIT_TEXT, d.limit_by_longest_sentence ? 1 : 0};
 }
 
-// What petrel_translate_many and petrel_translate_responses take from their caller.
+// What petrel_translate_many and petrel_translate_responses (through a pivot too) take
+// from their caller.
 struct ManyTexts {
   std::vector<std::string> texts;
   petrel::TranslateOptions options;
   petrel::BatchOptions batching;
   std::optional<petrel::BatchTranslator> translator;
+  // petrel_translate_responses_via_pivot: the second model's, on the same kernel path,
+  // threads and workers.
+  std::optional<petrel::BatchTranslator> pivot;
+  petrel::TranslatorOptions session;
+  size_t workers = 1;
 
   // An error status when an argument is wrong.
   std::optional<petrel_status> prepare(const petrel_model* model, const char* isa, const char* const* given,
@@ -514,7 +522,9 @@ struct ManyTexts {
       if (given[i] == nullptr) return invalid(std::string(function) + ": NULL text");
       texts[i] = given[i];
     }
-    auto created = petrel::BatchTranslator::create(model->model, {isa ? isa : "", b.threads}, b.workers);
+    session = {isa ? isa : "", b.threads};
+    workers = b.workers;
+    auto created = petrel::BatchTranslator::create(model->model, session, workers);
     if (!created) return fail(created.error());
     translator.emplace(std::move(created.value()));
     batching.max_batch_tokens = b.max_batch_tokens;
@@ -522,6 +532,37 @@ struct ManyTexts {
     batching.split_sentences = b.split_sentences != 0;
     batching.split_mode = static_cast<petrel::SentenceSplit>(b.split_mode);
     batching.limit_by_longest_sentence = b.limit_by_longest_sentence != 0;
+    return std::nullopt;
+  }
+
+  // After prepare, for translation through a pivot: the second model's translator.
+  std::optional<petrel_status> prepare_pivot(const petrel_model* second) {
+    auto created = petrel::BatchTranslator::create(second->model, session, workers);
+    if (!created) return fail(created.error());
+    pivot.emplace(std::move(created.value()));
+    return std::nullopt;
+  }
+
+  petrel::Status translate_text(const petrel::BatchTranslator::TextSink& deliver) {
+    if (pivot) return petrel::translate_via_pivot(*translator, *pivot, texts, options, batching, deliver);
+    return translator->translate_text(texts, options, batching, deliver);
+  }
+
+  // translate_text, each result handed to a C response sink as bergamot's Response.
+  petrel_status respond(petrel_response_sink sink, void* user_data);
+
+  // Why `model` (the caller's argument `name`) cannot be one of a pivot's two models, if it
+  // cannot: the second reads the first's translation sentence by sentence, which takes
+  // tokenizers that tell their tokens' bytes.
+  static std::optional<petrel_status> refuse_for_pivot(const petrel_model* model, const char* name) {
+    const std::string function = "petrel_translate_responses_via_pivot: ";
+    if (model->model->info().decoder_only)
+      return invalid(function + name + " is a language model, not a translation model");
+    if (!model->model->info().has_text_tokenizer)
+      return fail({petrel::ErrorCode::kUnsupported, function + name + " carries no text tokenizer"});
+    if (!petrel::detail::has_token_ranges(*model->model))
+      return fail({petrel::ErrorCode::kUnsupported, function + name + "'s tokenizer does not give the byte ranges of "
+                                                    "its tokens (a Marian model's does)"});
     return std::nullopt;
   }
 };
@@ -610,6 +651,29 @@ const float* petrel_response_alignment(const petrel_response* r, size_t k, size_
   return r->alignments[k].data();
 }
 
+petrel_status ManyTexts::respond(petrel_response_sink sink, void* user_data) {
+  petrel::Status s = translate_text([&](size_t i, petrel::Result<petrel::TextTranslation>&& r) {
+    if (!r) {
+      const std::string message = r.error().message;
+      petrel_status code = fail(r.error());
+      sink(user_data, i, code, nullptr, message.c_str());
+      last_error.clear();
+      return;
+    }
+    petrel_response response;
+    response.translation = &r.value();
+    response.input = &texts[i];
+    for (const petrel::SentenceTranslation& sentence : r.value().sentences) {
+      response.alignments.emplace_back();
+      for (const auto& row : sentence.alignment)
+        response.alignments.back().insert(response.alignments.back().end(), row.begin(), row.end());
+    }
+    sink(user_data, i, PETREL_OK, &response, nullptr);
+  });
+  if (!s) return fail(s.error());
+  return PETREL_OK;
+}
+
 petrel_status petrel_translate_responses(const petrel_model* model, const char* isa, const char* const* texts,
                                          size_t count, const petrel_options* options,
                                          const petrel_batch_options* batching, petrel_response_sink sink,
@@ -620,27 +684,25 @@ petrel_status petrel_translate_responses(const petrel_model* model, const char* 
     ManyTexts many;
     if (auto refused = many.prepare(model, isa, texts, count, options, batching, "petrel_translate_responses"))
       return *refused;
-    petrel::Status s = many.translator->translate_text(
-        many.texts, many.options, many.batching, [&](size_t i, petrel::Result<petrel::TextTranslation>&& r) {
-          if (!r) {
-            const std::string message = r.error().message;
-            petrel_status code = fail(r.error());
-            sink(user_data, i, code, nullptr, message.c_str());
-            last_error.clear();
-            return;
-          }
-          petrel_response response;
-          response.translation = &r.value();
-          response.input = &many.texts[i];
-          for (const petrel::SentenceTranslation& sentence : r.value().sentences) {
-            response.alignments.emplace_back();
-            for (const auto& row : sentence.alignment)
-              response.alignments.back().insert(response.alignments.back().end(), row.begin(), row.end());
-          }
-          sink(user_data, i, PETREL_OK, &response, nullptr);
-        });
-    if (!s) return fail(s.error());
-    return PETREL_OK;
+    return many.respond(sink, user_data);
+  });
+}
+
+petrel_status petrel_translate_responses_via_pivot(const petrel_model* first_model, const petrel_model* second_model,
+                                                   const char* isa, const char* const* texts, size_t count,
+                                                   const petrel_options* options, const petrel_batch_options* batching,
+                                                   petrel_response_sink sink, void* user_data) {
+  return guarded([&] {
+    if (first_model == nullptr || second_model == nullptr || sink == nullptr || (count > 0 && texts == nullptr))
+      return invalid("petrel_translate_responses_via_pivot: NULL argument");
+    if (auto refused = ManyTexts::refuse_for_pivot(first_model, "first_model")) return *refused;
+    if (auto refused = ManyTexts::refuse_for_pivot(second_model, "second_model")) return *refused;
+    ManyTexts many;
+    if (auto refused = many.prepare(first_model, isa, texts, count, options, batching,
+                                    "petrel_translate_responses_via_pivot"))
+      return *refused;
+    if (auto refused = many.prepare_pivot(second_model)) return *refused;
+    return many.respond(sink, user_data);
   });
 }
 

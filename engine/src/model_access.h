@@ -138,11 +138,14 @@ class SessionCall {
 
 // Translator::translate with each input's max_length_factor limit counted from
 // length_basis[i] tokens instead of its own (bergamot limits every sentence of a batch by
-// the batch's longest); an empty length_basis: each input's own.
+// the batch's longest); an empty length_basis: each input's own. With a shortlist, input i
+// decodes over *shortlists[i] (models::OutputVocabulary::shortlist_tokens' ids) instead of
+// its own (BatchOptions::shortlist_of_input); empty: its own.
 struct TranslatorAccess {
   static Result<std::vector<Translation>> translate(Translator& t, const std::vector<std::vector<int32_t>>& batch,
                                                     const TranslateOptions& options,
-                                                    const std::vector<size_t>& length_basis);
+                                                    const std::vector<size_t>& length_basis,
+                                                    const std::vector<const std::vector<int32_t>*>& shortlists = {});
 };
 
 // A hypothesis as text, with the tokens of its ids (the model's tokenizer).

@@ -109,9 +109,6 @@ Status translate_markup(const TranslatePlain& translate_plain, const std::vector
       if (!markups[i]) return deliver(i, std::move(errors[i]));
       if (!r) return deliver(i, std::move(r));
       TextTranslation t = std::move(r.value());
-      if (!plain[i].empty() && t.sentences.empty() && !t.hypotheses.empty() && !t.hypotheses[0].ids.empty())
-        return deliver(i, input_error(i, Error{ErrorCode::kUnsupported,
-                                               "html: this model's tokenizer does not give the byte ranges of its tokens"}));
       Status restored = restore_markup(*markups[i], options, t);
       if (!restored) return deliver(i, input_error(i, restored.error()));
       deliver(i, std::move(t));

@@ -63,6 +63,14 @@ bool has_token_ranges(const Model& model) {
   return static_cast<bool>(tokenizer->decode_with_ranges({}, ranges));
 }
 
+Status check_text_options(const Model& model, const TranslateOptions& options) {
+  if ((options.quality_scores || options.html) && !has_token_ranges(model))
+    return Error{ErrorCode::kUnsupported, std::string(options.html ? "html" : "quality_scores") +
+                                              ": this model's tokenizer does not give the byte ranges of its tokens "
+                                              "(a Marian C++ model's does)"};
+  return Status::ok();
+}
+
 Result<SentenceTranslation> sentence_translation(const Model& model, const TokenizedText& tokens, size_t source_offset,
                                                  const Hypothesis& best, size_t target_offset,
                                                  const TranslateOptions& options) {

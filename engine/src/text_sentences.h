@@ -18,4 +18,8 @@ Result<SentenceTranslation> sentence_translation(const Model& model, const Token
 // Whether the model's tokenizer tells its tokens' bytes (TextTranslation::sentences).
 bool has_token_ranges(const Model& model);
 
+// The error for asking of a text translation what the model cannot give (quality scores,
+// HTML: both need its tokens' bytes), or ok.
+Status check_text_options(const Model& model, const TranslateOptions& options);
+
 }  // namespace petrel::detail

@@ -108,7 +108,8 @@ struct Translator::Impl {
       : model(std::move(m)), kernels(k), pool(threads), weights(detail::weights_for(*model, scales)), graph(weights, k, pool) {}
   Result<std::vector<Translation>> translate(const std::vector<std::vector<int32_t>>& batch,
                                              const TranslateOptions& options,
-                                             const std::vector<size_t>* length_basis = nullptr);
+                                             const std::vector<size_t>* length_basis = nullptr,
+                                             const std::vector<const std::vector<int32_t>*>* shortlists = nullptr);
 
   std::shared_ptr<const Model> model;
   const kernels::KernelTable& kernels;
@@ -178,6 +179,9 @@ Result<Translator> Translator::create(std::shared_ptr<const Model> model, const 
 Result<std::vector<TextTranslation>> Translator::translate_text(const std::vector<std::string>& texts,
                                                                 const TranslateOptions& options) {
   const Model& m = *impl_->model;
+  if (options.html)
+    return Error{ErrorCode::kInvalidArgument, "html: HTML fragments are translated by BatchTranslator::translate_text"};
+  if (Status checked = detail::check_text_options(m, options); !checked) return checked.error();
   return detail::without_exceptions([&]() -> Result<std::vector<TextTranslation>> {
     std::vector<TextTranslation> out(texts.size());
     std::vector<std::vector<int32_t>> batch;
@@ -461,13 +465,16 @@ Result<std::vector<Translation>> Translator::translate(const std::vector<std::ve
 Result<std::vector<Translation>> detail::TranslatorAccess::translate(Translator& t,
                                                                      const std::vector<std::vector<int32_t>>& batch,
                                                                      const TranslateOptions& options,
-                                                                     const std::vector<size_t>& length_basis) {
+                                                                     const std::vector<size_t>& length_basis,
+                                                                     const std::vector<const std::vector<int32_t>*>& shortlists) {
   const detail::SessionCall call(t.impl_->busy);
   if (auto refused = call.refused("Translator")) return *refused;
-  if (!length_basis.empty() && length_basis.size() != batch.size())
-    return Error{ErrorCode::kInternal, "a length basis per input is needed"};
+  if ((!length_basis.empty() && length_basis.size() != batch.size()) ||
+      (!shortlists.empty() && shortlists.size() != batch.size()))
+    return Error{ErrorCode::kInternal, "a length basis and a shortlist per input are needed"};
   try {
-    return t.impl_->translate(batch, options, length_basis.empty() ? nullptr : &length_basis);
+    return t.impl_->translate(batch, options, length_basis.empty() ? nullptr : &length_basis,
+                              shortlists.empty() ? nullptr : &shortlists);
   } catch (const std::bad_alloc&) {
     return Error{ErrorCode::kOutOfMemory, "out of memory"};
   }
@@ -475,7 +482,8 @@ Result<std::vector<Translation>> detail::TranslatorAccess::translate(Translator&
 
 Result<std::vector<Translation>> Translator::Impl::translate(const std::vector<std::vector<int32_t>>& batch,
                                                              const TranslateOptions& requested,
-                                                             const std::vector<size_t>* length_basis) {
+                                                             const std::vector<size_t>* length_basis,
+                                                             const std::vector<const std::vector<int32_t>*>* shortlists) {
   const ModelInfo& info = model->info();
   auto invalid = [](const std::string& message) { return Error{ErrorCode::kInvalidArgument, message}; };
   if (batch.empty()) return invalid("no inputs to translate");
@@ -542,7 +550,8 @@ Result<std::vector<Translation>> Translator::Impl::translate(const std::vector<s
   }
 
   auto start = std::chrono::steady_clock::now();
-  if (*options.use_shortlist) output.use_shortlist(weights, batch);
+  if (*options.use_shortlist && shortlists) output.use_shortlist_sets(weights, *shortlists);
+  else if (*options.use_shortlist) output.use_shortlist(weights, batch);
   else output.use_all(weights);
   graph.encode(batch, encoded, workspace);
   timings.encode_ms = detail::ms_since(start);

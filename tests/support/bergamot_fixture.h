@@ -19,7 +19,8 @@ inline nlohmann::json markup_fixture(const std::string& name) {
   return nlohmann::json::parse(in);
 }
 
-// bergamot's settings in the fixtures (Firefox's): greedy, max-length-factor 2, no shortlist.
+// bergamot's settings in the fixtures (Firefox's): greedy, max-length-factor 2; no shortlist
+// (the toy models have none; the student's files used its shortlist, which callers turn on).
 inline TranslateOptions firefox_options() {
   TranslateOptions o;
   o.beam_size = 1;

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """Makes tests/fixtures/markup/: bergamot-translator 0.4.9's translations of real markup in HTML
 mode, with its quality scores, alignments, token and sentence ranges, and its aborts on
-malformed markup, for the two Marian-native toy models and for pivoting through both.
+malformed markup, for the two Marian-native toy models, for pivoting through both, and for the
+Firefox-shaped student of tools/firefox-student with its shortlist (int8shiftAlphaAll as Firefox
+runs it, and float32 of its dequantized weights: dequantize_marian.py).
 
     (cd tools/reference/bergamot && npm ci)    # once
     /usr/bin/python3 tools/reference/make_markup_fixtures.py [--out tests/fixtures/markup]
+    /usr/bin/python3 tools/reference/make_markup_fixtures.py --only firefox-student_float32  # one file
     /usr/bin/python3 tools/reference/make_markup_fixtures.py --check-reference   # python3-torch
 
 The inputs are read from this machine: the English msgids with Pango markup in the installed
@@ -22,13 +25,18 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 
 import gettext_catalogs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 MARKUP_MJS = os.path.join(HERE, "bergamot", "markup.mjs")
+DEQUANTIZE_PY = os.path.join(HERE, "dequantize_marian.py")
 MODELS_DIR = os.path.join(ROOT, "tests", "fixtures", "marian-native")
+STUDENT_DIR = os.path.join(ROOT, "tools", "firefox-student")
+STUDENT_MODEL, STUDENT_VOCAB = "model.ende.intgemm.alphas.bin", "vocab.ende.spm"
+STUDENT_SHORTLIST = "lex.50.50.ende.s2t.bin"
 DOC_DIR = "/usr/share/doc"
 
 MIN_BYTES, MAX_BYTES = 20, 400
@@ -278,37 +286,73 @@ def clean_error(response):
     return {"error": response["error"], "reason": reason, "engine_log": log}
 
 
+class Config:
+    """One fixture file: bergamot's model files and settings. `models` are relative to `root`
+    (one, or two for pivoting); `dequantize`: bergamot runs the float32 model.bin that
+    dequantize_marian.py makes of models[0] (written to a temporary directory)."""
+
+    def __init__(self, stem, root, models, vocab, precision, shortlist=None, dequantize=False):
+        self.stem, self.root, self.models, self.vocab = stem, root, models, vocab
+        self.precision, self.shortlist, self.dequantize = precision, shortlist, dequantize
+
+    def path(self, name):
+        return os.path.join(self.root, name)
+
+    def model_args(self, work_dir):
+        first = self.path(self.models[0])
+        if self.dequantize:
+            first = os.path.join(work_dir, self.stem + ".model.bin")
+            subprocess.run([sys.executable, DEQUANTIZE_PY, self.path(self.models[0]), first], check=True)
+        vocab = self.path(self.vocab)
+        args = ["--model", first, "--vocab", vocab, "--precision", self.precision]
+        if self.shortlist:
+            args += ["--shortlist", self.path(self.shortlist)]  # as Firefox: no check-bytearray
+        if len(self.models) > 1:
+            args += ["--pivot-model", self.path(self.models[1]), "--pivot-vocab", vocab]
+        return args
+
+    def settings(self):
+        where = os.path.relpath(self.root, ROOT)
+        settings = {
+            "engine": "@browsermt/bergamot-translator 0.4.9 (WASM, bergamot v0.4.5+4917c11)",
+            "models": [f"{where}/{m}" for m in self.models],
+            "vocab": f"{where}/{self.vocab}",
+            "pivot": len(self.models) > 1,
+        }
+        if self.dequantize:
+            settings["dequantized"] = ("bergamot ran the float32 model.bin tools/reference/dequantize_marian.py "
+                                       "writes from models[0]: q * (1/quantMult), alphas dropped")
+        if self.shortlist:
+            settings["shortlist"] = f"{where}/{self.shortlist}"
+        settings["config"] = {"beam-size": 1, "normalize": 1.0, "word-penalty": 0, "max-length-break": 128,
+                              "mini-batch-words": 1024, "workspace": 128, "max-length-factor": 2.0,
+                              "skip-cost": True, "cpu-threads": 0, "gemm-precision": self.precision,
+                              "alignment": "soft", "ssplit-mode": "paragraph"}
+        settings["one_request_per_call"] = True
+        settings["cache_size"] = 0
+        return settings
+
+
+def native(stem, models, precision):
+    return Config(stem, MODELS_DIR, models, "vocab.spm", precision)
+
+
+def student(stem, precision, dequantize):
+    return Config(stem, STUDENT_DIR, [STUDENT_MODEL], STUDENT_VOCAB, precision, shortlist=STUDENT_SHORTLIST,
+                  dequantize=dequantize)
+
+
 CONFIGS = [
-    # (file stem, model args, settings)
-    ("transformer_float32", ["transformer/model.bin"], "float32"),
-    ("transformer_int8shiftAlphaAll", ["transformer/model.intgemm.alphas.bin"], "int8shiftAlphaAll"),
-    ("ssru_float32", ["ssru/model.bin"], "float32"),
-    ("ssru_int8shiftAlphaAll", ["ssru/model.intgemm.alphas.bin"], "int8shiftAlphaAll"),
-    ("pivot-transformer-ssru_float32", ["transformer/model.bin", "ssru/model.bin"], "float32"),
+    native("transformer_float32", ["transformer/model.bin"], "float32"),
+    native("transformer_int8shiftAlphaAll", ["transformer/model.intgemm.alphas.bin"], "int8shiftAlphaAll"),
+    native("ssru_float32", ["ssru/model.bin"], "float32"),
+    native("ssru_int8shiftAlphaAll", ["ssru/model.intgemm.alphas.bin"], "int8shiftAlphaAll"),
+    native("pivot-transformer-ssru_float32", ["transformer/model.bin", "ssru/model.bin"], "float32"),
+    # The Firefox-shaped student (tools/firefox-student/README.md) as Firefox runs it:
+    # int8shiftAlphaAll with its shortlist; and float32 of the same weights, dequantized.
+    student("firefox-student_int8shiftAlphaAll", "int8shiftAlphaAll", dequantize=False),
+    student("firefox-student_float32", "float32", dequantize=True),
 ]
-
-
-def model_args(models, precision):
-    vocab = os.path.join(MODELS_DIR, "vocab.spm")
-    args = ["--model", os.path.join(MODELS_DIR, models[0]), "--vocab", vocab, "--precision", precision]
-    if len(models) > 1:
-        args += ["--pivot-model", os.path.join(MODELS_DIR, models[1]), "--pivot-vocab", vocab]
-    return args
-
-
-def settings_of(models, precision):
-    return {
-        "engine": "@browsermt/bergamot-translator 0.4.9 (WASM, bergamot v0.4.5+4917c11)",
-        "models": [f"tests/fixtures/marian-native/{m}" for m in models],
-        "vocab": "tests/fixtures/marian-native/vocab.spm",
-        "pivot": len(models) > 1,
-        "config": {"beam-size": 1, "normalize": 1.0, "word-penalty": 0, "max-length-break": 128,
-                   "mini-batch-words": 1024, "workspace": 128, "max-length-factor": 2.0,
-                   "skip-cost": True, "cpu-threads": 0, "gemm-precision": precision,
-                   "alignment": "soft", "ssplit-mode": "paragraph"},
-        "one_request_per_call": True,
-        "cache_size": 0,
-    }
 
 
 def check_against_reference(out_dir):
@@ -377,42 +421,61 @@ def main():
     parser.add_argument("--out", default=os.path.join(ROOT, "tests", "fixtures", "markup"))
     parser.add_argument("--check-reference", action="store_true",
                         help="only check the files in --out against the PyTorch reference")
+    parser.add_argument("--only", nargs="+", metavar="STEM",
+                        help="make only these files (e.g. firefox-student_float32), for the requests "
+                             "already in --out's first file")
     args = parser.parse_args()
     if args.check_reference:
         check_against_reference(args.out)
         return
 
-    candidates = candidate_requests()
-    # Which inputs abort does not depend on the model (bergamot parses the HTML before it
-    # translates): one pass decides, and inputs found to abort are labelled as such. The same
-    # pass decides which requests ask for alignments: those whose matrices are small (the
-    # option changes nothing else, which the first model's files check below).
-    first = run_bergamot(candidates, model_args(["transformer/model.bin"], "float32"))
-    requests = []
-    for req, resp in zip(candidates, first):
-        req = dict(req)
-        req["expect_error"] = "error" in resp
-        cells = sum(len(m) * len(m[0]) for m in resp.get("alignments", []) if m)
-        req["alignment"] = "error" not in resp and cells <= ALIGNMENT_MAX_CELLS
-        requests.append(req)
+    configs = CONFIGS
+    if args.only:
+        known = {c.stem for c in CONFIGS}
+        unknown = sorted(set(args.only) - known)
+        if unknown:
+            sys.exit(f"--only: no configuration {unknown}; known: {sorted(known)}")
+        configs = [c for c in CONFIGS if c.stem in args.only]
+
+    first = None
+    if args.only:
+        # The requests as the full run chose them (the first file's), so every file holds the same.
+        with open(os.path.join(args.out, CONFIGS[0].stem + ".json"), encoding="utf-8") as f:
+            requests = json.load(f)["requests"]
+    else:
+        candidates = candidate_requests()
+        # Which inputs abort does not depend on the model (bergamot parses the HTML before it
+        # translates): one pass decides, and inputs found to abort are labelled as such. The same
+        # pass decides which requests ask for alignments: those whose matrices are small (the
+        # option changes nothing else, which the first model's files check below).
+        first = run_bergamot(candidates, CONFIGS[0].model_args(None))
+        requests = []
+        for req, resp in zip(candidates, first):
+            req = dict(req)
+            req["expect_error"] = "error" in resp
+            cells = sum(len(m) * len(m[0]) for m in resp.get("alignments", []) if m)
+            req["alignment"] = "error" not in resp and cells <= ALIGNMENT_MAX_CELLS
+            requests.append(req)
 
     os.makedirs(args.out, exist_ok=True)
     summary = {}
-    for stem, models, precision in CONFIGS:
-        responses = [clean_error(r) for r in run_bergamot(requests, model_args(models, precision))]
-        for req, resp, once in zip(requests, responses, first):
-            if ("error" in resp) != req["expect_error"]:
-                sys.exit(f"{stem}: abort differs from the first pass for {req['text']!r}")
-            if stem == CONFIGS[0][0] and "error" not in resp:
-                for key in ("text", "source", "sentences", "source_tokens", "target_tokens", "quality"):
-                    if resp.get(key) != once.get(key):
-                        sys.exit(f"{stem}: the alignment option changed {key} for {req['text']!r}")
-        fixture = {"settings": settings_of(models, precision), "requests": requests, "responses": responses}
-        path = os.path.join(args.out, stem + ".json")
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(fixture, f, ensure_ascii=False, separators=(",", ":"))
-            f.write("\n")
-        summary[stem] = os.path.getsize(path)
+    with tempfile.TemporaryDirectory() as work_dir:
+        for config in configs:
+            stem = config.stem
+            responses = [clean_error(r) for r in run_bergamot(requests, config.model_args(work_dir))]
+            for i, (req, resp) in enumerate(zip(requests, responses)):
+                if ("error" in resp) != req["expect_error"]:
+                    sys.exit(f"{stem}: abort differs from the first pass for {req['text']!r}")
+                if first is not None and stem == CONFIGS[0].stem and "error" not in resp:
+                    for key in ("text", "source", "sentences", "source_tokens", "target_tokens", "quality"):
+                        if resp.get(key) != first[i].get(key):
+                            sys.exit(f"{stem}: the alignment option changed {key} for {req['text']!r}")
+            fixture = {"settings": config.settings(), "requests": requests, "responses": responses}
+            path = os.path.join(args.out, stem + ".json")
+            with open(path, "w", encoding="utf-8") as f:
+                json.dump(fixture, f, ensure_ascii=False, separators=(",", ":"))
+                f.write("\n")
+            summary[stem] = os.path.getsize(path)
 
     kinds = {}
     for req in requests:

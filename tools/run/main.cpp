@@ -24,6 +24,19 @@ using petrel::run::ms_since;
 using petrel::run::RunIo;
 using petrel::run::RunRequest;
 
+// Why `model` (the file `name`) cannot be one of --pivot's two models, if it cannot: the
+// second model reads the first's translation sentence by sentence, which needs both
+// tokenizers to tell their tokens' bytes.
+static std::optional<std::string> pivot_problem(const Model& model, const std::string& name) {
+  if (model.info().decoder_only) return "--pivot translates through two translation models: " + name + " is a language model";
+  if (!model.info().has_text_tokenizer) return "--pivot translates text: " + name + " carries no text tokenizer";
+  auto tokens = tokenize(model, "a");
+  if (!tokens || tokens.value().ids.empty() || tokens.value().ranges.size() != tokens.value().ids.size())
+    return "--pivot needs models whose tokenizers give their tokens' bytes (Marian C++ models: model.bin with "
+           "vocab.spm): " + name + "'s does not";
+  return std::nullopt;
+}
+
 static int tool_main(int argc, char** argv) {
   cli::Parser p("petrel-run", "MODEL.petrel [--text \"...\"]... [--ids \"12 7 99 0\"]... [--input FILE] [options]",
                 "Translates with a Petrel model. Inputs: --text (repeatable; tokenized by the model file's\n"
@@ -43,6 +56,9 @@ static int tool_main(int argc, char** argv) {
                 "--quality-scores adds bergamot's quality scores. --requests answers what Firefox asks of\n"
                 "bergamot: one JSON request per line, one JSON response per line (see --requests):\n"
                 "    echo '{\"text\": \"<b>Hello</b> world\", \"html\": true}' | petrel-run model.petrel --requests\n"
+                "--pivot SECOND.petrel translates through two models, source -> pivot -> target (Mozilla's\n"
+                "models all go to or from English), each text (lines, --text, --requests) as without it:\n"
+                "    petrel-run es-en.petrel --pivot en-de.petrel --requests\n"
                 "A language model (decoder-only: Gemma 3, Llama, Qwen) continues each input instead: text\n"
                 "(--prompt, or lines) when it was converted with its tokenizer.json, else ids (--ids, or\n"
                 "lines of ids); greedy, or sampled (--sample, --temperature, --top-k, --top-p, --min-p,\n"
@@ -82,6 +98,16 @@ static int tool_main(int argc, char** argv) {
                        "                              sentence_score, word_scores, word_ranges: bytes of text; NaN as null);\n"
                        "                              a bad line gives {\"error\": \"...\"} naming its line and the run\n"
                        "                              goes on (exit status 1 at the end)");
+  p.flag("pivot", "SECOND.petrel", "translate through a pivot language: MODEL translates each text into the pivot,\n"
+                                  "                              SECOND.petrel translates that sentence by sentence into the target\n"
+                                  "                              (bergamot's translateViaPivoting); html, quality scores (the second\n"
+                                  "                              model's) and --requests' alignments (composed through the pivot) as\n"
+                                  "                              without it. Both models must be Marian C++ ones (their tokenizers give\n"
+                                  "                              their tokens' bytes). Per-model flags (--isa, --threads, --workers,\n"
+                                  "                              --shortlist, --kv-cache, --activation-scales, --beam, the length limits)\n"
+                                  "                              apply to both models. Not with --n-best, --ids, --stream,\n"
+                                  "                              --tokenize/--detokenize, --source-lang/--target-lang/--target-prefix, or\n"
+                                  "                              --alignment outside --requests");
   p.toggle("html", "each text input is an HTML fragment (one per line): the tags are taken out, the text\n"
                    "                              translated sentence by sentence and each tag put back around the words\n"
                    "                              it wrapped (bergamot's html mode); plain output is the translation\n"
@@ -175,6 +201,19 @@ static int tool_main(int argc, char** argv) {
         if (p.has(f)) throw cli::UsageError("--" + std::string(f) + " does not apply with --requests (each response is a JSON line)");
       if (p.has("no-split")) throw cli::UsageError("--no-split does not apply with --requests (choose with --ssplit-mode)");
       if (p.get_int("n-best", 1, 1, 64) > 1) throw cli::UsageError("--n-best does not apply with --requests (one translation each)");
+    }
+    if (p.has("pivot")) {  // text through two translation models, the second reading the first's best
+      for (const char* f : {"ids", "prompt", "chat", "stream", "tokenize", "detokenize"})
+        if (p.has(f)) throw cli::UsageError("--" + std::string(f) + " does not apply with --pivot (it translates text "
+                                            "through two translation models)");
+      for (const char* f : {"source-lang", "target-lang", "target-prefix"})
+        if (p.has(f)) throw cli::UsageError("--" + std::string(f) + " does not apply with --pivot (it would set the "
+                                            "languages of both models' translations)");
+      if (p.get_int("n-best", 1, 1, 64) > 1)
+        throw cli::UsageError("--n-best does not apply with --pivot (the second model translates the first's best translation)");
+      if (p.has("alignment"))
+        throw cli::UsageError("--alignment does not apply with --pivot: alignments composed through the pivot are per "
+                              "sentence, as --requests gives them (\"alignment\": true)");
     }
     for (const char* f : {"system", "template-flag"})
       if (p.has(f) && !p.has("chat")) throw cli::UsageError("--" + std::string(f) + " applies with --chat");
@@ -300,8 +339,10 @@ static int tool_main(int argc, char** argv) {
     // Lines are split unless --no-split; the command line's texts only when --ssplit-mode asks.
     batching.split_sentences = p.has("text") ? p.has("ssplit-mode") : !p.has("no-split");
     if (p.has("requests")) batching.split_sentences = true;
-    // bergamot translates a request's sentences as one batch, each limited by the longest.
+    // bergamot translates a request's sentences as one batch, each limited by the longest
+    // and all decoding over the union of their shortlists.
     batching.limit_by_longest_sentence = p.has("requests") || p.has("html") || p.has("ssplit-mode");
+    batching.shortlist_of_input = batching.limit_by_longest_sentence;
     if (p.has("shortlist") && p.has("no-shortlist")) throw cli::UsageError("--shortlist or --no-shortlist, not both");
     if (p.has("shortlist")) options.use_shortlist = true;
     if (p.has("no-shortlist")) options.use_shortlist = false;
@@ -359,13 +400,23 @@ static int tool_main(int argc, char** argv) {
 
   auto start = std::chrono::steady_clock::now();
   auto loaded = Model::load(p.positionals()[0]);
-  const double load_ms = ms_since(start);
+  double load_ms = ms_since(start);
   if (!loaded) {
     fail(loaded.error().message);
     return 1;
   }
   const Model& model = *loaded.value();
   const bool has_text = model.info().has_text_tokenizer;
+  std::shared_ptr<const Model> pivot_model;  // --pivot: the second model
+  if (p.has("pivot")) {
+    if (auto problem = pivot_problem(model, p.positionals()[0])) return fail(*problem), 2;
+    start = std::chrono::steady_clock::now();
+    auto second = Model::load(p.get("pivot"));
+    load_ms += ms_since(start);
+    if (!second) return fail(second.error().message), 1;
+    if (auto problem = pivot_problem(*second.value(), p.get("pivot"))) return fail(*problem), 2;
+    pivot_model = std::move(second.value());
+  }
   const bool from_lines = !p.has("ids") && !p.has("text") && !p.has("prompt");  // --input FILE, or standard input
   const bool text_inputs = p.has("text") || p.has("prompt") || (from_lines && has_text && !p.has("detokenize"));
   if (p.has("prompt") && !model.info().decoder_only)
@@ -403,6 +454,7 @@ static int tool_main(int argc, char** argv) {
   }
 
   RunRequest request{p, loaded.value()};
+  request.pivot = std::move(pivot_model);
   request.load_ms = load_ms;
   request.text_inputs = text_inputs;
   request.fd = fd;

@@ -22,6 +22,7 @@ struct RunRequest {
   RunRequest(const cli::Parser& flags, std::shared_ptr<const Model> model) : flags(flags), model(std::move(model)) {}
   const cli::Parser& flags;
   std::shared_ptr<const Model> model;
+  std::shared_ptr<const Model> pivot;  // --pivot: the second model, which translates the first's translation
   double load_ms = 0;
   bool text_inputs = false;  // inputs are text (else token ids)
   int fd = -1;               // the lines' file (--chat reads its messages there)
@@ -36,6 +37,22 @@ struct RunRequest {
   GenerateOptions generate;
   std::vector<std::pair<std::string, bool>> chat_flags;  // --template-flag
 };
+
+// What text translations run on: the model's BatchTranslator, and with --pivot the second
+// model's, each text then going source -> pivot -> target through both (translate_via_pivot,
+// bergamot's translateViaPivoting), the result shaped as one model's.
+struct TextTranslators {
+  BatchTranslator model;
+  std::optional<BatchTranslator> pivot;
+
+  Status translate_text(const std::vector<std::string>& texts, const TranslateOptions& options,
+                        const BatchOptions& batching, const BatchTranslator::TextSink& deliver) {
+    if (pivot) return translate_via_pivot(model, *pivot, texts, options, batching, deliver);
+    return model.translate_text(texts, options, batching, deliver);
+  }
+};
+// Each with r.workers sessions of r.session's threads and kernel path.
+Result<TextTranslators> create_text_translators(const RunRequest& r);
 
 int run_tokenizer(const RunRequest& r, RunIo& io);
 int run_language_model(const RunRequest& r, RunIo& io);

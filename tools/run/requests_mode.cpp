@@ -3,7 +3,8 @@
 // answered by one JSON line as bergamot's Response holds it: the translation, the source
 // (in HTML mode as its markup is written back), each sentence's byte ranges, and its
 // alignments and quality scores when asked. Consecutive requests asking the same options
-// are one BatchTranslator call, so their sentences share batches.
+// are one BatchTranslator call, so their sentences share batches. With --pivot each goes
+// through the two models (translate_via_pivot) and is answered in the same shape.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -104,9 +105,10 @@ nlohmann::json response_json(const TextRequest& request, const TextTranslation& 
 }  // namespace
 
 int run_requests(const RunRequest& r, RunIo& io) {
-  auto created = BatchTranslator::create(r.model, r.session, r.workers);
+  auto created = create_text_translators(r);  // with --pivot, through two models
   if (!created) return setup_failure(created.error());
-  BatchTranslator& batch = created.value();
+  TextTranslators& translators = created.value();
+  const BatchTranslator& batch = translators.model;
   const std::optional<float> hard_threshold = r.alignment_threshold;
   const auto run_start = std::chrono::steady_clock::now();
   std::vector<std::optional<TextRequest>> requests;
@@ -144,7 +146,7 @@ int run_requests(const RunRequest& r, RunIo& io) {
       std::vector<std::string> texts;
       for (size_t i = k; i < end; ++i) texts.push_back(requests[i]->text);
       const size_t first = k;
-      Status s = batch.translate_text(texts, options, r.batching, [&](size_t j, Result<TextTranslation>&& t) {
+      Status s = translators.translate_text(texts, options, r.batching, [&](size_t j, Result<TextTranslation>&& t) {
         const size_t index = io.base + first + j;
         if (!t) return io.report(index, io.renumber(t.error().message, j, index));
         if (!t.value().hypotheses.empty()) io.tokens += t.value().hypotheses[0].ids.size();

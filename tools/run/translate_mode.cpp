@@ -53,13 +53,25 @@ void add_sentence_view(nlohmann::json& j, const TextTranslation& t, const Transl
 
 }  // namespace
 
+Result<TextTranslators> create_text_translators(const RunRequest& r) {
+  auto first = BatchTranslator::create(r.model, r.session, r.workers);
+  if (!first) return first.error();
+  TextTranslators out{std::move(first.value()), std::nullopt};
+  if (r.pivot) {
+    auto second = BatchTranslator::create(r.pivot, r.session, r.workers);
+    if (!second) return second.error();
+    out.pivot.emplace(std::move(second.value()));
+  }
+  return out;
+}
+
 int run_translation(const RunRequest& r, RunIo& io) {
   const cli::Parser& p = r.flags;
   const Model& model = *r.model;
   const TranslateOptions& options = r.translate;
   const BatchOptions& batching = r.batching;
   const bool text_inputs = r.text_inputs, has_text = model.info().has_text_tokenizer;
-  const size_t threads = r.session.threads, workers = r.workers;
+  const size_t threads = r.session.threads;
   const double load_ms = r.load_ms;
   const bool sentence_view = r.sentence_view;
   const std::optional<float> hard_threshold = r.alignment_threshold;
@@ -71,13 +83,14 @@ int run_translation(const RunRequest& r, RunIo& io) {
   size_t sessions = 1;
 
   // Lines: windows sorted, packed, printed in order as ready; the command line's texts too when
-  // they are HTML or split into sentences (BatchTranslator does both).
-  const bool batched = (io.from_lines || sentence_view) && !p.has("stream");
+  // they are HTML, split into sentences or translated through a pivot (BatchTranslator does
+  // all three).
+  const bool batched = (io.from_lines || sentence_view || r.pivot) && !p.has("stream");
   if (batched) {
-    auto batch = BatchTranslator::create(r.model, r.session, workers);
+    auto batch = create_text_translators(r);
     if (!batch) return setup_failure(batch.error());
-    isa = batch.value().isa();
-    sessions = batch.value().workers();
+    isa = batch.value().model.isa();
+    sessions = batch.value().model.workers();
     const auto run_start = std::chrono::steady_clock::now();
     for (; io.next_window(batching.window); io.base += io.window.size()) {
       auto deliver = [&](size_t k, auto&& r, auto&& describe) {
@@ -106,7 +119,7 @@ int run_translation(const RunRequest& r, RunIo& io) {
       } else {
         std::vector<std::vector<int32_t>> ids;
         for (size_t k = 0; k < io.window.size(); ++k) ids.push_back(io.parse_ids(io.window[k], io.base + k));
-        s = batch.value().translate(ids, options, batching, [&](size_t k, Result<Translation>&& r) {
+        s = batch.value().model.translate(ids, options, batching, [&](size_t k, Result<Translation>&& r) {
           deliver(k, r, [&](size_t i, const Input&, const Translation& t) {
             const auto& hyps = t.hypotheses;
             if (!hyps.empty()) io.tokens += hyps[0].ids.size();
@@ -229,6 +242,7 @@ int run_translation(const RunRequest& r, RunIo& io) {
   const double tokens_per_s = decode_ms > 0 ? io.tokens / (decode_ms / 1000.0) : run_seconds > 0 ? io.tokens / run_seconds : 0;
   const TranslateOptions& used = effective.value();
   nlohmann::json summary;
+  if (r.pivot) summary["pivot"] = p.get("pivot");
   summary["isa"] = isa;
   summary["threads"] = threads;
   summary["workers"] = sessions;

@@ -56,6 +56,11 @@ struct BatchOptions {
   // tokens as the factor gives its input's longest sentence, not only its own (bergamot
   // translates a request's sentences as one batch and limits each by the batch's longest).
   bool limit_by_longest_sentence = false;
+  // With split_sentences and a lexical shortlist: each sentence decodes over the union of
+  // its input's sentences' shortlists, not only its own (bergamot builds one shortlist for
+  // the batch a request's sentences form). Off, a sentence's translation never depends on
+  // the sentences around it.
+  bool shortlist_of_input = false;
   // Priorities: the first `priority_inputs` inputs are translated, in windows of their own,
   // and delivered before any later input is read (Firefox's worker sends a page's visible
   // text first). 0: none before the others.

@@ -39,7 +39,8 @@ typedef enum petrel_status {
   PETREL_FORMAT = 3,           /* a corrupt, hostile or inconsistent model file */
   PETREL_UNSUPPORTED = 4,      /* valid, but not runnable by this build or CPU */
   PETREL_INTERNAL = 5,
-  PETREL_OUT_OF_MEMORY = 6     /* an allocation failed, or a request is over the memory limit */
+  PETREL_OUT_OF_MEMORY = 6,    /* an allocation failed, or a request is over the memory limit */
+  PETREL_CANCELLED = 7         /* the caller cancelled the work */
 } petrel_status;
 
 /* When beam search stops for a sentence (petrel_options.beam_stop). */
@@ -314,6 +315,23 @@ PETREL_API petrel_status petrel_translate_responses(const petrel_model* model, c
                                                     const petrel_options* options,
                                                     const petrel_batch_options* batching, petrel_response_sink sink,
                                                     void* user_data);
+/* petrel_translate_responses through a pivot language, as bergamot's translateViaPivoting
+ * (Mozilla's models all go to or from English): first_model translates each text (split
+ * into sentences as batching says), second_model translates that translation sentence by
+ * sentence. Each response is shaped as petrel_translate_responses' is: the source and the
+ * sentences' source ranges are the text's; the translation, the target ranges and the
+ * quality scores (the second model's) are the target's; alignments (options.alignment)
+ * are composed through the pivot text, [target token][source token]; html takes the markup
+ * out before the first model and puts it back once, at the end. isa and batching (threads,
+ * workers included) apply to both models. Both must be translation models whose tokenizers
+ * give their tokens' bytes (Marian ones; PETREL_UNSUPPORTED otherwise), and options.n_best
+ * at most 1 (PETREL_INVALID_ARGUMENT). */
+PETREL_API petrel_status petrel_translate_responses_via_pivot(const petrel_model* first_model,
+                                                              const petrel_model* second_model, const char* isa,
+                                                              const char* const* texts, size_t count,
+                                                              const petrel_options* options,
+                                                              const petrel_batch_options* batching,
+                                                              petrel_response_sink sink, void* user_data);
 
 /* petrel_translate_text with the translation streamed to `on_token` as it is produced
  * (with the text so far); the whole translation is returned as well. */

@@ -26,49 +26,61 @@ void OutputVocabulary::use_all(const detail::ModelWeights& w) {
   bias_ = w.final_logits_bias;
 }
 
-void OutputVocabulary::use_shortlist(const detail::ModelWeights& w, const std::vector<std::vector<int32_t>>& batch) {
+std::vector<int32_t> OutputVocabulary::shortlist_tokens(const detail::ModelWeights& w,
+                                                       const std::vector<int32_t>& source) {
   const detail::Shortlist& list = w.shortlist;
   const std::vector<int32_t>& bad = w.info->bad_word_ids;
-  std::vector<int32_t> distinct;
-  auto allowed_tokens = [&](const std::vector<int32_t>& source, std::vector<int32_t>& out) {
-    out.assign(list.always, list.always + list.always_size);
-    out.insert(out.end(), bad.begin(), bad.end());
-    // Each source id's candidates once: a file may give one id every candidate, and a
-    // sentence repeating it would otherwise gather them once per token before dedup.
-    distinct.assign(source.begin(), source.end());
-    std::sort(distinct.begin(), distinct.end());
-    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
-    for (int32_t s : distinct) {
-      if (list.candidates16 != nullptr)
-        out.insert(out.end(), list.candidates16 + list.offsets[s], list.candidates16 + list.offsets[s + 1]);
-      else
-        out.insert(out.end(), list.candidates + list.offsets[s], list.candidates + list.offsets[s + 1]);
-    }
+  std::vector<int32_t> distinct, out;
+  out.assign(list.always, list.always + list.always_size);
+  out.insert(out.end(), bad.begin(), bad.end());
+  // Each source id's candidates once: a file may give one id every candidate, and a
+  // sentence repeating it would otherwise gather them once per token before dedup.
+  distinct.assign(source.begin(), source.end());
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  for (int32_t s : distinct) {
+    if (list.candidates16 != nullptr)
+      out.insert(out.end(), list.candidates16 + list.offsets[s], list.candidates16 + list.offsets[s + 1]);
+    else
+      out.insert(out.end(), list.candidates + list.offsets[s], list.candidates + list.offsets[s + 1]);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  if (list.pad_to_multiple > 1) {  // Marian's: the smallest unselected ids >= first
+    const size_t target = w.output_proj.rows, before = out.size();
+    for (size_t id = list.first; out.size() % list.pad_to_multiple != 0 && id < target; ++id)
+      if (!std::binary_search(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(before), static_cast<int32_t>(id)))
+        out.push_back(static_cast<int32_t>(id));
     std::sort(out.begin(), out.end());
-    out.erase(std::unique(out.begin(), out.end()), out.end());
-    if (list.pad_to_multiple > 1) {  // Marian's: the smallest unselected ids >= first
-      const size_t target = w.output_proj.rows, before = out.size();
-      for (size_t id = list.first; out.size() % list.pad_to_multiple != 0 && id < target; ++id)
-        if (!std::binary_search(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(before), static_cast<int32_t>(id)))
-          out.push_back(static_cast<int32_t>(id));
-      std::sort(out.begin(), out.end());
-    }
-  };
+  }
+  return out;
+}
 
-  std::vector<std::vector<int32_t>> per_sentence(batch.size());
+void OutputVocabulary::use_shortlist(const detail::ModelWeights& w, const std::vector<std::vector<int32_t>>& batch) {
+  std::vector<std::vector<int32_t>> per_sentence;
+  per_sentence.reserve(batch.size());
+  for (const auto& source : batch) per_sentence.push_back(shortlist_tokens(w, source));
+  std::vector<const std::vector<int32_t>*> sets;
+  for (const auto& set : per_sentence) sets.push_back(&set);
+  use_shortlist_sets(w, sets);
+}
+
+void OutputVocabulary::use_shortlist_sets(const detail::ModelWeights& w,
+                                          const std::vector<const std::vector<int32_t>*>& per_sentence) {
+  const size_t sentences = per_sentence.size();
   ids_.clear();
-  for (size_t s = 0; s < batch.size(); ++s) {
-    allowed_tokens(batch[s], per_sentence[s]);
-    ids_.insert(ids_.end(), per_sentence[s].begin(), per_sentence[s].end());
+  for (size_t s = 0; s < sentences; ++s) {
+    if (s > 0 && per_sentence[s] == per_sentence[s - 1]) continue;  // a set shared by neighbours: once
+    ids_.insert(ids_.end(), per_sentence[s]->begin(), per_sentence[s]->end());
   }
   std::sort(ids_.begin(), ids_.end());
   ids_.erase(std::unique(ids_.begin(), ids_.end()), ids_.end());
   size_ = ids_.size();
   allowed_.clear();
-  if (batch.size() > 1) {
-    allowed_.assign(batch.size() * size_, 0);
-    for (size_t s = 0; s < batch.size(); ++s)
-      for (int32_t t : per_sentence[s]) allowed_[s * size_ + index_of(t)] = 1;
+  if (sentences > 1) {
+    allowed_.assign(sentences * size_, 0);
+    for (size_t s = 0; s < sentences; ++s)
+      for (int32_t t : *per_sentence[s]) allowed_[s * size_ + index_of(t)] = 1;
   }
 
   // Gather the rows into a matrix of the same dtype and layout, run by run (a packed

@@ -19,6 +19,11 @@ class OutputVocabulary {
   // its source tokens, and the bad-word ids (masked later, as in the full case: they
   // take part in the normalisation). `w.shortlist` must be present.
   void use_shortlist(const detail::ModelWeights& w, const std::vector<std::vector<int32_t>>& batch);
+  // The same with each sentence's allowed ids given (shortlist_tokens' results; sentences
+  // may share one: BatchOptions::shortlist_of_input).
+  void use_shortlist_sets(const detail::ModelWeights& w, const std::vector<const std::vector<int32_t>*>& allowed);
+  // What a sentence whose source tokens are `source` may produce, sorted (`w.shortlist` present).
+  static std::vector<int32_t> shortlist_tokens(const detail::ModelWeights& w, const std::vector<int32_t>& source);
 
   size_t size() const { return size_; }
   int32_t token(size_t index) const { return ids_.empty() ? static_cast<int32_t>(index) : ids_[index]; }
