@@ -226,7 +226,7 @@ class Petrel {
     // Firefox's settings as bergamot applies them: greedy, 2 x the longest sentence of the
     // text (bergamot translates a text's sentences as one batch), paragraph splitting.
     engine.options = { beam: 1, maxLengthFactor: 2, limitByLongestSentence: true, ssplitMode: "paragraph",
-                       shortlist: true, qualityScores: false, alignment: options.petrelAlignment };
+                       shortlist: true, shortlistOfInput: true, qualityScores: false, alignment: options.petrelAlignment };
     return engine;
   }
 

@@ -152,6 +152,10 @@ export interface TranslateOptions {
   /** With sentence splitting and a length factor: each sentence may generate as many tokens
    * as its input's longest sentence allows (bergamot limits a request's sentences as one batch). */
   limitByLongestSentence?: boolean;
+  /** With sentence splitting and a shortlist: each sentence decodes over the union of its
+   * input's sentences' shortlists (bergamot's shortlist of a request's batch); off (default),
+   * a sentence's translation does not depend on the sentences around it. */
+  shortlistOfInput?: boolean;
   /**
    * The input is an HTML fragment (bergamot's {html: true}): the tags are taken out, the
    * text translated sentence by sentence, the tags put back around the words the alignments

@@ -165,7 +165,7 @@ const MAX_MODEL_BYTES = 2 ** 31 - 64;
 const OPTION_KEYS = new Set([
   "beam", "maxNewTokens", "minNewTokens", "lengthPenalty", "sourceLanguage", "targetLanguage",
   "shortlist", "kvCacheF16", "onToken", "splitSentences", "html", "qualityScores", "alignment",
-  "qualityModel", "ssplitMode", "maxLengthFactor", "limitByLongestSentence", "secondModel",
+  "qualityModel", "ssplitMode", "maxLengthFactor", "limitByLongestSentence", "shortlistOfInput", "secondModel",
 ]);
 
 // bergamot's ssplit-mode names, as the engine numbers them (pjs_translate's split_mode).
@@ -199,7 +199,7 @@ function checkOptions(options) {
     if (typeof options[key] === "string") checkString(options[key], key);
     o[key] = options[key] || null;
   }
-  for (const key of ["shortlist", "kvCacheF16", "splitSentences", "limitByLongestSentence"]) {
+  for (const key of ["shortlist", "kvCacheF16", "splitSentences", "limitByLongestSentence", "shortlistOfInput"]) {
     if (options[key] !== undefined && typeof options[key] !== "boolean") throw invalid(`${key} must be a boolean`);
   }
   checkRequestOptions(options, "");
@@ -208,6 +208,7 @@ function checkOptions(options) {
   o.alignment = !!options.alignment;
   o.ssplitMode = options.ssplitMode === undefined || options.ssplitMode === null ? null : options.ssplitMode;
   o.limitByLongestSentence = options.limitByLongestSentence ? 1 : 0;
+  o.shortlistOfInput = options.shortlistOfInput ? 1 : 0;
   if (options.maxLengthFactor !== undefined &&
       (typeof options.maxLengthFactor !== "number" || !Number.isFinite(options.maxLengthFactor) ||
        options.maxLengthFactor <= 0))
@@ -668,7 +669,7 @@ export class PetrelModel {
                                      o.targetLanguage ? pointers[list.length + 1] : 0,
                                      o.onToken ? 1 : 0, split, splitMode, o.html ? 1 : 0, o.qualityScores ? 1 : 0,
                                      o.alignment ? 1 : 0, qualityModel, qualityBytes, o.maxLengthFactor,
-                                     o.limitByLongestSentence) >>> 0;
+                                     o.limitByLongestSentence, o.shortlistOfInput) >>> 0;
       } finally {
         core.__petrelToken = null;
       }

@@ -386,7 +386,8 @@ EMSCRIPTEN_KEEPALIVE PjsResult* pjs_translate(PjsModel* m, PjsModel* second, con
                                               int kv_f16, const char* source_language, const char* target_language,
                                               int stream, int split, int split_mode, int html, int quality,
                                               int alignment, const void* quality_model, size_t quality_model_size,
-                                              double max_length_factor, int limit_by_longest) {
+                                              double max_length_factor, int limit_by_longest,
+                                              int shortlist_of_input) {
   return guarded<PjsResult*>(nullptr, [&]() -> PjsResult* {
     TranslateOptions o;
     o.beam_size = static_cast<size_t>(beam);
@@ -441,6 +442,7 @@ EMSCRIPTEN_KEEPALIVE PjsResult* pjs_translate(PjsModel* m, PjsModel* second, con
         return nullptr;
     }
     b.limit_by_longest_sentence = limit_by_longest != 0;
+    b.shortlist_of_input = shortlist_of_input != 0;
     if (count == 0) return new PjsResult();  // the options are valid
     std::vector<std::string> inputs(texts, texts + count);
     auto result = std::make_unique<PjsResult>();
