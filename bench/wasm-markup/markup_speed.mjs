@@ -6,9 +6,9 @@
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import vm from "node:vm";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { performance } from "node:perf_hooks";
+import { bergamotFiles, loadBergamot, alignedMemory } from "../../tools/reference/bergamot/bergamot_wasm.mjs";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, "..", "..");
@@ -101,49 +101,6 @@ function plainText(html) {
 
 // ---- bergamot-translator 0.4.9 (Firefox's engine), driven as tools/reference/bergamot does ----
 
-// The glue is built for web/worker only: evaluate it with a global Module whose
-// instantiateWasm links the int8 GEMM imports to the module's own fallback exports, as
-// bergamot's translator-worker.js does without Firefox's mozIntGemm.
-function loadBergamotModule(dir) {
-  const workerDir = path.join(dir, "node_modules", "@browsermt", "bergamot-translator", "worker");
-  const glue = path.join(workerDir, "bergamot-translator-worker.js");
-  const wasm = path.join(workerDir, "bergamot-translator-worker.wasm");
-  if (!fs.existsSync(glue) || !fs.existsSync(wasm)) fail(`bergamot-translator is not installed: run \`npm ci\` in ${dir}`);
-  const GEMM = {
-    int8_prepare_a: "int8PrepareAFallback",
-    int8_prepare_b: "int8PrepareBFallback",
-    int8_prepare_b_from_transposed: "int8PrepareBFromTransposedFallback",
-    int8_prepare_b_from_quantized_transposed: "int8PrepareBFromQuantizedTransposedFallback",
-    int8_prepare_bias: "int8PrepareBiasFallback",
-    int8_multiply_and_add_bias: "int8MultiplyAndAddBiasFallback",
-    int8_select_columns_of_b: "int8SelectColumnsOfBFallback",
-  };
-  const wasmBytes = fs.readFileSync(wasm);
-  return new Promise((resolve, reject) => {
-    const Module = {
-      print: (text) => process.stderr.write(text + "\n"),
-      printErr: (text) => process.stderr.write(`bergamot: ${text}\n`),
-      instantiateWasm(info, accept) {
-        const wasmGemm = Object.fromEntries(Object.entries(GEMM).map(
-          ([name, fallback]) => [name, (...args) => Module.asm[fallback](...args)]));
-        WebAssembly.instantiate(wasmBytes, { ...info, wasm_gemm: wasmGemm })
-          .then(({ instance }) => accept(instance), reject);
-        return {};
-      },
-      onRuntimeInitialized: () => resolve(Module),
-      onAbort: (what) => reject(new Error(`bergamot aborted: ${what}`)),
-    };
-    globalThis.Module = Module;
-    vm.runInThisContext(fs.readFileSync(glue, "utf8"), { filename: glue });
-  });
-}
-
-function alignedMemory(Module, bytes, alignment) {
-  const memory = new Module.AlignedMemory(bytes.byteLength, alignment);
-  memory.getByteArrayView().set(new Int8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength));
-  return memory;
-}
-
 function studentFiles(dir) {
   const names = fs.readdirSync(dir);
   const pick = (test, what) => {
@@ -161,7 +118,11 @@ function studentFiles(dir) {
 class Bergamot {
   static async create(options) {
     const engine = new Bergamot();
-    const Module = await loadBergamotModule(options.bergamot);
+    const found = bergamotFiles(options.bergamot);
+    if (!found) fail(`bergamot-translator is not installed: run \`npm ci\` in ${options.bergamot}`);
+    const Module = await loadBergamot({ glue: found.glue, wasmBytes: fs.readFileSync(found.wasm),
+                                        glueSource: fs.readFileSync(found.glue, "utf8") },
+                                      { printErr: (text) => process.stderr.write(`bergamot: ${text}\n`) });
     const files = studentFiles(options.student);
     // Firefox's settings (bergamot's translator-worker.js); Firefox sets no ssplit-mode, so
     // bergamot's default, paragraph, applies.

@@ -6,13 +6,11 @@
 // read: README.md next to this file.
 import fs from "node:fs";
 import path from "node:path";
-import vm from "node:vm";
 import { fileURLToPath } from "node:url";
+import { bergamotFiles, loadBergamot, alignedMemory } from "./bergamot_wasm.mjs";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
-const WORKER_DIR = path.join(HERE, "node_modules", "@browsermt", "bergamot-translator", "worker");
-const GLUE = path.join(WORKER_DIR, "bergamot-translator-worker.js");
-const WASM = path.join(WORKER_DIR, "bergamot-translator-worker.wasm");
+const FILES = bergamotFiles();
 
 const USAGE = `usage: node markup.mjs --model M.bin --vocab V.spm [--trg-vocab T.spm] [--shortlist lex.bin]
        [--pivot-model M2.bin --pivot-vocab V2.spm [--pivot-trg-vocab T2.spm]]
@@ -78,49 +76,6 @@ function readInput(file) {
   } catch (error) {
     fail(`cannot read ${file}: ${error.message}`);
   }
-}
-
-// The glue is built for web/worker only: evaluate it in this context with a global Module
-// whose instantiateWasm links the int8 GEMM imports to the module's own fallback exports,
-// as bergamot's translator-worker.js does without Firefox's mozIntGemm. Evaluating it again
-// after an abort gives a fresh instance (new memory, new runtime state).
-function loadEngine(wasmBytes, glueSource) {
-  const GEMM = {
-    int8_prepare_a: "int8PrepareAFallback",
-    int8_prepare_b: "int8PrepareBFallback",
-    int8_prepare_b_from_transposed: "int8PrepareBFromTransposedFallback",
-    int8_prepare_b_from_quantized_transposed: "int8PrepareBFromQuantizedTransposedFallback",
-    int8_prepare_bias: "int8PrepareBiasFallback",
-    int8_multiply_and_add_bias: "int8MultiplyAndAddBiasFallback",
-    int8_select_columns_of_b: "int8SelectColumnsOfBFallback",
-  };
-  return new Promise((resolve, reject) => {
-    const Module = {
-      print: (text) => process.stderr.write(text + "\n"),
-      printErr: (text) => { engineLog.push(text); if (engineLog.length > 50) engineLog.shift(); },
-      instantiateWasm(info, accept) {
-        const wasmGemm = Object.fromEntries(Object.entries(GEMM).map(
-          ([name, fallback]) => [name, (...args) => Module.asm[fallback](...args)]));
-        WebAssembly.instantiate(wasmBytes, { ...info, wasm_gemm: wasmGemm })
-          .then(({ instance }) => accept(instance), reject);
-        return {};
-      },
-      onRuntimeInitialized: () => resolve(Module),
-      // An abort during a translation is reported by the exception the call throws.
-      onAbort: () => {},
-    };
-    globalThis.Module = Module;
-    // The glue declares `var calledRun;` without a value, so evaluating it again keeps the
-    // previous runtime's `true` and never runs the new one: clear it first.
-    globalThis.calledRun = undefined;
-    vm.runInThisContext(glueSource, { filename: GLUE });
-  });
-}
-
-function alignedMemory(Module, bytes, alignment) {
-  const memory = new Module.AlignedMemory(bytes.byteLength, alignment);
-  memory.getByteArrayView().set(new Int8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength));
-  return memory;
 }
 
 // Firefox's settings (bergamot's translator-worker.js); `alignment: soft` is what HTML needs.
@@ -321,14 +276,17 @@ class Engine {
   constructor(options, files) {
     this.options = options;
     this.files = files;
-    this.wasmBytes = fs.readFileSync(WASM);
-    this.glueSource = fs.readFileSync(GLUE, "utf8");
+    this.wasmBytes = fs.readFileSync(FILES.wasm);
+    this.glueSource = fs.readFileSync(FILES.glue, "utf8");
     this.Module = null;
     this.starts = 0;
   }
 
   async start() {
-    this.Module = await loadEngine(this.wasmBytes, this.glueSource);
+    // An abort during a translation is reported by the exception the call throws.
+    this.Module = await loadBergamot({ glue: FILES.glue, wasmBytes: this.wasmBytes, glueSource: this.glueSource }, {
+      printErr: (text) => { engineLog.push(text); if (engineLog.length > 50) engineLog.shift(); },
+    });
     this.starts += 1;
     const { Module, options, files } = this;
     this.model = makeModel(Module, options, files.first, options.precision);
@@ -393,7 +351,7 @@ class Engine {
 
 async function main() {
   const options = parseArgs(process.argv.slice(2));
-  if (!fs.existsSync(GLUE) || !fs.existsSync(WASM)) {
+  if (!FILES) {
     fail(`bergamot-translator is not installed: run \`npm ci\` in ${HERE}`);
   }
   const files = {

@@ -4,14 +4,12 @@
 // Usage and the JSON fields: README.md next to this file.
 import fs from "node:fs";
 import path from "node:path";
-import vm from "node:vm";
 import { fileURLToPath } from "node:url";
+import { bergamotFiles, loadBergamot, alignedMemory } from "./bergamot_wasm.mjs";
 import { performance } from "node:perf_hooks";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
-const WORKER_DIR = path.join(HERE, "node_modules", "@browsermt", "bergamot-translator", "worker");
-const GLUE = path.join(WORKER_DIR, "bergamot-translator-worker.js");
-const WASM = path.join(WORKER_DIR, "bergamot-translator-worker.wasm");
+const FILES = bergamotFiles();
 
 const USAGE = `usage: node translate.mjs --model M.bin --vocab V.spm [--trg-vocab T.spm]
        [--shortlist lex.bin] [--precision float32|int8shiftAll|int8shiftAlphaAll]
@@ -67,48 +65,6 @@ function readInput(file) {
   } catch (error) {
     fail(`cannot read ${file}: ${error.message}`);
   }
-}
-
-// The glue is built for web/worker only: evaluate it in this context with a global
-// Module whose instantiateWasm links the int8 GEMM imports to the module's own
-// fallback exports, as bergamot's translator-worker.js does without Firefox's mozIntGemm.
-function loadEngine() {
-  const GEMM = {
-    int8_prepare_a: "int8PrepareAFallback",
-    int8_prepare_b: "int8PrepareBFallback",
-    int8_prepare_b_from_transposed: "int8PrepareBFromTransposedFallback",
-    int8_prepare_b_from_quantized_transposed: "int8PrepareBFromQuantizedTransposedFallback",
-    int8_prepare_bias: "int8PrepareBiasFallback",
-    int8_multiply_and_add_bias: "int8MultiplyAndAddBiasFallback",
-    int8_select_columns_of_b: "int8SelectColumnsOfBFallback",
-  };
-  if (!fs.existsSync(GLUE) || !fs.existsSync(WASM)) {
-    fail(`bergamot-translator is not installed: run \`npm ci\` in ${HERE}`);
-  }
-  const wasmBytes = fs.readFileSync(WASM);
-  return new Promise((resolve, reject) => {
-    const Module = {
-      print: (text) => process.stderr.write(text + "\n"),
-      printErr: (text) => { engineLog.push(text); if (engineLog.length > 50) engineLog.shift(); },
-      instantiateWasm(info, accept) {
-        const wasmGemm = Object.fromEntries(Object.entries(GEMM).map(
-          ([name, fallback]) => [name, (...args) => Module.asm[fallback](...args)]));
-        WebAssembly.instantiate(wasmBytes, { ...info, wasm_gemm: wasmGemm })
-          .then(({ instance }) => accept(instance), reject);
-        return {};
-      },
-      onRuntimeInitialized: () => resolve(Module),
-      onAbort: (what) => reject(new Error(`engine aborted: ${what}`)),
-    };
-    globalThis.Module = Module;
-    vm.runInThisContext(fs.readFileSync(GLUE, "utf8"), { filename: GLUE });
-  });
-}
-
-function alignedMemory(Module, bytes, alignment) {
-  const memory = new Module.AlignedMemory(bytes.byteLength, alignment);
-  memory.getByteArrayView().set(new Int8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength));
-  return memory;
 }
 
 // Firefox's settings (toolkit translations engine / bergamot translator-worker.js), with
@@ -171,7 +127,10 @@ async function main() {
 
   let Module;
   try {
-    Module = await loadEngine();
+    if (!FILES) fail(`bergamot-translator is not installed: run \`npm ci\` in ${HERE}`);
+    Module = await loadBergamot({ glue: FILES.glue, wasmBytes: fs.readFileSync(FILES.wasm),
+                                  glueSource: fs.readFileSync(FILES.glue, "utf8") },
+                                { printErr: (text) => { engineLog.push(text); if (engineLog.length > 50) engineLog.shift(); } });
   } catch (error) {
     fail(`cannot start the engine: ${engineError(error)}`);
   }
@@ -224,7 +183,7 @@ async function main() {
     first_ms: firstMs,
     translate_ms: translateMs,
     peak_rss_bytes: process.resourceUsage().maxRSS * 1024,
-    wasm_bytes: fs.statSync(WASM).size,
+    wasm_bytes: fs.statSync(FILES.wasm).size,
   };
   process.stdout.write(JSON.stringify(result) + "\n");
 }
