@@ -320,7 +320,7 @@ async function main() {
       petrel: options.engines.includes("petrel")
         ? { pkg: path.resolve(options.pkg), model: path.resolve(options.petrelModel),
             activation_scales: options.activationScales, shortlist: true, alignment: options.petrelAlignment,
-            limit_by_longest_sentence: true }
+            limit_by_longest_sentence: true, shortlist_of_input: true }
         : null,
       plain_inputs: "each fragment's text: tags dropped, block ends and <br> as line breaks, entities decoded",
       load_s: load,
