@@ -316,11 +316,14 @@ TEST_CASE("sentence-split texts keep each sentence's ranges in the input and in 
   }
 }
 
-TEST_CASE("HTML translations equal bergamot's on real markup, quality markup included",
+TEST_CASE("HTML translations equal bergamot's on real markup, quality markup included, on every kernel path",
           "[bergamot][html][marian-native]") {
+  for (const std::string& isa : runnable_isas())
   for (const std::string model_name : {"transformer", "ssru"}) {
-    INFO("model " << model_name);
-    AsBergamot petrel(native_model(model_name), false);
+    INFO("model " << model_name << ", " << isa);
+    TranslatorOptions on_path;
+    on_path.isa = isa;
+    AsBergamot petrel(native_model(model_name), false, on_path);
     const Agreement a = agreement_with(markup_fixture(model_name + "_float32"), petrel, model_name.c_str());
     INFO(a);
     CHECK(a.html >= 300);
@@ -333,8 +336,12 @@ TEST_CASE("HTML translations equal bergamot's on real markup, quality markup inc
 TEST_CASE("translation through a pivot equals bergamot's translateViaPivoting: texts, markup, scores, alignments",
           "[bergamot][pivot][marian-native]") {
   const json fixture = markup_fixture("pivot-transformer-ssru_float32");
-  auto first = BatchTranslator::create(load_model(native_model("transformer")));
-  auto second = BatchTranslator::create(load_model(native_model("ssru")));
+  for (const std::string& isa : runnable_isas()) {
+  INFO(isa);
+  TranslatorOptions on_path;
+  on_path.isa = isa;
+  auto first = BatchTranslator::create(load_model(native_model("transformer")), on_path);
+  auto second = BatchTranslator::create(load_model(native_model("ssru")), on_path);
   REQUIRE(first);
   REQUIRE(second);
   BatchOptions as_bergamot;  // ssplit-mode paragraph, a request's sentences in one batch
@@ -382,6 +389,7 @@ TEST_CASE("translation through a pivot equals bergamot's translateViaPivoting: t
   CHECK(translated >= 350);
   CHECK(equal * 100 >= translated * 98);
   CHECK(alignments_equal == aligned);
+  }
 }
 
 TEST_CASE("int8 HTML translations against bergamot's int8shiftAlphaAll: the markup holds, texts differ where int8 rounds",
