@@ -237,3 +237,69 @@ TEST_CASE("C API: petrel_translate_responses_via_pivot refuses NULL models, n_be
   petrel_model_free(first);
   petrel_model_free(second);
 }
+
+TEST_CASE("C API: petrel_batch_options_init writes only the caller's struct", "[marian-native]") {
+  // An app built before shortlist_of_input existed has a shorter struct: neither the old
+  // entry point nor the sized one may write past it.
+  const size_t old_size = offsetof(petrel_batch_options, shortlist_of_input);
+  std::vector<unsigned char> bytes(sizeof(petrel_batch_options) + 16, 0xAB);
+  auto* b = reinterpret_cast<petrel_batch_options*>(bytes.data());
+  (petrel_batch_options_init)(b);  // the exported function, not the macro
+  CHECK(b->struct_size == old_size);
+  CHECK(b->max_batch_size == 8);
+  for (size_t i = old_size; i < bytes.size(); ++i) CHECK(bytes[i] == 0xAB);
+  petrel_batch_options current;
+  petrel_batch_options_init(&current);  // the macro: this header's size
+  CHECK(current.struct_size == sizeof(petrel_batch_options));
+  CHECK(current.shortlist_of_input == 0);
+}
+
+TEST_CASE("C API: shortlist_of_input decodes a request's sentences over one shortlist, as the C++ API does",
+          "[marian-native][shortlist]") {
+  // The Firefox-shaped student with its shortlist: several sentences in one text.
+  const std::string path =
+      shared_conversion("firefox-student", source_dir() + "/tools/firefox-student", petrel::DType::kF32);
+  const std::vector<std::string> texts = {
+      "Open the file. Unable to correct the missing packages. Save the changes before closing the window?",
+      "The window could not be opened. Click here to read more about the printer settings."};
+  auto model = petrel::Model::load(path);
+  REQUIRE(model);
+  auto batch = petrel::BatchTranslator::create(model.value());
+  REQUIRE(batch);
+  petrel_model* c_model = nullptr;
+  REQUIRE(petrel_model_load(path.c_str(), &c_model) == PETREL_OK);
+  std::vector<std::string> per_mode[2];
+  for (int of_input : {0, 1}) {
+    INFO("shortlist_of_input " << of_input);
+    petrel::TranslateOptions o;
+    o.beam_size = 1;
+    o.max_length_factor = 2.0;
+    o.use_shortlist = true;
+    petrel::BatchOptions b;
+    b.split_sentences = true;
+    b.split_mode = petrel::SentenceSplit::kParagraphPerLine;
+    b.limit_by_longest_sentence = true;
+    b.shortlist_of_input = of_input != 0;
+    std::vector<std::string> expected(texts.size());
+    REQUIRE(batch.value().translate_text(texts, o, b, [&](size_t i, petrel::Result<petrel::TextTranslation>&& r) {
+      REQUIRE(r);
+      expected[i] = r.value().hypotheses.at(0).text;
+    }));
+    petrel_options co = firefox_c_options();
+    co.use_shortlist = 1;
+    petrel_batch_options cb = paragraph_batching();
+    cb.shortlist_of_input = of_input;
+    std::vector<PivotResponse> got(texts.size());
+    std::vector<const char*> pointers;
+    for (const std::string& t : texts) pointers.push_back(t.c_str());
+    REQUIRE(petrel_translate_responses(c_model, nullptr, pointers.data(), pointers.size(), &co, &cb, record_response,
+                                       &got) == PETREL_OK);
+    for (size_t i = 0; i < texts.size(); ++i) {
+      REQUIRE(got[i].status == PETREL_OK);
+      CHECK(got[i].text == expected[i]);
+    }
+    per_mode[of_input] = expected;
+  }
+  CHECK(per_mode[0] != per_mode[1]);  // the texts were chosen so that the union changes a translation
+  petrel_model_free(c_model);
+}

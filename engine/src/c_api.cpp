@@ -480,11 +480,22 @@ petrel_status petrel_translate_text(petrel_session* session, const char* text, c
 
 void petrel_string_free(char* text) { std::free(text); }
 
-void petrel_batch_options_init(petrel_batch_options* o) {
+void petrel_batch_options_init_sized(petrel_batch_options* o, size_t size) {
   if (o == nullptr) return;
   petrel::BatchOptions d;
-  *o = {sizeof(petrel_batch_options), d.max_batch_tokens, d.max_batch_size, 1, 1, d.split_sentences ? 1 : 0,
-        PETREL_SPLIT_TEXT, d.limit_by_longest_sentence ? 1 : 0};
+  const petrel_batch_options defaults = {sizeof(petrel_batch_options), d.max_batch_tokens, d.max_batch_size, 1, 1,
+                                         d.split_sentences ? 1 : 0, PETREL_SPLIT_TEXT,
+                                         d.limit_by_longest_sentence ? 1 : 0, d.shortlist_of_input ? 1 : 0};
+  size = std::min(size, sizeof(petrel_batch_options));
+  std::memcpy(static_cast<void*>(o), &defaults, size);
+  if (size >= sizeof(size_t)) o->struct_size = size;  // prepare reads the fields this covers
+}
+
+#undef petrel_batch_options_init
+// Apps built before petrel_batch_options_init became a macro: their struct ended at
+// limit_by_longest_sentence.
+void petrel_batch_options_init(petrel_batch_options* o) {
+  petrel_batch_options_init_sized(o, offsetof(petrel_batch_options, shortlist_of_input));
 }
 
 // What petrel_translate_many and petrel_translate_responses (through a pivot too) take
@@ -505,7 +516,7 @@ struct ManyTexts {
                                        size_t count, const petrel_options* o, const petrel_batch_options* batch,
                                        const char* function) {
     petrel_batch_options b;
-    petrel_batch_options_init(&b);
+    petrel_batch_options_init_sized(&b, sizeof b);
     if (batch != nullptr) {
       if (batch->struct_size < sizeof(size_t) || batch->struct_size > sizeof b)
         return invalid("petrel_batch_options.struct_size is wrong: initialise it with petrel_batch_options_init");
@@ -532,6 +543,7 @@ struct ManyTexts {
     batching.split_sentences = b.split_sentences != 0;
     batching.split_mode = static_cast<petrel::SentenceSplit>(b.split_mode);
     batching.limit_by_longest_sentence = b.limit_by_longest_sentence != 0;
+    batching.shortlist_of_input = b.shortlist_of_input != 0;
     return std::nullopt;
   }
 

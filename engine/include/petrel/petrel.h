@@ -274,10 +274,17 @@ typedef struct petrel_batch_options {
   /* nonzero: each sentence may generate as many tokens as max_length_factor gives its
    * input's longest sentence (bergamot batches a request's sentences and limits them so). */
   int limit_by_longest_sentence;
+  /* nonzero, with split_sentences and a shortlist: each sentence decodes over the union of its
+   * input's sentences' shortlists, as bergamot's batch of a request does (BatchOptions::shortlist_of_input). */
+  int shortlist_of_input;
 } petrel_batch_options;
 enum { PETREL_SPLIT_TEXT = 0, PETREL_SPLIT_SENTENCE_PER_LINE = 1, PETREL_SPLIT_PARAGRAPH_PER_LINE = 2,
        PETREL_SPLIT_WRAPPED_TEXT = 3 };
+/* Defaults for a struct of `size` bytes, as petrel_options_init_sized: the macro passes the
+ * caller's sizeof, so a newer library never writes past an older app's struct. */
 PETREL_API void petrel_batch_options_init(petrel_batch_options* options);
+PETREL_API void petrel_batch_options_init_sized(petrel_batch_options* options, size_t size);
+#define petrel_batch_options_init(options) petrel_batch_options_init_sized((options), sizeof *(options))
 /* One input's result: status PETREL_OK and its best translation, or the status and message
  * of its own error (e.g. too long for the model). Strings live until the sink returns. */
 typedef void (*petrel_text_sink)(void* user_data, size_t index, petrel_status status, const char* text_or_error,
