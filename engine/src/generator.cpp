@@ -7,10 +7,13 @@
 #include <optional>
 
 #include "core/checked.h"
+#include "core/utf8.h"
 #include "decode/sampling.h"
 #include "model_access.h"
 #include "models/decoder_only.h"
 #include "text/chat_template.h"
+#include "text/gbnf.h"
+#include "text/gbnf_matcher.h"
 #include "text/hf_tokenizer.h"
 #include "text/tokenizer.h"
 #include "threads/thread_pool.h"
@@ -196,6 +199,9 @@ struct Generator::Impl {
                      LmSession& session, TextStream* stream);
   Result<TextGeneration> generate_text(const std::vector<int32_t>& prompt, const GenerateOptions& options,
                                        LmSession& session);
+  // Makes `grammar_matcher` the compiled options.grammar (kept while the text is the same:
+  // the stacks it has met stay), or clears it for none; builds the vocabulary's index once.
+  Status prepare_grammar(const GenerateOptions& options);
   // The error for a prompt text of `bytes` bytes that the model's positions cannot hold
   // (`what` names it: "the prompt has"), before anything tokenizes it.
   std::optional<Error> prompt_too_long(size_t bytes, const char* what) const {
@@ -218,7 +224,48 @@ struct Generator::Impl {
   GenerateTimings timings;
   std::atomic<bool> busy{false};  // detail::SessionCall
   const size_t max_prompt_bytes = prompt_byte_limit(*model);
+  // GenerateOptions::grammar: the tokens' bytes, sorted (built at the first grammar), the
+  // matcher of the last grammar text and its state before any output, the step's mask.
+  std::optional<text::GbnfVocabulary> grammar_vocabulary;
+  std::string grammar_text;
+  std::optional<text::GbnfMatcher> grammar_matcher;
+  text::GbnfMatcher::State grammar_start;
+  bool grammar_on = false;
+  std::vector<uint8_t> allowed;
 };
+
+Status Generator::Impl::prepare_grammar(const GenerateOptions& o) {
+  grammar_on = !o.grammar.empty();
+  if (!grammar_on) return Status::ok();
+  if (o.ignore_eos) return Error{ErrorCode::kInvalidArgument, "grammar: cannot be combined with ignore_eos"};
+  const auto* tokenizer = dynamic_cast<const text::HfTokenizer*>(detail::ModelAccess::tokenizer(*model));
+  if (tokenizer == nullptr)
+    return Error{ErrorCode::kInvalidArgument,
+                 model->info().source + ": grammar: the model has no tokenizer (the tokens' bytes are needed)"};
+  if (!grammar_vocabulary) {
+    auto bytes = text::hf_token_bytes(*tokenizer, model->info().vocab_size);
+    if (!bytes) return bytes.error();
+    for (const int32_t id : model->info().lm.eos_ids)  // EOS is the caller's: allowed when complete
+      if (id >= 0 && static_cast<size_t>(id) < bytes.value().excluded.size()) bytes.value().excluded[static_cast<size_t>(id)] = 1;
+    auto vocabulary = text::make_gbnf_vocabulary(bytes.value().bytes, bytes.value().excluded);
+    if (!vocabulary) return vocabulary.error();
+    grammar_vocabulary = std::move(vocabulary.value());
+  }
+  // A matcher keeps every stack it has met: one used for many calls starts afresh once
+  // half its limit is reached, rather than fail a call on it.
+  if (!grammar_matcher || grammar_text != o.grammar || grammar_matcher->nodes() > text::kMaxGbnfNodes / 2) {
+    grammar_matcher.reset();
+    auto grammar = text::parse_gbnf(o.grammar);
+    if (!grammar) return grammar.error();
+    auto matcher = text::GbnfMatcher::create(std::move(grammar.value()));
+    if (!matcher) return matcher.error();
+    grammar_matcher = std::move(matcher.value());
+    grammar_start = grammar_matcher->state();
+    grammar_text = o.grammar;
+  }
+  allowed.resize(model->info().vocab_size);
+  return Status::ok();
+}
 
 Result<size_t> Generator::Impl::run(size_t index, const std::string& which, const std::vector<int32_t>& prompt, const GenerateOptions& o,
                                     Generation& out, LmSession& session, TextStream* stream) {
@@ -284,7 +331,20 @@ Result<size_t> Generator::Impl::run(size_t index, const std::string& which, cons
     }
     return o.on_token(e);
   };
+  if (grammar_on) grammar_matcher->set_state(grammar_start);
   for (size_t step = 0; step < max_new; ++step) {
+    if (grammar_on) {
+      auto count = grammar_matcher->allowed_tokens(*grammar_vocabulary, allowed.data());
+      if (!count) return Error{count.error().code, at("step " + std::to_string(step)) + ": " + count.error().message};
+      const bool complete = grammar_matcher->complete();
+      if (count.value() == 0 && !complete)
+        return Error{ErrorCode::kInvalidArgument,
+                     at("step " + std::to_string(step)) +
+                         ": grammar: no token of the vocabulary can continue the output, and it is not complete"};
+      for (const int32_t id : eos)
+        if (id >= 0 && static_cast<size_t>(id) < allowed.size()) allowed[static_cast<size_t>(id)] = complete ? 1 : 0;
+      decode::mask_logits(logits.data(), logits.size(), allowed.data());
+    }
     const int32_t token = sampler.next(logits.data(), logits.size(), sequence.data(), sequence.size());
     if (token < 0 || !std::isfinite(logits[static_cast<size_t>(token)]))
       return Error{ErrorCode::kFormat, info.source + ": " + at("step " + std::to_string(step)) +
@@ -292,6 +352,12 @@ Result<size_t> Generator::Impl::run(size_t index, const std::string& which, cons
     out.ids.push_back(token);
     sequence.push_back(token);
     const bool is_eos = !o.ignore_eos && std::find(eos.begin(), eos.end(), token) != eos.end();
+    if (grammar_on && !is_eos) {
+      auto taken = grammar_matcher->accept(grammar_vocabulary->token(token));
+      if (!taken) return Error{taken.error().code, at("step " + std::to_string(step)) + ": " + taken.error().message};
+      if (!taken.value())
+        return Error{ErrorCode::kInternal, at("step " + std::to_string(step)) + ": grammar: an allowed token was refused"};
+    }
     bool stop = false;
     if (stream != nullptr) {
       auto stopped = stream->update(out.ids);
@@ -319,6 +385,7 @@ Result<std::vector<Generation>> Generator::Impl::generate(const std::vector<std:
   if (!resolved) return resolved.error();
   timings = {};
   try {
+    if (Status st = prepare_grammar(resolved.value()); !st) return st.error();
     std::vector<Generation> out(prompts.size());
     for (size_t i = 0; i < prompts.size(); ++i)
       if (auto r = run(i, prompts.size() > 1 ? "prompt " + std::to_string(i + 1) : "", prompts[i], resolved.value(), out[i],
@@ -340,6 +407,7 @@ Result<TextGeneration> Generator::Impl::generate_text(const std::vector<int32_t>
   if (Status s = check_stop_strings(options.stop); !s) return s.error();
   timings = {};
   try {
+    if (Status st = prepare_grammar(resolved.value()); !st) return st.error();
     TextStream stream(*tokenizer.value(), options.stop);
     Generation generation;
     auto reused = run(0, "", prompt, resolved.value(), generation, lm, &stream);
@@ -352,6 +420,11 @@ Result<TextGeneration> Generator::Impl::generate_text(const std::vector<int32_t>
     out.reused_tokens = reused.value();
     if (out.ended_on_stop) {
       out.text = stream.text();
+    } else if (grammar_on) {  // the bytes the grammar matched (no clean_up_tokenization_spaces)
+      const std::vector<int32_t>& eos = model->info().lm.eos_ids;
+      for (const int32_t id : out.ids)
+        if (std::find(eos.begin(), eos.end(), id) == eos.end()) out.text += grammar_vocabulary->token(id);
+      if (!detail::is_valid_utf8(out.text)) out.text = detail::to_valid_utf8(out.text);  // cut inside a character
     } else {  // all of it, whatever the stream held back
       auto text = tokenizer.value()->decode_ids(out.ids.data(), out.ids.size(), true);
       if (!text) return text.error();

@@ -63,6 +63,17 @@ struct GenerateOptions {
   // Generation stops at the first of these strings in the output text, which then ends
   // before it (as transformers' stop_strings). At most kMaxStopStrings, each 1..kMaxStopBytes bytes.
   std::vector<std::string> stop;
+  // A GBNF grammar (llama.cpp's grammars/README.md; `root` is the start) the output must
+  // follow; empty: none. Each step, the tokens whose bytes the grammar cannot take next
+  // get -inf before the repetition penalty, greedy choice or sampling, and EOS is allowed
+  // exactly when the output is a whole sentence of the grammar, so the output always
+  // follows it and EOS ends it only when it is complete. A grammar that cannot be parsed
+  // is kInvalidArgument naming its line:column; so is one with ignore_eos, and a step at
+  // which no token of the vocabulary can continue the output (and the grammar is not
+  // complete). Needs the model's tokenizer (the tokens' bytes). TextGeneration::text is
+  // then the bytes the grammar matched (a tokenizer's clean_up_tokenization_spaces, which
+  // would take spaces out, is not applied).
+  std::string grammar;
 };
 
 // A message of a conversation: a role the model's chat template knows ("system",

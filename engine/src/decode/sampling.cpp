@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <string>
 
 #include "core/c_number.h"
@@ -129,6 +130,11 @@ uint32_t Random::next_u32() {
 }
 
 float Random::uniform() { return static_cast<float>(next_u32() >> 8) * (1.0f / 16777216.0f); }
+
+void mask_logits(float* logits, size_t n, const uint8_t* allowed) {
+  const float minus_infinity = -std::numeric_limits<float>::infinity();
+  for (size_t i = 0; i < n; ++i) logits[i] = allowed[i] != 0 ? logits[i] : minus_infinity;  // a select: vectorized
+}
 
 Status check(const SamplingOptions& o) {
   // Written so that NaN fails every rule.

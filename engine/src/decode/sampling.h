@@ -58,6 +58,10 @@ struct SamplingOptions {
   uint64_t seed = 0;
 };
 
+// Constrained decoding: logits[i] = -inf wherever allowed[i] is 0 (i < n), before the
+// sampler sees them.
+void mask_logits(float* logits, size_t n, const uint8_t* allowed);
+
 // Checks the options (all of them, whether sampling or not); the error names the field
 // and the bad value.
 Status check(const SamplingOptions& options);
