@@ -3,6 +3,7 @@
 // random regular grammars written both ways, and each token's bytes fed one at a time for
 // the masks.
 #include <catch2/catch.hpp>
+#include <fstream>
 #include <random>
 #include <regex>
 #include <string>
@@ -460,6 +461,30 @@ TEST_CASE("GBNF: megabyte grammars parse in linear time and deep nesting is refu
   std::string wide = "root ::= ";
   for (int k = 0; k < 5000; ++k) wide += "\"a\"{1000} ";
   CHECK(refusal(wide).find("the grammar expands to more than 4194304 items") != std::string::npos);
+}
+
+TEST_CASE("petrel-run --grammar: the output follows the file's grammar, a bad grammar is refused by line", "[grammar][cli]") {
+  using namespace petrel::test;
+  if (!can_run_programs()) return;
+  const std::string model = tiny_lm("chat", tiny_lm_chat_template());
+  TempDir tmp;
+  std::ofstream(tmp.file("words.gbnf")) << "root ::= [a-z]{1,3} (\" \" [a-z]{1,3}){0,4} \".\"\n";
+  std::ofstream(tmp.file("bad.gbnf")) << "root ::= \"a\" |\n  oops";
+  const std::regex oracle("[a-z]{1,3}( [a-z]{1,3}){0,4}\\.\n");
+  const std::string run = petrel_run_command() + " " + model + " --max-new-tokens 40 --grammar ";
+  int status = 0;
+  for (const char* flags : {" --prompt 'the user'", " --prompt 'the user' --sample --seed 3 --temperature 1.5"}) {
+    const std::string out = run_command(run + tmp.file("words.gbnf") + flags, &status, true);
+    INFO(flags << ": " << out);
+    CHECK(WEXITSTATUS(status) == 0);
+    CHECK(std::regex_match(out, oracle));
+  }
+  const std::string bad = run_command(run + tmp.file("bad.gbnf") + " --prompt 'the user'", &status);
+  CHECK(WEXITSTATUS(status) != 0);
+  CHECK(bad.find("grammar 2:") != std::string::npos);
+  const std::string missing = run_command(run + tmp.file("none.gbnf") + " --prompt 'the user'", &status);
+  CHECK(WEXITSTATUS(status) == 2);
+  CHECK(missing.find("--grammar: cannot read") != std::string::npos);
 }
 
 }  // namespace petrel_grammar_test

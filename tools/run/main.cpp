@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <limits>
 #include <optional>
@@ -78,6 +79,8 @@ static int tool_main(int argc, char** argv) {
                                               "                              for Qwen3 (repeatable)", true);
   p.flag("stop", "TEXT", "language models: stop when the output text contains TEXT, which it then ends\n"
                          "                              before (repeatable, at most 16)", true);
+  p.flag("grammar", "FILE", "language models: the output follows this GBNF grammar (llama.cpp's syntax, `root`\n"
+                            "                              the start): other tokens are masked each step, EOS only when complete");
   p.flag("input", "FILE", "inputs, one per line ('-': standard input, the default)");
   p.toggle("no-split", "--input: translate each line whole, without splitting it into sentences");
   p.flag("ssplit-mode", "MODE", "how a text splits into sentences, as bergamot's ssplit-mode: sentence (each line\n"
@@ -367,6 +370,17 @@ static int tool_main(int argc, char** argv) {
     for (const std::string& stop : lm_options.stop)
       if (stop.empty() || stop.size() > kMaxStopBytes)
         throw cli::UsageError("--stop: each string must be 1.." + std::to_string(kMaxStopBytes) + " bytes");
+    if (p.has("grammar")) {  // the engine checks its size and syntax (errors name line:column)
+      const std::string path = p.get("grammar");
+      std::ifstream in(path, std::ios::binary);
+      if (!in) throw cli::UsageError("--grammar: cannot read " + path);
+      constexpr size_t kMaxGrammarFileBytes = size_t{16} << 20;
+      lm_options.grammar.resize(kMaxGrammarFileBytes + 1);
+      in.read(lm_options.grammar.data(), static_cast<std::streamsize>(lm_options.grammar.size()));
+      lm_options.grammar.resize(static_cast<size_t>(in.gcount()));
+      if (lm_options.grammar.size() > kMaxGrammarFileBytes)
+        throw cli::UsageError("--grammar: " + path + " is larger than 16 MiB");
+    }
     // Sampling flags are checked here; which model type they apply to, after loading.
     if (p.has("sample") && p.has("greedy")) throw cli::UsageError("--sample or --greedy, not both");
     if (p.has("sample")) lm_options.do_sample = true;
@@ -423,8 +437,8 @@ static int tool_main(int argc, char** argv) {
     return fail("--prompt is for language models; translate text with --text"), 2;
   if (p.has("text") && model.info().decoder_only)
     return fail("--text is for translation models; give a language model its text with --prompt"), 2;
-  if ((p.has("chat") || p.has("stop")) && !(model.info().decoder_only && has_text))
-    return fail(std::string("--") + (p.has("chat") ? "chat" : "stop") +
+  if ((p.has("chat") || p.has("stop") || p.has("grammar")) && !(model.info().decoder_only && has_text))
+    return fail(std::string("--") + (p.has("chat") ? "chat" : p.has("stop") ? "stop" : "grammar") +
                 " needs a language model converted with its tokenizer.json"), 2;
   if (text_inputs && !has_text) {
     fail(p.positionals()[0] + " carries no text tokenizer: give inputs with --ids");
