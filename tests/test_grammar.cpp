@@ -11,6 +11,7 @@
 
 #include "model_access.h"
 #include "petrel/generator.h"
+#include "petrel/petrel.h"
 #include "support/hf_test_support.h"
 #include "support/lm_fixture.h"
 #include "support/test_support.h"
@@ -485,6 +486,37 @@ TEST_CASE("petrel-run --grammar: the output follows the file's grammar, a bad gr
   const std::string missing = run_command(run + tmp.file("none.gbnf") + " --prompt 'the user'", &status);
   CHECK(WEXITSTATUS(status) == 2);
   CHECK(missing.find("--grammar: cannot read") != std::string::npos);
+}
+
+TEST_CASE("C API: petrel_generate_options.grammar, and a struct from before it", "[grammar]") {
+  using namespace petrel::test;
+  const std::string path = tiny_lm("chat", tiny_lm_chat_template());
+  petrel_model* model = nullptr;
+  REQUIRE(petrel_model_load(path.c_str(), &model) == PETREL_OK);
+  petrel_session* session = nullptr;
+  REQUIRE(petrel_session_create(model, nullptr, 1, &session) == PETREL_OK);
+  const std::regex oracle("[a-z]{1,3}( [a-z]{1,3}){0,4}\\.");
+  petrel_generate_options o;
+  petrel_generate_options_init(&o);
+  o.max_new_tokens = 40;
+  o.grammar = "root ::= [a-z]{1,3} (\" \" [a-z]{1,3}){0,4} \".\"";
+  petrel_result* result = nullptr;
+  REQUIRE(petrel_generate_text(session, "the user", &o, &result) == PETREL_OK);
+  const std::string text = petrel_result_text(result, 0, 0);
+  INFO(text);
+  CHECK(std::regex_match(text, oracle));
+  petrel_result_free(result);
+  o.grammar = "root ::= \"a\" |\n  oops";
+  CHECK(petrel_generate_text(session, "the user", &o, &result) == PETREL_INVALID_ARGUMENT);
+  CHECK(std::string(petrel_last_error()).find("grammar 2:") != std::string::npos);
+  // An app built before the field: its struct ends at stop_count, and no grammar is read.
+  petrel_generate_options old;
+  petrel_generate_options_init_sized(&old, offsetof(petrel_generate_options, grammar));
+  old.max_new_tokens = 4;
+  REQUIRE(petrel_generate_text(session, "the user", &old, &result) == PETREL_OK);
+  petrel_result_free(result);
+  petrel_session_free(session);
+  petrel_model_free(model);
 }
 
 }  // namespace petrel_grammar_test

@@ -193,13 +193,15 @@ petrel_status copy_string(const std::string& text, char** out) {
   return PETREL_OK;
 }
 
-// The first version of petrel_generate_options ended at on_token_data.
+// The first version of petrel_generate_options ended at on_token_data, the second at stop_count.
 constexpr size_t kGenerateOptionsV1 = offsetof(petrel_generate_options, stream_text);
+constexpr size_t kGenerateOptionsV2 = offsetof(petrel_generate_options, grammar);
 
 petrel::Result<petrel::GenerateOptions> to_cpp(const petrel_generate_options* o) {
   petrel::GenerateOptions g;
   if (o == nullptr) return g;
-  if (o->struct_size != sizeof(petrel_generate_options) && o->struct_size != kGenerateOptionsV1)
+  if (o->struct_size != sizeof(petrel_generate_options) && o->struct_size != kGenerateOptionsV1 &&
+      o->struct_size != kGenerateOptionsV2)
     return petrel::Error{petrel::ErrorCode::kInvalidArgument,
                          "petrel_generate_options.struct_size is " + std::to_string(o->struct_size) + ", expected " +
                              std::to_string(sizeof(petrel_generate_options)) +
@@ -217,7 +219,8 @@ petrel::Result<petrel::GenerateOptions> to_cpp(const petrel_generate_options* o)
   g.seed = o->seed;
   g.ignore_eos = o->ignore_eos != 0;
   g.kv_cache_f16 = o->kv_cache_f16 != 0;
-  if (o->struct_size >= sizeof(petrel_generate_options)) {
+  if (o->struct_size >= sizeof(petrel_generate_options) && o->grammar != nullptr) g.grammar = o->grammar;
+  if (o->struct_size >= kGenerateOptionsV2) {
     g.stream_text = o->stream_text != 0;
     if (o->stop_count > 0 && o->stop == nullptr)
       return petrel::Error{petrel::ErrorCode::kInvalidArgument, "petrel_generate_options.stop: NULL with stop_count > 0"};

@@ -193,6 +193,9 @@ typedef struct petrel_generate_options {
   int stream_text;           /* nonzero: on_token's events carry text and text_delta */
   const char* const* stop;   /* stop_count strings: generation ends at the first in the output text */
   size_t stop_count;
+  /* A GBNF grammar (llama.cpp's syntax, `root` the start) the output follows; NULL: none
+   * (GenerateOptions::grammar: the text functions; the ids ones need the tokenizer too). */
+  const char* grammar;
 } petrel_generate_options;
 PETREL_API void petrel_generate_options_init_sized(petrel_generate_options* options, size_t size);
 #define petrel_generate_options_init(options) petrel_generate_options_init_sized((options), sizeof *(options))
