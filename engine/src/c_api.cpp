@@ -219,7 +219,10 @@ petrel::Result<petrel::GenerateOptions> to_cpp(const petrel_generate_options* o)
   g.seed = o->seed;
   g.ignore_eos = o->ignore_eos != 0;
   g.kv_cache_f16 = o->kv_cache_f16 != 0;
-  if (o->struct_size >= sizeof(petrel_generate_options) && o->grammar != nullptr) g.grammar = o->grammar;
+  if (o->struct_size >= sizeof(petrel_generate_options)) {
+    if (o->grammar != nullptr) g.grammar = o->grammar;
+    if (o->json_schema != nullptr) g.json_schema = o->json_schema;
+  }
   if (o->struct_size >= kGenerateOptionsV2) {
     g.stream_text = o->stream_text != 0;
     if (o->stop_count > 0 && o->stop == nullptr)

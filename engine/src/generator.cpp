@@ -14,6 +14,7 @@
 #include "text/chat_template.h"
 #include "text/gbnf.h"
 #include "text/gbnf_matcher.h"
+#include "text/json_schema_grammar.h"
 #include "text/hf_tokenizer.h"
 #include "text/tokenizer.h"
 #include "threads/thread_pool.h"
@@ -235,7 +236,15 @@ struct Generator::Impl {
 };
 
 Status Generator::Impl::prepare_grammar(const GenerateOptions& o) {
-  grammar_on = !o.grammar.empty();
+  std::string from_schema;  // json_schema's grammar
+  if (!o.json_schema.empty()) {
+    if (!o.grammar.empty()) return Error{ErrorCode::kInvalidArgument, "grammar and json_schema: give one of them"};
+    auto converted = text::json_schema_to_gbnf(o.json_schema);
+    if (!converted) return converted.error();
+    from_schema = std::move(converted.value());
+  }
+  const std::string& source = o.json_schema.empty() ? o.grammar : from_schema;
+  grammar_on = !source.empty();
   if (!grammar_on) return Status::ok();
   if (o.ignore_eos) return Error{ErrorCode::kInvalidArgument, "grammar: cannot be combined with ignore_eos"};
   const auto* tokenizer = dynamic_cast<const text::HfTokenizer*>(detail::ModelAccess::tokenizer(*model));
@@ -253,15 +262,15 @@ Status Generator::Impl::prepare_grammar(const GenerateOptions& o) {
   }
   // A matcher keeps every stack it has met: one used for many calls starts afresh once
   // half its limit is reached, rather than fail a call on it.
-  if (!grammar_matcher || grammar_text != o.grammar || grammar_matcher->nodes() > text::kMaxGbnfNodes / 2) {
+  if (!grammar_matcher || grammar_text != source || grammar_matcher->nodes() > text::kMaxGbnfNodes / 2) {
     grammar_matcher.reset();
-    auto grammar = text::parse_gbnf(o.grammar);
+    auto grammar = text::parse_gbnf(source);
     if (!grammar) return grammar.error();
     auto matcher = text::GbnfMatcher::create(std::move(grammar.value()));
     if (!matcher) return matcher.error();
     grammar_matcher = std::move(matcher.value());
     grammar_start = grammar_matcher->state();
-    grammar_text = o.grammar;
+    grammar_text = source;
   }
   allowed.resize(model->info().vocab_size);
   return Status::ok();

@@ -81,6 +81,8 @@ static int tool_main(int argc, char** argv) {
                          "                              before (repeatable, at most 16)", true);
   p.flag("grammar", "FILE", "language models: the output follows this GBNF grammar (llama.cpp's syntax, `root`\n"
                             "                              the start): other tokens are masked each step, EOS only when complete");
+  p.flag("json-schema", "FILE", "language models: the output is JSON this JSON Schema accepts (llama.cpp's subset:\n"
+                                "                              a keyword outside it is refused by name)");
   p.flag("input", "FILE", "inputs, one per line ('-': standard input, the default)");
   p.toggle("no-split", "--input: translate each line whole, without splitting it into sentences");
   p.flag("ssplit-mode", "MODE", "how a text splits into sentences, as bergamot's ssplit-mode: sentence (each line\n"
@@ -370,17 +372,20 @@ static int tool_main(int argc, char** argv) {
     for (const std::string& stop : lm_options.stop)
       if (stop.empty() || stop.size() > kMaxStopBytes)
         throw cli::UsageError("--stop: each string must be 1.." + std::to_string(kMaxStopBytes) + " bytes");
-    if (p.has("grammar")) {  // the engine checks its size and syntax (errors name line:column)
-      const std::string path = p.get("grammar");
+    // --grammar / --json-schema FILE: the engine checks size and syntax (errors name where).
+    auto read_constraint = [&](const char* flag, std::string& out) {
+      const std::string path = p.get(flag);
       std::ifstream in(path, std::ios::binary);
-      if (!in) throw cli::UsageError("--grammar: cannot read " + path);
-      constexpr size_t kMaxGrammarFileBytes = size_t{16} << 20;
-      lm_options.grammar.resize(kMaxGrammarFileBytes + 1);
-      in.read(lm_options.grammar.data(), static_cast<std::streamsize>(lm_options.grammar.size()));
-      lm_options.grammar.resize(static_cast<size_t>(in.gcount()));
-      if (lm_options.grammar.size() > kMaxGrammarFileBytes)
-        throw cli::UsageError("--grammar: " + path + " is larger than 16 MiB");
-    }
+      if (!in) throw cli::UsageError(std::string("--") + flag + ": cannot read " + path);
+      constexpr size_t kMaxFileBytes = size_t{16} << 20;
+      out.resize(kMaxFileBytes + 1);
+      in.read(out.data(), static_cast<std::streamsize>(out.size()));
+      out.resize(static_cast<size_t>(in.gcount()));
+      if (out.size() > kMaxFileBytes) throw cli::UsageError(std::string("--") + flag + ": " + path + " is larger than 16 MiB");
+    };
+    if (p.has("grammar") && p.has("json-schema")) throw cli::UsageError("--grammar or --json-schema, not both");
+    if (p.has("grammar")) read_constraint("grammar", lm_options.grammar);
+    if (p.has("json-schema")) read_constraint("json-schema", lm_options.json_schema);
     // Sampling flags are checked here; which model type they apply to, after loading.
     if (p.has("sample") && p.has("greedy")) throw cli::UsageError("--sample or --greedy, not both");
     if (p.has("sample")) lm_options.do_sample = true;
@@ -437,8 +442,10 @@ static int tool_main(int argc, char** argv) {
     return fail("--prompt is for language models; translate text with --text"), 2;
   if (p.has("text") && model.info().decoder_only)
     return fail("--text is for translation models; give a language model its text with --prompt"), 2;
-  if ((p.has("chat") || p.has("stop") || p.has("grammar")) && !(model.info().decoder_only && has_text))
-    return fail(std::string("--") + (p.has("chat") ? "chat" : p.has("stop") ? "stop" : "grammar") +
+  if ((p.has("chat") || p.has("stop") || p.has("grammar") || p.has("json-schema")) &&
+      !(model.info().decoder_only && has_text))
+    return fail(std::string("--") +
+                    (p.has("chat") ? "chat" : p.has("stop") ? "stop" : p.has("grammar") ? "grammar" : "json-schema") +
                 " needs a language model converted with its tokenizer.json"), 2;
   if (text_inputs && !has_text) {
     fail(p.positionals()[0] + " carries no text tokenizer: give inputs with --ids");

@@ -74,6 +74,12 @@ struct GenerateOptions {
   // then the bytes the grammar matched (a tokenizer's clean_up_tokenization_spaces, which
   // would take spaces out, is not applied).
   std::string grammar;
+  // A JSON Schema the output must be an instance of (empty: none), turned into a grammar as
+  // llama.cpp's json_schema_to_grammar does (engine/src/text/json_schema_grammar.h: its
+  // subset, and the bounds on strings, arrays, extra keys and free values that make every
+  // output end); a keyword outside the subset is kUnsupported naming its JSON pointer.
+  // Not together with `grammar`.
+  std::string json_schema;
 };
 
 // A message of a conversation: a role the model's chat template knows ("system",

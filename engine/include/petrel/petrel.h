@@ -196,6 +196,7 @@ typedef struct petrel_generate_options {
   /* A GBNF grammar (llama.cpp's syntax, `root` the start) the output follows; NULL: none
    * (GenerateOptions::grammar: the text functions; the ids ones need the tokenizer too). */
   const char* grammar;
+  const char* json_schema;  /* a JSON Schema the output is an instance of (GenerateOptions::json_schema); NULL: none */
 } petrel_generate_options;
 PETREL_API void petrel_generate_options_init_sized(petrel_generate_options* options, size_t size);
 #define petrel_generate_options_init(options) petrel_generate_options_init_sized((options), sizeof *(options))
