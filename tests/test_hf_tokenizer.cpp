@@ -539,6 +539,39 @@ TEST_CASE("Tokens built to collide in the lookup table grow it, or fail conversi
   }
 }
 
+TEST_CASE("A step's string past the loader's limit is refused by the converter, naming the field", "[hf_tokenizer]") {
+  const std::string long_text(petrel::detail::kMaxPieceBytes + 1, 'x');
+  const json steps[] = {
+      {{"normalizer", {{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", long_text}}}},
+      {{"normalizer", {{"type", "Replace"}, {"pattern", {{"Regex", long_text}}}, {"content", "b"}}}},
+      {{"normalizer", {{"type", "Prepend"}, {"prepend", long_text}}}},
+      {{"decoder", {{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", long_text}}}},
+  };
+  for (const json& step : steps) {
+    json j = small_tokenizer_json();
+    for (const auto& [key, value] : step.items()) j[key] = value;
+    INFO(step.dump().substr(0, 80));
+    petrel::convert::HfTokenizerFiles files;
+    files.dir = "long";
+    files.tokenizer_json = j.dump();
+    try {
+      petrel::convert::hf_tokenizer_buffer(files);
+      FAIL("converted");
+    } catch (const petrel::convert::ConvertError& e) {
+      CHECK_THAT(e.what(), Catch::Contains("long/tokenizer.json: ") && Catch::Contains("more than 4096"));
+    }
+  }
+  // At the limit: converted, and the engine binds it.
+  json j = small_tokenizer_json();
+  j["normalizer"] = {{"type", "Prepend"}, {"prepend", std::string(petrel::detail::kMaxPieceBytes, 'x')}};
+  petrel::convert::HfTokenizerFiles files;
+  files.dir = "at-limit";
+  files.tokenizer_json = j.dump();
+  const std::vector<uint8_t> bytes = petrel::convert::hf_tokenizer_buffer(files);
+  const auto* root = flatbuffers::GetRoot<petrel::fb::Tokenizer>(bytes.data());
+  CHECK(petrel::detail::bind_hf_tokenizer(*root, root->vocab_spans()->size(), "at-limit"));
+}
+
 TEST_CASE("Added tokens of equal content: the last one is matched, as transformers.js's map keeps it",
           "[hf_tokenizer]") {
   json j = small_tokenizer_json();

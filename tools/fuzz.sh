@@ -87,7 +87,11 @@ fuzz_one() {
   found=$(ls "$findings" 2>/dev/null | tr '\n' ' ')
   if [[ $status -ne 0 || -n "$found" ]]; then
     { echo "$t: FINDING (exit $status) after ${executions:-?} executions: ${found:-see $log}"
-      grep -E 'ERROR: |runtime error|SUMMARY' "$log" | head -5 | sed 's/^/    /'; } >"$result"
+      grep -E 'ERROR: |runtime error|SUMMARY|broken promise|terminate called|what\(\)' "$log" | head -6 | sed 's/^/    /'
+      # A clean clone's CI keeps only its log: a small reproducer travels in it.
+      for f in "$findings"/*; do
+        [[ -f "$f" && $(stat -c %s "$f") -le 16384 ]] && { echo "    $(basename "$f") as base64:"; base64 -w 100 "$f" | sed 's/^/      /'; }
+      done; } >"$result"
     return 1
   fi
   echo "$t: ${executions:-?} executions in ${seconds} s (${rate:-?}/s), ${coverage:-cov ?}, corpus $(ls "$corpus" | wc -l) inputs, no findings" >"$result"

@@ -57,6 +57,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto* root = flatbuffers::GetRoot<petrel::fb::Tokenizer>(buffer.data());
   const uint32_t vocab = root->vocab_spans() ? root->vocab_spans()->size() : 0;
   auto tables = petrel::detail::bind_hf_tokenizer(*root, vocab, "fuzz");
+  if (!tables) std::fprintf(stderr, "fuzz_hf_tokenizer: %s\n", tables.error().message.c_str());
   require(static_cast<bool>(tables), "the converter's tokenizer binds");
   auto tokenizer = petrel::text::HfTokenizer::create(std::move(tables.value()), "fuzz");
   if (!tokenizer) return 0;  // e.g. a regex the engine does not support

@@ -56,6 +56,16 @@ class JsonAt {
     if (!has(key)) fail(std::string("missing key '") + key + "'");
     return text(key, "");
   }
+  // A string a pipeline step carries into the model file (a pattern, a replacement, a
+  // prefix): UTF-8 and within the loader's limit on each.
+  std::string step_text(const char* key) const {
+    std::string s = text(key);
+    if (s.size() > detail::kMaxPieceBytes)
+      at(key).fail("is " + std::to_string(s.size()) + " bytes, more than " + std::to_string(detail::kMaxPieceBytes) +
+                   " (the loader's limit on a step's text)");
+    if (!detail::is_valid_utf8(s)) at(key).fail("is not UTF-8");
+    return s;
+  }
   bool flag(const char* key, bool fallback) const {
     if (!has(key)) return fallback;
     if (!j_[key].is_boolean()) at(key).fail("must be true or false, got " + json_excerpt(j_[key]));
@@ -92,8 +102,8 @@ class JsonAt {
   // A Split/Replace pattern: {"String": s} or {"Regex": r}.
   std::pair<std::string, bool> pattern() const {
     JsonAt p = at("pattern");
-    if (p.has("String")) return {p.text("String"), false};
-    if (p.has("Regex")) return {p.text("Regex"), true};
+    if (p.has("String")) return {p.step_text("String"), false};
+    if (p.has("Regex")) return {p.step_text("Regex"), true};
     p.fail("must be {\"String\": ...} or {\"Regex\": ...}, got " + json_excerpt(p.raw()));
   }
 
@@ -232,7 +242,7 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
   std::string continuing_prefix;
   uint32_t max_input_chars = 100;
   if (wordpiece) {
-    continuing_prefix = model.text("continuing_subword_prefix");
+    continuing_prefix = model.step_text("continuing_subword_prefix");
     if (model.has("max_input_chars_per_word")) {
       const json& m = model.raw()["max_input_chars_per_word"];
       if (!m.is_number_unsigned() || m.get<uint64_t>() > 0xffffffffu)
@@ -418,9 +428,9 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
         is_regex = regex;
         if (regex) sum.regexes.emplace_back(n.at("pattern").path() + ".Regex", p);
         pattern = fbb.CreateString(p);
-        content = fbb.CreateString(n.text("content"));
+        content = fbb.CreateString(n.step_text("content"));
       } else if (type == "Prepend") {
-        content = fbb.CreateString(n.text("prepend"));
+        content = fbb.CreateString(n.step_text("prepend"));
       }
       // BertNormalizer: transformers.js reads each flag as truthy (absent: false) and
       // strip_accents as null/absent (follow lowercase), false or true.
@@ -502,7 +512,7 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
         kind = fb::HfPreTokenizerKind::ByteLevel;
       } else if (type == "Metaspace") {
         kind = fb::HfPreTokenizerKind::Metaspace;
-        replacement = fbb.CreateString(p.text("replacement"));
+        replacement = fbb.CreateString(p.step_text("replacement"));
         scheme = prepend_scheme(p);
         const std::string r = p.text("replacement");
         if (unigram && (r.empty() || detail::utf8_sequence(r, 0) != r.size()))
@@ -606,7 +616,7 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
         if (regex) d.at("pattern").fail("a Replace decoder with a regex is not supported");
         if (p.empty()) d.at("pattern").fail("must not be empty");
         pattern = fbb.CreateString(p);
-        content = fbb.CreateString(d.text("content"));
+        content = fbb.CreateString(d.step_text("content"));
       } else if (type == "ByteFallback") {
         kind = fb::HfDecoderKind::ByteFallback;
       } else if (type == "Fuse") {
@@ -620,10 +630,10 @@ flatbuffers::Offset<fb::Tokenizer> write_hf_tokenizer(flatbuffers::FlatBufferBui
         content = fbb.CreateString(c);
       } else if (type == "Metaspace") {
         kind = fb::HfDecoderKind::Metaspace;
-        replacement = fbb.CreateString(d.text("replacement"));
+        replacement = fbb.CreateString(d.step_text("replacement"));
       } else if (type == "WordPiece") {
         kind = fb::HfDecoderKind::WordPiece;
-        prefix = fbb.CreateString(d.text("prefix"));
+        prefix = fbb.CreateString(d.step_text("prefix"));
       } else {
         d.at("type").fail("decoder '" + type + "' is not supported");
       }
