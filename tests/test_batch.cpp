@@ -461,7 +461,7 @@ TEST_CASE("batch: a cache hit gives what translating gives, for every option tha
       {"alignment of head 1", [](TranslateOptions& o) { o.alignment = true; o.alignment_head = 1; }},
       {"token scores", [](TranslateOptions& o) { o.token_scores = true; }},
   };
-  for (const std::string& isa : runnable_isas()) {
+  for (const std::string& isa : model_test_isas()) {
     TranslatorOptions t;
     t.isa = isa;
     auto batch = BatchTranslator::create(model, t);

@@ -138,10 +138,10 @@ std::ostream& operator<<(std::ostream& out, const Agreement& a) {
              << a.repaired << "/" << a.refused_by_bergamot;
 }
 
-// Every request of `fixture` through `petrel`, compared with bergamot's response.
-Agreement agreement_with(const json& fixture, AsBergamot& petrel, const char* label) {
+// Every `stride`-th request of `fixture` through `petrel`, compared with bergamot's response.
+Agreement agreement_with(const json& fixture, AsBergamot& petrel, const char* label, size_t stride = 1) {
   Agreement a;
-  for (size_t i = 0; i < fixture["requests"].size(); ++i) {
+  for (size_t i = 0; i < fixture["requests"].size(); i += stride) {
     const json& request = fixture["requests"][i];
     const json& want = fixture["responses"][i];
     INFO("request " << i << ": " << request["text"].get<std::string>());
@@ -318,7 +318,7 @@ TEST_CASE("sentence-split texts keep each sentence's ranges in the input and in 
 
 TEST_CASE("HTML translations equal bergamot's on real markup, quality markup included, on every kernel path",
           "[bergamot][html][marian-native]") {
-  for (const std::string& isa : runnable_isas())
+  for (const std::string& isa : model_test_isas())
   for (const std::string model_name : {"transformer", "ssru"}) {
     INFO("model " << model_name << ", " << isa);
     TranslatorOptions on_path;
@@ -336,7 +336,7 @@ TEST_CASE("HTML translations equal bergamot's on real markup, quality markup inc
 TEST_CASE("translation through a pivot equals bergamot's translateViaPivoting: texts, markup, scores, alignments",
           "[bergamot][pivot][marian-native]") {
   const json fixture = markup_fixture("pivot-transformer-ssru_float32");
-  for (const std::string& isa : runnable_isas()) {
+  for (const std::string& isa : model_test_isas()) {
   INFO(isa);
   TranslatorOptions on_path;
   on_path.isa = isa;
@@ -349,7 +349,8 @@ TEST_CASE("translation through a pivot equals bergamot's translateViaPivoting: t
   as_bergamot.split_mode = SentenceSplit::kParagraphPerLine;
   as_bergamot.limit_by_longest_sentence = true;
   size_t translated = 0, equal = 0, aligned = 0, alignments_equal = 0;
-  for (size_t i = 0; i < fixture["requests"].size(); ++i) {
+  const size_t stride = subset_stride();  // sanitizer and emulated runs: every stride-th request
+  for (size_t i = 0; i < fixture["requests"].size(); i += stride) {
     const json& request = fixture["requests"][i];
     const json& want = fixture["responses"][i];
     if (request["expect_error"].get<bool>()) continue;
@@ -386,7 +387,7 @@ TEST_CASE("translation through a pivot equals bergamot's translateViaPivoting: t
     }
   }
   INFO(equal << " of " << translated << " equal; alignments " << alignments_equal << " of " << aligned);
-  CHECK(translated >= 350);
+  CHECK(translated * stride >= 340);
   CHECK(equal * 100 >= translated * 98);
   CHECK(alignments_equal == aligned);
   }
@@ -433,10 +434,12 @@ TEST_CASE("int8 HTML translations against bergamot's int8shiftAlphaAll: the mark
 TEST_CASE("the Firefox-shaped student in float32 gives bergamot's HTML, sources and quality scores",
           "[bergamot][html][quality][student][bulk]") {
   AsBergamot petrel(student_model(DType::kF32), true);
-  const Agreement a = agreement_with(markup_fixture("firefox-student_float32"), petrel, "student f32");
+  // Sanitizer and emulated runs: every subset_stride()-th request, the shares checked alone.
+  const size_t stride = subset_stride();
+  const Agreement a = agreement_with(markup_fixture("firefox-student_float32"), petrel, "student f32", stride);
   WARN("student f32 against bergamot float32: " << a);
-  CHECK(a.translated >= 350);
-  CHECK(a.one_sentence >= 200);
+  CHECK(a.translated * stride >= 340);
+  CHECK(a.one_sentence >= 200 / stride);
   CHECK(a.one_sentence_equal * 100 >= a.one_sentence * 98);  // measured: 218 of 218
   CHECK(a.equal * 100 >= a.translated * 98);                  // measured: 355 of 355 (HTML 325 of 325)
   CHECK(a.html_equal * 100 >= a.html * 98);
@@ -458,18 +461,22 @@ TEST_CASE("the Firefox-shaped student in int8 with its alphas against bergamot's
   AsBergamot petrel(student_model(DType::kInt8), true, as_alphas);
   const json fixture = markup_fixture("firefox-student_int8shiftAlphaAll");
   const json float32 = markup_fixture("firefox-student_float32");
-  const Agreement a = agreement_with(fixture, petrel, "student int8");
+  const size_t stride = subset_stride();  // sanitizer and emulated runs: a subset, its shares
+  const Agreement a = agreement_with(fixture, petrel, "student int8", stride);
   size_t bergamot_int8_as_f32 = 0;
-  for (size_t i = 0; i < fixture["requests"].size(); ++i)
+  for (size_t i = 0; i < fixture["requests"].size(); i += stride)
     if (!fixture["requests"][i]["expect_error"].get<bool>())
       bergamot_int8_as_f32 += same_markup(float32["responses"][i]["text"].get<std::string>(),
                                           fixture["responses"][i]["text"].get<std::string>());
   WARN("student int8 against bergamot int8shiftAlphaAll: " << a << " (bergamot's own int8 output equals its float32 on "
                                                            << bergamot_int8_as_f32 << ")");
-  CHECK(a.translated >= 350);
+  CHECK(a.translated * stride >= 340);
   CHECK(a.sources_equal == a.html);
-  CHECK(a.equal >= bergamot_int8_as_f32);  // measured: 149 of 355, bergamot's own 119
-  CHECK(a.equal >= 140);                   // measured: 149 (HTML 121 of 325; one-sentence requests 103 of 218)
-  CHECK(a.one_sentence_equal >= 97);
+  CHECK(a.equal * 100 >= a.translated * 25);
+  if (stride == 1) {
+    CHECK(a.equal >= bergamot_int8_as_f32);  // measured: 149 of 355, bergamot's own 119
+    CHECK(a.equal >= 140);  // measured: 149 (HTML 121 of 325; one-sentence requests 103 of 218)
+    CHECK(a.one_sentence_equal >= 97);
+  }
   CHECK(a.repaired == a.refused_by_bergamot);
 }
