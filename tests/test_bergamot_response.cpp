@@ -68,6 +68,8 @@ class AsBergamot {
     batching_.shortlist_of_input = true;  // a request's sentences share one shortlist, as in bergamot's batch
   }
 
+  void use_cache(std::shared_ptr<TranslationCache> cache) { batching_.cache = std::move(cache); }
+
   Result<TextTranslation> translate(const json& request) {
     TranslateOptions o = options_;
     o.html = request["html"].get<bool>();
@@ -447,6 +449,57 @@ TEST_CASE("the Firefox-shaped student in float32 gives bergamot's HTML, sources 
   CHECK(a.worst_quality_of_equal < 1e-3);                     // measured: 1.5e-5
   CHECK(a.quality_equal * 100 >= a.scored * 98);              // measured: 155 of 155
   CHECK(a.repaired == a.refused_by_bergamot);
+}
+
+// A cached translation is found again only for the same input shortlist: the longest sentence
+// of a request alone has the same ids and length basis as within the request, but decodes
+// over its own shortlist, not the request's union (the cache key names the input's source ids).
+TEST_CASE("the student through a translation cache: a sentence alone is not given its translation within a request",
+          "[bergamot][student][cache]") {
+  AsBergamot cached(student_model(DType::kF32), true), uncached(student_model(DType::kF32), true);
+  auto cache = TranslationCache::create();
+  cached.use_cache(cache);
+  // Requests of four lines: held-out English sentences (tests/fixtures/en-de/test.en).
+  std::ifstream in(fixture_dir() + "/en-de/test.en");
+  std::vector<std::string> lines;
+  for (std::string line; lines.size() < 4 * 40 / subset_stride() && std::getline(in, line);) lines.push_back(line);
+  const size_t requests = lines.size() / 4;
+  REQUIRE(requests >= 2);
+  size_t alone_differs = 0;
+  for (size_t r = 0; r < requests; ++r) {
+    std::string text;
+    for (size_t k = 0; k < 4; ++k) text += (k ? "\n" : "") + lines[4 * r + k];
+    const json request = {{"text", text}, {"html", false}, {"alignment", false}, {"qualityScores", false}};
+    INFO("request: " << text);
+    auto whole = uncached.translate(request);
+    REQUIRE(whole);
+    REQUIRE(whole.value().sentences.size() >= 4);
+    for (int pass = 0; pass < 2; ++pass) {  // the second: every sentence from the cache
+      auto got = cached.translate(request);
+      REQUIRE(got);
+      CHECK(got.value().hypotheses[0].text == whole.value().hypotheses[0].text);
+    }
+    // Its longest sentence alone: the same ids and length basis, its own shortlist.
+    size_t longest = 0;
+    for (size_t k = 1; k < whole.value().sentences.size(); ++k)
+      if (whole.value().sentences[k].source_tokens.size() > whole.value().sentences[longest].source_tokens.size())
+        longest = k;
+    const TextRange source = whole.value().sentences[longest].source;
+    const json alone = {{"text", text.substr(source.begin, source.end - source.begin)},
+                        {"html", false}, {"alignment", false}, {"qualityScores", false}};
+    auto got = cached.translate(alone);
+    auto fresh = uncached.translate(alone);
+    REQUIRE(got);
+    REQUIRE(fresh);
+    CHECK(got.value().hypotheses[0].text == fresh.value().hypotheses[0].text);
+    const TextRange within = whole.value().sentences[longest].target;
+    alone_differs += fresh.value().hypotheses[0].text !=
+                     whole.value().hypotheses[0].text.substr(within.begin, within.end - within.begin);
+  }
+  INFO(requests << " requests; the longest sentence alone translates otherwise than within its request in "
+                << alone_differs);
+  CHECK(cache->stats().hits >= 4 * requests);
+  if (subset_stride() == 1) CHECK(alone_differs > 0);  // else this test could not tell the keys apart
 }
 
 // int8: Petrel's int8 products with the file's alphas and bergamot's int8shiftAlphaAll (its

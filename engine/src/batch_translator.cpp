@@ -30,6 +30,7 @@ struct Unit {
   size_t length_basis = 0;  // BatchOptions::limit_by_longest_sentence: its input's longest sentence
   std::string cache_key;    // BatchOptions::cache: where its translation goes once made (empty: found there)
   const std::vector<int32_t>* shortlist = nullptr;  // BatchOptions::shortlist_of_input: its input's
+  const std::vector<int32_t>* shortlist_sources = nullptr;  // the source ids that shortlist is made of, sorted
 };
 
 // Units' indices, packed for one call of Translator::translate.
@@ -120,7 +121,7 @@ Status BatchTranslator::Impl::run(std::vector<Unit>& units, const std::vector<si
     for (Unit& u : units) {
       if (u.result) continue;
       const size_t basis = batching.limit_by_longest_sentence ? std::max(u.length_basis, u.ids.size()) : 0;
-      u.cache_key = detail::TranslationCacheAccess::key(options_key, basis, u.ids, u.shortlist);
+      u.cache_key = detail::TranslationCacheAccess::key(options_key, basis, u.ids, u.shortlist_sources);
       if (auto found = detail::TranslationCacheAccess::find(*batching.cache, u.cache_key)) {
         u.result = std::move(*found);
         u.cache_key.clear();
@@ -420,16 +421,23 @@ Status BatchTranslator::translate_text(const std::vector<std::string>& texts, co
         for (size_t u = first_unit[k]; u < first_unit[k + 1]; ++u) longest = std::max(longest, units[u].ids.size());
         for (size_t u = first_unit[k]; u < first_unit[k + 1]; ++u) units[u].length_basis = longest;
       }
-      std::vector<std::vector<int32_t>> input_shortlists;  // shortlist_of_input: per input of the window
+      // shortlist_of_input: per input of the window, its sentences' distinct source ids (what
+      // a cache key names: usually far fewer than the shortlist they make) and the shortlist.
+      std::vector<std::vector<int32_t>> input_sources, input_shortlists;
       if (of_input_shortlists) {
+        input_sources.resize(count);
         input_shortlists.resize(count);
-        std::vector<int32_t> sources;
         for (size_t k = 0; k < count; ++k) {
-          sources.clear();
+          std::vector<int32_t>& sources = input_sources[k];
           for (size_t u = first_unit[k]; u < first_unit[k + 1]; ++u)
             if (!units[u].result) sources.insert(sources.end(), units[u].ids.begin(), units[u].ids.end());
+          std::sort(sources.begin(), sources.end());
+          sources.erase(std::unique(sources.begin(), sources.end()), sources.end());
           input_shortlists[k] = models::OutputVocabulary::shortlist_tokens(detail::ModelAccess::weights(model), sources);
-          for (size_t u = first_unit[k]; u < first_unit[k + 1]; ++u) units[u].shortlist = &input_shortlists[k];
+          for (size_t u = first_unit[k]; u < first_unit[k + 1]; ++u) {
+            units[u].shortlist = &input_shortlists[k];
+            units[u].shortlist_sources = &sources;
+          }
         }
       }
 

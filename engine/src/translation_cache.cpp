@@ -102,12 +102,15 @@ std::string TranslationCacheAccess::options_key(const Model& model, const std::s
 }
 
 std::string TranslationCacheAccess::key(const std::string& options_key, size_t length_basis,
-                                        const std::vector<int32_t>& ids, const std::vector<int32_t>* shortlist) {
+                                        const std::vector<int32_t>& ids, const std::vector<int32_t>* shortlist_sources) {
   std::string key = options_key;
   append_value(key, length_basis);
   append_value(key, ids.size());
   append(key, ids.data(), ids.size() * sizeof(int32_t));
-  if (shortlist) append(key, shortlist->data(), shortlist->size() * sizeof(int32_t));
+  if (shortlist_sources) {
+    append_value(key, shortlist_sources->size());
+    append(key, shortlist_sources->data(), shortlist_sources->size() * sizeof(int32_t));
+  }
   return key;
 }
 
