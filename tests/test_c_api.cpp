@@ -446,9 +446,9 @@ TEST_CASE("C API: word alignments, as the C++ API gives them", "[capi]") {
   REQUIRE(petrel_translate_ids(s.session, inputs, lengths, 1, &options, &result) == PETREL_OK);
 
   auto model = load_model(s.path);
-  auto translator = Translator::create(model);
+  auto translator = petrel::Translator::create(model);
   REQUIRE(translator);
-  TranslateOptions o;
+  petrel::TranslateOptions o;
   o.beam_size = o.n_best = 2;
   o.alignment = true;
   auto want = translator.value().translate({kInputs[0]}, o);

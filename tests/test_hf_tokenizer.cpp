@@ -916,6 +916,7 @@ TEST_CASE("Tokenizing is linear in the text: megabytes of one character, of spac
 }
 
 TEST_CASE("petrel-run --prompt, --stream and --chat on a language model with a tokenizer", "[hf_tokenizer][cli]") {
+  using petrel::test::petrel_run_command;
   using petrel::test::run_command;
   if (!petrel::test::can_run_programs() || !petrel::test::xz_decompress(hf_fixture("gemma3/tokenizer_config.json.xz")))
     return;
