@@ -195,6 +195,12 @@ TEST_CASE("JSON schema: what the grammar bounds", "[json_schema]") {
   CHECK(schema_takes(r, "9999999999999999"));
   CHECK_FALSE(schema_takes(r, "10000000000000000"));
   CHECK_FALSE(schema_takes(r, "4"));
+  // Numbers: an exponent of at most two digits, so no number overflows a double.
+  GbnfMatcher n = schema_matcher(R"({"type":"number"})");
+  CHECK(schema_takes(n, "-9999999999999999.9999999999999999e+99"));
+  CHECK(schema_takes(n, "1E-07"));
+  CHECK_FALSE(schema_takes(n, "1e100"));
+  CHECK_FALSE(schema_takes(n, "9e204261"));
   // An array without maxItems: at most kSchemaDefaultMaxItems elements.
   GbnfMatcher a = schema_matcher(R"({"type":"array","items":{"type":"integer"}})");
   std::string items = "[0";

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <random>
@@ -83,6 +84,20 @@ std::vector<uint8_t> stored_as(const std::vector<float>& values, DType kv) {
   std::vector<uint8_t> bytes(values.size() * detail::dtype_size(kv));
   reference::store_as(values.data(), values.size(), kv, bytes.data());
   return bytes;
+}
+
+// Rows of heads x head_dim values as an int8 KV cache stores them (the reference's bytes:
+// int8_kv_row_bytes per row).
+std::vector<uint8_t> stored_int8(const std::vector<float>& values, size_t heads, size_t head_dim) {
+  const size_t rows = values.size() / (heads * head_dim);
+  std::vector<uint8_t> bytes(rows * int8_kv_row_bytes(heads, head_dim));
+  reference::store_int8_kv(values.data(), rows, heads, head_dim, bytes.data());
+  return bytes;
+}
+
+// Rows of K or V as a cache of `kv` stores them: f32, f16 or int8 (with kv_heads heads).
+std::vector<uint8_t> stored_rows(const std::vector<float>& values, DType kv, size_t kv_heads, size_t head_dim) {
+  return kv == DType::kInt8 ? stored_int8(values, kv_heads, head_dim) : stored_as(values, kv);
 }
 
 // Element i of stored_as's bytes, as a float.
@@ -694,6 +709,124 @@ TEST_CASE("storing as f16 rounds like the reference, bit for bit", "[kernels]") 
   }
 }
 
+TEST_CASE("an int8 KV row holds each head's values rounded by its absmax scale, as the reference stores them",
+          "[kernels]") {
+  std::mt19937 rng(41);
+  for (size_t heads : {1, 2, 3}) {
+    for (size_t head_dim : {1, 3, 8, 17, 64, 100, 256}) {  // 3 heads of 1, 3 or 17: padding before the scales
+      const size_t m = 3, width = heads * head_dim, row_bytes = int8_kv_row_bytes(heads, head_dim);
+      const size_t scales_at = int8_kv_scales_offset(heads, head_dim);
+      REQUIRE(scales_at % 4 == 0);
+      REQUIRE(row_bytes == scales_at + 4 * heads);
+      auto x = random_values(rng, m * width, 3.0f);
+      // Row 1's first head all zeros (scale 0), its last so small that 1 / scale is infinite.
+      std::fill_n(x.begin() + width, head_dim, 0.0f);
+      if (heads > 1) std::fill_n(x.begin() + 2 * width - head_dim, head_dim, -2e-39f);
+      std::vector<uint8_t> want(m * row_bytes, 0xAB);  // padding must be written, not left
+      reference::store_int8_kv(x.data(), m, heads, head_dim, want.data());
+      const std::string what = "heads=" + std::to_string(heads) + " hd=" + std::to_string(head_dim);
+      // The reference against the layout's definition, in double.
+      for (size_t r = 0; r < m; ++r) {
+        const uint8_t* row = want.data() + r * row_bytes;
+        for (size_t i = width; i < scales_at; ++i) REQUIRE(row[i] == 0);
+        for (size_t h = 0; h < heads; ++h) {
+          const float* xh = x.data() + r * width + h * head_dim;
+          float scale;
+          std::memcpy(&scale, row + scales_at + 4 * h, 4);
+          double max_abs = 0;
+          for (size_t c = 0; c < head_dim; ++c) max_abs = std::max(max_abs, std::fabs(double(xh[c])));
+          INFO(what << " row " << r << " head " << h);
+          REQUIRE(scale == float(max_abs) / 127.0f);
+          for (size_t c = 0; c < head_dim; ++c) {
+            const int q = reinterpret_cast<const int8_t*>(row)[h * head_dim + c];
+            REQUIRE(std::abs(q) <= 127);
+            if (!(1.0f / scale <= 3.4e38f)) {  // scale 0 (or 1 / scale overflows): zeros
+              REQUIRE(q == 0);
+              continue;
+            }
+            REQUIRE(std::fabs(double(xh[c]) / scale - q) <= 0.5 + 1e-4);
+          }
+        }
+      }
+      for (Isa isa : simd_paths()) {
+        const KernelTable& simd = *table_for(isa);
+        std::vector<uint8_t> got(m * row_bytes, 0xCD);
+        simd.store_int8_kv(x.data(), m, heads, head_dim, got.data());
+        INFO(simd.isa << " " << what);
+        REQUIRE(got == want);
+      }
+    }
+  }
+}
+
+TEST_CASE("attention over an int8 KV cache matches the reference, and the reference the dequantized attention",
+          "[kernels]") {
+  std::mt19937 rng(43);
+  // Rows of two K/V heads; the second is attended, so its values and its scale are not
+  // where the first head's are.
+  const size_t kv_heads = 2, h = 1;
+  for (size_t heads : {1, 3, 9}) {                  // a group of query heads; 9: two passes of 8
+    for (size_t n : {1, 2, 5, 17, 64, 257, 600}) {  // 257, 600: two and three tiles of 256
+      for (size_t head_dim : {1, 3, 8, 16, 17, 64, 100, 160, 256, 300}) {
+        if (heads == 9 && head_dim > 64 && n > 64) continue;  // enough: the group's loop is the same
+        const size_t width = kv_heads * head_dim, row_bytes = int8_kv_row_bytes(kv_heads, head_dim);
+        const size_t scale_offset = int8_kv_scales_offset(kv_heads, head_dim) + h * 4 - h * head_dim;
+        auto q = random_values(rng, heads * head_dim, 1.0f / std::sqrt(float(head_dim)));
+        const auto ks = stored_int8(random_values(rng, n * width), kv_heads, head_dim);
+        const auto vs = stored_int8(random_values(rng, n * width), kv_heads, head_dim);
+        const int8_t* k = reinterpret_cast<const int8_t*>(ks.data()) + h * head_dim;
+        const int8_t* v = reinterpret_cast<const int8_t*>(vs.data()) + h * head_dim;
+        std::vector<size_t> rows(n);
+        for (size_t& row : rows) row = rng() % n;
+        const std::string what = "heads=" + std::to_string(heads) + " n=" + std::to_string(n) +
+                                 " hd=" + std::to_string(head_dim);
+        for (const size_t* listed : {static_cast<const size_t*>(nullptr), static_cast<const size_t*>(rows.data())}) {
+          INFO(what << (listed ? " listed rows" : ""));
+          std::vector<float> scores(n), want(heads * head_dim), want_lse(heads);
+          reference::attend_int8(q.data(), k, v, listed, n, row_bytes, scale_offset, head_dim, heads, scores.data(),
+                                 want.data(), want_lse.data());
+          // The reference against attention over the dequantized keys and values, in double.
+          auto element = [&](const std::vector<uint8_t>& bytes, size_t j, size_t c) {
+            const uint8_t* row = bytes.data() + (listed ? listed[j] : j) * row_bytes;
+            float scale;
+            std::memcpy(&scale, row + int8_kv_scales_offset(kv_heads, head_dim) + 4 * h, 4);
+            return double(reinterpret_cast<const int8_t*>(row)[h * head_dim + c]) * scale;
+          };
+          for (size_t g = 0; g < heads; ++g) {
+            std::vector<double> s(n), o(head_dim, 0.0);
+            double max_s = -INFINITY, sum = 0;
+            for (size_t j = 0; j < n; ++j) {
+              for (size_t c = 0; c < head_dim; ++c) s[j] += double(q[g * head_dim + c]) * element(ks, j, c);
+              max_s = std::max(max_s, s[j]);
+            }
+            for (size_t j = 0; j < n; ++j) sum += std::exp(s[j] - max_s);
+            for (size_t j = 0; j < n; ++j)
+              for (size_t c = 0; c < head_dim; ++c) o[c] += std::exp(s[j] - max_s) / sum * element(vs, j, c);
+            std::vector<float> oracle(o.begin(), o.end());
+            require_close(std::vector<float>(want.begin() + g * head_dim, want.begin() + (g + 1) * head_dim), oracle,
+                          1e-5, "reference against double, head " + std::to_string(g));
+            require_close({want_lse[g]}, {float(max_s + std::log(sum))}, 1e-5, "log-sum-exp against double");
+          }
+          for (Isa isa : simd_paths()) {
+            const KernelTable& simd = *table_for(isa);
+            std::vector<float> got(heads * head_dim), got_lse(heads), alone(heads * head_dim), alone_lse(heads);
+            simd.attend_int8(q.data(), k, v, listed, n, row_bytes, scale_offset, head_dim, heads, scores.data(),
+                             got.data(), got_lse.data());
+            require_close(got, want, 1e-5, std::string(simd.isa) + " attend int8");
+            require_close(got_lse, want_lse, 1e-5, std::string(simd.isa) + " attend int8 log-sum-exp");
+            // A group's heads are each head's attention alone, bit for bit.
+            for (size_t g = 0; g < heads; ++g)
+              simd.attend_int8(q.data() + g * head_dim, k, v, listed, n, row_bytes, scale_offset, head_dim, 1,
+                               scores.data(), alone.data() + g * head_dim, alone_lse.data() + g);
+            REQUIRE(got == alone);
+            REQUIRE(got_lse == alone_lse);
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("embedding gather with positions matches the reference", "[kernels]") {
   std::mt19937 rng(14);
   for (Isa isa : simd_paths()) {
@@ -839,19 +972,31 @@ TEST_CASE("attention over partitions of keys is the whole softmax and the same f
     for (size_t& row : key_rows) row = rng() % stored;
     std::vector<layers::KeyRange> ranges(t.rows);
     for (size_t r = 0; r < t.rows; ++r) ranges[r] = {r, t.keys};
-    for (DType kv : {DType::kF32, DType::kF16}) {
-      const auto ks = stored_as(random_values(rng, stored * kv_width), kv);
-      const auto vs = stored_as(random_values(rng, stored * kv_width), kv);
+    for (DType kv : {DType::kF32, DType::kF16, DType::kInt8}) {
+      const auto ks = stored_rows(random_values(rng, stored * kv_width), kv, t.shape.kv_heads, t.shape.head_dim);
+      const auto vs = stored_rows(random_values(rng, stored * kv_width), kv, t.shape.kv_heads, t.shape.head_dim);
       for (const size_t* listed : {static_cast<const size_t*>(nullptr), static_cast<const size_t*>(key_rows.data())}) {
         // The reference over all of a row's keys at once.
         std::vector<float> want(t.rows * q_width), scores(t.keys);
         for (size_t r = 0; r < t.rows; ++r)
           for (size_t h = 0; h < t.shape.kv_heads; ++h) {
             const size_t first = listed != nullptr ? 0 : r;
+            const float* qh = q.data() + r * q_width + h * group * t.shape.head_dim;
+            float* out = want.data() + r * q_width + h * group * t.shape.head_dim;
+            const size_t* rows = listed != nullptr ? listed + r : nullptr;
+            if (kv == DType::kInt8) {
+              const size_t row_bytes = int8_kv_row_bytes(t.shape.kv_heads, t.shape.head_dim);
+              const size_t off = first * row_bytes + h * t.shape.head_dim;
+              const size_t scale_offset = int8_kv_scales_offset(t.shape.kv_heads, t.shape.head_dim) +
+                                          h * sizeof(float) - h * t.shape.head_dim;
+              reference::attend_int8(qh, reinterpret_cast<const int8_t*>(ks.data() + off),
+                                     reinterpret_cast<const int8_t*>(vs.data() + off), rows, t.keys, row_bytes,
+                                     scale_offset, t.shape.head_dim, group, scores.data(), out, nullptr);
+              continue;
+            }
             const size_t off = (first * kv_width + h * t.shape.head_dim) * detail::dtype_size(kv);
-            reference::attend(q.data() + r * q_width + h * group * t.shape.head_dim, ks.data() + off, vs.data() + off,
-                              kv, listed != nullptr ? listed + r : nullptr, t.keys, kv_width, t.shape.head_dim, group,
-                              scores.data(), want.data() + r * q_width + h * group * t.shape.head_dim, nullptr);
+            reference::attend(qh, ks.data() + off, vs.data() + off, kv, rows, t.keys, kv_width, t.shape.head_dim,
+                              group, scores.data(), out, nullptr);
           }
         for (Isa isa : runnable_isas()) {
           std::vector<std::vector<float>> got;

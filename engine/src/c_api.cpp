@@ -193,15 +193,17 @@ petrel_status copy_string(const std::string& text, char** out) {
   return PETREL_OK;
 }
 
-// The first version of petrel_generate_options ended at on_token_data, the second at stop_count.
+// The first version of petrel_generate_options ended at on_token_data, the second at
+// stop_count, the third at json_schema.
 constexpr size_t kGenerateOptionsV1 = offsetof(petrel_generate_options, stream_text);
 constexpr size_t kGenerateOptionsV2 = offsetof(petrel_generate_options, grammar);
+constexpr size_t kGenerateOptionsV3 = offsetof(petrel_generate_options, kv_cache_int8);
 
 petrel::Result<petrel::GenerateOptions> to_cpp(const petrel_generate_options* o) {
   petrel::GenerateOptions g;
   if (o == nullptr) return g;
   if (o->struct_size != sizeof(petrel_generate_options) && o->struct_size != kGenerateOptionsV1 &&
-      o->struct_size != kGenerateOptionsV2)
+      o->struct_size != kGenerateOptionsV2 && o->struct_size != kGenerateOptionsV3)
     return petrel::Error{petrel::ErrorCode::kInvalidArgument,
                          "petrel_generate_options.struct_size is " + std::to_string(o->struct_size) + ", expected " +
                              std::to_string(sizeof(petrel_generate_options)) +
@@ -219,10 +221,11 @@ petrel::Result<petrel::GenerateOptions> to_cpp(const petrel_generate_options* o)
   g.seed = o->seed;
   g.ignore_eos = o->ignore_eos != 0;
   g.kv_cache_f16 = o->kv_cache_f16 != 0;
-  if (o->struct_size >= sizeof(petrel_generate_options)) {
+  if (o->struct_size >= kGenerateOptionsV3) {
     if (o->grammar != nullptr) g.grammar = o->grammar;
     if (o->json_schema != nullptr) g.json_schema = o->json_schema;
   }
+  if (o->struct_size >= sizeof(petrel_generate_options)) g.kv_cache_int8 = o->kv_cache_int8 != 0;
   if (o->struct_size >= kGenerateOptionsV2) {
     g.stream_text = o->stream_text != 0;
     if (o->stop_count > 0 && o->stop == nullptr)
@@ -757,6 +760,33 @@ void petrel_generate_options_init_sized(petrel_generate_options* o, size_t size)
 }
 
 int petrel_model_is_decoder_only(const petrel_model* model) { return model && model->model->info().decoder_only; }
+
+petrel_status petrel_generator_set_prompt_cache_bytes(petrel_session* session, size_t bytes) {
+  return guarded([&] {
+    if (session == nullptr) return invalid("petrel_generator_set_prompt_cache_bytes: NULL argument");
+    if (!session->generator) return invalid("petrel_generator_set_prompt_cache_bytes: a translation model's session has no prompt cache");
+    session->generator->set_prompt_cache_bytes(bytes);
+    return PETREL_OK;
+  });
+}
+
+petrel_status petrel_generator_save_prompt_cache(petrel_session* session, const char* path) {
+  return guarded([&] {
+    if (session == nullptr || path == nullptr) return invalid("petrel_generator_save_prompt_cache: NULL argument");
+    if (!session->generator) return invalid("petrel_generator_save_prompt_cache: a translation model's session has no prompt cache");
+    const petrel::Status saved = session->generator->save_prompt_cache(path);
+    return saved ? PETREL_OK : fail(saved.error());
+  });
+}
+
+petrel_status petrel_generator_load_prompt_cache(petrel_session* session, const char* path) {
+  return guarded([&] {
+    if (session == nullptr || path == nullptr) return invalid("petrel_generator_load_prompt_cache: NULL argument");
+    if (!session->generator) return invalid("petrel_generator_load_prompt_cache: a translation model's session has no prompt cache");
+    const petrel::Status loaded = session->generator->load_prompt_cache(path);
+    return loaded ? PETREL_OK : fail(loaded.error());
+  });
+}
 
 petrel_status petrel_generate(petrel_session* session, const int32_t* prompt, size_t length,
                               const petrel_generate_options* o, petrel_result** result) {

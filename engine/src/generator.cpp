@@ -11,6 +11,7 @@
 #include "decode/sampling.h"
 #include "model_access.h"
 #include "models/decoder_only.h"
+#include "prompt_cache.h"
 #include "text/chat_template.h"
 #include "text/gbnf.h"
 #include "text/gbnf_matcher.h"
@@ -23,9 +24,10 @@ namespace petrel {
 
 namespace {
 
-// The bytes of the buffers one prompt's generation grows (KV caches, activations, logits).
+// The bytes of the buffers one prompt's generation grows (KV caches of cache_type, whose
+// rows models::cache_row_bytes gives, activations, logits).
 detail::CheckedSize generation_bytes(const detail::ModelWeights& w, size_t positions, size_t threads,
-                                     size_t cache_element) {
+                                     DType cache_type) {
   using detail::CheckedSize;
   const ModelInfo& info = *w.info;
   // A sliding-window layer's ring lists each chunk row's keys: up to a window per row.
@@ -34,7 +36,8 @@ detail::CheckedSize generation_bytes(const detail::ModelWeights& w, size_t posit
   const uint64_t width = std::max<uint64_t>(info.d_model, uint64_t{info.num_heads} * info.head_dim);
   const uint64_t chunk = models::DecoderOnly::kPrefillChunk, widest = std::max<uint64_t>(width, info.ffn_dim) + 32;
   CheckedSize total;
-  total += CheckedSize(positions) * info.num_kv_heads * info.head_dim * cache_element * 2 * info.decoder_layers;
+  total += CheckedSize(positions) * models::cache_row_bytes(cache_type, info.num_kv_heads, info.head_dim) * 2 *
+           info.decoder_layers;
   total += CheckedSize(chunk) * (8 * width + 2 * info.ffn_dim) * 4;  // layer workspace
   total += CheckedSize(chunk) * (widest + widest / 8) * threads;    // int8 activations per thread
   total += CheckedSize(info.max_positions) * 4 * threads;           // attention scores (sized for any length)
@@ -175,6 +178,8 @@ Result<GenerateOptions> resolve_generate_options(const Model& model, const Gener
   o.top_p = o.top_p.value_or(d.top_p);
   o.min_p = o.min_p.value_or(d.min_p);
   o.repetition_penalty = o.repetition_penalty.value_or(d.repetition_penalty);
+  if (o.kv_cache_f16 && o.kv_cache_int8)
+    return Error{ErrorCode::kInvalidArgument, "kv_cache_f16 and kv_cache_int8: choose one type for the KV cache"};
   if (Status st = decode::check(sampling_options(o)); !st) return st.error();
   return o;
 }
@@ -185,7 +190,37 @@ struct LmSession {
   models::LmState state;
   std::vector<int32_t> cached;  // the tokens in the caches, in order
   bool keep = false;            // reuse the caches' common prefix with the next prompt
+  // Per layer, the first position a rewind left its ring holding (detail::KvSnapshot::from
+  // before the positions since overwrote more): after a rewind, the slots of the
+  // positions given up hold those, not the earlier positions a fresh run would have left.
+  std::vector<size_t> ring_from;
 };
+
+namespace {
+
+// KvSnapshot::from of `session` now: what rewinds left, and what its rings' later
+// positions overwrote.
+std::vector<size_t> held_from(const LmSession& session) {
+  const models::LmState& st = session.state;
+  std::vector<size_t> from(st.ring.size(), 0);
+  for (size_t l = 0; l < st.ring.size(); ++l) {
+    if (st.ring[l] == 0) continue;
+    if (l < session.ring_from.size()) from[l] = session.ring_from[l];
+    if (st.length > st.ring[l]) from[l] = std::max(from[l], st.length - st.ring[l]);
+  }
+  return from;
+}
+
+// Whether caches holding each layer's positions from `from[l]` hold the window that a
+// query at `length` reads behind it (DecoderOnly::rewind checks only what the ring's size
+// allows, which a state rewound before may no longer hold).
+bool holds_window(const detail::ModelWeights& w, const std::vector<size_t>& from, size_t length) {
+  for (size_t l = 0; l < from.size() && l < w.decoder.layers.size(); ++l)
+    if (from[l] != 0 && from[l] + w.decoder.layers[l].sliding_window > length) return false;
+  return true;
+}
+
+}  // namespace
 
 struct Generator::Impl {
   Impl(std::shared_ptr<const Model> m, const kernels::KernelTable& k, size_t threads, ActivationScales scales)
@@ -233,7 +268,95 @@ struct Generator::Impl {
   text::GbnfMatcher::State grammar_start;
   bool grammar_on = false;
   std::vector<uint8_t> allowed;
+  // Prompt caches (set_prompt_cache_bytes): the kept states, which holds the last run's
+  // prompt (its serial; 0: none), and what a file of them must match (made at the first
+  // save or load: it hashes the model file's metadata).
+  detail::PromptCache prompt_cache;
+  uint64_t last_prompt_state = 0;
+  std::optional<detail::KvLayout> layout;
+
+  // Whether sessions start for the model's positions, so that every kept state has the
+  // rings of every other (DecoderOnly::start sizes them by the positions it is given).
+  bool prompt_caching() const { return prompt_cache.budget() > 0 || !prompt_cache.empty(); }
+  // Whether `entry`, restored and rewound to `length`, still holds what its sliding-window
+  // layers need: DecoderOnly::rewind's rule (which the restore then goes through), checked
+  // before anything is copied.
+  bool rewindable(const detail::KvSnapshot& entry, size_t length) const {
+    const auto& layers = weights.decoder.layers;
+    if (entry.ring.size() != layers.size() || !holds_window(weights, entry.from, length)) return false;
+    for (size_t l = 0; l < layers.size(); ++l)
+      if (entry.ring[l] != 0 && entry.tokens.size() - length > entry.ring[l] - layers[l].sliding_window) return false;
+    return true;
+  }
+  // Restores the kept state sharing the longest beginning with `prompt` (more than
+  // `reused` tokens of it) into `session`; returns the tokens it holds, or `reused` when
+  // none is better (the session then as it was), or 0 when the restore failed.
+  size_t restore_prompt_state(const std::vector<int32_t>& prompt, DType cache_type, size_t reused, LmSession& session);
+  // Keeps the state `session` holds after `prompt`'s prefill (within the budget).
+  void keep_prompt_state(const std::vector<int32_t>& prompt, LmSession& session);
+  const detail::KvLayout& kv_layout();
 };
+
+size_t Generator::Impl::restore_prompt_state(const std::vector<int32_t>& prompt, DType cache_type, size_t reused,
+                                             LmSession& session) {
+  size_t length = 0;
+  const detail::KvSnapshot* entry = prompt_cache.best(
+      prompt, cache_type, prompt.size() - 1,
+      [&](const detail::KvSnapshot& e, size_t common) { return common > reused && rewindable(e, common); }, length);
+  if (entry == nullptr) return reused;
+  try {
+    graph.start(model->info().max_positions, cache_type, session.state);
+    if (!detail::restore(*entry, session.state) || !graph.rewind(length, session.state)) return 0;
+    session.ring_from = entry->from;
+    session.cached.assign(entry->tokens.begin(), entry->tokens.begin() + static_cast<std::ptrdiff_t>(length));
+    return length;
+  } catch (const std::bad_alloc&) {  // the prompt runs in full instead
+    return 0;
+  }
+}
+
+void Generator::Impl::keep_prompt_state(const std::vector<int32_t>& prompt, LmSession& session) {
+  const models::LmState& state = session.state;
+  if (const detail::KvSnapshot* same = prompt_cache.find_exact(prompt, state.cache_type)) {
+    last_prompt_state = same->serial;
+    return;
+  }
+  if (prompt_cache.budget() == 0 || state.length != prompt.size()) return;
+  const ModelInfo& info = model->info();
+  const size_t row_bytes = models::cache_row_bytes(state.cache_type, info.num_kv_heads, info.head_dim);
+  for (size_t l = 0; l < state.k.size(); ++l)  // the caches as rows of row_bytes
+    if (state.k[l].size() < detail::held_rows(state.length, state.ring[l]) * row_bytes ||
+        state.v[l].size() < detail::held_rows(state.length, state.ring[l]) * row_bytes)
+      return;
+  const std::optional<size_t> bytes = detail::snapshot_bytes(state, row_bytes);
+  if (!bytes || !prompt_cache.admits(*bytes)) return;
+  prompt_cache.make_room(*bytes);
+  try {
+    last_prompt_state = prompt_cache.insert(detail::capture(state, prompt, row_bytes, held_from(session)));
+  } catch (const std::bad_alloc&) {  // not kept; the generation goes on
+  }
+}
+
+const detail::KvLayout& Generator::Impl::kv_layout() {
+  if (layout) return *layout;
+  const ModelInfo& info = model->info();
+  detail::KvLayout l;
+  l.model_name = info.source;
+  l.file_size = info.file_size;
+  const detail::ModelAccess::Bytes file = detail::ModelAccess::file_bytes(*model);
+  l.metadata_hash = detail::prompt_cache_metadata_hash(file.data, file.size);
+  l.data_crc32 = info.data_crc32;
+  l.layers = static_cast<uint32_t>(weights.decoder.layers.size());
+  l.kv_heads = info.num_kv_heads;
+  l.head_dim = info.head_dim;
+  l.vocab_size = info.vocab_size;
+  l.max_positions = info.max_positions;
+  models::LmState sessions;  // the rings of a session started for the model's positions
+  graph.start(info.max_positions, DType::kF32, sessions);
+  l.ring = sessions.ring;
+  layout = std::move(l);
+  return *layout;
+}
 
 Status Generator::Impl::prepare_grammar(const GenerateOptions& o) {
   std::string from_schema;  // json_schema's grammar
@@ -292,23 +415,31 @@ Result<size_t> Generator::Impl::run(size_t index, const std::string& which, cons
                                                   std::to_string(info.max_positions) + " positions"};
   const size_t max_new = std::min(o.max_new_tokens, info.max_positions - prompt.size());
   const size_t positions = prompt.size() + max_new;
-  const DType cache_type = o.kv_cache_f16 ? DType::kF16 : DType::kF32;
+  const DType cache_type = o.kv_cache_int8 ? DType::kInt8 : o.kv_cache_f16 ? DType::kF16 : DType::kF32;
   const detail::CheckedSize bytes =
-      generation_bytes(weights, positions, pool.size(), detail::dtype_size(cache_type));
+      generation_bytes(weights, positions, pool.size(), cache_type);
   if (auto problem = detail::working_memory_problem(bytes, at(std::to_string(positions)) + " positions need",
                                                     "use a smaller max_new_tokens"))
     return *problem;
 
   // The caches' tokens that begin the prompt stay (at least one prompt token is run:
-  // its logits give the first new token).
+  // its logits give the first new token), or a kept prompt state's that begin it.
   models::LmState& state = session.state;
   size_t reused = 0;
   if (session.keep && state.cache_type == cache_type && !session.cached.empty()) {
     const size_t limit = std::min(session.cached.size(), prompt.size() - 1);
     while (reused < limit && session.cached[reused] == prompt[reused]) ++reused;
-    if (reused == 0 || !graph.rewind(reused, state)) reused = 0;
+    std::vector<size_t> from = held_from(session);
+    if (reused == 0 || !holds_window(weights, from, reused) || !graph.rewind(reused, state)) reused = 0;
+    else session.ring_from = std::move(from);
   }
-  if (reused == 0) graph.start(session.keep ? info.max_positions : positions, cache_type, state);
+  const bool caching = prompt_caching();
+  last_prompt_state = 0;
+  if (caching && reused + 1 < prompt.size()) reused = restore_prompt_state(prompt, cache_type, reused, session);
+  if (reused == 0) {
+    graph.start(session.keep || caching ? info.max_positions : positions, cache_type, state);
+    session.ring_from.assign(state.ring.size(), 0);
+  }
   session.cached.resize(reused);
   graph.reserve(workspace);
   logits.resize(info.vocab_size);
@@ -321,12 +452,15 @@ Result<size_t> Generator::Impl::run(size_t index, const std::string& which, cons
   auto start = std::chrono::steady_clock::now();
   graph.forward(prompt.data() + reused, prompt.size() - reused, state, workspace, logits.data());
   session.cached.insert(session.cached.end(), prompt.begin() + static_cast<std::ptrdiff_t>(reused), prompt.end());
+  if (caching) keep_prompt_state(prompt, session);
   timings.prefill_ms += detail::ms_since(start);
   timings.prompt_tokens += prompt.size() - reused;
+  timings.reused_tokens += reused;
   start = std::chrono::steady_clock::now();
   out.ids.clear();
   out.ids.reserve(max_new);  // the loop below allocates nothing once the caches have grown
   out.ended_on_eos = false;
+  out.reused_tokens = reused;
   auto event = [&](bool final) {
     TokenEvent e;
     e.input = index;
@@ -508,6 +642,44 @@ Result<std::string> Generator::apply_chat_template(const std::vector<ChatMessage
 }
 
 size_t Generator::max_prompt_bytes() const { return impl_->max_prompt_bytes; }
+
+void Generator::set_prompt_cache_bytes(size_t bytes) {
+  const detail::SessionCall call(impl_->busy);
+  if (call.refused("Generator")) return;  // from a token callback: the budget stays
+  impl_->prompt_cache.set_budget(bytes);
+}
+
+PromptCacheStats Generator::prompt_cache_stats() const {
+  PromptCacheStats s;
+  s.budget = impl_->prompt_cache.budget();
+  s.bytes = impl_->prompt_cache.bytes();
+  s.entries = impl_->prompt_cache.entries();
+  return s;
+}
+
+Status Generator::save_prompt_cache(const std::string& path) const {
+  const detail::SessionCall call(impl_->busy);
+  if (auto refused = call.refused("Generator")) return *refused;
+  return detail::without_exceptions([&]() -> Status {
+    const detail::KvSnapshot* state = impl_->prompt_cache.find_serial(impl_->last_prompt_state);
+    if (state == nullptr)
+      return Error{ErrorCode::kInvalidArgument,
+                   path + ": no prompt state to save: the prompt cache does not hold the last call's (give "
+                          "set_prompt_cache_bytes a budget that holds it before the call)"};
+    return detail::write_prompt_cache(path, *state, impl_->kv_layout());
+  }, path);
+}
+
+Status Generator::load_prompt_cache(const std::string& path) {
+  const detail::SessionCall call(impl_->busy);
+  if (auto refused = call.refused("Generator")) return *refused;
+  return detail::without_exceptions([&]() -> Status {
+    auto loaded = detail::read_prompt_cache(path, impl_->kv_layout());
+    if (!loaded) return loaded.error();
+    impl_->prompt_cache.insert(std::move(loaded.value()));
+    return Status::ok();
+  }, path);
+}
 
 const GenerateTimings& Generator::last_timings() const { return impl_->timings; }
 const Model& Generator::model() const { return *impl_->model; }

@@ -69,6 +69,11 @@ int run_chat(Generator& generator, const GenerateOptions& options, const ChatSet
     }
     const TextGeneration& r = reply.value();
     const GenerateTimings& t = generator.last_timings();
+    if (!settings.prompt_cache.empty())
+      if (const Status saved = generator.save_prompt_cache(settings.prompt_cache); !saved) {
+        std::fprintf(stderr, "petrel-run: %s\n", saved.error().message.c_str());
+        status = 1;
+      }
     if (settings.json_lines) {
       nlohmann::json j = {{"index", index},
                           {"text", r.text},

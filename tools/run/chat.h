@@ -18,6 +18,8 @@ struct ChatSettings {
   // Room kept for each reply (the resolved max_new_tokens): a conversation that would not
   // leave it within the model's positions drops its oldest exchanges first.
   size_t reply_tokens = 1;
+  // --prompt-cache FILE: after each turn, the state after its prompt is written there.
+  std::string prompt_cache;
 };
 
 // Reads messages from `fd` until its end; returns the process exit status.

@@ -1,5 +1,9 @@
 // petrel-run with a language model: prompts continued one at a time, or --chat.
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -37,6 +41,25 @@ int run_language_model(const RunRequest& r, RunIo& io) {
   auto created = Generator::create(r.model, r.session);
   if (!created) return setup_failure(created.error());
   Generator& generator = created.value();
+  // --prompt-cache FILE: its state first (when it exists; one made with another model file
+  // is an error, as llama.cpp's), and this run's prompts' states kept in process within the
+  // bytes of one f32 KV cache of the model's positions; each prompt's written back to FILE.
+  const std::string prompt_cache = p.get("prompt-cache", "");
+  if (!prompt_cache.empty()) {
+    const ModelInfo& info = model.info();
+    const uint64_t whole = uint64_t{2} * info.decoder_layers * info.max_positions * info.num_kv_heads * info.head_dim * 4 +
+                           uint64_t{info.max_positions} * 4 + (uint64_t{1} << 16);
+    generator.set_prompt_cache_bytes(static_cast<size_t>(std::min<uint64_t>(whole, SIZE_MAX)));
+    if (access(prompt_cache.c_str(), F_OK) == 0)
+      if (Status loaded = generator.load_prompt_cache(prompt_cache); !loaded) return setup_failure(loaded.error());
+  }
+  // After a prompt ran: its state to --prompt-cache's FILE.
+  auto save_prompt_cache = [&]() -> bool {
+    if (prompt_cache.empty()) return true;
+    const Status saved = generator.save_prompt_cache(prompt_cache);
+    if (!saved) std::fprintf(stderr, "petrel-run: %s\n", saved.error().message.c_str());
+    return static_cast<bool>(saved);
+  };
   if (p.has("chat")) {
     run::ChatSettings settings;
     settings.system = p.get("system", "");
@@ -44,6 +67,7 @@ int run_language_model(const RunRequest& r, RunIo& io) {
     settings.json_lines = io.format.json_lines;
     settings.quiet = io.format.quiet;
     settings.reply_tokens = resolved.value().max_new_tokens;
+    settings.prompt_cache = prompt_cache;
     return run::run_chat(generator, run, settings, r.fd);
   }
   run.stream_text = text_inputs;
@@ -55,14 +79,17 @@ int run_language_model(const RunRequest& r, RunIo& io) {
       return true;
     };
   double prefill_ms = 0, generate_ms = 0;
-  size_t prompt_tokens = 0;
+  size_t prompt_tokens = 0, reused_tokens = 0;
+  bool cache_saved = true;
   const auto run_start = std::chrono::steady_clock::now();
   auto add_timings = [&] {
     const GenerateTimings& t = generator.last_timings();
     prefill_ms += t.prefill_ms;
     generate_ms += t.generate_ms;
     prompt_tokens += t.prompt_tokens;
+    reused_tokens += t.reused_tokens;
     io.tokens += t.generated_tokens;
+    cache_saved = save_prompt_cache() && cache_saved;
   };
   for (; io.next_window(1); io.base += io.window.size()) {
     for (size_t k = 0; k < io.window.size(); ++k) {
@@ -87,6 +114,7 @@ int run_language_model(const RunRequest& r, RunIo& io) {
         io.emit({{"index", i},
               {"prompt", in.text},
               {"prompt_tokens", g.prompt_tokens},
+              {"reused_tokens", g.reused_tokens},
               {"hypotheses",
                {{{"text", g.text}, {"ids", g.ids}, {"ended_on_eos", g.ended_on_eos}, {"ended_on_stop", g.ended_on_stop}}}}},
              p.has("stream") ? std::string() : g.text);
@@ -109,7 +137,8 @@ int run_language_model(const RunRequest& r, RunIo& io) {
       add_timings();
       const Generation& g = r.value()[0];
       if (p.has("stream")) std::printf("\n");
-      io.emit({{"index", i}, {"input", prompt}, {"hypotheses", {{{"ids", g.ids}, {"ended_on_eos", g.ended_on_eos}}}}},
+      io.emit({{"index", i}, {"input", prompt}, {"reused_tokens", g.reused_tokens},
+               {"hypotheses", {{{"ids", g.ids}, {"ended_on_eos", g.ended_on_eos}}}}},
            p.has("stream") ? std::string() : ids_text(g.ids));
     }
   }
@@ -118,7 +147,7 @@ int run_language_model(const RunRequest& r, RunIo& io) {
   nlohmann::json summary;
   summary["isa"] = generator.isa();
   summary["threads"] = threads;
-  summary["kv_cache"] = options.kv_cache_f16 ? "f16" : "f32";
+  summary["kv_cache"] = used.kv_cache_int8 ? "int8" : options.kv_cache_f16 ? "f16" : "f32";
   summary["generation"] = {{"max_new_tokens", used.max_new_tokens}, {"sample", *used.do_sample},
                            {"temperature", *used.temperature}, {"top_k", *used.top_k}, {"top_p", *used.top_p},
                            {"min_p", *used.min_p}, {"repetition_penalty", *used.repetition_penalty},
@@ -128,6 +157,7 @@ int run_language_model(const RunRequest& r, RunIo& io) {
                        {"prefill_ms", prefill_ms},
                        {"generate_ms", generate_ms},
                        {"prompt_tokens", prompt_tokens},
+                       {"reused_tokens", reused_tokens},
                        {"generated_tokens", io.tokens},
                        {"prompt_tokens_per_s", prefill_ms > 0 ? prompt_tokens / (prefill_ms / 1000) : 0},
                        {"tokens_per_s", generate_ms > 0 ? io.tokens / (generate_ms / 1000) : 0},
@@ -139,7 +169,7 @@ int run_language_model(const RunRequest& r, RunIo& io) {
                  load_ms, prompt_tokens, prefill_ms, io.tokens, generate_ms, generate_ms > 0 ? io.tokens / (generate_ms / 1000) : 0.0,
                  generator.isa(), threads, threads == 1 ? "" : "s");
   }
-  return io.status();
+  return cache_saved ? io.status() : 1;
 }
 
 }  // namespace petrel::run

@@ -150,7 +150,9 @@ static int tool_main(int argc, char** argv) {
   p.toggle("shortlist", "decode over the model file's lexical shortlist (petrel-convert --shortlist; a Marian\n"
                         "                              model's is used by default, as Firefox does)");
   p.toggle("no-shortlist", "decode over the whole vocabulary even when the model uses its shortlist by default");
-  p.flag("kv-cache", "TYPE", "f32 (default) or f16: attention keys/values in half precision, half the memory");
+  p.flag("kv-cache", "TYPE", "f32 (default), f16: attention keys/values in half precision, half the memory, or\n"
+                            "                              int8 (language models): int8 values with an f32 scale per position and\n"
+                            "                              head, about a quarter of f32's memory");
   p.toggle("alignment", "with --json / --json-lines: each hypothesis' word alignment, a row per output token\n"
                         "                              (EOS included) of attention probabilities over the input's tokens");
   p.flag("alignment-layer", "L", "--alignment: the decoder layer, 0-based (default: the one the model was\n"
@@ -179,6 +181,13 @@ static int tool_main(int argc, char** argv) {
                                     "                              seen so far by R > 0 (default: the model's, else 1)");
   p.flag("seed", "S", "language models: the sampler's seed (default 0; the same seed gives the same tokens on every CPU)");
   p.toggle("ignore-eos", "language models: generate --max-new-tokens tokens, past any EOS (benchmarks)");
+  p.flag("prompt-cache", "FILE", "language models: the KV state after a prompt, kept in FILE (llama.cpp's flag): when\n"
+                                 "                              FILE exists it is loaded first (a file made with another model file\n"
+                                 "                              or that is corrupt is an error naming it and its field), and a prompt\n"
+                                 "                              beginning with its tokens runs only the tokens after them; after each\n"
+                                 "                              prompt's prefill (--chat: each turn's) the state is written to FILE\n"
+                                 "                              (atomically). The states of this run's prompts are also reused in\n"
+                                 "                              process, within a budget of one KV cache of the model's positions");
   GenerateOptions lm_options;
   std::vector<std::pair<std::string, bool>> chat_flags;  // --template-flag
   TranslateOptions options;
@@ -351,7 +360,9 @@ static int tool_main(int argc, char** argv) {
     if (p.has("shortlist") && p.has("no-shortlist")) throw cli::UsageError("--shortlist or --no-shortlist, not both");
     if (p.has("shortlist")) options.use_shortlist = true;
     if (p.has("no-shortlist")) options.use_shortlist = false;
-    options.kv_cache_f16 = p.get_choice("kv-cache", "f32", {"f32", "f16"}) == "f16";
+    const std::string kv_cache = p.get_choice("kv-cache", "f32", {"f32", "f16", "int8"});
+    options.kv_cache_f16 = kv_cache == "f16";
+    lm_options.kv_cache_int8 = kv_cache == "int8";
     activation_scales = p.get_choice("activation-scales", "dynamic", {"dynamic", "file"});
     if (p.has("max-length-factor")) {
       const std::string text = p.get("max-length-factor");
@@ -442,6 +453,9 @@ static int tool_main(int argc, char** argv) {
     return fail("--prompt is for language models; translate text with --text"), 2;
   if (p.has("text") && model.info().decoder_only)
     return fail("--text is for translation models; give a language model its text with --prompt"), 2;
+  if (!model.info().decoder_only && (lm_options.kv_cache_int8 || p.has("prompt-cache")))
+    return fail(std::string(p.has("prompt-cache") ? "--prompt-cache" : "--kv-cache int8") + " is for language models; " +
+                p.positionals()[0] + " is a translation model"), 2;
   if ((p.has("chat") || p.has("stop") || p.has("grammar") || p.has("json-schema")) &&
       !(model.info().decoder_only && has_text))
     return fail(std::string("--") +

@@ -52,6 +52,9 @@ struct GenerateOptions {
   bool ignore_eos = false;                  // go on past EOS (benchmarks)
   // Store the KV cache as IEEE half precision (half the memory and the bytes attention reads).
   bool kv_cache_f16 = false;
+  // Store the KV cache as int8 with an f32 scale per position and head (absmax / 127: about
+  // a quarter of f32's memory); not together with kv_cache_f16.
+  bool kv_cache_int8 = false;
   // Streaming: called after every generated token (TokenEvent::input is the prompt's
   // index, `ids` the tokens so far) and once at the end with `final` set. Return false
   // to stop.
@@ -92,6 +95,7 @@ struct ChatMessage {
 struct Generation {
   std::vector<int32_t> ids;   // the generated tokens, prompt excluded, a final EOS included
   bool ended_on_eos = false;  // stopped on an EOS token, not at the length limit or by the callback
+  size_t reused_tokens = 0;   // the prompt's tokens whose KV state was reused (a prompt cache's), not run
 };
 
 struct TextGeneration {
@@ -100,12 +104,21 @@ struct TextGeneration {
   bool ended_on_eos = false;  // an EOS token ended it
   bool ended_on_stop = false; // a stop string ended it
   size_t prompt_tokens = 0;   // the prompt's tokens (a conversation's: the whole history so far)
-  size_t reused_tokens = 0;   // of those, how many the KV cache already held (a conversation's turns)
+  size_t reused_tokens = 0;   // of those, how many the KV cache already held (a conversation's turns,
+                              // a prompt cache's entry)
 };
 
 struct GenerateTimings {
   double prefill_ms = 0, generate_ms = 0;
-  size_t prompt_tokens = 0, generated_tokens = 0;
+  size_t prompt_tokens = 0, generated_tokens = 0;  // prompt_tokens: those run (reused ones excluded)
+  size_t reused_tokens = 0;                        // prompt tokens whose KV state was reused
+};
+
+// Generator::prompt_cache_stats.
+struct PromptCacheStats {
+  size_t budget = 0;   // set_prompt_cache_bytes
+  size_t bytes = 0;    // what the entries are charged (KV rows, tokens, bookkeeping)
+  size_t entries = 0;
 };
 
 // `options` with every unset field filled from the model's defaults and every value
@@ -144,6 +157,30 @@ class Generator {
 
   // The longest prompt text this model takes (kMaxPromptBytes above); 0 without a tokenizer.
   PETREL_API size_t max_prompt_bytes() const;
+
+  // Prompt caches. With a budget (0, the default: off), the KV state after each prompt's
+  // prefill (its tokens, and each layer's keys and values) is kept, and a later prompt of
+  // generate() or generate_text() (or a Conversation's turn, beyond what its own caches
+  // hold) runs only the tokens after the longest beginning it shares with a kept state of
+  // the same KV cache type (at least one token is run: its logits give the first new
+  // token); Generation / TextGeneration::reused_tokens say how many were not run. The
+  // outputs are those of a run without the cache. Entries are charged their bytes and
+  // dropped least recently used first, so the total never exceeds the budget; a state
+  // larger than the budget, or one memory cannot be had for, is not kept. A state whose
+  // sliding-window rings no longer hold the window the shared beginning needs is not
+  // used. Setting the budget drops entries until the rest fit it.
+  PETREL_API void set_prompt_cache_bytes(size_t bytes);
+  PETREL_API PromptCacheStats prompt_cache_stats() const;
+  // Writes the state after the last call's prompt (kept by the prompt cache: a budget must
+  // hold it) to `path`, atomically (a temporary file beside it, renamed). The file is bound
+  // to this model file (its size, data CRC-32 and a hash of its metadata) and KV cache type.
+  PETREL_API Status save_prompt_cache(const std::string& path) const;
+  // Reads a file save_prompt_cache wrote, verifying all of it (a model file is no more
+  // trusted: errors name the file and the field), and makes it the most recently used
+  // entry of the prompt cache, which the next prompts can reuse when they begin with its
+  // tokens. The loaded entry is kept even past the budget (a budget of 0 included) until
+  // the next state is kept or the budget is set.
+  PETREL_API Status load_prompt_cache(const std::string& path);
 
   PETREL_API const GenerateTimings& last_timings() const;
   PETREL_API const Model& model() const;

@@ -197,11 +197,23 @@ typedef struct petrel_generate_options {
    * (GenerateOptions::grammar: the text functions; the ids ones need the tokenizer too). */
   const char* grammar;
   const char* json_schema;  /* a JSON Schema the output is an instance of (GenerateOptions::json_schema); NULL: none */
+  int kv_cache_int8;        /* nonzero: keys/values as int8 with a scale per position and head (not with kv_cache_f16) */
 } petrel_generate_options;
 PETREL_API void petrel_generate_options_init_sized(petrel_generate_options* options, size_t size);
 #define petrel_generate_options_init(options) petrel_generate_options_init_sized((options), sizeof *(options))
 /* Nonzero when the model is a decoder-only language model. */
 PETREL_API int petrel_model_is_decoder_only(const petrel_model* model);
+/* Prompt caches of a language model's session (Generator::set_prompt_cache_bytes,
+ * save_prompt_cache, load_prompt_cache in C++). With a budget of `bytes` (0, the default:
+ * off) the KV state after each prompt is kept (least recently used dropped first, the
+ * total within the budget) and a later prompt beginning with the same tokens runs only
+ * the tokens after them, with the same output. save writes the state after the last
+ * call's prompt (kept within the budget) to `path` atomically; load verifies such a file
+ * (made with this model file and the same KV cache type to be used) and keeps it for the
+ * next prompts, past the budget until the next state is kept. */
+PETREL_API petrel_status petrel_generator_set_prompt_cache_bytes(petrel_session* session, size_t bytes);
+PETREL_API petrel_status petrel_generator_save_prompt_cache(petrel_session* session, const char* path);
+PETREL_API petrel_status petrel_generator_load_prompt_cache(petrel_session* session, const char* path);
 /* Continues `prompt` (length ids, used verbatim: no BOS is added). The result holds one
  * input with one hypothesis: the generated ids (a final EOS included). NULL options: the
  * model's defaults. */

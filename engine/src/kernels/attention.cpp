@@ -61,6 +61,63 @@ void store_as(const float* x, size_t n, DType type, void* out) {
   }
 }
 
+namespace {
+
+float scale_at(const int8_t* row, size_t offset) {
+  float s;
+  std::memcpy(&s, row + offset, sizeof s);
+  return s;
+}
+
+}  // namespace
+
+void attend_int8(const float* q, const int8_t* k, const int8_t* v, const size_t* rows, size_t n, size_t row_bytes,
+                 size_t scale_offset, size_t head_dim, size_t heads, float* scores, float* out, float* lse) {
+  auto row = [&](size_t j) { return (rows != nullptr ? rows[j] : j) * row_bytes; };
+  for (size_t h = 0; h < heads; ++h, q += head_dim, out += head_dim) {
+    float max_score = -INFINITY;
+    for (size_t j = 0; j < n; ++j) {
+      const int8_t* key = k + row(j);
+      float s = 0;
+      for (size_t c = 0; c < head_dim; ++c) s += q[c] * static_cast<float>(key[c]);
+      scores[j] = s * scale_at(key, scale_offset);
+      max_score = std::max(max_score, scores[j]);
+    }
+    float sum = 0;
+    for (size_t j = 0; j < n; ++j) {
+      scores[j] = std::exp(scores[j] - max_score);
+      sum += scores[j];
+    }
+    if (lse != nullptr) lse[h] = max_score + std::log(sum);
+    const float inv = 1.0f / sum;
+    for (size_t c = 0; c < head_dim; ++c) out[c] = 0;
+    for (size_t j = 0; j < n; ++j) {
+      const int8_t* value = v + row(j);
+      const float p = scores[j] * inv * scale_at(value, scale_offset);
+      for (size_t c = 0; c < head_dim; ++c) out[c] += p * static_cast<float>(value[c]);
+    }
+  }
+}
+
+void store_int8_kv(const float* x, size_t m, size_t heads, size_t head_dim, void* out) {
+  const size_t width = heads * head_dim, scales_at = int8_kv_scales_offset(heads, head_dim);
+  const size_t row_bytes = int8_kv_row_bytes(heads, head_dim);
+  for (size_t r = 0; r < m; ++r) {
+    auto* row = static_cast<uint8_t*>(out) + r * row_bytes;
+    auto* q = reinterpret_cast<int8_t*>(row);
+    for (size_t h = 0; h < heads; ++h) {
+      const float* xh = x + r * width + h * head_dim;
+      float max_abs = 0;
+      for (size_t c = 0; c < head_dim; ++c) max_abs = std::max(max_abs, std::fabs(xh[c]));
+      const float scale = max_abs / 127.0f;
+      const float inv = scale > 0 ? 1.0f / scale : 0.0f;
+      for (size_t c = 0; c < head_dim; ++c) q[h * head_dim + c] = round_to_int8(xh[c] * inv);
+      std::memcpy(row + scales_at + h * sizeof(float), &scale, sizeof scale);
+    }
+    std::fill(row + width, row + scales_at, uint8_t{0});
+  }
+}
+
 }  // namespace petrel::kernels::reference
 
 namespace petrel::kernels {

@@ -49,6 +49,15 @@ inline float gelu_tanh(float x) {
 // The products are exact integers: the order changes no result.
 enum class GemvOrder { kPanelsSideBySide, kOnePanelAtATime };
 
+// An int8 KV cache's row (one position's keys, or its values, for `heads` K/V heads):
+// the heads x head_dim int8 values, padded to 4 bytes, then one f32 scale per head
+// (max |x| / 127 of that head's values; 0 for a row of zeros), so a row keeps its scales
+// beside it and rows stay 4-byte aligned.
+inline size_t int8_kv_scales_offset(size_t heads, size_t head_dim) { return detail::round_up(heads * head_dim, 4); }
+inline size_t int8_kv_row_bytes(size_t heads, size_t head_dim) {
+  return int8_kv_scales_offset(heads, head_dim) + heads * sizeof(float);
+}
+
 struct KernelTable {
   const char* isa;
   void (*linear)(const float* x, size_t m, const detail::Matrix& w, const float* bias, float* y, size_t y_stride,
@@ -62,6 +71,10 @@ struct KernelTable {
   void (*attend)(const float* q, const void* k, const void* v, DType kv, const size_t* rows, size_t n, size_t stride,
                  size_t head_dim, size_t heads, float* scores, float* out, float* lse);
   void (*store_as)(const float* x, size_t n, DType type, void* out);
+  void (*attend_int8)(const float* q, const int8_t* k, const int8_t* v, const size_t* rows, size_t n,
+                      size_t row_bytes, size_t scale_offset, size_t head_dim, size_t heads, float* scores, float* out,
+                      float* lse);
+  void (*store_int8_kv)(const float* x, size_t m, size_t heads, size_t head_dim, void* out);
   float (*logsumexp)(const float* x, size_t n);
   size_t (*top_k)(const float* x, size_t n, size_t k, int32_t* ids, float* values);
   void (*ssru)(const float* x, const float* forget, size_t n, float* cell, float* out);
@@ -116,6 +129,20 @@ void attend(const float* q, const void* k, const void* v, DType kv, const size_t
 
 // out[i] = x[i] stored as `type`: f32 copies, f16 rounds to nearest even (IEEE).
 void store_as(const float* x, size_t n, DType type, void* out);
+
+// attend over an int8 KV cache: as attend, where key j's head_dim int8 values start
+// row(j) x row_bytes bytes into k (row(j) = rows[j], or j when rows is null) and its f32
+// scale s_j lies scale_offset bytes after them (int8_kv_row_bytes' layout: for K/V head
+// h, k points at the head's values, scale_offset = int8_kv_scales_offset + 4h - h
+// head_dim); likewise for v with scales t_j. score_j = (q_h . k_j) s_j and
+// out_h = sum_j (p_j t_j) v_j: a head's scale multiplies its products, never each value.
+void attend_int8(const float* q, const int8_t* k, const int8_t* v, const size_t* rows, size_t n, size_t row_bytes,
+                 size_t scale_offset, size_t head_dim, size_t heads, float* scores, float* out, float* lse);
+
+// m rows of heads x head_dim floats into m rows of int8_kv_row_bytes(heads, head_dim)
+// bytes: per head, s = max |x| / 127 and q = round_half_even(x (1 / s)) (quantize_rows'
+// rule, so |q| <= 127; s = 0 gives zeros; a non-finite product gives 0), padding zeroed.
+void store_int8_kv(const float* x, size_t m, size_t heads, size_t head_dim, void* out);
 
 // log(sum exp(x)) over n values, max-subtracted: log_softmax(x)[i] = x[i] - logsumexp(x).
 float logsumexp(const float* x, size_t n);

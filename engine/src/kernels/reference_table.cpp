@@ -11,6 +11,8 @@ const KernelTable& reference_table() {
                                  reference::embed,
                                  reference::attend,
                                  reference::store_as,
+                                 reference::attend_int8,
+                                 reference::store_int8_kv,
                                  reference::logsumexp,
                                  reference::top_k,
                                  reference::ssru,

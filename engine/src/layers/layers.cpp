@@ -67,8 +67,11 @@ void merge_attention(float* out, float* lse, const float* part_out, const float*
 void attend_rows(Context& c, const float* q, const void* k, const void* v, DType kv, const KeyRange* keys,
                  size_t rows, const HeadShape& shape, float* context, const size_t* key_rows) {
   const size_t head_dim = shape.head_dim, q_width = shape.q_width(), kv_width = shape.kv_width();
-  const size_t group = shape.heads / shape.kv_heads, esize = detail::dtype_size(kv);  // f32 or f16
-  const size_t group_width = group * head_dim, threads = c.pool.size();
+  const size_t group = shape.heads / shape.kv_heads, group_width = group * head_dim, threads = c.pool.size();
+  // A K/V row's bytes: kv_width elements of f32 or f16, or int8 values and their scales.
+  const bool int8 = kv == DType::kInt8;
+  const size_t row_bytes = int8 ? kernels::int8_kv_row_bytes(shape.kv_heads, head_dim)
+                                : kv_width * detail::dtype_size(kv);
   auto partitions = [&](size_t r) { return (keys[r].count + kKeysPerPartition - 1) / kKeysPerPartition; };
   // Partition p of row r for one K/V head's group of query heads, into out and lse.
   auto attend_partition = [&](size_t r, size_t kv_head, size_t p, float* scores, float* out, float* lse) {
@@ -76,9 +79,18 @@ void attend_rows(Context& c, const float* q, const void* k, const void* v, DType
     // Listed rows are found from the buffers' starts; a range starts at its first row.
     const size_t first = key_rows != nullptr ? 0 : keys[r].first + j0;
     const size_t* listed = key_rows != nullptr ? key_rows + keys[r].first + j0 : nullptr;
-    const size_t kv_off = (first * kv_width + kv_head * head_dim) * esize;
-    c.k.attend(q + r * q_width + kv_head * group_width, static_cast<const uint8_t*>(k) + kv_off,
-               static_cast<const uint8_t*>(v) + kv_off, kv, listed, n, kv_width, head_dim, group, scores, out, lse);
+    const float* qh = q + r * q_width + kv_head * group_width;
+    if (int8) {  // the head's values, and its scale after the row's values
+      const size_t off = first * row_bytes + kv_head * head_dim;
+      const size_t scale_offset = kernels::int8_kv_scales_offset(shape.kv_heads, head_dim) +
+                                  kv_head * sizeof(float) - kv_head * head_dim;
+      c.k.attend_int8(qh, static_cast<const int8_t*>(k) + off, static_cast<const int8_t*>(v) + off, listed, n,
+                      row_bytes, scale_offset, head_dim, group, scores, out, lse);
+      return;
+    }
+    const size_t kv_off = first * row_bytes + kv_head * head_dim * detail::dtype_size(kv);
+    c.k.attend(qh, static_cast<const uint8_t*>(k) + kv_off, static_cast<const uint8_t*>(v) + kv_off, kv, listed, n,
+               kv_width, head_dim, group, scores, out, lse);
   };
   size_t work = 0;  // multiply-adds / 2
   for (size_t r = 0; r < rows; ++r) work += keys[r].count * q_width;

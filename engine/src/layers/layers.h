@@ -81,7 +81,8 @@ void merge_attention(float* out, float* lse, const float* part_out, const float*
 
 // context[r] = MultiHead(q[r], K[keys[r]], V[keys[r]]) for every row; q, K, V, context
 // are row-major as `shape` says; K and V hold elements of type kv (f32, or f16 for a
-// half-precision KV cache). With key_rows, row r attends K/V rows
+// half-precision KV cache), or for kInt8 rows of kernels::int8_kv_row_bytes (int8 values
+// and a scale per K/V head). With key_rows, row r attends K/V rows
 // key_rows[keys[r].first + j] (j < keys[r].count) instead. Over the pool: rows and K/V
 // heads side by side; one row (a step of one sequence) with fewer K/V heads than
 // threads, its partitions side by side.

@@ -60,7 +60,7 @@ void DecoderOnly::reserve(Workspace& ws) const {
 }
 
 void DecoderOnly::grow_caches(size_t positions, LmState& st) const {
-  const size_t row_bytes = shape_.kv_width() * detail::dtype_size(st.cache_type);
+  const size_t row_bytes = cache_row_bytes(st.cache_type, shape_.kv_heads, shape_.head_dim);
   for (size_t l = 0; l < st.k.size(); ++l) {
     // A ring grows as the rest do until it is whole: before its first wrap its slots are
     // positions (slot = position % ring = position), so the bytes stay where they are. A
@@ -101,7 +101,14 @@ void DecoderOnly::run_chunk(const int32_t* tokens, size_t n, LmState& st, Worksp
                             bool every_row) const {
   const detail::Stack& dec = w_.decoder;
   const size_t first = st.length, q_width = shape_.q_width(), kv_width = shape_.kv_width();
-  const size_t half = shape_.head_dim / 2, esize = detail::dtype_size(st.cache_type);
+  const size_t half = shape_.head_dim / 2;
+  const size_t row_bytes = cache_row_bytes(st.cache_type, shape_.kv_heads, shape_.head_dim);
+  // rows of K or V (kv_width floats each) into the cache from slot `slot` on.
+  auto store = [&](const float* x, size_t rows, layers::AlignedVector<uint8_t>& cache, size_t slot) {
+    uint8_t* to = &cache[slot * row_bytes];
+    if (st.cache_type == DType::kInt8) k_.store_int8_kv(x, rows, shape_.kv_heads, shape_.head_dim, to);
+    else k_.store_as(x, rows * kv_width, st.cache_type, to);
+  };
   grow_caches(first + n, st);
   for (size_t t = 0; t < st.rope_tables.size(); ++t)
     for (size_t r = 0; r < n; ++r)
@@ -131,8 +138,8 @@ void DecoderOnly::run_chunk(const int32_t* tokens, size_t n, LmState& st, Worksp
     const size_t ring = st.ring[l], window = layer.sliding_window;
     const size_t* key_rows = nullptr;
     if (ring == 0) {
-      k_.store_as(ws.k.data(), n * kv_width, st.cache_type, &st.k[l][first * kv_width * esize]);
-      k_.store_as(ws.v.data(), n * kv_width, st.cache_type, &st.v[l][first * kv_width * esize]);
+      store(ws.k.data(), n, st.k[l], first);
+      store(ws.v.data(), n, st.v[l], first);
       for (size_t r = 0; r < n; ++r) {
         const size_t p = first + r, from = window != 0 && p + 1 > window ? p + 1 - window : 0;
         st.keys[r] = {from, p + 1 - from};
@@ -140,8 +147,8 @@ void DecoderOnly::run_chunk(const int32_t* tokens, size_t n, LmState& st, Worksp
     } else {
       for (size_t r = 0; r < n; ++r) {
         const size_t slot = (first + r) % ring;
-        k_.store_as(ws.k.data() + r * kv_width, kv_width, st.cache_type, &st.k[l][slot * kv_width * esize]);
-        k_.store_as(ws.v.data() + r * kv_width, kv_width, st.cache_type, &st.v[l][slot * kv_width * esize]);
+        store(ws.k.data() + r * kv_width, 1, st.k[l], slot);
+        store(ws.v.data() + r * kv_width, 1, st.v[l], slot);
       }
       st.key_rows.clear();
       for (size_t r = 0; r < n; ++r) {

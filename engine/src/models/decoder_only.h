@@ -22,7 +22,7 @@ struct LmState {
   size_t length = 0;         // positions in the caches
   size_t max_positions = 0;  // the session's limit
   DType cache_type = DType::kF32;
-  std::vector<layers::AlignedVector<uint8_t>> k, v;  // per layer [slots, kv_width]
+  std::vector<layers::AlignedVector<uint8_t>> k, v;  // per layer [slots][cache_row_bytes]
   std::vector<size_t> slots;                         // per layer: slots allocated
   std::vector<size_t> ring;                          // per layer: ring size (0: a full cache)
   // Per forward: keys per row, the ring slots they list, RoPE's cos/sin per row for each
@@ -34,6 +34,14 @@ struct LmState {
   layers::AlignedVector<float> x;
 };
 
+// The bytes of one cache slot (one position's keys, or its values) in a cache of `type`:
+// kv_heads x head_dim elements of f32 or f16; for int8, those values (padded to 4 bytes)
+// followed by one f32 scale per KV head (max |value| / 127 of that head's row).
+inline size_t cache_row_bytes(DType type, size_t kv_heads, size_t head_dim) {
+  if (type == DType::kInt8) return kernels::int8_kv_row_bytes(kv_heads, head_dim);
+  return kv_heads * head_dim * detail::dtype_size(type);
+}
+
 class DecoderOnly {
  public:
   // Rows a forward runs at most at once: longer prompts run in chunks of this many.
@@ -42,7 +50,7 @@ class DecoderOnly {
   DecoderOnly(const detail::ModelWeights& weights, const kernels::KernelTable& kernels, threads::ThreadPool& pool);
 
   // Empties `state` for a sequence of at most max_positions positions (<= the model's)
-  // with caches of cache_type (f32 or f16).
+  // with caches of cache_type (f32, f16 or int8).
   void start(size_t max_positions, DType cache_type, LmState& state) const;
 
   // Drops the positions from `length` on, so a conversation re-reads only what changed.

@@ -309,7 +309,10 @@ class Converter {
       body = "[0-9]" + repeat_suffix(1, kSchemaMaxIntegerDigits);
     } else if (name == "number") {
       const std::string ip = primitive("integral-part");
-      body = "(\"-\"? " + ip + ") (\".\" " + primitive("decimal-part") + ")? ([eE] [-+]? " + ip + ")? " + primitive("space");
+      // The exponent has at most two digits (llama.cpp's takes 16): so every number written
+      // is below 1e116, a finite double, which every JSON reader can hold.
+      body = "(\"-\"? " + ip + ") (\".\" " + primitive("decimal-part") + ")? ([eE] [-+]? [0-9] [0-9]?)? " +
+             primitive("space");
     } else if (name == "integer") {
       body = "(\"-\"? " + primitive("integral-part") + ") " + primitive("space");
     } else if (name == "boolean") {

@@ -17,7 +17,8 @@
 //    the order of `properties`, then any additional ones; an object with `properties` and
 //    no `additionalProperties` takes no other key;
 //  * a value is written as llama.cpp writes it: an integer has at most 16 digits, a
-//    number's fraction at most 16 digits and its exponent at most 16, a `const`/`enum`
+//    number's fraction at most 16 digits (and its exponent at most 2, not llama.cpp's 16:
+//    so a number never overflows a double), a `const`/`enum`
 //    value exactly as compact JSON; whitespace is at most one run after a token: a space,
 //    or one or two newlines and up to 20 spaces or tabs;
 //  * `oneOf` is read as `anyOf` (a value matching two alternatives is not refused);
