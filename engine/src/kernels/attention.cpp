@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstring>
 
 #include "kernels/half.h"
@@ -109,7 +110,9 @@ void store_int8_kv(const float* x, size_t m, size_t heads, size_t head_dim, void
       const float* xh = x + r * width + h * head_dim;
       float max_abs = 0;
       for (size_t c = 0; c < head_dim; ++c) max_abs = std::max(max_abs, std::fabs(xh[c]));
-      const float scale = max_abs / 127.0f;
+      // A scale below the smallest normal float is 0 (and the values zeros): ARMv7's NEON
+      // flushes subnormals, and every path must store the same bytes.
+      const float scale = max_abs / 127.0f >= std::numeric_limits<float>::min() ? max_abs / 127.0f : 0.0f;
       const float inv = scale > 0 ? 1.0f / scale : 0.0f;
       for (size_t c = 0; c < head_dim; ++c) q[h * head_dim + c] = round_to_int8(xh[c] * inv);
       std::memcpy(row + scales_at + h * sizeof(float), &scale, sizeof scale);
