@@ -107,9 +107,19 @@ void document(benchmark::State& state, bool by_stacks) {
                                                  benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
+// What generate() constrains the output with.
+enum class Constraint { kNone, kJsonGrammar, kPersonSchema };
+
+// tests/fixtures/json_schema's "person" schema (the one bench/llama_cpp_grammar.mjs gives llama.cpp).
+constexpr const char* kPersonSchema =
+    R"({"type": "object", "properties": {"name": {"type": "string", "maxLength": 20}, )"
+    R"("age": {"type": "integer", "minimum": 0, "maximum": 150}, "nickname": {"type": "string"}, )"
+    R"("active": {"type": "boolean"}}, "required": ["name", "age"]})";
+
 // Greedy generation from PETREL_BENCH_MODEL: 64 tokens without a grammar (ignore_eos), and
-// under the JSON grammar (until it completes, at most 64): ms per generated token.
-void generate(benchmark::State& state, bool grammar) {
+// under the JSON grammar or the person schema (until it completes, at most 64): ms per
+// generated token.
+void generate(benchmark::State& state, Constraint constraint) {
   const char* path = std::getenv("PETREL_BENCH_MODEL");
   if (path == nullptr) {
     state.SkipWithError("set PETREL_BENCH_MODEL to a Gemma 3 model file with its tokenizer");
@@ -132,8 +142,9 @@ void generate(benchmark::State& state, bool grammar) {
   GenerateOptions o;
   o.do_sample = false;
   o.max_new_tokens = 64;
-  if (grammar) o.grammar = kJsonGrammar;
-  else o.ignore_eos = true;
+  if (constraint == Constraint::kJsonGrammar) o.grammar = kJsonGrammar;
+  if (constraint == Constraint::kPersonSchema) o.json_schema = kPersonSchema;
+  o.ignore_eos = constraint == Constraint::kNone;
   double ms = 0, first_ms = 0;
   size_t tokens = 0, first_tokens = 0;
   std::string text;
@@ -182,8 +193,9 @@ BENCHMARK_CAPTURE(mask, json_in_number, std::string("{\"name\": [1, 23"))->Unit(
 BENCHMARK_CAPTURE(mask, json_after_value, std::string("{\"name\": true"))->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(document, json_fresh_matcher, false)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(document, json_by_stacks, true)->Unit(benchmark::kMillisecond)->Iterations(1);
-BENCHMARK_CAPTURE(generate, without_grammar, false)->Unit(benchmark::kMillisecond)->Iterations(3);
-BENCHMARK_CAPTURE(generate, json_grammar, true)->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK_CAPTURE(generate, without_grammar, Constraint::kNone)->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK_CAPTURE(generate, json_grammar, Constraint::kJsonGrammar)->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK_CAPTURE(generate, person_schema, Constraint::kPersonSchema)->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK(build_token_bytes)->Unit(benchmark::kMillisecond);
 BENCHMARK(build_vocabulary)->Unit(benchmark::kMillisecond);
 BENCHMARK(compile_grammar)->Unit(benchmark::kMicrosecond);
