@@ -157,6 +157,119 @@ Status check_stop_strings(const std::vector<std::string>& stop) {
                    "stop[" + std::to_string(i) + "]: must be 1.." + std::to_string(kMaxStopBytes) + " bytes"};
   return Status::ok();
 }
+
+// One sequence's choices after its prefill, step by step: the grammar's mask, the
+// sampler, EOS, stop strings and the caller's callback. Generator's one sequence and
+// generate_text_batch's many go through it, so a sequence decodes the same either way.
+class SequenceDecoder {
+ public:
+  // A grammar the output must follow: its matcher (at the state before any output), the
+  // vocabulary's bytes, the mask's buffer [vocab]; all null for none.
+  struct Grammar {
+    text::GbnfMatcher* matcher = nullptr;
+    const text::GbnfVocabulary* vocabulary = nullptr;
+    uint8_t* allowed = nullptr;
+  };
+
+  // `which` names the sequence in errors ("prompt 2"; empty for a call's only one);
+  // `index` is TokenEvent::input. `out` receives the ids.
+  SequenceDecoder(size_t index, std::string which, const GenerateOptions& o, const ModelInfo& info,
+                  const kernels::KernelTable& kernels, const text::Tokenizer* tokenizer, TextStream* stream,
+                  Grammar grammar, const std::vector<int32_t>& prompt, size_t max_new, Generation& out)
+      : index_(index), which_(std::move(which)), o_(o), info_(info), sampler_(sampling_options(o), kernels.top_k),
+        tokenizer_(tokenizer), stream_(stream), grammar_(grammar), max_new_(max_new), out_(out) {
+    sequence_.reserve(prompt.size() + max_new);
+    sequence_.assign(prompt.begin(), prompt.end());
+    out_.ids.clear();
+    out_.ids.reserve(max_new);  // nothing is allocated per step once the caches have grown
+    out_.ended_on_eos = false;
+  }
+
+  // Picks the next token from `logits` [vocab] (which it modifies). True: `token` is to be
+  // run and its logits given to the next call; false: the sequence has ended (the
+  // callback's final event sent).
+  Result<bool> next(float* logits, int32_t& token) {
+    const std::string at_step = at("step " + std::to_string(out_.ids.size()));
+    const size_t vocab = info_.vocab_size;
+    if (grammar_.matcher != nullptr) {
+      auto count = grammar_.matcher->allowed_tokens(*grammar_.vocabulary, grammar_.allowed);
+      if (!count) return Error{count.error().code, at_step + ": " + count.error().message};
+      const bool complete = grammar_.matcher->complete();
+      if (count.value() == 0 && !complete)
+        return Error{ErrorCode::kInvalidArgument,
+                     at_step + ": grammar: no token of the vocabulary can continue the output, and it is not complete"};
+      for (const int32_t id : info_.lm.eos_ids)
+        if (id >= 0 && static_cast<size_t>(id) < vocab) grammar_.allowed[static_cast<size_t>(id)] = complete ? 1 : 0;
+      decode::mask_logits(logits, vocab, grammar_.allowed);
+    }
+    token = sampler_.next(logits, vocab, sequence_.data(), sequence_.size());
+    if (token < 0 || !std::isfinite(logits[static_cast<size_t>(token)]))
+      return Error{ErrorCode::kFormat, info_.source + ": " + at_step + ": the logits are not finite (corrupt weights?)"};
+    out_.ids.push_back(token);
+    sequence_.push_back(token);
+    const std::vector<int32_t>& eos = info_.lm.eos_ids;
+    const bool is_eos = !o_.ignore_eos && std::find(eos.begin(), eos.end(), token) != eos.end();
+    if (grammar_.matcher != nullptr && !is_eos) {
+      auto taken = grammar_.matcher->accept(grammar_.vocabulary->token(token));
+      if (!taken) return Error{taken.error().code, at_step + ": " + taken.error().message};
+      if (!taken.value()) return Error{ErrorCode::kInternal, at_step + ": grammar: an allowed token was refused"};
+    }
+    bool stop = false;
+    if (stream_ != nullptr) {
+      auto stopped = stream_->update(out_.ids);
+      if (!stopped) return stopped.error();
+      stop = stopped.value();
+    }
+    bool more = !(o_.on_token && !event(false));
+    if (more && is_eos) out_.ended_on_eos = true;
+    more = more && !is_eos && !stop && out_.ids.size() < max_new_;
+    if (!more && o_.on_token) event(true);
+    return more;
+  }
+
+ private:
+  std::string at(const std::string& what) const { return which_.empty() ? what : which_ + ": " + what; }
+  bool event(bool final) {
+    TokenEvent e;
+    e.input = index_;
+    e.ids = out_.ids.data();
+    e.length = out_.ids.size();
+    e.final = final;
+    if (tokenizer_ != nullptr && !out_.ids.empty()) e.piece = tokenizer_->output_token(out_.ids.back()).value_or("");
+    if (stream_ != nullptr && o_.stream_text) {
+      e.text = stream_->text();
+      e.text_delta = stream_->take_delta(final);
+    }
+    return o_.on_token(e);
+  }
+
+  size_t index_;
+  std::string which_;
+  const GenerateOptions& o_;
+  const ModelInfo& info_;
+  decode::Sampler sampler_;
+  const text::Tokenizer* tokenizer_;
+  TextStream* stream_;
+  Grammar grammar_;
+  size_t max_new_;
+  Generation& out_;
+  std::vector<int32_t> sequence_;  // prompt + generated, for the repetition penalty
+};
+
+// The grammar text of options' grammar or json_schema (empty: none), checked as
+// far as it can be without the model.
+Result<std::string> grammar_source(const GenerateOptions& o) {
+  if (o.json_schema.empty()) {
+    if (!o.grammar.empty() && o.ignore_eos)
+      return Error{ErrorCode::kInvalidArgument, "grammar: cannot be combined with ignore_eos"};
+    return o.grammar;
+  }
+  if (!o.grammar.empty()) return Error{ErrorCode::kInvalidArgument, "grammar and json_schema: give one of them"};
+  auto converted = text::json_schema_to_gbnf(o.json_schema);
+  if (!converted) return converted.error();
+  if (o.ignore_eos) return Error{ErrorCode::kInvalidArgument, "grammar: cannot be combined with ignore_eos"};
+  return converted;
+}
 }  // namespace
 
 Result<GenerateOptions> resolve_generate_options(const Model& model, const GenerateOptions& options) {
@@ -235,9 +348,15 @@ struct Generator::Impl {
                      LmSession& session, TextStream* stream);
   Result<TextGeneration> generate_text(const std::vector<int32_t>& prompt, const GenerateOptions& options,
                                        LmSession& session);
+  std::vector<Result<TextGeneration>> generate_text_batch(const std::vector<TextRequest>& requests);
+  // The TextGeneration of `generation`, whose stream held its text.
+  Result<TextGeneration> text_of(Generation& generation, const TextStream& stream, const text::HfTokenizer& tokenizer,
+                                 size_t prompt_tokens, bool grammar) const;
   // Makes `grammar_matcher` the compiled options.grammar (kept while the text is the same:
   // the stacks it has met stay), or clears it for none; builds the vocabulary's index once.
   Status prepare_grammar(const GenerateOptions& options);
+  // Builds the vocabulary's bytes for grammars (once).
+  Status prepare_grammar_vocabulary();
   // The error for a prompt text of `bytes` bytes that the model's positions cannot hold
   // (`what` names it: "the prompt has"), before anything tokenizes it.
   std::optional<Error> prompt_too_long(size_t bytes, const char* what) const {
@@ -256,7 +375,6 @@ struct Generator::Impl {
   layers::Workspace workspace;
   LmSession session;
   std::vector<float> logits;
-  std::vector<int32_t> sequence;  // prompt + generated, for the repetition penalty
   GenerateTimings timings;
   std::atomic<bool> busy{false};  // detail::SessionCall
   const size_t max_prompt_bytes = prompt_byte_limit(*model);
@@ -358,42 +476,39 @@ const detail::KvLayout& Generator::Impl::kv_layout() {
   return *layout;
 }
 
-Status Generator::Impl::prepare_grammar(const GenerateOptions& o) {
-  std::string from_schema;  // json_schema's grammar
-  if (!o.json_schema.empty()) {
-    if (!o.grammar.empty()) return Error{ErrorCode::kInvalidArgument, "grammar and json_schema: give one of them"};
-    auto converted = text::json_schema_to_gbnf(o.json_schema);
-    if (!converted) return converted.error();
-    from_schema = std::move(converted.value());
-  }
-  const std::string& source = o.json_schema.empty() ? o.grammar : from_schema;
-  grammar_on = !source.empty();
-  if (!grammar_on) return Status::ok();
-  if (o.ignore_eos) return Error{ErrorCode::kInvalidArgument, "grammar: cannot be combined with ignore_eos"};
+Status Generator::Impl::prepare_grammar_vocabulary() {
+  if (grammar_vocabulary) return Status::ok();
   const auto* tokenizer = dynamic_cast<const text::HfTokenizer*>(detail::ModelAccess::tokenizer(*model));
   if (tokenizer == nullptr)
     return Error{ErrorCode::kInvalidArgument,
                  model->info().source + ": grammar: the model has no tokenizer (the tokens' bytes are needed)"};
-  if (!grammar_vocabulary) {
-    auto bytes = text::hf_token_bytes(*tokenizer, model->info().vocab_size);
-    if (!bytes) return bytes.error();
-    for (const int32_t id : model->info().lm.eos_ids)  // EOS is the caller's: allowed when complete
-      if (id >= 0 && static_cast<size_t>(id) < bytes.value().excluded.size()) bytes.value().excluded[static_cast<size_t>(id)] = 1;
-    auto vocabulary = text::make_gbnf_vocabulary(bytes.value().bytes, bytes.value().excluded);
-    if (!vocabulary) return vocabulary.error();
-    grammar_vocabulary = std::move(vocabulary.value());
-  }
+  auto bytes = text::hf_token_bytes(*tokenizer, model->info().vocab_size);
+  if (!bytes) return bytes.error();
+  for (const int32_t id : model->info().lm.eos_ids)  // EOS is the caller's: allowed when complete
+    if (id >= 0 && static_cast<size_t>(id) < bytes.value().excluded.size()) bytes.value().excluded[static_cast<size_t>(id)] = 1;
+  auto vocabulary = text::make_gbnf_vocabulary(bytes.value().bytes, bytes.value().excluded);
+  if (!vocabulary) return vocabulary.error();
+  grammar_vocabulary = std::move(vocabulary.value());
+  return Status::ok();
+}
+
+Status Generator::Impl::prepare_grammar(const GenerateOptions& o) {
+  auto source = grammar_source(o);
+  if (!source) return source.error();
+  grammar_on = !source.value().empty();
+  if (!grammar_on) return Status::ok();
+  if (Status st = prepare_grammar_vocabulary(); !st) return st.error();
   // A matcher keeps every stack it has met: one used for many calls starts afresh once
   // half its limit is reached, rather than fail a call on it.
-  if (!grammar_matcher || grammar_text != source || grammar_matcher->nodes() > text::kMaxGbnfNodes / 2) {
+  if (!grammar_matcher || grammar_text != source.value() || grammar_matcher->nodes() > text::kMaxGbnfNodes / 2) {
     grammar_matcher.reset();
-    auto grammar = text::parse_gbnf(source);
+    auto grammar = text::parse_gbnf(source.value());
     if (!grammar) return grammar.error();
     auto matcher = text::GbnfMatcher::create(std::move(grammar.value()));
     if (!matcher) return matcher.error();
     grammar_matcher = std::move(matcher.value());
     grammar_start = grammar_matcher->state();
-    grammar_text = source;
+    grammar_text = source.value();
   }
   allowed.resize(model->info().vocab_size);
   return Status::ok();
@@ -443,11 +558,6 @@ Result<size_t> Generator::Impl::run(size_t index, const std::string& which, cons
   session.cached.resize(reused);
   graph.reserve(workspace);
   logits.resize(info.vocab_size);
-  sequence.assign(prompt.begin(), prompt.end());
-  sequence.reserve(positions);
-  decode::Sampler sampler(sampling_options(o), kernels.top_k);
-  const std::vector<int32_t>& eos = info.lm.eos_ids;
-  const text::Tokenizer* tokenizer = detail::ModelAccess::tokenizer(*model);
 
   auto start = std::chrono::steady_clock::now();
   graph.forward(prompt.data() + reused, prompt.size() - reused, state, workspace, logits.data());
@@ -457,66 +567,21 @@ Result<size_t> Generator::Impl::run(size_t index, const std::string& which, cons
   timings.prompt_tokens += prompt.size() - reused;
   timings.reused_tokens += reused;
   start = std::chrono::steady_clock::now();
-  out.ids.clear();
-  out.ids.reserve(max_new);  // the loop below allocates nothing once the caches have grown
-  out.ended_on_eos = false;
   out.reused_tokens = reused;
-  auto event = [&](bool final) {
-    TokenEvent e;
-    e.input = index;
-    e.ids = out.ids.data();
-    e.length = out.ids.size();
-    e.final = final;
-    if (tokenizer != nullptr && !out.ids.empty()) e.piece = tokenizer->output_token(out.ids.back()).value_or("");
-    if (stream != nullptr && o.stream_text) {
-      e.text = stream->text();
-      e.text_delta = stream->take_delta(final);
-    }
-    return o.on_token(e);
-  };
-  if (grammar_on) grammar_matcher->set_state(grammar_start);
-  for (size_t step = 0; step < max_new; ++step) {
-    if (grammar_on) {
-      auto count = grammar_matcher->allowed_tokens(*grammar_vocabulary, allowed.data());
-      if (!count) return Error{count.error().code, at("step " + std::to_string(step)) + ": " + count.error().message};
-      const bool complete = grammar_matcher->complete();
-      if (count.value() == 0 && !complete)
-        return Error{ErrorCode::kInvalidArgument,
-                     at("step " + std::to_string(step)) +
-                         ": grammar: no token of the vocabulary can continue the output, and it is not complete"};
-      for (const int32_t id : eos)
-        if (id >= 0 && static_cast<size_t>(id) < allowed.size()) allowed[static_cast<size_t>(id)] = complete ? 1 : 0;
-      decode::mask_logits(logits.data(), logits.size(), allowed.data());
-    }
-    const int32_t token = sampler.next(logits.data(), logits.size(), sequence.data(), sequence.size());
-    if (token < 0 || !std::isfinite(logits[static_cast<size_t>(token)]))
-      return Error{ErrorCode::kFormat, info.source + ": " + at("step " + std::to_string(step)) +
-                                           ": the logits are not finite (corrupt weights?)"};
-    out.ids.push_back(token);
-    sequence.push_back(token);
-    const bool is_eos = !o.ignore_eos && std::find(eos.begin(), eos.end(), token) != eos.end();
-    if (grammar_on && !is_eos) {
-      auto taken = grammar_matcher->accept(grammar_vocabulary->token(token));
-      if (!taken) return Error{taken.error().code, at("step " + std::to_string(step)) + ": " + taken.error().message};
-      if (!taken.value())
-        return Error{ErrorCode::kInternal, at("step " + std::to_string(step)) + ": grammar: an allowed token was refused"};
-    }
-    bool stop = false;
-    if (stream != nullptr) {
-      auto stopped = stream->update(out.ids);
-      if (!stopped) return stopped.error();
-      stop = stopped.value();
-    }
-    if (o.on_token && !event(false)) break;
-    if (is_eos) {
-      out.ended_on_eos = true;
-      break;
-    }
-    if (stop || step + 1 == max_new) break;
+  SequenceDecoder::Grammar grammar;
+  if (grammar_on) {
+    grammar_matcher->set_state(grammar_start);
+    grammar = {&*grammar_matcher, &*grammar_vocabulary, allowed.data()};
+  }
+  SequenceDecoder decoder(index, which, o, info, kernels, detail::ModelAccess::tokenizer(*model), stream, grammar,
+                          prompt, max_new, out);
+  for (int32_t token = 0;;) {
+    auto more = decoder.next(logits.data(), token);
+    if (!more) return more.error();
+    if (!more.value()) break;
     graph.forward(&token, 1, state, workspace, logits.data());
     session.cached.push_back(token);
   }
-  if (o.on_token) event(true);
   timings.generate_ms += detail::ms_since(start);
   timings.generated_tokens += out.ids.size();
   return reused;
@@ -553,30 +618,175 @@ Result<TextGeneration> Generator::Impl::generate_text(const std::vector<int32_t>
     if (Status st = prepare_grammar(resolved.value()); !st) return st.error();
     TextStream stream(*tokenizer.value(), options.stop);
     Generation generation;
-    auto reused = run(0, "", prompt, resolved.value(), generation, lm, &stream);
-    if (!reused) return reused.error();
-    TextGeneration out;
-    out.ended_on_eos = generation.ended_on_eos;
-    out.ended_on_stop = stream.stopped();
-    out.ids = std::move(generation.ids);
-    out.prompt_tokens = prompt.size();
-    out.reused_tokens = reused.value();
-    if (out.ended_on_stop) {
-      out.text = stream.text();
-    } else if (grammar_on) {  // the bytes the grammar matched (no clean_up_tokenization_spaces)
-      const std::vector<int32_t>& eos = model->info().lm.eos_ids;
-      for (const int32_t id : out.ids)
-        if (std::find(eos.begin(), eos.end(), id) == eos.end()) out.text += grammar_vocabulary->token(id);
-      if (!detail::is_valid_utf8(out.text)) out.text = detail::to_valid_utf8(out.text);  // cut inside a character
-    } else {  // all of it, whatever the stream held back
-      auto text = tokenizer.value()->decode_ids(out.ids.data(), out.ids.size(), true);
-      if (!text) return text.error();
-      out.text = std::move(text.value());
-    }
-    return out;
+    if (auto reused = run(0, "", prompt, resolved.value(), generation, lm, &stream); !reused) return reused.error();
+    return text_of(generation, stream, *tokenizer.value(), prompt.size(), grammar_on);
   } catch (const std::bad_alloc&) {
     return Error{ErrorCode::kOutOfMemory, "out of memory"};
   }
+}
+
+Result<TextGeneration> Generator::Impl::text_of(Generation& generation, const TextStream& stream,
+                                                const text::HfTokenizer& tokenizer, size_t prompt_tokens,
+                                                bool grammar) const {
+  TextGeneration out;
+  out.ended_on_eos = generation.ended_on_eos;
+  out.ended_on_stop = stream.stopped();
+  out.ids = std::move(generation.ids);
+  out.prompt_tokens = prompt_tokens;
+  out.reused_tokens = generation.reused_tokens;
+  if (out.ended_on_stop) {
+    out.text = stream.text();
+  } else if (grammar) {  // the bytes the grammar matched (no clean_up_tokenization_spaces)
+    const std::vector<int32_t>& eos = model->info().lm.eos_ids;
+    for (const int32_t id : out.ids)
+      if (std::find(eos.begin(), eos.end(), id) == eos.end()) out.text += grammar_vocabulary->token(id);
+    if (!detail::is_valid_utf8(out.text)) out.text = detail::to_valid_utf8(out.text);  // cut inside a character
+  } else {  // all of it, whatever the stream held back
+    auto text = tokenizer.decode_ids(out.ids.data(), out.ids.size(), true);
+    if (!text) return text.error();
+    out.text = std::move(text.value());
+  }
+  return out;
+}
+
+namespace {
+
+// A request of generate_text_batch while it runs: its own caches, sampler, stream,
+// grammar and logits.
+struct BatchSequence {
+  size_t index = 0;
+  GenerateOptions options;  // resolved
+  std::vector<int32_t> prompt;
+  models::LmState state;
+  std::optional<TextStream> stream;
+  std::optional<text::GbnfMatcher> grammar;
+  std::vector<uint8_t> allowed;
+  std::vector<float> logits;
+  Generation generation;
+  std::optional<SequenceDecoder> decoder;
+  int32_t token = 0;   // the token to run next
+  bool ended = false;  // its result is final
+};
+
+}  // namespace
+
+std::vector<Result<TextGeneration>> Generator::Impl::generate_text_batch(const std::vector<TextRequest>& requests) {
+  std::vector<Result<TextGeneration>> results;
+  results.reserve(requests.size());
+  timings = {};
+  auto tokenizer = text_tokenizer(*model);
+  const ModelInfo& info = model->info();
+  // Each request's own checks, tokens and resources; a failure is its result.
+  std::vector<std::unique_ptr<BatchSequence>> sequences;
+  detail::CheckedSize held = generation_bytes(weights, 0, pool.size(), DType::kF32);  // the shared buffers
+  auto prepare = [&](size_t i) -> Result<std::unique_ptr<BatchSequence>> {
+    if (!tokenizer) return tokenizer.error();
+    const TextRequest& request = requests[i];
+    if (auto too_long = prompt_too_long(request.prompt.size(), "the prompt has")) return *too_long;
+    auto resolved = resolve_generate_options(*model, request.options);
+    if (!resolved) return resolved.error();
+    if (Status st = check_stop_strings(request.options.stop); !st) return st.error();
+    auto seq = std::make_unique<BatchSequence>();
+    seq->index = i;
+    seq->options = std::move(resolved.value());
+    auto ids = tokenizer.value()->encode_text(request.prompt, true);
+    if (!ids) return ids.error();
+    seq->prompt = std::move(ids.value());
+    const std::vector<int32_t>& prompt = seq->prompt;
+    if (prompt.empty()) return Error{ErrorCode::kInvalidArgument, "the prompt is empty"};
+    if (prompt.size() >= info.max_positions)
+      return Error{ErrorCode::kInvalidArgument, std::to_string(prompt.size()) +
+                                                    " tokens leave no room to generate within the model's " +
+                                                    std::to_string(info.max_positions) + " positions"};
+    auto source = grammar_source(seq->options);
+    if (!source) return source.error();
+    if (!source.value().empty()) {
+      if (Status st = prepare_grammar_vocabulary(); !st) return st.error();
+      auto grammar = text::parse_gbnf(source.value());
+      if (!grammar) return grammar.error();
+      auto matcher = text::GbnfMatcher::create(std::move(grammar.value()));
+      if (!matcher) return matcher.error();
+      seq->grammar = std::move(matcher.value());
+      seq->allowed.resize(info.vocab_size);
+    }
+    const GenerateOptions& o = seq->options;
+    const size_t max_new = std::min(o.max_new_tokens, info.max_positions - prompt.size());
+    const DType cache_type = o.kv_cache_int8 ? DType::kInt8 : o.kv_cache_f16 ? DType::kF16 : DType::kF32;
+    // Its caches, hidden states and logits, on top of what the others hold.
+    detail::CheckedSize bytes = held;
+    bytes += detail::CheckedSize(prompt.size() + max_new) *
+             models::cache_row_bytes(cache_type, info.num_kv_heads, info.head_dim) * 2 * info.decoder_layers;
+    bytes += detail::CheckedSize(models::DecoderOnly::kPrefillChunk) * info.d_model * 4;
+    bytes += detail::CheckedSize(info.vocab_size) * (4 * 7 + 1);
+    if (auto problem = detail::working_memory_problem(
+            bytes, "the batch's sequences up to this one (" + std::to_string(prompt.size() + max_new) + " positions) need",
+            "send fewer requests at once or a smaller max_new_tokens"))
+      return *problem;
+    held = bytes;
+    graph.start(prompt.size() + max_new, cache_type, seq->state);
+    seq->stream.emplace(*tokenizer.value(), o.stop);
+    seq->logits.resize(info.vocab_size);
+    SequenceDecoder::Grammar grammar;
+    if (seq->grammar) grammar = {&*seq->grammar, &*grammar_vocabulary, seq->allowed.data()};
+    seq->decoder.emplace(i, "", o, info, kernels, detail::ModelAccess::tokenizer(*model), &*seq->stream, grammar,
+                         prompt, max_new, seq->generation);
+    return seq;
+  };
+  for (size_t i = 0; i < requests.size(); ++i) {
+    auto seq = detail::without_exceptions([&] { return prepare(i); });
+    if (!seq) {
+      results.emplace_back(seq.error());
+      continue;
+    }
+    results.emplace_back(Error{ErrorCode::kInternal, "not run"});
+    sequences.push_back(std::move(seq.value()));
+  }
+  // Each prompt alone (as generate_text runs it), then its first token.
+  std::vector<BatchSequence*> running;
+  auto choose = [&](BatchSequence& seq, float* logits) {
+    auto more = seq.decoder->next(logits, seq.token);
+    if (more && more.value()) {
+      running.push_back(&seq);
+      return;
+    }
+    seq.ended = true;
+    timings.generated_tokens += seq.generation.ids.size();
+    if (!more) results[seq.index] = more.error();
+    else results[seq.index] = text_of(seq.generation, *seq.stream, *tokenizer.value(), seq.prompt.size(), seq.grammar.has_value());
+  };
+  try {
+    graph.reserve(workspace);
+    auto start = std::chrono::steady_clock::now();
+    for (auto& seq : sequences) {
+      graph.forward(seq->prompt.data(), seq->prompt.size(), seq->state, workspace, seq->logits.data());
+      timings.prompt_tokens += seq->prompt.size();
+    }
+    timings.prefill_ms += detail::ms_since(start);
+    start = std::chrono::steady_clock::now();
+    for (auto& seq : sequences) choose(*seq, seq->logits.data());
+    // Then every running sequence one token a step, together.
+    std::vector<int32_t> tokens;
+    std::vector<models::LmState*> states;
+    std::vector<BatchSequence*> stepped;
+    while (!running.empty()) {
+      stepped.swap(running);
+      running.clear();
+      tokens.clear();
+      states.clear();
+      for (BatchSequence* seq : stepped) {
+        tokens.push_back(seq->token);
+        states.push_back(&seq->state);
+      }
+      logits.resize(stepped.size() * info.vocab_size);
+      graph.step(tokens.data(), states.data(), stepped.size(), workspace, logits.data());
+      for (size_t j = 0; j < stepped.size(); ++j) choose(*stepped[j], logits.data() + j * info.vocab_size);
+    }
+    timings.generate_ms += detail::ms_since(start);
+  } catch (const std::bad_alloc&) {  // buffers growing: every unfinished request fails
+    for (auto& seq : sequences)
+      if (!seq->ended) results[seq->index] = Error{ErrorCode::kOutOfMemory, "out of memory"};
+  }
+  return results;
 }
 
 Result<Generator> Generator::create(std::shared_ptr<const Model> model, const TranslatorOptions& options) {
@@ -614,6 +824,12 @@ Result<TextGeneration> Generator::generate_text(std::string_view prompt, const G
   if (!ids) return ids.error();
   impl_->session.keep = false;
   return impl_->generate_text(ids.value(), options, impl_->session);
+}
+
+std::vector<Result<TextGeneration>> Generator::generate_text_batch(const std::vector<TextRequest>& requests) {
+  const detail::SessionCall call(impl_->busy);
+  if (auto refused = call.refused("Generator")) return std::vector<Result<TextGeneration>>(requests.size(), *refused);
+  return impl_->generate_text_batch(requests);
 }
 
 Result<std::string> Generator::apply_chat_template(const std::vector<ChatMessage>& messages, bool add_generation_prompt,

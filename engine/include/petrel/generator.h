@@ -108,6 +108,12 @@ struct TextGeneration {
                               // a prompt cache's entry)
 };
 
+// One request of Generator::generate_text_batch: a prompt text and its options.
+struct TextRequest {
+  std::string prompt;
+  GenerateOptions options;
+};
+
 struct GenerateTimings {
   double prefill_ms = 0, generate_ms = 0;
   size_t prompt_tokens = 0, generated_tokens = 0;  // prompt_tokens: those run (reused ones excluded)
@@ -145,6 +151,18 @@ class Generator {
   // is encoded with the tokenizer's special tokens (Gemma's BOS) and continued. Fails
   // for a model without a tokenizer, and as generate() does.
   PETREL_API Result<TextGeneration> generate_text(std::string_view prompt, const GenerateOptions& options = {});
+
+  // Several requests at once, as a server gets them: each prompt is run alone, then every
+  // unfinished sequence is stepped together, one token each, so that each layer's weights
+  // are read once per step for all of them (the memory-bound part of generation), while
+  // attention reads each sequence's own KV cache. Each result is the one generate_text()
+  // gives that request alone on the same kernel path, id for id (its sampler, seed, stop
+  // strings, grammar and callback are its own; TokenEvent::input is its index). A
+  // request's error (an option, a prompt too long, a grammar's dead end) is its own
+  // result and does not stop the others; a callback returning false ends only its request.
+  // The prompt cache is neither read nor filled here. Memory: every sequence's KV cache
+  // is held at once, checked before any is allocated.
+  PETREL_API std::vector<Result<TextGeneration>> generate_text_batch(const std::vector<TextRequest>& requests);
 
   // The model's chat template (tokenizer_config.json's) applied to `messages`, ending
   // with the assistant's turn opened when add_generation_prompt, as

@@ -92,31 +92,43 @@ void DecoderOnly::forward(const int32_t* tokens, size_t n, LmState& st, Workspac
     const size_t rows = std::min(kPrefillChunk, n - done);
     const bool last = done + rows == n;
     float* out = every_row ? logits + done * info_.vocab_size : (last ? logits : nullptr);
-    run_chunk(tokens + done, rows, st, ws, out, every_row);
+    const SequenceRows sequence{&st, tokens + done, rows};
+    run_rows(&sequence, 1, ws, out, every_row);
     done += rows;
   }
 }
 
-void DecoderOnly::run_chunk(const int32_t* tokens, size_t n, LmState& st, Workspace& ws, float* logits,
-                            bool every_row) const {
-  const detail::Stack& dec = w_.decoder;
-  const size_t first = st.length, q_width = shape_.q_width(), kv_width = shape_.kv_width();
-  const size_t half = shape_.head_dim / 2;
-  const size_t row_bytes = cache_row_bytes(st.cache_type, shape_.kv_heads, shape_.head_dim);
-  // rows of K or V (kv_width floats each) into the cache from slot `slot` on.
-  auto store = [&](const float* x, size_t rows, layers::AlignedVector<uint8_t>& cache, size_t slot) {
-    uint8_t* to = &cache[slot * row_bytes];
-    if (st.cache_type == DType::kInt8) k_.store_int8_kv(x, rows, shape_.kv_heads, shape_.head_dim, to);
-    else k_.store_as(x, rows * kv_width, st.cache_type, to);
-  };
-  grow_caches(first + n, st);
-  for (size_t t = 0; t < st.rope_tables.size(); ++t)
-    for (size_t r = 0; r < n; ++r)
-      kernels::rope_angles(st.rope_tables[t], half, first + r, &st.rope_cos[t][r * half], &st.rope_sin[t][r * half]);
+void DecoderOnly::step(const int32_t* tokens, LmState* const* states, size_t count, Workspace& ws,
+                       float* logits) const {
+  SequenceRows batch[kPrefillChunk];
+  for (size_t done = 0; done < count;) {
+    const size_t rows = std::min(kPrefillChunk, count - done);
+    for (size_t i = 0; i < rows; ++i) batch[i] = {states[done + i], tokens + done + i, 1};
+    run_rows(batch, rows, ws, logits + done * info_.vocab_size, false);
+    done += rows;
+  }
+}
 
-  float* x = st.x.data();
+void DecoderOnly::run_rows(const SequenceRows* sequences, size_t count, Workspace& ws, float* logits,
+                           bool every_row) const {
+  const detail::Stack& dec = w_.decoder;
+  const size_t half = shape_.head_dim / 2;
+  size_t n = 0;  // rows in all
+  for (size_t s = 0; s < count; ++s) {
+    LmState& st = *sequences[s].state;
+    grow_caches(st.length + sequences[s].rows, st);
+    for (size_t t = 0; t < st.rope_tables.size(); ++t)
+      for (size_t r = 0; r < sequences[s].rows; ++r)
+        kernels::rope_angles(st.rope_tables[t], half, st.length + r, &st.rope_cos[t][r * half],
+                             &st.rope_sin[t][r * half]);
+    n += sequences[s].rows;
+  }
+
+  // The hidden states of every row: the first sequence's buffer holds kPrefillChunk rows.
+  float* x = sequences[0].state->x.data();
   layers::Context c = context(ws);
-  k_.embed(dec.embed_tokens, tokens, nullptr, n, nullptr, x);  // the embedding scale is folded in
+  for (size_t s = 0, row = 0; s < count; row += sequences[s].rows, ++s)  // the embedding scale is folded in
+    k_.embed(dec.embed_tokens, sequences[s].tokens, nullptr, sequences[s].rows, nullptr, x + row * d_);
   for (size_t l = 0; l < dec.layers.size(); ++l) {
     const detail::Layer& layer = dec.layers[l];
     normalize(layer.self_attn_norm, x, n, d_, ws.normed.data());
@@ -127,39 +139,8 @@ void DecoderOnly::run_chunk(const int32_t* tokens, size_t n, LmState& st, Worksp
       normalize(layer.q_norm, ws.q.data(), n * shape_.heads, shape_.head_dim, ws.q.data());
       normalize(layer.k_norm, ws.k.data(), n * shape_.kv_heads, shape_.head_dim, ws.k.data());
     }
-    if (layer.rope_inv_freq != nullptr) {
-      const size_t t = std::find(st.rope_tables.begin(), st.rope_tables.end(), layer.rope_inv_freq) -
-                       st.rope_tables.begin();
-      k_.rope(ws.q.data(), n, shape_.heads, shape_.head_dim, q_width, st.rope_cos[t].data(), st.rope_sin[t].data());
-      k_.rope(ws.k.data(), n, shape_.kv_heads, shape_.head_dim, kv_width, st.rope_cos[t].data(),
-              st.rope_sin[t].data());
-    }
-    // Store the chunk's K/V, then attend: position p sees keys max(0, p - window + 1)..p.
-    const size_t ring = st.ring[l], window = layer.sliding_window;
-    const size_t* key_rows = nullptr;
-    if (ring == 0) {
-      store(ws.k.data(), n, st.k[l], first);
-      store(ws.v.data(), n, st.v[l], first);
-      for (size_t r = 0; r < n; ++r) {
-        const size_t p = first + r, from = window != 0 && p + 1 > window ? p + 1 - window : 0;
-        st.keys[r] = {from, p + 1 - from};
-      }
-    } else {
-      for (size_t r = 0; r < n; ++r) {
-        const size_t slot = (first + r) % ring;
-        store(ws.k.data() + r * kv_width, 1, st.k[l], slot);
-        store(ws.v.data() + r * kv_width, 1, st.v[l], slot);
-      }
-      st.key_rows.clear();
-      for (size_t r = 0; r < n; ++r) {
-        const size_t p = first + r, from = p + 1 > window ? p + 1 - window : 0;
-        st.keys[r] = {st.key_rows.size(), p + 1 - from};
-        for (size_t j = from; j <= p; ++j) st.key_rows.push_back(j % ring);
-      }
-      key_rows = st.key_rows.data();
-    }
-    layers::attend_rows(c, ws.q.data(), st.k[l].data(), st.v[l].data(), st.cache_type, st.keys.data(), n, shape_,
-                        ws.context.data(), key_rows);
+    for (size_t s = 0, row = 0; s < count; row += sequences[s].rows, ++s)
+      attend_sequence(layer, l, *sequences[s].state, sequences[s].rows, row, ws, c);
     layers::dense(c, layer.self_attn.o, ws.context.data(), n, ws.out.data());
     if (layer.post_attn_norm.present()) normalize(layer.post_attn_norm, ws.out.data(), n, d_, ws.out.data());
     k_.add(ws.out.data(), x, n * d_);
@@ -169,16 +150,71 @@ void DecoderOnly::run_chunk(const int32_t* tokens, size_t n, LmState& st, Worksp
     if (layer.post_ffn_norm.present()) normalize(layer.post_ffn_norm, ws.out.data(), n, d_, ws.out.data());
     k_.add(ws.out.data(), x, n * d_);
   }
-  st.length += n;
+  for (size_t s = 0; s < count; ++s) sequences[s].state->length += sequences[s].rows;
   if (logits == nullptr) return;
   // Only the rows whose logits are wanted go through the final norm and the projection.
-  const size_t from = every_row ? 0 : n - 1, rows = n - from;
-  normalize(dec.final_norm, x + from * d_, rows, d_, ws.normed.data());
+  size_t rows = 0;
+  if (every_row) {
+    normalize(dec.final_norm, x, n, d_, ws.normed.data());
+    rows = n;
+  } else {
+    for (size_t s = 0, row = 0; s < count; ++s, ++rows) {
+      row += sequences[s].rows;
+      normalize(dec.final_norm, x + (row - 1) * d_, 1, d_, ws.normed.data() + rows * d_);
+    }
+  }
   layers::matmul(c, w_.output_proj, nullptr, ws.normed.data(), rows, logits);
   if (info_.final_logit_softcap > 0) {  // 1 / cap is folded into the projection's input
     const float cap = info_.final_logit_softcap;
     for (size_t i = 0; i < rows * info_.vocab_size; ++i) logits[i] = cap * std::tanh(logits[i]);
   }
+}
+
+void DecoderOnly::attend_sequence(const detail::Layer& layer, size_t l, LmState& st, size_t n, size_t row,
+                                  Workspace& ws, layers::Context& c) const {
+  const size_t first = st.length, q_width = shape_.q_width(), kv_width = shape_.kv_width();
+  const size_t row_bytes = cache_row_bytes(st.cache_type, shape_.kv_heads, shape_.head_dim);
+  float* q = ws.q.data() + row * q_width;
+  float* k = ws.k.data() + row * kv_width;
+  float* v = ws.v.data() + row * kv_width;
+  if (layer.rope_inv_freq != nullptr) {
+    const size_t t = std::find(st.rope_tables.begin(), st.rope_tables.end(), layer.rope_inv_freq) -
+                     st.rope_tables.begin();
+    k_.rope(q, n, shape_.heads, shape_.head_dim, q_width, st.rope_cos[t].data(), st.rope_sin[t].data());
+    k_.rope(k, n, shape_.kv_heads, shape_.head_dim, kv_width, st.rope_cos[t].data(), st.rope_sin[t].data());
+  }
+  // rows of K or V (kv_width floats each) into the cache from slot `slot` on.
+  auto store = [&](const float* from, size_t rows, layers::AlignedVector<uint8_t>& cache, size_t slot) {
+    uint8_t* to = &cache[slot * row_bytes];
+    if (st.cache_type == DType::kInt8) k_.store_int8_kv(from, rows, shape_.kv_heads, shape_.head_dim, to);
+    else k_.store_as(from, rows * kv_width, st.cache_type, to);
+  };
+  // Store the rows' K/V, then attend: position p sees keys max(0, p - window + 1)..p.
+  const size_t ring = st.ring[l], window = layer.sliding_window;
+  const size_t* key_rows = nullptr;
+  if (ring == 0) {
+    store(k, n, st.k[l], first);
+    store(v, n, st.v[l], first);
+    for (size_t r = 0; r < n; ++r) {
+      const size_t p = first + r, from = window != 0 && p + 1 > window ? p + 1 - window : 0;
+      st.keys[r] = {from, p + 1 - from};
+    }
+  } else {
+    for (size_t r = 0; r < n; ++r) {
+      const size_t slot = (first + r) % ring;
+      store(k + r * kv_width, 1, st.k[l], slot);
+      store(v + r * kv_width, 1, st.v[l], slot);
+    }
+    st.key_rows.clear();
+    for (size_t r = 0; r < n; ++r) {
+      const size_t p = first + r, from = p + 1 > window ? p + 1 - window : 0;
+      st.keys[r] = {st.key_rows.size(), p + 1 - from};
+      for (size_t j = from; j <= p; ++j) st.key_rows.push_back(j % ring);
+    }
+    key_rows = st.key_rows.data();
+  }
+  layers::attend_rows(c, q, st.k[l].data(), st.v[l].data(), st.cache_type, st.keys.data(), n, shape_,
+                      ws.context.data() + row * q_width, key_rows);
 }
 
 }  // namespace petrel::models

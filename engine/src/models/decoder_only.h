@@ -68,11 +68,30 @@ class DecoderOnly {
   void forward(const int32_t* tokens, size_t n, LmState& state, layers::Workspace& ws, float* logits,
                bool every_row = false) const;
 
+  // One token for each of `count` sequences (tokens[i] at states[i]'s next position, as
+  // forward() checks it), run together: each layer's products read the weights once for
+  // all of them, attention reads each sequence's own caches. Writes each sequence's
+  // logits [count, vocab]. A sequence's logits are those forward() gives it alone
+  // (the products compute each row as they do one row: test_decoder_only checks it).
+  void step(const int32_t* tokens, LmState* const* states, size_t count, layers::Workspace& ws, float* logits) const;
+
   size_t vocab_size() const { return info_.vocab_size; }
 
  private:
-  void run_chunk(const int32_t* tokens, size_t n, LmState& st, layers::Workspace& ws, float* logits,
-                 bool every_row) const;
+  // A sequence's rows in a run: `rows` tokens at its state's next positions.
+  struct SequenceRows {
+    LmState* state;
+    const int32_t* tokens;
+    size_t rows;
+  };
+  // Runs the sequences' rows (kPrefillChunk at most in all) as one batch of rows. Logits:
+  // of every row when every_row, else of each sequence's last row (in order); none for null.
+  void run_rows(const SequenceRows* sequences, size_t count, layers::Workspace& ws, float* logits,
+                bool every_row) const;
+  // Layer l's self-attention for a sequence's n rows, which begin at `row` of the run's
+  // q/k/v (RoPE, the KV cache stored, attention into ws.context's rows).
+  void attend_sequence(const detail::Layer& layer, size_t l, LmState& st, size_t n, size_t row,
+                       layers::Workspace& ws, layers::Context& c) const;
   void grow_caches(size_t positions, LmState& st) const;
   void normalize(const detail::Norm& norm, const float* x, size_t rows, size_t d, float* y) const;
   layers::Context context(layers::Workspace& ws) const { return {k_, pool_, ws}; }
