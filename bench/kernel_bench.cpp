@@ -81,7 +81,7 @@ void linear_bench(benchmark::State& state, Isa isa, DType dtype, size_t m, size_
   const auto& scales = w.encoded.block_scales;
   const size_t weight_bytes = (w.aligned.size() + 63) / 64 * 64, copy_bytes = weight_bytes + (scales.size() + 63) / 64 * 64;
   // The engine's own model buffer: from 2 MiB up in 2 MiB pages, as its mapping of a model
-  // file petrel-convert wrote is (bench/README, "Huge pages").
+  // file petrel-convert wrote is (bench/EXPERIMENTS.md, "Huge pages").
   const std::unique_ptr<void, void (*)(void*)> memory(Model::allocate_buffer(copies * copy_bytes), Model::free_buffer);
   if (memory == nullptr) throw std::bad_alloc();
   std::vector<detail::Matrix> views(copies, w.view);

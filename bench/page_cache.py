@@ -5,7 +5,7 @@
 
 Each file is written back (fdatasync), dropped from the page cache (POSIX_FADV_DONTNEED)
 and read back through a mapping, so every engine measured afterwards maps the same
-page-cache folios, whoever wrote the file and however (bench/README, "Huge pages"). A file
+page-cache folios, whoever wrote the file and however (bench/EXPERIMENTS.md, "Huge pages"). A file
 written in small or unaligned pieces stays in 4 KiB folios until it is dropped; read back,
 it is held in large ones (up to 2 MiB on recent kernels: ext4 on Linux 6.18 here), which a
 mapping maps with 2 MiB pages, and one core then reads it 1.2-1.4x faster. Prints, per file, how much of

@@ -318,7 +318,7 @@ TEST_CASE("learned position tables are read from their recorded first index", "[
   expect_rejected(absurd, "encoder.positions.first_index", "out of range");
 }
 
-// One core streams weights 1.2-1.4x faster through 2 MiB pages (bench/README, "Huge pages").
+// One core streams weights 1.2-1.4x faster through 2 MiB pages (bench/EXPERIMENTS.md, "Huge pages").
 TEST_CASE("a model buffer is in 2 MiB pages where the kernel gives them", "[format]") {
   constexpr size_t kSize = size_t{9} << 20, kHuge = size_t{2} << 20;
   // Whether this process can get and see them at all (an emulator may ignore madvise, and

@@ -302,7 +302,7 @@ Result<std::shared_ptr<const Model>> Model::load(const std::string& path) {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   // A hint: parts of the file not yet in the page cache are then read in 2 MiB folios and
   // mapped with 2 MiB pages (in the kernel's "madvise" THP mode too), which one core
-  // streams 1.2-1.4x faster than 4 KiB ones (bench/README, "Huge pages"). Every step reads
+  // streams 1.2-1.4x faster than 4 KiB ones (bench/EXPERIMENTS.md, "Huge pages"). Every step reads
   // nearly all of a model's bytes, so reading 2 MiB ahead wastes little (an untied
   // embedding table's unused rows at most). Nothing fails without it.
   ::madvise(addr, size, MADV_HUGEPAGE);

@@ -101,7 +101,7 @@ bool write_all(int fd, const uint8_t* p, size_t n) {
 // 2 MiB folios: one core reads the weights 1.2-1.4x faster through 2 MiB pages than
 // through the 4 KiB pages that copy_file_range and unaligned writes leave in the page cache
 // (recent kernels keep large folios for ext4 and xfs files: measured with ext4 on Linux
-// 6.18; bench/README, "Huge pages").
+// 6.18; bench/EXPERIMENTS.md, "Huge pages").
 bool append_in_huge_page_chunks(int from, int to, uint64_t at, uint64_t size) {
   if (::lseek(from, 0, SEEK_SET) != 0) return false;
   constexpr uint64_t kChunk = uint64_t{2} << 20;

@@ -18,7 +18,7 @@ namespace vec = xsimd;
 using Arch = xsimd::fma3<xsimd::avx2>;
 constexpr size_t kGemmRows = 4, kGemmPanels = 1, kGemvPanels = 2, kFloatGemvPanels = 2;
 // int4 GEMVs read two panels in either order: the kernel is ALU-bound near the memory's
-// speed, and one panel at a time was slower on AMD too (bench/README, "AVX-512 on AMD").
+// speed, and one panel at a time was slower on AMD too (bench/EXPERIMENTS.md, "AVX-512 on AMD").
 constexpr size_t kInt4GemmRows = 4, kInt4GemmPanels = 1, kInt4GemvPanels = 2, kInt4OneStreamGemvPanels = 2;
 
 #include "kernels/x86/avx2_shared.inc"
@@ -56,7 +56,7 @@ struct Int4Ops {
     // Each vector is unpacked and used at once, and each sum is added in order: AVX2 has 16
     // registers, and gcc 12 otherwise reassociates a block's 16 products per sum into a
     // tree (the sums start at 0) and spills them. In order, the GEMV runs 1.25x faster in
-    // cache and from memory (bench/README, "AVX2 int4 without spills").
+    // cache and from memory (bench/EXPERIMENTS.md, "AVX2 int4 without spills").
     for (size_t g = 0; g < 4; ++g) {
       __m256i b0[MR], b1[MR];
       for (size_t i = 0; i < MR; ++i) {

@@ -18,7 +18,7 @@ using Arch = xsimd::avx512bw;
 // xsimd 8.1 has no AVX-512 fma: its generic x * y + z, under the project's
 // -ffp-contract=off, compiles to a multiply and an add, two passes through the FMA pipes
 // and two roundings. The kernels' vec::fma is the fused instruction here, as xsimd's is on
-// AVX2 and NEON (f32 GEMM 1.4-1.5x faster, bench/README "Fused multiply-add on AVX-512").
+// AVX2 and NEON (f32 GEMM 1.4-1.5x faster, bench/EXPERIMENTS.md "Fused multiply-add on AVX-512").
 // Everything else is xsimd's.
 namespace vec {
 using namespace xsimd;
@@ -79,7 +79,7 @@ struct Int8Ops {
   static void dot(const uint8_t* acts, size_t kp, const int8_t* panels, size_t panel_bytes, int32_t* acc) {
     if constexpr (NR == 1) {  // one panel (AMD's order; its tail): two chains of sums per row,
       // even and odd groups of 4 columns, so vpdpbusd's latency does not bind the loop (the
-      // GEMV in cache 1.25x faster on Zen 4, bench/README "AVX-512 on AMD"); exact integers
+      // GEMV in cache 1.25x faster on Zen 4, bench/EXPERIMENTS.md "AVX-512 on AMD"); exact integers
       __m512i even[MR], odd[MR];
       for (size_t i = 0; i < MR; ++i) even[i] = odd[i] = _mm512_setzero_si512();
       size_t g = 0;
@@ -140,7 +140,7 @@ struct Int4Ops {
       }
     const __m512i low = _mm512_set1_epi8(0x0F);
     // A block is 256 bytes of each panel. One panel (AMD's GEMV order) is one sequential
-    // stream, which the hardware prefetchers follow best alone (bench/README, "AVX-512 on AMD").
+    // stream, which the hardware prefetchers follow best alone (bench/EXPERIMENTS.md, "AVX-512 on AMD").
     if constexpr (NR > 1) x86::prefetch_next_panels<NR, true>(panels, panel_bytes, 4);
     for (size_t g = 0; g < 4; ++g) {
       __m512i lo[NR], hi[NR];

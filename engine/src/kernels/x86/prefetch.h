@@ -12,7 +12,7 @@
 
 namespace petrel::kernels::x86 {
 
-// A decoder step's int8 GEMVs read their weights from memory. Measured (bench/README,
+// A decoder step's int8 GEMVs read their weights from memory. Measured (bench/EXPERIMENTS.md,
 // "Cold caches", "AVX2 on AMD", "AVX-512 on AMD"): on Intel several panels side by side
 // (AVX2 two, with software prefetch; AVX-512 eight) reach the floor and one stream does not
 // (a core draws ~1.3x more from DRAM with several); on an AMD Zen 4 one panel at a time
@@ -32,7 +32,7 @@ inline GemvOrder vendor_gemv_order() {
 // at panel_bytes apart), the kernels ask for the same lines of the next NR panels: one call
 // ahead, spread over the call's work, into L1 (kIntoL2 false) or only into L2. Into L2
 // leaves L1's few miss buffers to the loads: on AMD Zen 4 the int4 GEMVs from memory ran
-// 1.6-1.7x faster so (bench/README, "AVX2 on AMD", "AVX-512 on AMD"); on Intel, AVX-512's
+// 1.6-1.7x faster so (bench/EXPERIMENTS.md, "AVX2 on AMD", "AVX-512 on AMD"); on Intel, AVX-512's
 // int4 GEMV ran the same within noise ("At the floor"). So every int4 kernel that reads
 // panels side by side prefetches into L2, AVX-VNNI's (Intel's; unmeasured) too; the int8
 // GEMVs that prefetch (AVX2's side-by-side order, AVX-VNNI's) into L1, as measured on Intel.
