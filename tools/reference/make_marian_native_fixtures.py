@@ -350,7 +350,7 @@ def main():
     parser.add_argument("--skip-bergamot", action="store_true")
     parser.add_argument("--out", default=OUT)
     args = parser.parse_args()
-    import marian_native  # helper A's writer, imported late so --help works without it
+    import marian_native  # the writer, imported late so --help works without it
 
     os.makedirs(args.out, exist_ok=True)
     english, german = catalog_text()
