@@ -12,6 +12,7 @@
 
 #include "core/bytes.h"
 #include "core/checked.h"
+#include "core/file_io.h"
 #include "format/crc32.h"
 
 namespace petrel::detail {
@@ -30,37 +31,6 @@ void put32(std::vector<uint8_t>& out, uint32_t v) {
 }
 void put64(std::vector<uint8_t>& out, uint64_t v) {
   for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
-}
-
-// A file descriptor closed when it goes out of scope.
-struct Fd {
-  int fd = -1;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
-bool write_all(int fd, const uint8_t* data, size_t size) {
-  while (size > 0) {
-    const ssize_t n = ::write(fd, data, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
-}
-
-// Reads exactly `size` bytes; false at an error or the file's end.
-bool read_all(int fd, uint8_t* data, size_t size) {
-  while (size > 0) {
-    const ssize_t n = ::read(fd, data, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
 }
 
 bool finite_f16(uint16_t h) { return (h & 0x7c00) != 0x7c00; }
@@ -180,14 +150,20 @@ Status write_prompt_cache(const std::string& path, const KvSnapshot& s, const Kv
   put32(tail, crc);
 
   // A temporary file beside the target, renamed over it once whole: a reader sees the old
-  // file or the new one, never a part.
-  const std::string temporary = path + ".tmp";
+  // file or the new one, never a part. Its name is unique (mkstemp): two writers of one
+  // path never share it, and the last rename wins.
+  std::string temporary = path + ".XXXXXX";
   auto io_error = [&](const std::string& what) {
     return Error{ErrorCode::kIo, path + ": " + what + ": " + std::strerror(errno)};
   };
   Fd out;
-  out.fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  out.fd = ::mkostemp(temporary.data(), O_CLOEXEC);
   if (out.fd < 0) return io_error("cannot create " + temporary);
+  if (::fchmod(out.fd, 0644) != 0) {  // mkostemp's 0600: as a file open() would make
+    Error e = io_error("cannot set the mode of " + temporary);
+    ::unlink(temporary.c_str());
+    return e;
+  }
   if (!write_all(out.fd, head.data(), head.size()) || !write_all(out.fd, ids.data(), ids.size()) ||
       !write_all(out.fd, s.kv.data(), s.kv.size()) || !write_all(out.fd, tail.data(), tail.size())) {
     Error e = io_error("cannot write " + temporary);

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "convert/convert_error.h"
+#include "core/file_io.h"
 #include "format/crc32.h"
 #include "format/model_file.h"
 #include "petrel/model.h"
@@ -85,17 +86,6 @@ void remove_partials_and_die(int signal_number) {
   ::raise(signal_number);
 }
 
-bool write_all(int fd, const uint8_t* p, size_t n) {
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-
 }  // namespace
 
 // 2 MiB folios: one core reads the weights 1.2-1.4x faster through 2 MiB pages than
@@ -108,15 +98,8 @@ bool append_in_huge_page_chunks(int from, int to, uint64_t at, uint64_t size) {
   std::vector<uint8_t> buffer(kChunk);
   while (size > 0) {
     const size_t chunk = static_cast<size_t>(std::min(size, kChunk - at % kChunk));
-    size_t got = 0;
-    while (got < chunk) {
-      const ssize_t n = ::read(from, buffer.data() + got, chunk - got);
-      if (n < 0 && errno == EINTR) continue;
-      if (n == 0) errno = EIO;  // the data file is shorter than it should be
-      if (n <= 0) return false;
-      got += static_cast<size_t>(n);
-    }
-    if (!write_all(to, buffer.data(), chunk)) return false;
+    // (a data file shorter than it should be: EIO)
+    if (!detail::read_all(from, buffer.data(), chunk) || !detail::write_all(to, buffer.data(), chunk)) return false;
     at += chunk;
     size -= chunk;
   }
@@ -173,7 +156,7 @@ void ModelWriter::put(const void* bytes, size_t size) {
   data_size_ += size;
   if (buffer_.size() + size > kWriteBuffer) flush();
   if (size >= kWriteBuffer) {
-    if (!write_all(data_fd_, static_cast<const uint8_t*>(bytes), size))
+    if (!detail::write_all(data_fd_, static_cast<const uint8_t*>(bytes), size))
       throw ConvertError(path_ + ": writing failed: " + std::strerror(errno));
     return;
   }
@@ -182,7 +165,7 @@ void ModelWriter::put(const void* bytes, size_t size) {
 }
 
 void ModelWriter::flush() {
-  if (!write_all(data_fd_, buffer_.data(), buffer_.size()))
+  if (!detail::write_all(data_fd_, buffer_.data(), buffer_.size()))
     throw ConvertError(path_ + ": writing failed: " + std::strerror(errno));
   buffer_.clear();
 }
@@ -267,7 +250,7 @@ uint64_t ModelWriter::write(flatbuffers::Offset<fb::Model> root) {
   partial.fd = create_partial(path, ".partial", 0644, partial.name, [&] { partial.registered.emplace(partial.name); });
   static const uint8_t zeros[detail::kDataAlignment] = {};
   const size_t padding = data_start - meta_size;  // < kDataAlignment
-  const bool wrote = write_all(partial.fd, meta, meta_size) && write_all(partial.fd, zeros, padding) &&
+  const bool wrote = detail::write_all(partial.fd, meta, meta_size) && detail::write_all(partial.fd, zeros, padding) &&
                      append_in_huge_page_chunks(data_fd_, partial.fd, data_start, data_size_);
   int error = wrote ? 0 : errno;
   if (::close(partial.fd) != 0 && error == 0) error = errno;
