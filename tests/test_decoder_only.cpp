@@ -205,6 +205,41 @@ TEST_CASE("a sliding-window ring grows with the sequence, not allocated whole fo
   CHECK(rings == 2);
 }
 
+// A rewind gives up positions; the slots of a ring they held keep what came after the
+// rewind's point only from then on. A second rewind further back must not use the ring
+// slots the first one gave up: DecoderOnly::rewind refuses it; one it accepts leaves
+// caches whose next logits equal a fresh run's.
+TEST_CASE("decoder-only rewinds refuse what an earlier rewind gave up, and give a fresh run's logits", "[decoder_only]") {
+  auto model = load_model(convert_lm("gemma3_f32", DType::kF32));
+  const std::string isa = kernels::isa_name(kernels::best_isa());
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int32_t> id(3, static_cast<int32_t>(model->info().vocab_size) - 1);
+  std::vector<int32_t> tokens(300);
+  for (int32_t& t : tokens) t = id(rng);
+  // Token by token, so that both runs below compute every position alike.
+  auto run_each = [](Graph& graph, const std::vector<int32_t>& ids, size_t n) {
+    graph.graph.start(512, DType::kF32, graph.state);  // rings of 6 + 128 slots for the sliding layers
+    for (size_t i = 0; i < n; ++i) graph.run({ids[i]}, false, /*restart=*/false);
+  };
+  Graph g(*model, isa);
+  run_each(g, tokens, 300);
+  REQUIRE(g.state.length == 300);
+  REQUIRE_FALSE(g.graph.rewind(300 - 129, g.state));  // past a ring's spare slots
+  REQUIRE(g.graph.rewind(220, g.state));                // 80 back: the rings hold 166..299
+  REQUIRE(g.state.length == 220);
+  // 150 is within 128 of 220, but the window behind 150 (144..149) was overwritten by
+  // positions 278..299 before the first rewind.
+  REQUIRE_FALSE(g.graph.rewind(150, g.state));
+  REQUIRE(g.state.length == 220);
+  REQUIRE(g.graph.rewind(200, g.state));  // the window behind 200 (194..199) is still held
+  const std::vector<int32_t> next = {tokens[200], 17, 42};
+  const auto rewound = g.run(next, false, /*restart=*/false);
+  Graph fresh(*model, isa);
+  run_each(fresh, tokens, 200);
+  const auto want = fresh.run(next, false, /*restart=*/false);
+  REQUIRE(rewound == want);
+}
+
 TEST_CASE("a model's RoPE tables are one per kind of layer, equal ones shared", "[decoder_only][format]") {
   // A file giving each of its layers a table of its own made every forward compute cos/sin
   // rows per layer, and allocate them (32 MB per table at head_dim 65536), uncounted.

@@ -303,37 +303,7 @@ struct LmSession {
   models::LmState state;
   std::vector<int32_t> cached;  // the tokens in the caches, in order
   bool keep = false;            // reuse the caches' common prefix with the next prompt
-  // Per layer, the first position a rewind left its ring holding (detail::KvSnapshot::from
-  // before the positions since overwrote more): after a rewind, the slots of the
-  // positions given up hold those, not the earlier positions a fresh run would have left.
-  std::vector<size_t> ring_from;
 };
-
-namespace {
-
-// KvSnapshot::from of `session` now: what rewinds left, and what its rings' later
-// positions overwrote.
-std::vector<size_t> held_from(const LmSession& session) {
-  const models::LmState& st = session.state;
-  std::vector<size_t> from(st.ring.size(), 0);
-  for (size_t l = 0; l < st.ring.size(); ++l) {
-    if (st.ring[l] == 0) continue;
-    if (l < session.ring_from.size()) from[l] = session.ring_from[l];
-    if (st.length > st.ring[l]) from[l] = std::max(from[l], st.length - st.ring[l]);
-  }
-  return from;
-}
-
-// Whether caches holding each layer's positions from `from[l]` hold the window that a
-// query at `length` reads behind it (DecoderOnly::rewind checks only what the ring's size
-// allows, which a state rewound before may no longer hold).
-bool holds_window(const detail::ModelWeights& w, const std::vector<size_t>& from, size_t length) {
-  for (size_t l = 0; l < from.size() && l < w.decoder.layers.size(); ++l)
-    if (from[l] != 0 && from[l] + w.decoder.layers[l].sliding_window > length) return false;
-  return true;
-}
-
-}  // namespace
 
 struct Generator::Impl {
   Impl(std::shared_ptr<const Model> m, const kernels::KernelTable& k, size_t threads, ActivationScales scales)
@@ -401,7 +371,7 @@ struct Generator::Impl {
   // before anything is copied.
   bool rewindable(const detail::KvSnapshot& entry, size_t length) const {
     const auto& layers = weights.decoder.layers;
-    if (entry.ring.size() != layers.size() || !holds_window(weights, entry.from, length)) return false;
+    if (entry.ring.size() != layers.size() || !graph.holds_window(entry.from, length)) return false;
     for (size_t l = 0; l < layers.size(); ++l)
       if (entry.ring[l] != 0 && entry.tokens.size() - length > entry.ring[l] - layers[l].sliding_window) return false;
     return true;
@@ -425,7 +395,6 @@ size_t Generator::Impl::restore_prompt_state(const std::vector<int32_t>& prompt,
   try {
     graph.start(model->info().max_positions, cache_type, session.state);
     if (!detail::restore(*entry, session.state) || !graph.rewind(length, session.state)) return 0;
-    session.ring_from = entry->from;
     session.cached.assign(entry->tokens.begin(), entry->tokens.begin() + static_cast<std::ptrdiff_t>(length));
     return length;
   } catch (const std::bad_alloc&) {  // the prompt runs in full instead
@@ -450,7 +419,7 @@ void Generator::Impl::keep_prompt_state(const std::vector<int32_t>& prompt, LmSe
   if (!bytes || !prompt_cache.admits(*bytes)) return;
   prompt_cache.make_room(*bytes);
   try {
-    last_prompt_state = prompt_cache.insert(detail::capture(state, prompt, row_bytes, held_from(session)));
+    last_prompt_state = prompt_cache.insert(detail::capture(state, prompt, row_bytes, graph.held_from(session.state)));
   } catch (const std::bad_alloc&) {  // not kept; the generation goes on
   }
 }
@@ -544,16 +513,13 @@ Result<size_t> Generator::Impl::run(size_t index, const std::string& which, cons
   if (session.keep && state.cache_type == cache_type && !session.cached.empty()) {
     const size_t limit = std::min(session.cached.size(), prompt.size() - 1);
     while (reused < limit && session.cached[reused] == prompt[reused]) ++reused;
-    std::vector<size_t> from = held_from(session);
-    if (reused == 0 || !holds_window(weights, from, reused) || !graph.rewind(reused, state)) reused = 0;
-    else session.ring_from = std::move(from);
+    if (reused == 0 || !graph.rewind(reused, state)) reused = 0;
   }
   const bool caching = prompt_caching();
   last_prompt_state = 0;
   if (caching && reused + 1 < prompt.size()) reused = restore_prompt_state(prompt, cache_type, reused, session);
   if (reused == 0) {
     graph.start(session.keep || caching ? info.max_positions : positions, cache_type, state);
-    session.ring_from.assign(state.ring.size(), 0);
   }
   session.cached.resize(reused);
   graph.reserve(workspace);

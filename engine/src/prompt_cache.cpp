@@ -91,6 +91,7 @@ bool restore(const KvSnapshot& s, models::LmState& state) {
     state.slots[l] = s.rows[l];
     in += 2 * n;
   }
+  state.ring_from = s.from;  // what the rings hold, as when it was captured
   state.length = s.tokens.size();
   return true;
 }

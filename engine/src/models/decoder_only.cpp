@@ -28,6 +28,7 @@ void DecoderOnly::start(size_t max_positions, DType cache_type, LmState& st) con
   st.v.resize(layers.size());
   st.slots.assign(layers.size(), 0);
   st.ring.assign(layers.size(), 0);
+  st.ring_from.assign(layers.size(), 0);
   for (size_t l = 0; l < layers.size(); ++l)
     if (layers[l].sliding_window != 0 && layers[l].sliding_window + kPrefillChunk < max_positions)
       st.ring[l] = layers[l].sliding_window + kPrefillChunk;
@@ -50,7 +51,27 @@ bool DecoderOnly::rewind(size_t length, LmState& st) const {
   // `length` needs the window behind it.
   for (size_t l = 0; l < st.ring.size(); ++l)
     if (st.ring[l] != 0 && st.length - length > st.ring[l] - w_.decoder.layers[l].sliding_window) return false;
+  std::vector<size_t> from = held_from(st);
+  if (!holds_window(from, length)) return false;
+  st.ring_from = std::move(from);
   st.length = length;
+  return true;
+}
+
+std::vector<size_t> DecoderOnly::held_from(const LmState& st) const {
+  std::vector<size_t> from(st.ring.size(), 0);
+  for (size_t l = 0; l < st.ring.size(); ++l) {
+    if (st.ring[l] == 0) continue;
+    if (l < st.ring_from.size()) from[l] = st.ring_from[l];
+    if (st.length > st.ring[l]) from[l] = std::max(from[l], st.length - st.ring[l]);
+  }
+  return from;
+}
+
+bool DecoderOnly::holds_window(const std::vector<size_t>& from, size_t length) const {
+  const auto& layers = w_.decoder.layers;
+  for (size_t l = 0; l < from.size() && l < layers.size(); ++l)
+    if (from[l] != 0 && from[l] + layers[l].sliding_window > length) return false;
   return true;
 }
 

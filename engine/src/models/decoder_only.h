@@ -25,6 +25,10 @@ struct LmState {
   std::vector<layers::AlignedVector<uint8_t>> k, v;  // per layer [slots][cache_row_bytes]
   std::vector<size_t> slots;                         // per layer: slots allocated
   std::vector<size_t> ring;                          // per layer: ring size (0: a full cache)
+  // Per layer, the first position a rewind left its ring holding: after a rewind, the
+  // slots of the positions given up hold those, not the earlier positions a fresh run
+  // would have left there (0: nothing given up).
+  std::vector<size_t> ring_from;
   // Per forward: keys per row, the ring slots they list, RoPE's cos/sin per row for each
   // distinct frequency table, the hidden states.
   std::vector<layers::KeyRange> keys;
@@ -55,8 +59,16 @@ class DecoderOnly {
 
   // Drops the positions from `length` on, so a conversation re-reads only what changed.
   // False (state unchanged) when `length` is beyond the caches or a sliding-window ring
-  // has overwritten keys the window behind `length` needs: then start() afresh.
+  // no longer holds keys the window behind `length` needs (overwritten by later
+  // positions, or given up by an earlier rewind): then start() afresh.
   bool rewind(size_t length, LmState& state) const;
+
+  // Per layer, the first position `state`'s rings hold (0 for a full cache): what
+  // rewinds left, and what later positions overwrote (detail::KvSnapshot::from).
+  std::vector<size_t> held_from(const LmState& state) const;
+  // Whether caches holding each layer's positions from `from[l]` on hold the window a
+  // query at `length` reads behind it.
+  bool holds_window(const std::vector<size_t>& from, size_t length) const;
 
   // Sizes `ws` for forward() (once per session).
   void reserve(layers::Workspace& ws) const;
