@@ -352,6 +352,7 @@ struct Generator::Impl {
   // matcher of the last grammar text and its state before any output, the step's mask.
   std::optional<text::GbnfVocabulary> grammar_vocabulary;
   std::string grammar_text;
+  std::string schema_text;  // the JSON schema grammar_text was made from (empty: none)
   std::optional<text::GbnfMatcher> grammar_matcher;
   text::GbnfMatcher::State grammar_start;
   bool grammar_on = false;
@@ -462,7 +463,10 @@ Status Generator::Impl::prepare_grammar_vocabulary() {
 }
 
 Status Generator::Impl::prepare_grammar(const GenerateOptions& o) {
-  auto source = grammar_source(o);
+  // The schema the last call converted is not converted again (a server's requests
+  // repeat one schema).
+  const bool same_schema = !o.json_schema.empty() && o.grammar.empty() && !o.ignore_eos && o.json_schema == schema_text;
+  auto source = same_schema ? Result<std::string>(grammar_text) : grammar_source(o);
   if (!source) return source.error();
   grammar_on = !source.value().empty();
   if (!grammar_on) return Status::ok();
@@ -479,6 +483,7 @@ Status Generator::Impl::prepare_grammar(const GenerateOptions& o) {
     grammar_start = grammar_matcher->state();
     grammar_text = source.value();
   }
+  schema_text = o.json_schema;
   allowed.resize(model->info().vocab_size);
   return Status::ok();
 }
