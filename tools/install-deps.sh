@@ -16,6 +16,10 @@ if [[ "${1:-}" == "--cross" ]]; then
   # Any Node.js >= 18 runs the WebAssembly tests; Debian's when there is none.
   command -v node >/dev/null || packages+=(nodejs)
 fi
+# The Python package (bindings/python: pybind11, a venv for the offline pip install, pytest)
+# and petrel-serve (tools/serve: cpp-httplib, as llama.cpp's server).
+packages+=(pybind11-dev python3-pybind11 python3-dev python3-venv python3-setuptools python3-wheel python3-pytest
+           libcpp-httplib-dev)
 packages+=(unicode-data)  # /usr/share/unicode: tools/unicode's table generators (tests read committed fixtures)
 # clang and its runtimes (libFuzzer, sanitizers): the clang and fuzz presets, tools/fuzz.sh
 packages+=(clang libclang-rt-14-dev)

@@ -115,8 +115,13 @@ build/release/tools/petrel-convert tools/en-de-model -o build/wasm/en-de.petrel 
 # The page translates token by token in a real browser; its text must equal petrel-run's.
 # Its screenshot is an artifact: $PETREL_ARTIFACTS (default build/artifacts)/petrel-web.png.
 step "the page in Chromium"
+# Its chat mode holds a conversation with a small language model: each reply must equal
+# petrel-run --chat's.
+build/release/tools/petrel-convert tests/fixtures/decoder_only/gemma3_chat -o build/wasm/chat.petrel --quiet \
+  --quantize f32 --embeddings f32
 node examples/web/test-in-chromium.mjs --model build/wasm/en-de.petrel --pkg build/wasm/js \
-  --native-run build/release/tools/petrel-run --screenshot "${PETREL_ARTIFACTS:-build/artifacts}/petrel-web.png"
+  --native-run build/release/tools/petrel-run --screenshot "${PETREL_ARTIFACTS:-build/artifacts}/petrel-web.png" \
+  --chat-model build/wasm/chat.petrel --chat-screenshot "${PETREL_ARTIFACTS:-build/artifacts}/petrel-web-chat.png"
 
 export PETREL_TEST_SUBSET=20
 stage "the same x86-64 test binary on emulated CPUs: Haswell (AVX2, no AVX-512) and Nehalem (no AVX)"

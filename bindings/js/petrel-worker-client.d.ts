@@ -1,5 +1,9 @@
 // Types of petrel-worker-client.mjs: Petrel in a (module) Web Worker.
-import type { LoadPetrelOptions, LoadModelOptions, ModelInfo, TranslateOptions, TokenEvent, DetailedTranslation, TranslateInput } from "./petrel.js";
+import type {
+  LoadPetrelOptions, LoadModelOptions, ModelInfo, TranslateOptions, TokenEvent, DetailedTranslation, TranslateInput,
+  GenerateOptions, GenerateTokenEvent, Generation, TextGeneration, TokenIds, ChatOptions, ChatMessage,
+  ApplyChatTemplateOptions, PromptCacheStats,
+} from "./petrel.js";
 
 /**
  * TranslateOptions in a Worker: onToken is notification only. The worker translates
@@ -23,6 +27,31 @@ export interface WorkerTranslateOptions extends Omit<TranslateOptions, "onToken"
   /** Cancels this call, as fetch() does: it rejects with signal.reason (an "AbortError"
    * DOMException unless one was given), and the worker skips it if it has not started. */
   signal?: AbortSignal;
+}
+
+/**
+ * GenerateOptions in a Worker, with the queue's priority, innerWindowId and signal.
+ * onToken's events arrive as messages; returning false (or aborting the signal) stops the
+ * generation where the worker can be reached while it runs (shared memory: Node, and a
+ * page that is cross-origin isolated: COOP same-origin + COEP require-corp), a token or a
+ * few later. Elsewhere the worker finishes the generation (maxNewTokens bounds it): an
+ * aborted call still rejects at once, and its result is dropped.
+ */
+export interface WorkerGenerateOptions extends Omit<GenerateOptions, "onToken"> {
+  onToken?: (event: GenerateTokenEvent) => boolean | void;
+  priority?: number;
+  innerWindowId?: number | string;
+  signal?: AbortSignal;
+}
+
+/** A conversation held in the worker (PetrelWorkerModel.chat). */
+export class PetrelWorkerConversation {
+  readonly freed: boolean;
+  reply(message: string, options?: WorkerGenerateOptions): Promise<string>;
+  replyDetailed(message: string, options?: WorkerGenerateOptions): Promise<TextGeneration>;
+  messages(): Promise<ChatMessage[]>;
+  makeRoom(message: string, newTokens: number): Promise<number>;
+  free(): Promise<void>;
 }
 
 /**
@@ -58,6 +87,22 @@ export class PetrelWorkerModel {
   translateDetailed(text: TranslateInput, options?: WorkerTranslateOptions): Promise<DetailedTranslation>;
   translateDetailed(texts: TranslateInput[], options?: WorkerTranslateOptions): Promise<DetailedTranslation[]>;
   tokenize(text: string, sourceLanguage?: string): Promise<{ pieces: string[]; ids: number[] }>;
+  detokenize(ids: TokenIds): Promise<string>;
+  // Language models (info.decoder_only): see PetrelModel.
+  generate(prompt: string, options?: WorkerGenerateOptions): Promise<string>;
+  generate(prompt: TokenIds, options?: WorkerGenerateOptions): Promise<number[]>;
+  generateDetailed(prompt: string, options?: WorkerGenerateOptions): Promise<TextGeneration>;
+  generateDetailed(prompt: TokenIds, options?: WorkerGenerateOptions): Promise<Generation>;
+  chat(options?: ChatOptions): Promise<PetrelWorkerConversation>;
+  applyChatTemplate(messages: ChatMessage[], options?: ApplyChatTemplateOptions): Promise<string>;
+  setPromptCacheBytes(bytes: number): Promise<void>;
+  promptCacheStats(): Promise<PromptCacheStats>;
+  /** The bytes; in Node, given a path, the worker writes that file instead. */
+  savePromptCache(): Promise<Uint8Array>;
+  savePromptCache(path: string | URL): Promise<undefined>;
+  /** Bytes (copied to the worker), or in Node a path. */
+  loadPromptCache(source: ArrayBuffer | ArrayBufferView | string, options?: { name?: string }): Promise<void>;
+  /** Frees the model and its conversations. */
   free(): Promise<void>;
 }
 
@@ -78,12 +123,19 @@ export class PetrelWorker {
   translate(texts: TranslateInput[], options?: WorkerTranslateOptions): Promise<string[]>;
   translateDetailed(text: TranslateInput, options?: WorkerTranslateOptions): Promise<DetailedTranslation>;
   translateDetailed(texts: TranslateInput[], options?: WorkerTranslateOptions): Promise<DetailedTranslation[]>;
+  /** With the last loaded model (a language model). */
+  generate(prompt: string, options?: WorkerGenerateOptions): Promise<string>;
+  generate(prompt: TokenIds, options?: WorkerGenerateOptions): Promise<number[]>;
+  generateDetailed(prompt: string, options?: WorkerGenerateOptions): Promise<TextGeneration>;
+  generateDetailed(prompt: TokenIds, options?: WorkerGenerateOptions): Promise<Generation>;
+  chat(options?: ChatOptions): Promise<PetrelWorkerConversation>;
   /**
    * Cancels every call of `innerWindowId` not answered yet (Firefox's
    * discardTranslations(innerWindowId), when a page goes): they reject at once with a
    * CancelledError, the worker drops those still queued, and the one it is running (a
-   * translation cannot be interrupted) finishes with its result dropped. Resolves once
-   * the worker has dropped them.
+   * translation cannot be interrupted; a generation stops where shared memory reaches the
+   * worker) finishes with its result dropped. Generations and replies given an
+   * innerWindowId belong to it too. Resolves once the worker has dropped them.
    */
   discardTranslations(innerWindowId: number | string): Promise<DiscardResult>;
   terminate(): void;

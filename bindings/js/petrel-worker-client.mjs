@@ -1,11 +1,14 @@
 // Petrel in a Worker, driven from a page (or Node): the same API as petrel.mjs, every
-// call asynchronous, the UI thread never blocked by a translation.
+// call asynchronous, the UI thread never blocked by a translation or a generation.
 //
 //   import { PetrelWorker } from "./petrel-worker-client.mjs";
 //   const w = await PetrelWorker.create();          // starts petrel-worker.mjs (module worker)
 //   await w.loadModel("models/en-de.petrel");       // URL, ArrayBuffer or typed array
 //   w.info;                                         // the model's info
 //   await w.translate("Open the file", { onToken: (e) => show(e.text) });
+//   const lm = await w.loadModel("models/gemma-3-270m.petrel");
+//   const chat = await lm.chat({ system: "Answer briefly." });
+//   await chat.reply("Hello!", { onToken: (e) => show(e.delta) });
 //   w.terminate();
 //
 // Requests wait in the worker's queue: the highest `priority` first (visible text before
@@ -43,6 +46,46 @@ export function cancelledError(message) {
 // A page's key (Firefox's innerWindowId): compared with === on both sides of the worker.
 const isKey = (key) => typeof key === "string" || (typeof key === "number" && !Number.isNaN(key));
 
+// The calls a page's key groups (discardTranslations cancels them).
+const KEYED_OPS = new Set(["translate", "generate", "reply"]);
+
+// Slots through which a running generation is stopped (petrel-worker.mjs): shared memory,
+// where there is any (Node; a page only when cross-origin isolated), else null.
+const STOP_SLOTS = 256;
+function sharedStops() {
+  if (typeof SharedArrayBuffer !== "function" || typeof Atomics !== "object") return null;
+  if (typeof crossOriginIsolated === "boolean" && !crossOriginIsolated && !IS_NODE) return null;
+  try {
+    return new Int32Array(new SharedArrayBuffer(4 * STOP_SLOTS));
+  } catch {
+    return null;
+  }
+}
+
+// The options of a call the worker queues (onToken, priority, innerWindowId, signal), checked
+// and taken out of `options`; `rest` goes to the engine.
+function callOptions(options) {
+  if (options === undefined || options === null) options = {};
+  if (typeof options !== "object") options = { invalid: options };
+  const { onToken, priority, innerWindowId, signal, ...rest } = options;
+  if (onToken !== undefined && onToken !== null && typeof onToken !== "function") throw invalid("onToken must be a function");
+  if (priority !== undefined && (typeof priority !== "number" || !Number.isFinite(priority)))
+    throw invalid("priority must be a finite number");
+  if (innerWindowId !== undefined && innerWindowId !== null && !isKey(innerWindowId))
+    throw invalid("innerWindowId must be a number or a string");
+  if (signal !== undefined && signal !== null &&
+      (typeof signal !== "object" || typeof signal.addEventListener !== "function" || !("aborted" in signal)))
+    throw invalid("signal must be an AbortSignal");
+  return { onToken: onToken || null, priority, innerWindowId, signal: signal || null, rest };
+}
+
+// Adds a queued call's priority and key to its message.
+function queued(message, { priority, innerWindowId }) {
+  if (priority !== undefined) message.priority = priority;
+  if (innerWindowId !== undefined && innerWindowId !== null) message.key = innerWindowId;
+  return message;
+}
+
 /** A model loaded in a PetrelWorker. */
 export class PetrelWorkerModel {
   constructor(worker, handle, reply) {
@@ -52,6 +95,7 @@ export class PetrelWorkerModel {
     this.name = reply.name;
     this.isa = reply.isa;
     this.loadMs = reply.loadMs;
+    this._chats = new Set();
   }
   get freed() { return this._handle === 0; }
   _live() {
@@ -66,25 +110,15 @@ export class PetrelWorkerModel {
    */
   async translateDetailed(texts, options = {}) {
     const handle = this._live();
-    if (options === null || typeof options !== "object") options = { invalid: options };
-    const { onToken, priority, innerWindowId, signal, secondModel, ...rest } = options;
-    if (onToken !== undefined && onToken !== null && typeof onToken !== "function") throw invalid("onToken must be a function");
-    if (priority !== undefined && (typeof priority !== "number" || !Number.isFinite(priority)))
-      throw invalid("priority must be a finite number");
-    if (innerWindowId !== undefined && innerWindowId !== null && !isKey(innerWindowId))
-      throw invalid("innerWindowId must be a number or a string");
-    if (signal !== undefined && signal !== null &&
-        (typeof signal !== "object" || typeof signal.addEventListener !== "function" || !("aborted" in signal)))
-      throw invalid("signal must be an AbortSignal");
-    const message = { op: "translate", model: handle, texts, options: rest, stream: !!onToken };
+    const call = callOptions(options);
+    const { secondModel, ...rest } = call.rest;
+    const message = queued({ op: "translate", model: handle, texts, options: rest, stream: !!call.onToken }, call);
     if (secondModel !== undefined && secondModel !== null) {
       if (!(secondModel instanceof PetrelWorkerModel)) throw invalid("secondModel must be a PetrelWorkerModel (the pivot -> target model)");
       if (secondModel._worker !== this._worker) throw invalid("secondModel belongs to another PetrelWorker: both models of a pivot must be in one worker");
       message.second = secondModel._live();
     }
-    if (priority !== undefined) message.priority = priority;
-    if (innerWindowId !== undefined && innerWindowId !== null) message.key = innerWindowId;
-    return this._worker._call(message, onToken, undefined, signal || null);
+    return this._worker._call(message, call.onToken, undefined, call.signal);
   }
   async translate(texts, options) {
     const detailed = await this.translateDetailed(texts, options);
@@ -93,12 +127,100 @@ export class PetrelWorkerModel {
   async tokenize(text, sourceLanguage) {
     return this._worker._call({ op: "tokenize", model: this._live(), text, sourceLanguage });
   }
+
+  /**
+   * A language model's generation (see PetrelModel.generateDetailed), in the worker. Besides
+   * the engine's options: priority, innerWindowId and signal as translate's. onToken's
+   * events arrive as messages; returning false stops the generation, and so does the
+   * signal, where the worker can be reached while it runs (shared memory: Node, a
+   * cross-origin isolated page): it ends a token or a few later. Elsewhere the worker
+   * finishes the generation (maxNewTokens bounds it) and the result is dropped.
+   */
+  async generateDetailed(prompt, options = {}) {
+    const handle = this._live();
+    const call = callOptions(options);
+    const message = queued({ op: "generate", model: handle, prompt, options: call.rest, stream: !!call.onToken,
+                             stoppable: !!(call.onToken || call.signal) }, call);
+    return this._worker._call(message, call.onToken, undefined, call.signal);
+  }
+  /** The text of a text prompt, the ids of an ids prompt. */
+  async generate(prompt, options) {
+    const detailed = await this.generateDetailed(prompt, options);
+    return typeof prompt === "string" ? detailed.text : detailed.ids;
+  }
+  /** A conversation in the worker (see PetrelModel.chat): {system, templateFlags}. */
+  async chat(options) {
+    const reply = await this._worker._call({ op: "chat", model: this._live(), options });
+    const chat = new PetrelWorkerConversation(this, reply.chat);
+    this._chats.add(chat);
+    return chat;
+  }
+  async applyChatTemplate(messages, options) {
+    return this._worker._call({ op: "applyChatTemplate", model: this._live(), messages, options });
+  }
+  async detokenize(ids) {
+    return this._worker._call({ op: "detokenize", model: this._live(), ids });
+  }
+  async setPromptCacheBytes(bytes) {
+    await this._worker._call({ op: "promptCache", action: "setBytes", model: this._live(), bytes });
+  }
+  async promptCacheStats() {
+    return this._worker._call({ op: "promptCache", action: "stats", model: this._live() });
+  }
+  /** The prompt cache's bytes; in Node, given a path, the worker writes that file instead. */
+  async savePromptCache(path) {
+    return this._worker._call({ op: "promptCache", action: "save", model: this._live(), path: path instanceof URL ? path.href : path });
+  }
+  /** Bytes (copied to the worker), or in Node a path. */
+  async loadPromptCache(source, options) {
+    return this._worker._call({ op: "promptCache", action: "load", model: this._live(), source, options });
+  }
+
   async free() {
     if (!this._handle) return;
     const handle = this._handle;
     this._handle = 0;
+    for (const chat of this._chats) chat._handle = 0;  // the worker frees them with the model
+    this._chats.clear();
     if (this._worker.model === this) this._worker.model = null;
     await this._worker._call({ op: "free", model: handle });
+  }
+}
+
+/** A conversation held in a PetrelWorker (PetrelWorkerModel.chat). */
+export class PetrelWorkerConversation {
+  constructor(model, handle) {
+    this._model = model;
+    this._handle = handle;
+  }
+  get freed() { return this._handle === 0; }
+  _live() {
+    if (!this._handle) throw invalid("the conversation has been freed");
+    return this._handle;
+  }
+  /** The reply with its details (see PetrelConversation.replyDetailed); options as generateDetailed's. */
+  async replyDetailed(message, options = {}) {
+    const handle = this._live();
+    const call = callOptions(options);
+    const request = queued({ op: "reply", chat: handle, message, options: call.rest, stream: !!call.onToken,
+                             stoppable: !!(call.onToken || call.signal) }, call);
+    return this._model._worker._call(request, call.onToken, undefined, call.signal);
+  }
+  async reply(message, options) {
+    return (await this.replyDetailed(message, options)).text;
+  }
+  async messages() {
+    return this._model._worker._call({ op: "messages", chat: this._live() });
+  }
+  async makeRoom(message, newTokens) {
+    return this._model._worker._call({ op: "makeRoom", chat: this._live(), message, newTokens });
+  }
+  async free() {
+    if (!this._handle) return;
+    const handle = this._handle;
+    this._handle = 0;
+    this._model._chats.delete(this);
+    await this._model._worker._call({ op: "chatFree", chat: handle });
   }
 }
 
@@ -120,12 +242,13 @@ export class PetrelWorker {
     this._next = 1;
     this._dead = null;
     this._outbox = null;  // the messages of this turn, posted together (flushOutbox)
+    this._stops = sharedStops();
     /** The model loaded last (what translate() uses). */
     this.model = null;
     const url = workerUrl || new URL("./petrel-worker.mjs", import.meta.url);
     const started = IS_NODE ? this._startNode(url) : this._startWeb(url);
     this.ready = started
-      .then(() => this._call({ op: "init", options: petrelOptions }))
+      .then(() => this._call({ op: "init", options: petrelOptions, stops: this._stops }))
       .then((reply) => {
         this.version = reply.version;
         this.timings = reply.timings;
@@ -188,7 +311,12 @@ export class PetrelWorker {
       // cannot stop it; the first exception is kept, later events are not delivered, and the
       // call rejects with it once the translation has finished.
       if (p.onToken && !p.callbackError) {
-        try { p.onToken(m.token); } catch (e) { p.callbackError = { error: e }; }
+        try {
+          if (p.onToken(m.token) === false && p.stoppable) this._stop(m.id);
+        } catch (e) {
+          p.callbackError = { error: e };
+          if (p.stoppable) this._stop(m.id);
+        }
       }
       return;
     }
@@ -233,19 +361,26 @@ export class PetrelWorker {
     }
   }
 
+  // Asks the worker to stop the generation `id` if it is running (see sharedStops).
+  _stop(id) {
+    if (this._stops) Atomics.store(this._stops, id % this._stops.length, id);
+  }
+
   _call(message, onToken, transfer, signal = null) {
     if (this._dead) return Promise.reject(this._dead);
     if (signal && signal.aborted) return Promise.reject(signal.reason !== undefined ? signal.reason : cancelledError("aborted"));
     const id = this._next++;
     return new Promise((resolve, reject) => {
-      // Only a translation belongs to a page (a pending discard of that page does not).
-      const p = { resolve, reject, onToken, key: message.op === "translate" ? message.key : undefined };
+      // Only a translation or a generation belongs to a page (a pending discard of that page does not).
+      const p = { resolve, reject, onToken, key: KEYED_OPS.has(message.op) ? message.key : undefined,
+                  stoppable: !!message.stoppable };
       if (signal) {
         // As fetch(): the call rejects with the signal's reason (an "AbortError" DOMException
         // unless the caller gave one); the worker drops the request if it has not run yet.
         const abort = () => {
           if (this._pending.get(id) !== p) return;
           this._pending.delete(id);
+          if (p.stoppable) this._stop(id);
           this._settle(p).reject(signal.reason !== undefined ? signal.reason : cancelledError("aborted"));
           if (!this._dead) this._send({ op: "discard", ids: [id], id: this._next++ });
         };
@@ -261,7 +396,9 @@ export class PetrelWorker {
    * Throws away the requests of the page `innerWindowId` (Firefox's discardTranslations):
    * every call of that key not yet answered rejects at once with an "AbortError"
    * (code "PETREL_CANCELLED"). The worker drops those still queued; the one it is running
-   * cannot be interrupted (WebAssembly translates synchronously) and its result is dropped.
+   * cannot be interrupted (WebAssembly translates synchronously; a generation stops where
+   * shared memory reaches the worker) and its result is dropped. Generations and replies
+   * given an innerWindowId belong to it as translations do.
    * Resolves, once the worker has dropped them, to {cancelled: the calls rejected,
    * skipped: the requests the worker dropped before running them}.
    */
@@ -271,6 +408,7 @@ export class PetrelWorker {
     for (const [id, p] of [...this._pending]) {
       if (p.key !== innerWindowId) continue;
       this._pending.delete(id);
+      if (p.stoppable) this._stop(id);
       this._settle(p).reject(cancelledError(`translation discarded: discardTranslations(${JSON.stringify(innerWindowId)})`));
       ++cancelled;
     }
@@ -315,6 +453,12 @@ export class PetrelWorker {
   /** Translates with the last loaded model: see PetrelWorkerModel.translateDetailed for the options. */
   async translate(texts, options) { return this._current().translate(texts, options); }
   async translateDetailed(texts, options) { return this._current().translateDetailed(texts, options); }
+
+  /** Generates with the last loaded model (a language model): see PetrelWorkerModel.generateDetailed. */
+  async generate(prompt, options) { return this._current().generate(prompt, options); }
+  async generateDetailed(prompt, options) { return this._current().generateDetailed(prompt, options); }
+  /** A conversation with the last loaded model. */
+  async chat(options) { return this._current().chat(options); }
 
   /** Stops the worker; pending calls fail. */
   terminate() {

@@ -1,11 +1,18 @@
 // Petrel inside a module Web Worker (or a Node worker_threads Worker): the engine runs
 // here, so a page's UI thread never blocks. Start it with petrel-worker-client.mjs
 // (PetrelWorker); the message protocol is that file's business:
-//   request  {id, op, ...}      op: "init" | "load" | "translate" | "tokenize" | "free"
-//            translate: also key (a page's innerWindowId, a number or string) and priority
+//   request  {id, op, ...}      op: "init" | "load" | "translate" | "tokenize" | "free" |
+//            language models: "generate" | "chat" | "reply" | "messages" | "makeRoom" |
+//            "chatFree" | "applyChatTemplate" | "detokenize" | "promptCache"
+//            translate, generate, reply: also key (a page's innerWindowId, a number or
+//            string) and priority; generate, reply: stoppable (see below)
 //   at once  {id, op: "discard", key | ids}: drop the queued requests of that key (or ids)
 //   batch    {batch: [request, ...]}: the requests a page made in one turn, as one message
 //   replies  {id, token: event} (streaming) ... then {id, result} or {id, error: {message, code}}
+// init may carry `stops`, an Int32Array on a SharedArrayBuffer (where the page has one:
+// Node, a cross-origin isolated page): the client writes a request's id into slot
+// id % length to stop it, and a running generation (stoppable) reads it after each token:
+// the only way to reach a call that runs synchronously.
 //
 // Requests wait in a queue and run one at a time: the highest priority first, equal
 // priorities in arrival order (Firefox's translations engine likewise queues a page's texts
@@ -38,6 +45,12 @@ const yieldThen = (() => {
 let petrel = null;
 const models = new Map();  // handle -> PetrelModel
 let nextModel = 1;
+const chats = new Map();  // handle -> PetrelConversation
+let nextChat = 1;
+let stops = null;  // init's shared stop slots, or null
+
+// Whether the client asked to stop request `id` (a running generation).
+const stopRequested = (id) => stops !== null && Atomics.load(stops, id % stops.length) === id;
 
 function errorReply(id, e) {
   port.post({ id, error: { message: e && e.message ? e.message : String(e), code: (e && e.code) || "PETREL_INTERNAL" } });
@@ -51,6 +64,29 @@ function modelOf(handle) {
     throw e;
   }
   return model;
+}
+
+function chatOf(handle) {
+  const chat = chats.get(handle);
+  if (!chat) {
+    const e = new Error("no such conversation (freed, or never started)");
+    e.code = "PETREL_INVALID_ARGUMENT";
+    throw e;
+  }
+  return chat;
+}
+
+// A generation's options: streamed tokens go to the page, and a stoppable one ends at the
+// first token after the page asked (the page's onToken returning false, or its signal).
+function generationOptions(m) {
+  const options = Object.assign({}, m.options || {});
+  if (m.stream || (m.stoppable && stops !== null)) {
+    options.onToken = (event) => {
+      if (m.stream) port.post({ id: m.id, token: event });
+      return !stopRequested(m.id);
+    };
+  }
+  return options;
 }
 
 // --- The queue ---------------------------------------------------------------------------
@@ -91,10 +127,10 @@ class RequestHeap {
   }
 }
 
-// "init" and "free" keep their place: everything that arrived before one runs before it,
-// everything after it runs after it (a model is not freed under a translation queued for
-// it earlier). Between two of them requests run by priority.
-const isBarrier = (m) => m.op === "init" || m.op === "free";
+// "init", "free" and "chatFree" keep their place: everything that arrived before one runs
+// before it, everything after it runs after it (a model is not freed under a translation
+// queued for it earlier). Between two of them requests run by priority.
+const isBarrier = (m) => m.op === "init" || m.op === "free" || m.op === "chatFree";
 
 class RequestQueue {
   constructor() {
@@ -175,6 +211,7 @@ async function handle(m) {
   switch (m.op) {
     case "init": {
       if (!petrel) petrel = await loadPetrel(m.options && Object.keys(m.options).length ? m.options : undefined);
+      if (m.stops instanceof Int32Array && m.stops.length > 0) stops = m.stops;
       return { version: petrel.version, timings: petrel.timings };
     }
     case "load": {
@@ -197,7 +234,42 @@ async function handle(m) {
       const model = models.get(m.model);
       if (model) model.free();
       models.delete(m.model);
+      for (const [handle, chat] of chats) if (chat.freed) chats.delete(handle);  // freed with the model
       return true;
+    }
+    case "generate":
+      return modelOf(m.model).generateDetailedSync(m.prompt, generationOptions(m));
+    case "chat": {
+      const chat = modelOf(m.model).chatSync(m.options);
+      const id = nextChat++;
+      chats.set(id, chat);
+      return { chat: id };
+    }
+    case "reply":
+      return chatOf(m.chat).replyDetailedSync(m.message, generationOptions(m));
+    case "messages":
+      return chatOf(m.chat).messages();
+    case "makeRoom":
+      return chatOf(m.chat).makeRoom(m.message, m.newTokens);
+    case "chatFree": {
+      const chat = chats.get(m.chat);
+      if (chat) chat.free();
+      chats.delete(m.chat);
+      return true;
+    }
+    case "applyChatTemplate":
+      return modelOf(m.model).applyChatTemplate(m.messages, m.options);
+    case "detokenize":
+      return modelOf(m.model).detokenize(m.ids);
+    case "promptCache": {
+      const model = modelOf(m.model);
+      switch (m.action) {
+        case "setBytes": return model.setPromptCacheBytes(m.bytes);
+        case "stats": return model.promptCacheStats();
+        case "save": return model.savePromptCache(m.path);
+        case "load": return model.loadPromptCache(m.source, m.options);
+        default: throw new Error(`unknown prompt cache action "${m.action}"`);
+      }
     }
     default:
       throw new Error(`unknown request "${m.op}"`);

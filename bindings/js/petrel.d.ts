@@ -1,4 +1,5 @@
-// Types of petrel.mjs (Petrel's WebAssembly build).
+// Types of petrel.mjs (Petrel's WebAssembly build): translation models translate, language
+// models (info.decoder_only) generate and chat.
 
 export type PetrelStatus =
   | "PETREL_INVALID_ARGUMENT" | "PETREL_IO" | "PETREL_FORMAT" | "PETREL_UNSUPPORTED"
@@ -35,7 +36,8 @@ export interface LoadModelOptions {
   activationScales?: "dynamic" | "file";
   /** Bytes of translated sentences kept for later calls, least recently used out first
    * (bergamot's cacheSize, made correct: a sentence is found again only when every option
-   * that changes its translation is the same); 0 (default): no cache. */
+   * that changes its translation is the same); 0 (default): no cache. Translation models
+   * only (a language model's prompts: PetrelModel.setPromptCacheBytes). */
   cacheBytes?: number;
 }
 
@@ -103,6 +105,40 @@ export interface ModelInfo {
   file_size: number;
   parameter_count: number;
   checksum: boolean;
+  /** A language model (decoder-only: Gemma 3, Llama, Qwen): it generates and chats, it does not translate. */
+  decoder_only: boolean;
+  /** The checkpoint's model_type ("gemma3_text", "llama", "qwen2", "qwen3"; "" for most translation models). */
+  model_type: string;
+  num_kv_heads: number;
+  head_dim: number;
+  sliding_window_layers: number;
+  /** A language model's generation defaults and chat template; null for a translation model. */
+  lm: LanguageModelInfo | null;
+}
+
+/** How a language model asks to generate (its generation_config.json, tokenizer_config.json). */
+export interface LanguageModelInfo {
+  /** -1: none. */
+  bos_id: number;
+  /** Generation stops at any of these. */
+  eos_ids: number[];
+  do_sample: boolean;
+  temperature: number;
+  top_k: number;
+  top_p: number;
+  min_p: number;
+  repetition_penalty: number;
+  /** 0: none given (generate() then takes 256, within the positions). */
+  max_new_tokens: number;
+  has_chat_template: boolean;
+  /** The Jinja chat template ("" without one). */
+  chat_template: string;
+  bos_token: string;
+  eos_token: string;
+  /** Tokens left out of generated text. */
+  special_tokens: string[];
+  /** The longest prompt text (or rendered conversation) the model takes, in UTF-8 bytes. */
+  max_prompt_bytes: number;
 }
 
 export interface TokenEvent {
@@ -272,8 +308,173 @@ export class PetrelModel {
   translateDetailedSync(texts: TranslateInput[], options?: TranslateOptions): DetailedTranslation[];
   /** Throws if `options` are not valid for this model. */
   checkOptions(options?: TranslateOptions): void;
-  /** How `text` tokenizes (EOS included). */
+  /** How `text` tokenizes (EOS included; a language model's: its BOS included). */
   tokenize(text: string, sourceLanguage?: string): { pieces: string[]; ids: number[] };
-  /** Frees the model's memory; using it afterwards throws. */
+  /** The text of token ids, special tokens left out. */
+  detokenize(ids: TokenIds): string;
+
+  // Language models (info.decoder_only); a translation model throws.
+  /** Continues a text prompt (encoded with the model's tokenizer, its BOS included). Runs synchronously inside the call. */
+  generate(prompt: string, options?: GenerateOptions): Promise<string>;
+  /** Continues token ids (used verbatim): the generated ids. */
+  generate(prompt: TokenIds, options?: GenerateOptions): Promise<number[]>;
+  generateDetailed(prompt: string, options?: GenerateOptions): Promise<TextGeneration>;
+  generateDetailed(prompt: TokenIds, options?: GenerateOptions): Promise<Generation>;
+  generateSync(prompt: string, options?: GenerateOptions): string;
+  generateSync(prompt: TokenIds, options?: GenerateOptions): number[];
+  generateDetailedSync(prompt: string, options?: GenerateOptions): TextGeneration;
+  generateDetailedSync(prompt: TokenIds, options?: GenerateOptions): Generation;
+  /** A conversation through the model's chat template. */
+  chat(options?: ChatOptions): Promise<PetrelConversation>;
+  chatSync(options?: ChatOptions): PetrelConversation;
+  /** The chat template applied to `messages`, as transformers' apply_chat_template(tokenize=False). */
+  applyChatTemplate(messages: ChatMessage[], options?: ApplyChatTemplateOptions): string;
+  /**
+   * Keeps the KV state after each prompt within `bytes` (0, the default: none): a later
+   * prompt runs only the tokens after the longest beginning it shares with a kept one.
+   */
+  setPromptCacheBytes(bytes: number): void;
+  promptCacheStats(): PromptCacheStats;
+  /** The state after the last call's prompt, as a prompt cache file's bytes (bound to this model file). */
+  savePromptCacheSync(): Uint8Array;
+  /** Loads a prompt cache (verified whole: an error names the field). */
+  loadPromptCacheSync(bytes: ArrayBuffer | ArrayBufferView, options?: { name?: string }): void;
+  savePromptCache(): Promise<Uint8Array>;
+  /** Node: writes the file (atomically). */
+  savePromptCache(path: string | URL): Promise<undefined>;
+  /** Bytes, or in Node a path or file: URL. */
+  loadPromptCache(source: ArrayBuffer | ArrayBufferView | string | URL, options?: { name?: string }): Promise<void>;
+
+  /** Frees the model's memory (and its conversations'); using it afterwards throws. */
+  free(): void;
+}
+
+/** Token ids: a prompt to continue verbatim, or ids to detokenize. */
+export type TokenIds = readonly number[] | Int32Array | Uint32Array | Uint16Array;
+
+export type KvCacheType = "f32" | "f16" | "int8";
+
+/** A generation's event: after every token, and once more at the end (final). */
+export interface GenerateTokenEvent {
+  /** The output so far as text ("" for an ids prompt): whole characters, a stop string never shown. */
+  text: string;
+  /** What `text` adds to the previous event's. */
+  delta: string;
+  /** The generated ids so far. */
+  ids: number[];
+  /** The last event: the generation is done. */
+  final: boolean;
+  /** The newest token as the tokenizer stores it. */
+  piece: string;
+}
+
+/** Unset sampling options take the model's (info.lm, its generation_config.json), as transformers' generate(). */
+export interface GenerateOptions {
+  /** Tokens generated at most (a final EOS included); default: the model's, else 256; within its positions. */
+  maxNewTokens?: number;
+  /** false: greedy (the most likely token, the lowest id among ties). */
+  doSample?: boolean;
+  /** In [1e-6, 1e6]. */
+  temperature?: number;
+  /** 0: off. */
+  topK?: number;
+  /** (0, 1]; 1: off. */
+  topP?: number;
+  /** [0, 1]; 0: off. */
+  minP?: number;
+  /** In [1e-6, 1e6]; 1: off (applies to greedy decoding too). */
+  repetitionPenalty?: number;
+  /** The same seed gives the same tokens on every CPU (default 0); up to 2^64 - 1 as a BigInt. */
+  seed?: number | bigint;
+  /** Go on past EOS (benchmarks); not with grammar or jsonSchema. */
+  ignoreEos?: boolean;
+  /** The KV cache's type: "f32" (default), "f16" (half the memory), "int8" (about a quarter). */
+  kvCache?: KvCacheType;
+  /** Generation stops at the first of these in the output, which then ends before it (at most 16, each 1..256 bytes). */
+  stop?: string | string[];
+  /** A GBNF grammar (llama.cpp's syntax, `root` the start) the output follows; EOS only when it is complete. */
+  grammar?: string;
+  /** A JSON Schema (llama.cpp's json_schema_to_grammar subset) the output is an instance of; not with grammar. */
+  jsonSchema?: object | string;
+  /** Called after every token; return false to stop. An exception stops and becomes the call's error. */
+  onToken?: (event: GenerateTokenEvent) => boolean | void;
+}
+
+export interface GenerateTimings {
+  prefillMs: number;
+  generateMs: number;
+  /** The prompt's tokens run (those reused from a cache excluded). */
+  promptTokens: number;
+  generatedTokens: number;
+  /** The prompt's tokens whose KV state was reused. */
+  reusedTokens: number;
+}
+
+/** An ids prompt's generation. */
+export interface Generation {
+  /** The generated ids, a final EOS included. */
+  ids: number[];
+  /** An EOS token ended it (not the length limit or onToken). */
+  endedOnEos: boolean;
+  /** The prompt's tokens (a conversation's: the whole rendered history). */
+  promptTokens: number;
+  /** Of those, how many the KV cache already held (a conversation's earlier turns, a prompt cache's entry). */
+  reusedTokens: number;
+  timings: GenerateTimings;
+}
+
+/** A text prompt's (or a reply's) generation. */
+export interface TextGeneration extends Generation {
+  /** The output as text: special tokens left out, cut before a stop string. */
+  text: string;
+  /** A stop string ended it. */
+  endedOnStop: boolean;
+}
+
+export interface ChatMessage {
+  /** "system", "user", "assistant": what the model's chat template knows. */
+  role: string;
+  content: string;
+}
+
+export interface ChatOptions {
+  /** A system message (default: none). */
+  system?: string;
+  /** Boolean variables the chat template reads, e.g. {enable_thinking: false} for Qwen3. */
+  templateFlags?: Record<string, boolean>;
+}
+
+export interface ApplyChatTemplateOptions {
+  /** Open the assistant's turn at the end (default true). */
+  addGenerationPrompt?: boolean;
+  templateFlags?: Record<string, boolean>;
+}
+
+export interface PromptCacheStats {
+  /** setPromptCacheBytes'. */
+  budget: number;
+  /** What the kept states are charged. */
+  bytes: number;
+  entries: number;
+}
+
+/**
+ * A conversation with a language model (PetrelModel.chat): each reply renders the whole
+ * conversation with the chat template and runs only the tokens its KV cache does not hold.
+ */
+export class PetrelConversation {
+  readonly freed: boolean;
+  /** The messages so far, the system message first. */
+  messages(): ChatMessage[];
+  /** Adds the message, generates the reply and adds it (on an error, the conversation is as it was). */
+  reply(message: string, options?: GenerateOptions): Promise<string>;
+  replyDetailed(message: string, options?: GenerateOptions): Promise<TextGeneration>;
+  replySync(message: string, options?: GenerateOptions): string;
+  replyDetailedSync(message: string, options?: GenerateOptions): TextGeneration;
+  /**
+   * Drops the oldest exchanges (the system message stays) until `message` and a reply of
+   * `newTokens` tokens fit the model's positions; how many it dropped.
+   */
+  makeRoom(message: string, newTokens: number): number;
   free(): void;
 }

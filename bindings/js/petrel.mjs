@@ -1,5 +1,6 @@
-// Petrel for JavaScript: the translation engine compiled to WebAssembly (SIMD128), as an
-// ES module for Node 20+, web pages and module Web Workers.
+// Petrel for JavaScript: the engine compiled to WebAssembly (SIMD128), as an ES module for
+// Node 20+, web pages and module Web Workers: translation models translate, language
+// models (decoder-only: Gemma 3, Llama, Qwen) generate and chat.
 //
 //   import { loadPetrel } from "./petrel.mjs";
 //   const petrel = await loadPetrel();
@@ -7,9 +8,14 @@
 //   console.log(await model.translate("Open the file"));
 //   model.free();
 //
-// Translation runs synchronously on the calling thread (a page should use
-// petrel-worker-client.mjs); translate() and translateDetailed() return Promises for one
-// API with the worker client, translateSync() / translateDetailedSync() return values.
+//   const lm = await petrel.loadModel("gemma-3-270m.petrel");
+//   console.log(await lm.generate("The capital of France is", { maxNewTokens: 20 }));
+//   const chat = await lm.chat({ system: "Answer briefly." });
+//   console.log(await chat.reply("Hello!", { onToken: (e) => show(e.delta) }));
+//
+// The work runs synchronously on the calling thread (a page should use
+// petrel-worker-client.mjs); translate(), generate(), reply() ... return Promises for one
+// API with the worker client, their *Sync forms return values.
 import createPetrelCore from "./petrel-core.mjs";
 
 const STATUS_NAMES = [
@@ -304,6 +310,260 @@ function checkTexts(texts) {
   return { single, list };
 }
 
+// --- Language models: options, prompts, messages -------------------------------------------
+
+const GENERATE_OPTION_KEYS = new Set([
+  "maxNewTokens", "doSample", "temperature", "topK", "topP", "minP", "repetitionPenalty", "seed", "ignoreEos",
+  "kvCache", "onToken", "stop", "grammar", "jsonSchema",
+]);
+
+// The KV cache types as pjs_generate numbers them.
+const KV_CACHE_TYPES = { f32: 0, f16: 1, int8: 2 };
+
+// generator.h's kMaxStopStrings and kMaxStopBytes; sampling's kMinSamplingScale and kMaxSamplingScale.
+const MAX_STOP_STRINGS = 16;
+const MAX_STOP_BYTES = 256;
+const MIN_SAMPLING_SCALE = 1e-6;
+const MAX_SAMPLING_SCALE = 1e6;
+
+const utf8 = new TextEncoder();
+const utf8Bytes = (s) => utf8.encode(s).length;
+
+function shown(value) {
+  if (typeof value === "string") return JSON.stringify(value);
+  if (typeof value === "number" || typeof value === "boolean" || typeof value === "bigint") return String(value);
+  return value === null ? "null" : Array.isArray(value) ? "an array" : typeof value;
+}
+
+// A number option in [min, max] (each end open or closed); NaN when not given (the model's default).
+function numberIn(options, key, min, max, minOpen = false) {
+  const value = options[key];
+  if (value === undefined) return NaN;
+  if (typeof value !== "number" || !(minOpen ? value > min : value >= min) || !(value <= max))
+    throw invalid(`${key} must be a number in ${minOpen ? "(" : "["}${min}, ${max}], got ${shown(value)}`);
+  return value;
+}
+
+function booleanOption(options, key) {
+  const value = options[key];
+  if (value !== undefined && typeof value !== "boolean") throw invalid(`${key} must be a boolean, got ${shown(value)}`);
+  return value;
+}
+
+// A seed as its low and high 32 bits: a non-negative safe integer, or a BigInt below 2^64.
+function seedHalves(seed) {
+  if (seed === undefined) return [0, 0];
+  if (typeof seed === "bigint") {
+    if (seed < 0n || seed >= 1n << 64n) throw invalid(`seed must be an integer from 0 to 2^64 - 1, got ${seed}`);
+    return [Number(seed & 0xffffffffn), Number(seed >> 32n)];
+  }
+  if (typeof seed !== "number" || !Number.isSafeInteger(seed) || seed < 0)
+    throw invalid(`seed must be a non-negative integer (a BigInt up to 2^64 - 1), got ${shown(seed)}`);
+  return [seed % 2 ** 32, Math.floor(seed / 2 ** 32)];
+}
+
+// Checks generate / reply options (`call` names the call in messages); returns them in the
+// form pjs_generate takes. Unset sampling options stay the model's (its generation_config.json).
+function checkGenerateOptions(options, call) {
+  if (options === undefined || options === null) options = {};
+  if (typeof options !== "object" || Array.isArray(options)) throw invalid(`${call} options must be an object`);
+  for (const key of Object.keys(options)) {
+    if (GENERATE_OPTION_KEYS.has(key) || options[key] === undefined) continue;
+    const hint = key === "kvCacheF16" ? ` (a language model's is kvCache: "f32", "f16" or "int8")`
+               : OPTION_KEYS.has(key) ? " (a translation option)" : "";
+    throw invalid(`unknown ${call} option "${key}"${hint}`);
+  }
+  const o = {};
+  o.maxNewTokens = options.maxNewTokens === undefined ? 0 : positiveInt(options.maxNewTokens, "maxNewTokens", 1);
+  const doSample = booleanOption(options, "doSample");
+  o.doSample = doSample === undefined ? -1 : doSample ? 1 : 0;
+  o.temperature = numberIn(options, "temperature", MIN_SAMPLING_SCALE, MAX_SAMPLING_SCALE);
+  if (options.topK !== undefined && (!Number.isInteger(options.topK) || options.topK < 0 || options.topK > 0xffffffff))
+    throw invalid(`topK must be an integer from 0 (off) to 2^32 - 1, got ${shown(options.topK)}`);
+  o.topK = options.topK === undefined ? -1 : options.topK;
+  o.topP = numberIn(options, "topP", 0, 1, true);
+  o.minP = numberIn(options, "minP", 0, 1);
+  o.repetitionPenalty = numberIn(options, "repetitionPenalty", MIN_SAMPLING_SCALE, MAX_SAMPLING_SCALE);
+  [o.seedLow, o.seedHigh] = seedHalves(options.seed);
+  o.ignoreEos = booleanOption(options, "ignoreEos") ? 1 : 0;
+  if (options.kvCache !== undefined && !Object.prototype.hasOwnProperty.call(KV_CACHE_TYPES, options.kvCache))
+    throw invalid(`kvCache must be "f32", "f16" or "int8", got ${shown(options.kvCache)}`);
+  o.kvCache = options.kvCache === undefined ? 0 : KV_CACHE_TYPES[options.kvCache];
+  if (options.onToken !== undefined && options.onToken !== null && typeof options.onToken !== "function")
+    throw invalid("onToken must be a function");
+  o.onToken = options.onToken || null;
+  const stop = options.stop === undefined ? [] : typeof options.stop === "string" ? [options.stop] : options.stop;
+  if (!Array.isArray(stop)) throw invalid(`stop must be a string or an array of strings, got ${shown(options.stop)}`);
+  if (stop.length > MAX_STOP_STRINGS) throw invalid(`stop: ${stop.length} strings, more than ${MAX_STOP_STRINGS}`);
+  stop.forEach((s, i) => {
+    if (typeof s !== "string") throw invalid(`stop[${i}] must be a string, got ${shown(s)}`);
+    checkString(s, `stop[${i}]`);
+    const bytes = utf8Bytes(s);
+    if (bytes < 1 || bytes > MAX_STOP_BYTES) throw invalid(`stop[${i}] must be 1 to ${MAX_STOP_BYTES} bytes of UTF-8, got ${bytes}`);
+  });
+  o.stop = stop;
+  o.grammar = null;
+  if (options.grammar !== undefined && options.grammar !== null) {
+    if (typeof options.grammar !== "string" || options.grammar === "")
+      throw invalid(`grammar must be a non-empty string (GBNF, llama.cpp's syntax, root the start), got ${shown(options.grammar)}`);
+    checkString(options.grammar, "grammar");
+    o.grammar = options.grammar;
+  }
+  o.jsonSchema = null;
+  if (options.jsonSchema !== undefined && options.jsonSchema !== null) {
+    let text = options.jsonSchema;
+    if (typeof text === "object") {
+      try {
+        text = JSON.stringify(text);
+      } catch (e) {
+        throw invalid(`jsonSchema cannot be written as JSON: ${e.message}`);
+      }
+    }
+    if (typeof text !== "string" || text === "")
+      throw invalid(`jsonSchema must be a JSON Schema (an object, or its JSON text), got ${shown(options.jsonSchema)}`);
+    checkString(text, "jsonSchema");
+    o.jsonSchema = text;
+  }
+  if (o.grammar !== null && o.jsonSchema !== null) throw invalid("grammar and jsonSchema cannot be combined: give one");
+  if (o.ignoreEos && (o.grammar !== null || o.jsonSchema !== null))
+    throw invalid(`ignoreEos cannot be combined with ${o.grammar !== null ? "grammar" : "jsonSchema"} (a constrained output ends when it is complete)`);
+  return o;
+}
+
+const isIdList = (value) => Array.isArray(value) || (ArrayBuffer.isView(value) && !(value instanceof DataView));
+
+// Token ids (an array or typed array of integers) as an Int32Array; `what` names them.
+function tokenIds(list, what) {
+  const ids = new Int32Array(list.length);
+  for (let i = 0; i < list.length; ++i) {
+    const id = list[i];
+    if (typeof id !== "number" || !Number.isInteger(id) || id < 0 || id > 0x7fffffff)
+      throw invalid(`${what} id ${i} must be a non-negative integer (a token id), got ${shown(id)}`);
+    ids[i] = id;
+  }
+  return ids;
+}
+
+// A prompt: text (a string), or token ids (an array or typed array of integers), as {text} or {ids}.
+function checkPrompt(prompt) {
+  if (typeof prompt === "string") {
+    checkString(prompt, "the prompt");
+    return { text: prompt, ids: null };
+  }
+  if (isIdList(prompt)) return { text: null, ids: tokenIds(prompt, "prompt") };
+  throw invalid(`the prompt must be a string (text) or an array of token ids, got ${shown(prompt)}`);
+}
+
+// Boolean variables a chat template reads ({enable_thinking: false}) as [names, values].
+function checkTemplateFlags(flags) {
+  if (flags === undefined || flags === null) return [[], []];
+  if (typeof flags !== "object" || Array.isArray(flags))
+    throw invalid("templateFlags must be an object of booleans, e.g. {enable_thinking: false}");
+  const names = [], values = [];
+  for (const [name, value] of Object.entries(flags)) {
+    if (value === undefined) continue;
+    if (typeof value !== "boolean") throw invalid(`templateFlags.${name} must be a boolean, got ${shown(value)}`);
+    checkString(name, "a templateFlags name");
+    names.push(name);
+    values.push(value ? 1 : 0);
+  }
+  return [names, values];
+}
+
+function checkKeys(options, keys, what) {
+  if (options === undefined || options === null) return {};
+  if (typeof options !== "object" || Array.isArray(options)) throw invalid(`${what} must be an object`);
+  for (const key of Object.keys(options))
+    if (!keys.includes(key) && options[key] !== undefined) throw invalid(`unknown ${what.replace(/s$/, "")} "${key}"`);
+  return options;
+}
+
+// Copies NUL-terminated UTF-8 strings and Int32Arrays into one engine allocation (the
+// arrays first, 4-byte aligned): {block, strings: pointers, arrays: pointers}. The caller
+// frees block with core._free.
+function marshal(core, strings, arrays = []) {
+  const sizes = strings.map((s) => core.lengthBytesUTF8(s) + 1);
+  const arrayBytes = arrays.map((a) => 4 * a.length);
+  const total = arrayBytes.reduce((a, b) => a + b, 0) + sizes.reduce((a, b) => a + b, 0);
+  const block = core._malloc(Math.max(total, 4)) >>> 0;
+  if (!block) throw new PetrelError("out of memory", "PETREL_OUT_OF_MEMORY");
+  let at = block;
+  const arrayPointers = arrays.map((a, i) => {
+    const p = at;
+    core.HEAP32.set(a, p >>> 2);
+    at += arrayBytes[i];
+    return p;
+  });
+  const stringPointers = strings.map((s, i) => {
+    const p = at;
+    core.stringToUTF8(s, p, sizes[i]);
+    at += sizes[i];
+    return p;
+  });
+  return { block, strings: stringPointers, arrays: arrayPointers };
+}
+
+const utf8Decoder = new TextDecoder();
+
+// One pjs_generate call: `chat` a conversation's handle (0: none), `prompt` from
+// checkPrompt (a chat's message as text), `o` from checkGenerateOptions.
+function runGeneration(petrel, core, handle, chat, prompt, o) {
+  let callbackError = null;
+  const strings = [prompt.text || "", ...o.stop, o.grammar || "", o.jsonSchema || ""];
+  const stopPointers = new Int32Array(o.stop.length);
+  const { block, strings: at, arrays } = marshal(core, strings, [prompt.ids || new Int32Array(0), stopPointers]);
+  let result = 0;
+  try {
+    for (let i = 0; i < o.stop.length; ++i) core.HEAP32[(arrays[1] >>> 2) + i] = at[1 + i];
+    if (o.onToken) {
+      core.__petrelToken = (event) => {
+        if (callbackError) return false;
+        try {
+          return o.onToken({ text: event.text, delta: event.delta, ids: event.ids, final: event.final, piece: event.piece }) !== false;
+        } catch (e) {
+          callbackError = e;
+          return false;
+        }
+      };
+    }
+    const n = o.stop.length;
+    try {
+      result = core._pjs_generate(handle, chat, prompt.text !== null ? at[0] : 0, arrays[0], prompt.ids ? prompt.ids.length : 0,
+                                  o.maxNewTokens, o.doSample, o.temperature, o.topK, o.topP, o.minP,
+                                  o.repetitionPenalty, o.seedLow, o.seedHigh, o.ignoreEos, o.kvCache, o.onToken ? 1 : 0,
+                                  arrays[1], n, o.grammar !== null ? at[1 + n] : 0,
+                                  o.jsonSchema !== null ? at[2 + n] : 0) >>> 0;
+    } finally {
+      core.__petrelToken = null;
+    }
+    if (!result) throw petrel._engineError();
+    if (callbackError) throw callbackError;
+    const detailed = JSON.parse(core.UTF8ToString(core._pjs_generation_json(result)));
+    if (prompt.text !== null) {
+      const text = core._pjs_generation_text(result) >>> 0;
+      // Decoded with its length: a generated U+0000 does not cut it short.
+      detailed.text = utf8Decoder.decode(core.HEAPU8.subarray(text, text + core._pjs_generation_text_length(result)));
+    }
+    return detailed;
+  } finally {
+    if (result) core._pjs_generation_free(result);
+    core._free(block);
+  }
+}
+
+// The in-memory file a prompt cache passes through (the engine saves and loads paths).
+const PROMPT_CACHE_FILE = "/petrel-prompt-cache";
+
+// An engine error about PROMPT_CACHE_FILE, naming `name` instead, and the JavaScript call.
+function promptCacheError(error, name) {
+  error.message = error.message.split(PROMPT_CACHE_FILE).join(name).replace("set_prompt_cache_bytes", "setPromptCacheBytes");
+  return error;
+}
+
+function fsError(e, what) {
+  return e instanceof PetrelError ? e : new PetrelError(`${what}: ${e && e.message ? e.message : e}`, "PETREL_IO");
+}
+
 // --- The engine -----------------------------------------------------------------------------
 
 /** The instantiated engine: loads models. */
@@ -327,7 +587,7 @@ export class Petrel {
   _check() {
     if (this._disposed) throw invalid("this Petrel instance has been disposed");
     if (this._broken) throw new PetrelError(`the WebAssembly instance is unusable after an earlier failure: ${this._broken}`, "PETREL_INTERNAL");
-    if (this._busy) throw invalid("Petrel is busy: a translation is running (called from onToken?)");
+    if (this._busy) throw invalid("Petrel is busy: a translation or generation is running (called from onToken?)");
   }
 
   // Runs `body` with the instance marked busy; a WebAssembly trap makes the instance unusable.
@@ -563,6 +823,7 @@ export class PetrelModel {
     this.info = Object.freeze(JSON.parse(core.UTF8ToString(core._pjs_model_info(handle))));
     /** The kernel path in use ("simd128", "scalar"). */
     this.isa = core.UTF8ToString(core._pjs_model_isa(handle));
+    this._chats = new Set();  // a language model's live conversations (freed with it)
   }
 
   get freed() { return this._handle === 0; }
@@ -593,11 +854,15 @@ export class PetrelModel {
    */
   translateDetailedSync(texts, options) {
     const handle = this._live();
+    if (this.info.decoder_only)
+      throw invalid(`${this.name} is a language model (decoder-only): generate or chat with it; translate takes a translation model`);
     const { single, list } = checkTexts(texts);
     const o = checkOptions(options);
     if (o.secondModel) {
       if (o.secondModel._petrel !== this._petrel)
         throw invalid("secondModel belongs to another Petrel instance: both models of a pivot must be loaded by the same one");
+      if (o.secondModel.info.decoder_only)
+        throw invalid(`secondModel ${o.secondModel.name} is a language model (decoder-only): a pivot takes two translation models`);
       o.secondHandle = o.secondModel._live();
     }
     // Requests whose own options differ translate in separate engine calls, in order of
@@ -766,13 +1031,356 @@ export class PetrelModel {
     });
   }
 
-  /** Releases the model's memory; using it afterwards throws. Freeing twice is allowed. */
+
+  // --- Language models ----------------------------------------------------------------------
+
+  // checkGenerateOptions, and maxNewTokens within the model's positions.
+  _checkGenerateOptions(options, call) {
+    const o = checkGenerateOptions(options, call);
+    if (o.maxNewTokens > this.info.max_positions)
+      throw invalid(`maxNewTokens ${o.maxNewTokens} is more than the model's positions (${this.info.max_positions})`);
+    return o;
+  }
+
+  // The handle of a language model, or an error naming `call`.
+  _languageModel(call) {
+    const handle = this._live();
+    if (!this.info.decoder_only)
+      throw invalid(`${this.name} is a translation model: ${call} takes a language model (decoder-only: Gemma 3, ` +
+                    "Llama, Qwen); translate with it");
+    return handle;
+  }
+
+  /**
+   * Continues a prompt with a language model: text (a string: encoded with the model's
+   * tokenizer, its BOS included) or token ids (used verbatim). Returns {text, ids,
+   * endedOnEos, endedOnStop, promptTokens, reusedTokens, timings} (ids prompts: no text or
+   * endedOnStop). Synchronous; see generate().
+   */
+  generateDetailedSync(prompt, options) {
+    const handle = this._languageModel("generate");
+    const p = checkPrompt(prompt);
+    const o = this._checkGenerateOptions(options, "generate");
+    return this._petrel._run((core) => runGeneration(this._petrel, core, handle, 0, p, o));
+  }
+
+  /** generateDetailedSync's text (a text prompt) or ids (an ids prompt). */
+  generateSync(prompt, options) {
+    const detailed = this.generateDetailedSync(prompt, options);
+    return typeof prompt === "string" ? detailed.text : detailed.ids;
+  }
+
+  /**
+   * Continues a prompt (string -> Promise<string>; token ids -> Promise<number[]>).
+   * Options: maxNewTokens, doSample, temperature, topK, topP, minP, repetitionPenalty
+   * (unset: the model's generation_config.json), seed (the same seed gives the same tokens
+   * on every CPU), stop (strings: the output ends before the first), grammar (GBNF),
+   * jsonSchema, kvCache ("f32" | "f16" | "int8"), ignoreEos, onToken({text, delta, ids,
+   * final, piece}) after each token (return false to stop). The work runs synchronously
+   * inside the call; the Promise only unifies the API with PetrelWorker.
+   */
+  async generate(prompt, options) {
+    return this.generateSync(prompt, options);
+  }
+
+  async generateDetailed(prompt, options) {
+    return this.generateDetailedSync(prompt, options);
+  }
+
+  /**
+   * Starts a conversation through the model's chat template: options.system (a system
+   * message), options.templateFlags ({enable_thinking: false}: booleans the template reads).
+   */
+  chatSync(options) {
+    const handle = this._languageModel("chat");
+    const o = checkKeys(options, ["system", "templateFlags"], "chat options");
+    if (o.system !== undefined && o.system !== null && typeof o.system !== "string") throw invalid("system must be a string");
+    if (o.system) checkString(o.system, "system");
+    const [names, values] = checkTemplateFlags(o.templateFlags);
+    const chat = this._petrel._run((core) => {
+      const { block, strings, arrays } = marshal(core, [o.system || "", ...names], [new Int32Array(names.length), Int32Array.from(values)]);
+      try {
+        for (let i = 0; i < names.length; ++i) core.HEAP32[(arrays[0] >>> 2) + i] = strings[1 + i];
+        const created = core._pjs_chat_create(handle, strings[0], arrays[0], arrays[1], names.length) >>> 0;
+        if (!created) throw this._petrel._engineError();
+        return created;
+      } finally {
+        core._free(block);
+      }
+    });
+    const conversation = new PetrelConversation(this, chat);
+    this._chats.add(conversation);
+    return conversation;
+  }
+
+  async chat(options) {
+    return this.chatSync(options);
+  }
+
+  /**
+   * The model's chat template applied to messages ([{role, content}]) as transformers'
+   * apply_chat_template(tokenize=False) renders it; options.addGenerationPrompt (default
+   * true) opens the assistant's turn, options.templateFlags as chat's.
+   */
+  applyChatTemplate(messages, options) {
+    const handle = this._languageModel("applyChatTemplate");
+    if (!Array.isArray(messages)) throw invalid("messages must be an array of {role, content}");
+    messages.forEach((m, i) => {
+      if (m === null || typeof m !== "object") throw invalid(`messages[${i}] must be an object {role, content}`);
+      for (const key of ["role", "content"]) {
+        if (typeof m[key] !== "string") throw invalid(`messages[${i}].${key} must be a string, got ${shown(m[key])}`);
+        checkString(m[key], `messages[${i}].${key}`);
+      }
+    });
+    const o = checkKeys(options, ["addGenerationPrompt", "templateFlags"], "applyChatTemplate options");
+    const add = booleanOption(o, "addGenerationPrompt");
+    const [names, values] = checkTemplateFlags(o.templateFlags);
+    return this._petrel._run((core) => {
+      const strings = [...messages.map((m) => m.role), ...messages.map((m) => m.content), ...names];
+      const n = messages.length;
+      const { block, strings: at, arrays } = marshal(core, strings, [new Int32Array(n), new Int32Array(n),
+                                                                       new Int32Array(names.length), Int32Array.from(values)]);
+      try {
+        for (let i = 0; i < n; ++i) {
+          core.HEAP32[(arrays[0] >>> 2) + i] = at[i];
+          core.HEAP32[(arrays[1] >>> 2) + i] = at[n + i];
+        }
+        for (let i = 0; i < names.length; ++i) core.HEAP32[(arrays[2] >>> 2) + i] = at[2 * n + i];
+        const text = core._pjs_apply_chat_template(handle, arrays[0], arrays[1], n, add === false ? 0 : 1, arrays[2],
+                                                   arrays[3], names.length);
+        if (!text) throw this._petrel._engineError();
+        return core.UTF8ToString(text);
+      } finally {
+        core._free(block);
+      }
+    });
+  }
+
+  /** The text of token ids (special tokens left out), by the model's tokenizer. */
+  detokenize(ids) {
+    const handle = this._live();
+    if (!isIdList(ids)) throw invalid(`detokenize takes token ids (an array or typed array of integers), got ${shown(ids)}`);
+    const list = tokenIds(ids, "token");
+    return this._petrel._run((core) => {
+      const { block, arrays } = marshal(core, [], [list]);
+      try {
+        const text = core._pjs_detokenize(handle, arrays[0], list.length);
+        if (!text) throw this._petrel._engineError();
+        return core.UTF8ToString(text);
+      } finally {
+        core._free(block);
+      }
+    });
+  }
+
+  /**
+   * Keeps the KV state after each prompt in at most `bytes` (0, the default: none); a
+   * later prompt runs only the tokens after the longest beginning it shares with a kept
+   * one (reusedTokens says how many it did not run). The outputs are those without it.
+   */
+  setPromptCacheBytes(bytes) {
+    const handle = this._languageModel("setPromptCacheBytes");
+    if (!Number.isSafeInteger(bytes) || bytes < 0 || bytes > 2 ** 31)
+      throw invalid(`setPromptCacheBytes: bytes must be an integer from 0 to 2^31, got ${shown(bytes)}`);
+    this._petrel._run((core) => {
+      if (!core._pjs_set_prompt_cache_bytes(handle, bytes)) throw this._petrel._engineError();
+    });
+  }
+
+  /** The prompt cache's {budget, bytes, entries}. */
+  promptCacheStats() {
+    const handle = this._languageModel("promptCacheStats");
+    return this._petrel._run((core) => {
+      const json = core._pjs_prompt_cache_stats(handle);
+      if (!json) throw this._petrel._engineError();
+      return JSON.parse(core.UTF8ToString(json));
+    });
+  }
+
+  /**
+   * The state after the last call's prompt (the prompt cache must hold it: a budget set
+   * before the call) as bytes: a file bound to this model file and KV cache type, which
+   * loadPromptCacheSync takes (here, in a fresh model of the same file, or natively:
+   * petrel-run --prompt-cache).
+   */
+  savePromptCacheSync() {
+    const handle = this._languageModel("savePromptCache");
+    return this._petrel._run((core) => {
+      const { block, strings } = marshal(core, [PROMPT_CACHE_FILE]);
+      try {
+        if (!core._pjs_save_prompt_cache(handle, strings[0]))
+          throw promptCacheError(this._petrel._engineError(), "savePromptCache");
+        try {
+          return core.FS.readFile(PROMPT_CACHE_FILE);
+        } catch (e) {
+          throw fsError(e, "savePromptCache");
+        }
+      } finally {
+        core._free(block);
+        try { core.FS.unlink(PROMPT_CACHE_FILE); } catch { /* not written */ }
+      }
+    });
+  }
+
+  /**
+   * Loads a prompt cache's bytes (savePromptCacheSync's, or a file petrel-run
+   * --prompt-cache wrote), verified whole: an error names the field. Its prompt is then
+   * reused by prompts beginning with its tokens. options.name names it in messages.
+   */
+  loadPromptCacheSync(bytes, options) {
+    const handle = this._languageModel("loadPromptCache");
+    const data = asBytes(bytes);
+    if (!data) throw invalid("loadPromptCacheSync takes the bytes of a prompt cache (an ArrayBuffer or a typed array)");
+    const o = checkKeys(options, ["name"], "loadPromptCache options");
+    if (o.name !== undefined && typeof o.name !== "string") throw invalid("name must be a string");
+    const name = o.name || "<prompt cache>";
+    this._petrel._run((core) => {
+      try {
+        core.FS.writeFile(PROMPT_CACHE_FILE, data);
+      } catch (e) {
+        throw fsError(e, `${name}: cannot hold the prompt cache in memory`);
+      }
+      const { block, strings } = marshal(core, [PROMPT_CACHE_FILE]);
+      try {
+        if (!core._pjs_load_prompt_cache(handle, strings[0])) throw promptCacheError(this._petrel._engineError(), name);
+      } finally {
+        core._free(block);
+        try { core.FS.unlink(PROMPT_CACHE_FILE); } catch { /* gone */ }
+      }
+    });
+  }
+
+  /** savePromptCacheSync's bytes; in Node, given a path, written to that file (atomically) instead. */
+  async savePromptCache(path) {
+    const bytes = this.savePromptCacheSync();
+    if (path === undefined || path === null) return bytes;
+    if (!IS_NODE || (typeof path !== "string" && !(path instanceof URL)))
+      throw invalid("savePromptCache(path) writes a file in Node (a path or file: URL); elsewhere call it without one for the bytes");
+    const fs = await import("node:fs/promises");
+    const target = path instanceof URL ? (await import("node:url")).fileURLToPath(path) : path;
+    const temporary = `${target}.tmp`;
+    try {
+      await fs.writeFile(temporary, bytes);
+      await fs.rename(temporary, target);
+    } catch (e) {
+      await fs.unlink(temporary).catch(() => {});
+      throw new PetrelError(`cannot write ${path}: ${e.message}`, "PETREL_IO");
+    }
+    return undefined;
+  }
+
+  /** loadPromptCacheSync's; in Node also a path or file: URL (named in messages by it). */
+  async loadPromptCache(source, options) {
+    if (asBytes(source)) return this.loadPromptCacheSync(source, options);
+    if (!IS_NODE || (typeof source !== "string" && !(source instanceof URL)))
+      throw invalid("loadPromptCache takes bytes (an ArrayBuffer or a typed array), or in Node a path or file: URL");
+    const fs = await import("node:fs/promises");
+    let bytes;
+    try {
+      bytes = await fs.readFile(source);
+    } catch (e) {
+      throw new PetrelError(`cannot read ${source}: ${e.message}`, "PETREL_IO");
+    }
+    const name = source instanceof URL ? (await import("node:url")).fileURLToPath(source) : source;
+    return this.loadPromptCacheSync(bytes, { name, ...(options || {}) });
+  }
+
+  /** Releases the model's memory (and its conversations'); using it afterwards throws. Freeing twice is allowed. */
   free() {
     if (!this._handle) return;
-    if (this._petrel._busy) throw invalid("cannot free a model while a translation is running");
+    if (this._petrel._busy) throw invalid("cannot free a model while a translation or generation is running");
+    for (const chat of this._chats) chat._handle = 0;  // the engine frees them with the model
+    this._chats.clear();
     this._petrel._core._pjs_model_free(this._handle);
     this._handle = 0;
     this._petrel._models.delete(this);
+  }
+}
+
+/**
+ * A conversation with a language model (model.chat()): each reply renders the whole
+ * conversation with the model's chat template but runs only the tokens after what its
+ * KV cache already holds, so a turn costs its own tokens. Freed with free() or with its model.
+ */
+export class PetrelConversation {
+  constructor(model, handle) {
+    this._model = model;
+    this._handle = handle;
+  }
+
+  get freed() { return this._handle === 0; }
+
+  _live() {
+    if (!this._handle) throw invalid("the conversation has been freed");
+    return this._handle;
+  }
+
+  /** The messages so far: [{role, content}] (the system message first, if any). */
+  messages() {
+    const handle = this._live();
+    return this._model._petrel._run((core) => {
+      const json = core._pjs_chat_messages(handle);
+      if (!json) throw this._model._petrel._engineError();
+      return JSON.parse(core.UTF8ToString(json));
+    });
+  }
+
+  /**
+   * Adds the user's message, generates the reply and adds it; {text, ids, endedOnEos,
+   * endedOnStop, promptTokens (the whole conversation's), reusedTokens, timings}. The
+   * options are generate()'s. On an error the conversation is as it was.
+   */
+  replyDetailedSync(message, options) {
+    const handle = this._live();
+    if (typeof message !== "string") throw invalid(`the message must be a string, got ${shown(message)}`);
+    checkString(message, "the message");
+    const model = this._model;
+    const o = model._checkGenerateOptions(options, "reply");
+    return model._petrel._run((core) => runGeneration(model._petrel, core, model._live(), handle, { text: message, ids: null }, o));
+  }
+
+  replySync(message, options) {
+    return this.replyDetailedSync(message, options).text;
+  }
+
+  /** The reply's text (Promise); see replyDetailedSync. */
+  async reply(message, options) {
+    return this.replySync(message, options);
+  }
+
+  async replyDetailed(message, options) {
+    return this.replyDetailedSync(message, options);
+  }
+
+  /**
+   * For a conversation grown to the model's positions: drops the oldest exchanges (the
+   * system message stays) until `message` and a reply of `newTokens` tokens fit, as
+   * petrel-run --chat does before each turn; returns how many it dropped.
+   */
+  makeRoom(message, newTokens) {
+    const handle = this._live();
+    if (typeof message !== "string") throw invalid(`the message must be a string, got ${shown(message)}`);
+    checkString(message, "the message");
+    positiveInt(newTokens, "newTokens", 1);
+    return this._model._petrel._run((core) => {
+      const { block, strings } = marshal(core, [message]);
+      try {
+        const dropped = core._pjs_chat_make_room(handle, strings[0], newTokens);
+        if (dropped < 0) throw this._model._petrel._engineError();
+        return dropped;
+      } finally {
+        core._free(block);
+      }
+    });
+  }
+
+  /** Releases the conversation's KV cache; freeing twice is allowed. */
+  free() {
+    if (!this._handle) return;
+    if (this._model._petrel._busy) throw invalid("cannot free a conversation while a call is running");
+    if (!this._model.freed) this._model._petrel._core._pjs_chat_free(this._handle);
+    this._handle = 0;
+    this._model._chats.delete(this);
   }
 }
 

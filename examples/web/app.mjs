@@ -1,16 +1,20 @@
 // Petrel web example: loads a .petrel model into a Web Worker (Petrel's WebAssembly build)
-// and translates token by token without blocking the page.
+// and, without blocking the page, translates token by token (a translation model) or
+// chats, each reply streamed (a language model: Gemma 3, Llama, Qwen).
 //
 // Query parameters (for links and automated tests):
 //   model=URL           load this model at start-up (relative to the page)
 //   demo=URL            the model the "Load the demo model" button fetches (default demo-model.petrel)
 //   text=...            the source text (each line is translated on its own)
-//   auto=1              load (model=, else the demo model) and translate without clicks
-//   beam=K  maxNewTokens=N  targetLanguage=CODE   decoding options
+//   chat=...            language models: the messages to send (one per line)
+//   system=...          language models: the conversation's system message
+//   auto=1              load (model=, else the demo model) and translate (or chat) without clicks
+//   beam=K  maxNewTokens=N  targetLanguage=CODE   decoding options (maxNewTokens: chat too)
 //   pkg=URL             the Petrel JS package directory (default ./pkg/; same origin only)
 // The page reports its progress in document.body.dataset.state: idle, loading, ready,
-// translating, done or error; the final translation is the text of #translation, the
-// load time #load-ms, the speed #tokens-per-s, an error #error.
+// translating, chatting, done or error; the final translation is the text of
+// #translation, the load time #load-ms, the speed #tokens-per-s; the conversation is
+// #chat-log's items (data-role user / assistant), an error #error.
 
 const params = new URLSearchParams(location.search);
 const pkgBase = new URL(ensureSlash(params.get("pkg") ?? "./pkg/"), location.href);
@@ -39,11 +43,32 @@ const ui = {
   tokenCount: $("token-count"),
   tokensPerS: $("tokens-per-s"),
   error: $("error"),
+  translateSection: $("translate-section"),
+  chatSection: $("chat-section"),
+  system: $("system"),
+  chatNew: $("chat-new"),
+  chatLog: $("chat-log"),
+  chatForm: $("chat-form"),
+  chatInput: $("chat-input"),
+  chatMaxTokens: $("chat-max-tokens"),
+  chatSample: $("chat-sample"),
+  chatSampling: $("chat-sampling"),
+  chatTemperature: $("chat-temperature"),
+  chatSeed: $("chat-seed"),
+  chatSend: $("chat-send"),
+  chatStop: $("chat-stop"),
+  chatLoadMs: $("chat-load-ms"),
+  replyMs: $("reply-ms"),
+  replyTokens: $("reply-tokens"),
+  reusedTokens: $("reused-tokens"),
+  replyTokensPerS: $("reply-tokens-per-s"),
 };
 
 let pkgPromise = null; // the package module, imported once
 let worker = null; // the PetrelWorker holding the current model
-let busy = false; // a load or a translation is running
+let busy = false; // a load, a translation or a reply is running
+let conversation = null; // a language model's PetrelWorkerConversation
+let stopRequested = false; // the Stop button was pressed during the current reply
 
 function ensureSlash(s) {
   return s.endsWith("/") ? s : s + "/";
@@ -53,11 +78,16 @@ function setState(state) {
   document.body.dataset.state = state;
 }
 
+// A language model is loaded (it chats; a translation model translates).
+const isLanguageModel = () => !!worker?.info?.decoder_only;
+
 function setBusy(value) {
   busy = value;
   ui.file.disabled = value;
   ui.demo.disabled = value;
   ui.translate.disabled = value || !worker;
+  ui.chatSend.disabled = value || !isLanguageModel();
+  ui.chatNew.disabled = value || !isLanguageModel();
 }
 
 function clearError() {
@@ -110,16 +140,18 @@ function formatValue(value) {
 
 // The fields shown first (the package's info object has more: all of them are under "All fields").
 const INFO_FIELDS = [
-  ["architecture", "Architecture"],
+  ["architecture", "Architecture", (v, info) => (info.model_type ? `${v} (${info.model_type})` : v)],
   ["source", "Converted from"],
   ["parameter_count", "Parameters", (n) => `${(n / 1e6).toFixed(2)} M`],
   ["file_size", "File size", (n) => `${(n / 2 ** 20).toFixed(1)} MiB`],
   ["dtype", "Weights"],
-  ["encoder_layers", "Layers", (n, info) => `${n} + ${info.decoder_layers ?? "?"}, d_model ${info.d_model ?? "?"}`],
+  ["encoder_layers", "Layers", (n, info) => `${info.decoder_only ? "" : `${n} + `}${info.decoder_layers ?? "?"}, d_model ${info.d_model ?? "?"}`],
   ["vocab_size", "Vocabulary"],
   ["tokenizer", "Tokenizer"],
   ["languages", "Languages", (v) => (v.length ? formatValue(v) : null)],
-  ["num_beams", "Model's beam"],
+  ["num_beams", "Model's beam", (n, info) => (info.decoder_only ? null : String(n))],
+  ["max_positions", "Positions", (n, info) => (info.decoder_only ? String(n) : null)],
+  ["lm", "Chat template", (lm) => (lm.has_chat_template ? `yes (${lm.chat_template.length} bytes)` : "none")],
 ];
 
 function showModelInfo(info) {
@@ -171,6 +203,7 @@ async function loadModel(source, label) {
     const { PetrelWorker } = await importPackage();
     worker?.terminate();
     worker = null;
+    conversation = null;
     const t0 = performance.now();
     const next = new PetrelWorker({ workerUrl: new URL("petrel-worker.mjs", pkgBase) });
     let model;
@@ -184,11 +217,13 @@ async function loadModel(source, label) {
     // The whole load: worker start, WebAssembly compilation, download, the engine's load.
     const ms = performance.now() - t0;
     worker = next;
-    ui.loadMs.textContent = formatNumber(ms, 0);
+    ui.loadMs.textContent = ui.chatLoadMs.textContent = formatNumber(ms, 0);
     const engineMs = Number.isFinite(model?.loadMs) ? `; the engine's part ${formatNumber(model.loadMs, 1)} ms` : "";
     const isa = model?.isa ? `, ${model.isa} kernels` : "";
     ui.modelStatus.textContent = `Loaded ${label} in ${formatNumber(ms, 0)} ms (worker start, download and load${engineMs}${isa}).`;
     showModelInfo(worker.info);
+    showMode();
+    if (isLanguageModel()) await newConversation();
     setState("ready");
   } catch (err) {
     ui.modelStatus.textContent = `Could not load ${label}.`;
@@ -285,6 +320,120 @@ async function translate(text) {
   }
 }
 
+// --- chat (language models) -----------------------------------------------------
+
+// The translate form for a translation model, the chat for a language model.
+function showMode() {
+  const chat = isLanguageModel();
+  ui.chatSection.hidden = !chat;
+  ui.translateSection.hidden = chat;
+}
+
+function addMessage(role, text) {
+  const li = document.createElement("li");
+  li.dataset.role = role;
+  li.textContent = text;
+  ui.chatLog.append(li);
+  li.scrollIntoView({ block: "nearest" });
+  return li;
+}
+
+// The log as the conversation holds it (after make_room dropped its oldest exchanges).
+function showMessages(messages) {
+  ui.chatLog.replaceChildren();
+  for (const m of messages) addMessage(m.role, m.content);
+}
+
+/** Starts a new conversation with the system message in #system (the old one is freed). */
+async function newConversation() {
+  if (!isLanguageModel()) throw new Error("no language model loaded");
+  const old = conversation;
+  conversation = null;
+  ui.chatLog.replaceChildren();
+  await old?.free();
+  const system = ui.system.value.trim();
+  conversation = await worker.model.chat(system ? { system } : {});
+  if (system) addMessage("system", system);
+  for (const el of [ui.replyMs, ui.replyTokens, ui.reusedTokens, ui.replyTokensPerS]) el.textContent = "–";
+}
+
+function chatOptions() {
+  const options = {};
+  const maxNewTokens = Number.parseInt(ui.chatMaxTokens.value, 10);
+  if (maxNewTokens > 0) options.maxNewTokens = maxNewTokens;
+  if (ui.chatSample.checked) {
+    options.doSample = true;
+    const temperature = Number.parseFloat(ui.chatTemperature.value);
+    if (temperature > 0) options.temperature = temperature;
+    const seed = Number.parseInt(ui.chatSeed.value, 10);
+    if (seed >= 0) options.seed = seed;
+  }
+  return options;
+}
+
+// The reply's token limit, as the engine resolves it (what make_room must leave room for).
+function replyTokens(options) {
+  const info = worker.info;
+  return options.maxNewTokens ?? (info.lm?.max_new_tokens || Math.min(256, info.max_positions));
+}
+
+/** Sends `message` and streams the reply into the log; resolves to the reply's text. */
+async function sendMessage(message) {
+  if (!isLanguageModel()) throw new Error("no language model loaded");
+  if (busy) throw new Error("busy: a model load or a reply is running");
+  setBusy(true);
+  clearError();
+  setState("chatting");
+  ui.chatLog.setAttribute("aria-busy", "true");
+  for (const el of [ui.replyMs, ui.replyTokens, ui.reusedTokens, ui.replyTokensPerS]) el.textContent = "–";
+  stopRequested = false;
+  ui.chatStop.disabled = false;
+  try {
+    if (!conversation) await newConversation();
+    const options = chatOptions();
+    // As petrel-run --chat: a conversation grown to the model's positions drops its oldest exchanges.
+    const dropped = await conversation.makeRoom(message, replyTokens(options));
+    if (dropped > 0) showMessages(await conversation.messages());
+    addMessage("user", message);
+    const reply = addMessage("assistant", "");
+    const t0 = performance.now();
+    const result = await conversation.replyDetailed(message, {
+      ...options,
+      // Each token's text; returning false stops the reply (in a cross-origin isolated page
+      // the worker sees it at its next token; elsewhere it finishes the reply).
+      onToken: (event) => {
+        if (stopRequested) return false;
+        reply.textContent += event.delta;
+        return true;
+      },
+    });
+    const ms = performance.now() - t0;
+    reply.textContent = result.text; // the final text is authoritative (the streamed one ends the same)
+    if (stopRequested) reply.dataset.stopped = "";
+    const t = result.timings;
+    ui.replyMs.textContent = formatNumber(ms, 0);
+    ui.replyTokens.textContent = String(result.ids.length);
+    ui.reusedTokens.textContent = String(result.reusedTokens);
+    ui.replyTokensPerS.textContent = t.generateMs > 0 ? formatNumber((t.generatedTokens * 1000) / t.generateMs, 1) : "–";
+    setState("done");
+    return result.text;
+  } catch (err) {
+    showError(err, "Chatting");
+    throw err;
+  } finally {
+    ui.chatLog.setAttribute("aria-busy", "false");
+    ui.chatStop.disabled = true;
+    setBusy(false);
+  }
+}
+
+/** Sends each message in turn (automation); resolves to the replies. */
+async function chatAll(messages) {
+  const replies = [];
+  for (const m of messages) replies.push(await sendMessage(m));
+  return replies;
+}
+
 // --- wiring ---------------------------------------------------------------------
 
 ui.file.addEventListener("change", async () => {
@@ -317,6 +466,46 @@ ui.form.addEventListener("submit", async (event) => {
   }
 });
 
+ui.chatForm.addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const message = ui.chatInput.value.trim();
+  if (busy || !isLanguageModel() || !message) return;
+  ui.chatInput.value = "";
+  try {
+    await sendMessage(message);
+  } catch {
+    /* shown in the page */
+  }
+});
+
+ui.chatInput.addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && !event.shiftKey) {
+    event.preventDefault();
+    ui.chatForm.requestSubmit();
+  }
+});
+
+ui.chatStop.addEventListener("click", () => {
+  stopRequested = true;
+  ui.chatStop.disabled = true;
+});
+
+ui.chatNew.addEventListener("click", async () => {
+  if (busy) return;
+  setBusy(true);
+  try {
+    await newConversation();
+  } catch (err) {
+    showError(err, "New conversation");
+  } finally {
+    setBusy(false);
+  }
+});
+
+ui.chatSample.addEventListener("change", () => {
+  ui.chatSampling.hidden = !ui.chatSample.checked;
+});
+
 ui.source.addEventListener("keydown", (event) => {
   if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
     event.preventDefault();
@@ -327,8 +516,12 @@ ui.source.addEventListener("keydown", (event) => {
 window.addEventListener("error", (event) => showError(event.error ?? event.message, "Unexpected error"));
 window.addEventListener("unhandledrejection", (event) => showError(event.reason, "Unexpected error"));
 
-// For tests and the console: petrelDemo.translate("text") resolves to the translation.
-window.petrelDemo = { loadModel, translate, get worker() { return worker; } };
+// For tests and the console: petrelDemo.translate("text") resolves to the translation,
+// petrelDemo.chat("message") to the reply.
+window.petrelDemo = {
+  loadModel, translate, chat: sendMessage, newConversation,
+  get worker() { return worker; }, get conversation() { return conversation; },
+};
 
 // --- automation by query parameters ----------------------------------------------
 
@@ -339,7 +532,11 @@ if (params.has("beam")) {
   if (![...ui.beam.options].some((o) => o.value === beam)) ui.beam.add(new Option(beam, beam));
   ui.beam.value = beam;
 }
-if (params.has("maxNewTokens")) ui.maxNewTokens.value = params.get("maxNewTokens");
+if (params.has("maxNewTokens")) ui.maxNewTokens.value = ui.chatMaxTokens.value = params.get("maxNewTokens");
+if (params.has("system")) ui.system.value = params.get("system");
+// The messages `chat` sends (one per line; a language model's auto run sends the message box's otherwise).
+const chatMessages = params.has("chat") ? params.get("chat").replace(/\r\n?/g, "\n").split("\n").filter((m) => m.trim()) : null;
+if (chatMessages?.length) ui.chatInput.value = chatMessages[0];
 
 const auto = params.get("auto") === "1";
 const startModel = params.get("model") ?? (auto ? demoUrl : null);
@@ -347,7 +544,13 @@ if (startModel) {
   const url = new URL(startModel, location.href).href;
   const label = url.split("/").pop() || url;
   loadModel(url, label)
-    .then(() => (auto ? translate(ui.source.value) : undefined))
+    .then(() => {
+      if (!auto) return undefined;
+      if (!isLanguageModel()) return translate(ui.source.value);
+      const messages = chatMessages?.length ? chatMessages : [ui.chatInput.value.trim()];
+      ui.chatInput.value = "";
+      return chatAll(messages);
+    })
     .catch(() => {
       /* shown in the page */
     });

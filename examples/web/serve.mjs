@@ -1,14 +1,18 @@
 #!/usr/bin/env node
 // A tiny static server for the Petrel web example (Node 20, no dependencies).
 //
-//   node examples/web/serve.mjs [--port N] [--pkg DIR] [--model FILE]
+//   node examples/web/serve.mjs [--port N] [--pkg DIR] [--model FILE] [--chat-model FILE]
 //
 // Serves, on 127.0.0.1 only:
 //   /                    this directory (index.html, app.mjs, style.css)
 //   /pkg/...             the JS package (default: build/wasm/js; --pkg DIR or $PETREL_JS_DIR)
 //   /demo-model.petrel   a model file (--model FILE or $PETREL_DEMO_MODEL), if given
+//   /chat-model.petrel   a language model file (--chat-model FILE or $PETREL_CHAT_MODEL), if given
 // Port 0 (the default) takes any free port; the URL is printed on standard output.
 // Anything else is a 404; paths never leave their roots (symbolic links included).
+// Every response makes the page cross-origin isolated (COOP same-origin, COEP
+// require-corp: everything here is same-origin), so it has shared memory: the worker
+// client stops a running generation through it (the page's Stop button).
 import http from "node:http";
 import fs from "node:fs";
 import fsp from "node:fs/promises";
@@ -79,11 +83,14 @@ export async function startServer(options = {}) {
   const pkgDir = path.resolve(options.pkgDir ?? process.env.PETREL_JS_DIR ?? DEFAULT_PKG_DIR);
   const modelOpt = options.model ?? process.env.PETREL_DEMO_MODEL;
   const model = modelOpt ? path.resolve(modelOpt) : null;
+  const chatModelOpt = options.chatModel ?? process.env.PETREL_CHAT_MODEL;
+  const chatModel = chatModelOpt ? path.resolve(chatModelOpt) : null;
+  const isolation = { "Cross-Origin-Opener-Policy": "same-origin", "Cross-Origin-Embedder-Policy": "require-corp" };
   const log = options.log ?? false;
 
   const server = http.createServer(async (req, res) => {
     const send = (status, body, headers = {}) => {
-      res.writeHead(status, { "Content-Type": "text/plain; charset=utf-8", ...headers });
+      res.writeHead(status, { "Content-Type": "text/plain; charset=utf-8", ...isolation, ...headers });
       res.end(req.method === "HEAD" ? undefined : body);
       if (log) console.error(`${status} ${req.method} ${req.url}`);
     };
@@ -93,10 +100,11 @@ export async function startServer(options = {}) {
       }
       const { pathname } = new URL(req.url, "http://localhost");
       let found = null;
-      if (pathname === "/demo-model.petrel") {
-        if (model) {
-          const stat = await fsp.stat(model).catch(() => null);
-          if (stat?.isFile()) found = { file: model, size: stat.size };
+      const named = pathname === "/demo-model.petrel" ? model : pathname === "/chat-model.petrel" ? chatModel : undefined;
+      if (named !== undefined) {
+        if (named) {
+          const stat = await fsp.stat(named).catch(() => null);
+          if (stat?.isFile()) found = { file: named, size: stat.size };
         }
       } else if (pathname === "/pkg" || pathname.startsWith("/pkg/")) {
         found = await resolveInside(pkgDir, pathname.slice("/pkg".length) || "/");
@@ -109,6 +117,7 @@ export async function startServer(options = {}) {
         "Content-Length": found.size,
         "Cache-Control": "no-store",
         "X-Content-Type-Options": "nosniff",
+        ...isolation,
       });
       if (log) console.error(`200 ${req.method} ${req.url}`);
       if (req.method === "HEAD") return res.end();
@@ -137,6 +146,7 @@ export async function startServer(options = {}) {
     url,
     pkgDir,
     model,
+    chatModel,
     close: () =>
       new Promise((resolve) => {
         server.closeAllConnections?.();
@@ -156,14 +166,16 @@ function parseArgs(argv) {
     if (a === "--port") opts.port = Number(value());
     else if (a === "--pkg") opts.pkgDir = value();
     else if (a === "--model") opts.model = value();
+    else if (a === "--chat-model") opts.chatModel = value();
     else if (a === "--log") opts.log = true;
     else if (a === "-h" || a === "--help") {
       console.log(
-        "usage: node serve.mjs [--port N] [--pkg DIR] [--model FILE.petrel] [--log]\n" +
-          "  --port N      port on 127.0.0.1 (default 0: any free port)\n" +
-          "  --pkg DIR     the JS package directory, served as /pkg/ (default $PETREL_JS_DIR or build/wasm/js)\n" +
-          "  --model FILE  a .petrel model served as /demo-model.petrel (default $PETREL_DEMO_MODEL)\n" +
-          "  --log         log each request on standard error",
+        "usage: node serve.mjs [--port N] [--pkg DIR] [--model FILE.petrel] [--chat-model FILE.petrel] [--log]\n" +
+          "  --port N            port on 127.0.0.1 (default 0: any free port)\n" +
+          "  --pkg DIR           the JS package directory, served as /pkg/ (default $PETREL_JS_DIR or build/wasm/js)\n" +
+          "  --model FILE        a .petrel model served as /demo-model.petrel (default $PETREL_DEMO_MODEL)\n" +
+          "  --chat-model FILE   a language model served as /chat-model.petrel (default $PETREL_CHAT_MODEL)\n" +
+          "  --log               log each request on standard error",
       );
       process.exit(0);
     } else throw new Error(`unknown argument: ${a}`);
@@ -182,9 +194,11 @@ if (process.argv[1] && import.meta.url === pathToFileURL(path.resolve(process.ar
     console.error(`serve.mjs: ${err.message}`);
     process.exit(2);
   }
-  const { url, pkgDir, model } = await startServer(opts);
+  const { url, pkgDir, model, chatModel } = await startServer(opts);
   if (!fs.existsSync(pkgDir)) console.error(`serve.mjs: warning: package directory ${pkgDir} does not exist (build the wasm preset)`);
-  if (model && !fs.existsSync(model)) console.error(`serve.mjs: warning: model ${model} does not exist`);
+  for (const file of [model, chatModel])
+    if (file && !fs.existsSync(file)) console.error(`serve.mjs: warning: model ${file} does not exist`);
   console.log(url);
   if (model) console.log(`${url}?model=/demo-model.petrel`);
+  if (chatModel) console.log(`${url}?model=/chat-model.petrel`);
 }

@@ -3,6 +3,7 @@
 //
 //   node examples/web/test-in-chromium.mjs --model M.petrel [--native-run petrel-run]
 //        [--text S]... [--expect S]... [--expect-file F] [--screenshot out.png]
+//        [--chat-model LM.petrel [--chat S]... [--system S] [--chat-screenshot out.png]]
 //
 // Serves the page (serve.mjs), starts Chromium with the DevTools protocol on a pipe
 // (fds 3 and 4, NUL-terminated JSON), opens
@@ -10,9 +11,15 @@
 // waits until the page reports done, compares each line of #translation with the expected
 // text (--expect/--expect-file, and/or `petrel-run MODEL --beam 1 --json --text S` run here
 // per sentence with --native-run), loads the model again through the file input and
-// translates again with the Translate button (same page, same result), saves a screenshot, prints one summary line and exits 0
-// when everything matches, 1 otherwise (2: bad arguments). Chromium and the server are
-// stopped on every exit path; --timeout bounds the whole run.
+// translates again with the Translate button (same page, same result), saves a screenshot.
+// With --chat-model (a language model; --model may then be left out) it opens
+//   /?model=/chat-model.petrel&chat=<the messages, one per line>&auto=1&maxNewTokens=N
+// waits until the conversation is done, compares each streamed reply with
+// `petrel-run LM --chat --json-lines` on the same messages (--native-run), sends one more
+// message with the Send button (its reply must be native's next), and saves a screenshot.
+// Prints one summary line and exits 0 when everything matches, 1 otherwise (2: bad
+// arguments). Chromium and the server are stopped on every exit path; --timeout bounds
+// the whole run.
 import { spawn, execFile } from "node:child_process";
 import fs from "node:fs";
 import fsp from "node:fs/promises";
@@ -31,8 +38,17 @@ const DEFAULT_TEXTS = [
   "`%s' killed by signal %d. Continuing.",
 ];
 
-const USAGE = `usage: node test-in-chromium.mjs --model FILE.petrel [options]
-  --model FILE          the .petrel model (served as /demo-model.petrel)
+// Messages of the chat test: the last one is sent with the Send button.
+const DEFAULT_CHAT = ["Hello!", "What is the capital of France?", "And of Italy, in one word.", "Thanks, bye."];
+
+const USAGE = `usage: node test-in-chromium.mjs (--model FILE.petrel | --chat-model FILE.petrel) [options]
+  --model FILE          the .petrel translation model (served as /demo-model.petrel)
+  --chat-model FILE     a language model (served as /chat-model.petrel): the chat test
+  --chat S              a chat message (repeatable, at least 2; default: ${DEFAULT_CHAT.length} built-in messages;
+                        the last one is sent with the Send button)
+  --system S            the conversation's system message
+  --chat-max-new-tokens N  tokens per reply (default 24)
+  --chat-screenshot F.png  save a screenshot of the chat
   --pkg DIR             the built JS package (default $PETREL_JS_DIR or ${path.relative(process.cwd(), DEFAULT_PKG_DIR) || "."})
   --text S              a sentence to translate (repeatable; default: ${DEFAULT_TEXTS.length} built-in sentences)
   --expect S            the expected translation of each --text, in order (repeatable)
@@ -61,6 +77,8 @@ function parseArgs(argv) {
     timeout: 150,
     verbose: false,
     pkg: process.env.PETREL_JS_DIR || DEFAULT_PKG_DIR,
+    chat: [],
+    chatMaxNewTokens: 24,
   };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
@@ -75,6 +93,11 @@ function parseArgs(argv) {
     };
     switch (a) {
       case "--model": o.model = value(); break;
+      case "--chat-model": o.chatModel = value(); break;
+      case "--chat": o.chat.push(value()); break;
+      case "--system": o.system = value(); break;
+      case "--chat-max-new-tokens": o.chatMaxNewTokens = Math.trunc(number()); break;
+      case "--chat-screenshot": o.chatScreenshot = value(); break;
       case "--pkg": o.pkg = value(); break;
       case "--text": o.texts.push(value()); break;
       case "--expect": o.expects.push(value()); break;
@@ -91,10 +114,15 @@ function parseArgs(argv) {
       default: throw new UsageError(`unknown argument: ${a}`);
     }
   }
-  if (!o.model) throw new UsageError("--model is required");
+  if (!o.model && !o.chatModel) throw new UsageError("--model or --chat-model is required");
   if (o.texts.length === 0) o.texts = [...DEFAULT_TEXTS];
   for (const t of o.texts) {
     if (!t.trim() || /[\r\n]/.test(t)) throw new UsageError("each --text must be one non-blank line");
+  }
+  if (o.chat.length === 0) o.chat = [...DEFAULT_CHAT];
+  if (o.chat.length < 2) throw new UsageError("give at least 2 --chat messages (the last is sent with the Send button)");
+  for (const m of [...o.chat, ...(o.system !== undefined ? [o.system] : [])]) {
+    if (!m.trim() || /[\r\n]/.test(m)) throw new UsageError("each --chat message and --system must be one non-blank line");
   }
   return o;
 }
@@ -223,6 +251,20 @@ async function nativeTranslations(petrelRun, model, texts, beam) {
   return out;
 }
 
+// petrel-run --chat --json-lines: the reply to each message, in one conversation.
+async function nativeChat(petrelRun, model, messages, maxNewTokens, system) {
+  const args = [model, "--chat", "--json-lines", "--quiet", "--max-new-tokens", String(maxNewTokens)];
+  if (system !== undefined) args.push("--system", system);
+  const stdout = await new Promise((resolve, reject) => {
+    const child = execFile(petrelRun, args, { maxBuffer: 16 << 20, timeout: 60000 }, (err, out) => (err ? reject(err) : resolve(out)));
+    child.stdin.end(messages.join("\n") + "\n");
+  });
+  const replies = stdout.split("\n").filter(Boolean).map((line) => JSON.parse(line));
+  const failed = replies.find((r) => r.error);
+  if (failed || replies.length !== messages.length) throw new Error(`petrel-run --chat: ${failed?.error ?? stdout}`);
+  return replies.map((r) => r.text);
+}
+
 function quote(s) {
   return JSON.stringify(s);
 }
@@ -253,7 +295,10 @@ async function main() {
   cleanups.push(() => clearTimeout(globalTimer));
 
   // Preconditions, with plain messages.
-  for (const [what, file] of [["model", o.model], ["browser", o.chromium], ["package", path.join(o.pkg, "petrel-worker-client.mjs")]]) {
+  const files = [["browser", o.chromium], ["package", path.join(o.pkg, "petrel-worker-client.mjs")]];
+  if (o.model) files.unshift(["model", o.model]);
+  if (o.chatModel) files.unshift(["chat model", o.chatModel]);
+  for (const [what, file] of files) {
     if (!fs.existsSync(file)) return finish(1, `test-in-chromium: FAIL: ${what} not found: ${file}` + (what === "package" ? " (build it: cmake --preset wasm && cmake --build build/wasm)" : ""));
   }
 
@@ -270,16 +315,18 @@ async function main() {
     }
     expectations.push(["expected", expected]);
   }
+  let nativeReplies = null;
   if (o.nativeRun) {
     try {
-      expectations.push(["native", await nativeTranslations(o.nativeRun, o.model, o.texts, o.beam)]);
+      if (o.model) expectations.push(["native", await nativeTranslations(o.nativeRun, o.model, o.texts, o.beam)]);
+      if (o.chatModel) nativeReplies = await nativeChat(o.nativeRun, o.chatModel, o.chat, o.chatMaxNewTokens, o.system);
     } catch (err) {
       return finish(1, `test-in-chromium: FAIL: native run: ${err.message}`);
     }
   }
 
   // The server.
-  const server = await startServer({ pkgDir: o.pkg, model: o.model });
+  const server = await startServer({ pkgDir: o.pkg, model: o.model, chatModel: o.chatModel });
   cleanups.push(() => server.close());
 
   // The browser.
@@ -379,13 +426,19 @@ async function main() {
 
   // Counts the changes of #translation while the page translates: token-by-token streaming
   // makes several per sentence (the final text alone would make one).
+  // The chat log likewise while a reply streams.
   await page("Page.addScriptToEvaluateOnNewDocument", {
     source: `window.__petrelTestUpdates = 0;
+      window.__petrelTestChatUpdates = 0;
       document.addEventListener("DOMContentLoaded", () => {
         const out = document.getElementById("translation");
         if (out) new MutationObserver((records) => {
           if (document.body.dataset.state === "translating") window.__petrelTestUpdates += records.length;
         }).observe(out, { subtree: true, childList: true, characterData: true });
+        const log = document.getElementById("chat-log");
+        if (log) new MutationObserver((records) => {
+          if (document.body.dataset.state === "chatting") window.__petrelTestChatUpdates += records.length;
+        }).observe(log, { subtree: true, childList: true, characterData: true });
       });`,
   });
 
@@ -397,9 +450,12 @@ async function main() {
   const snapshot = () =>
     evaluate(`(() => {
       const t = (id) => document.getElementById(id)?.textContent ?? null;
+      const chat = [...document.querySelectorAll("#chat-log li")].map((li) => ({ role: li.dataset.role, text: li.textContent }));
       return { state: document.body?.dataset.state ?? null, translation: t("translation"), loadMs: t("load-ms"),
                tokensPerS: t("tokens-per-s"), tokens: t("token-count"), error: document.getElementById("error")?.hidden === false ? t("error") : null,
-               modelStatus: t("model-status"), updates: window.__petrelTestUpdates ?? null };
+               modelStatus: t("model-status"), updates: window.__petrelTestUpdates ?? null,
+               chat, chatUpdates: window.__petrelTestChatUpdates ?? null, replyTokensPerS: t("reply-tokens-per-s"),
+               chatLoadMs: t("chat-load-ms"), isolated: window.crossOriginIsolated === true };
     })()`);
   const waitFor = async (states, seconds, what) => {
     const deadline = Date.now() + seconds * 1000;
@@ -415,12 +471,11 @@ async function main() {
 
   const failures = [];
   let shot = false;
-  const screenshot = async () => {
-    shot = true;
+  const screenshot = async (file) => {
     try {
       const { data } = await page("Page.captureScreenshot", { format: "png" });
-      await fsp.mkdir(path.dirname(path.resolve(o.screenshot)), { recursive: true });
-      await fsp.writeFile(o.screenshot, Buffer.from(data, "base64"));
+      await fsp.mkdir(path.dirname(path.resolve(file)), { recursive: true });
+      await fsp.writeFile(file, Buffer.from(data, "base64"));
     } catch (err) {
       failures.push(`screenshot: ${err.message}`);
     }
@@ -429,11 +484,14 @@ async function main() {
   let second = null;
   const query = new URLSearchParams({ model: "/demo-model.petrel", text: o.texts.join("\n"), auto: "1", beam: String(o.beam) });
   const pageUrl = `${server.url}?${query}`;
-  try {
+  if (o.model) try {
     const nav = await page("Page.navigate", { url: pageUrl });
     if (nav.errorText) throw new Error(`navigation failed: ${nav.errorText}`);
     snap = await waitFor(["done", "error"], o.pageTimeout, "load and translate");
-    if (o.screenshot) await screenshot(); // every sentence on the page
+    if (o.screenshot) {
+      shot = true;
+      await screenshot(o.screenshot); // every sentence on the page
+    }
     if (snap.state === "error") throw new Error(`the page reported an error: ${snap.error}`);
 
     const lines = snap.translation.split("\n");
@@ -463,22 +521,79 @@ async function main() {
     snap ??= err.snap ?? (await snapshot().catch(() => null));
   }
 
-  if (o.screenshot && !shot) await screenshot();
+  if (o.model && o.screenshot && !shot) await screenshot(o.screenshot);
 
-  const translations = (snap?.translation ?? "").split("\n");
-  const pairs = o.texts.map((t, i) => `${quote(t)} -> ${quote(translations[i] ?? "")}`).join("; ");
-  const n = `${o.texts.length} sentence${o.texts.length === 1 ? "" : "s"}`;
-  const checked = expectations.length ? `${n} ${o.texts.length === 1 ? "matches" : "match"} ${expectations.map(([l]) => l).join(" and ")}` : `${n} (nothing to compare with)`;
-  const warm = second?.state === "done" ? `, ${second.tokensPerS} on the 2nd run` : "";
-  const stats = `load ${snap?.loadMs ?? "?"} ms, ${snap?.tokensPerS ?? "?"} tokens/s${warm} (${snap?.tokens ?? "?"} tokens streamed in ${snap?.updates ?? "?"} updates, beam ${o.beam}, ${version.product})`;
+  // The chat: the messages but the last by the query, the last with the Send button.
+  let chatSnap = null;
+  const chatQuery = new URLSearchParams({ model: "/chat-model.petrel", chat: o.chat.slice(0, -1).join("\n"), auto: "1",
+                                          maxNewTokens: String(o.chatMaxNewTokens) });
+  if (o.system !== undefined) chatQuery.set("system", o.system);
+  const chatUrl = `${server.url}?${chatQuery}`;
+  if (o.chatModel) {
+    try {
+      const nav = await page("Page.navigate", { url: chatUrl });
+      if (nav.errorText) throw new Error(`chat: navigation failed: ${nav.errorText}`);
+      chatSnap = await waitFor(["done", "error"], o.pageTimeout, "load and chat");
+      if (chatSnap.state === "error") throw new Error(`chat: the page reported an error: ${chatSnap.error}`);
+      const typed = quote(o.chat.at(-1));
+      await evaluate(`(() => { document.body.dataset.state = "test"; document.getElementById("chat-input").value = ${typed};
+                         document.getElementById("chat-send").click(); })()`);
+      chatSnap = await waitFor(["done", "error"], o.pageTimeout, "the message sent with the button");
+      if (chatSnap.state === "error") throw new Error(`chat: the page reported an error: ${chatSnap.error}`);
+      const replies = chatSnap.chat.filter((m) => m.role === "assistant").map((m) => m.text);
+      const users = chatSnap.chat.filter((m) => m.role === "user").map((m) => m.text);
+      if (JSON.stringify(users) !== JSON.stringify(o.chat)) failures.push(`chat: the log's messages ${quote(users)} != ${quote(o.chat)}`);
+      if (replies.length !== o.chat.length) failures.push(`chat: ${replies.length} replies for ${o.chat.length} messages`);
+      if (nativeReplies) {
+        nativeReplies.forEach((want, i) => {
+          if (replies[i] !== want) failures.push(`chat reply ${i + 1} to ${quote(o.chat[i])}: page ${quote(replies[i] ?? null)} != native ${quote(want)}`);
+        });
+      }
+      if (!(chatSnap.chatUpdates > 2 * o.chat.length)) failures.push(`chat: no streaming: the log changed ${chatSnap.chatUpdates} times while replying`);
+      if (!chatSnap.isolated) failures.push("chat: the page is not cross-origin isolated (serve.mjs sends COOP/COEP)");
+      // The page's worker reaches a running generation through shared memory: a stop slot
+      // set for the next call before it runs ends that generation after its first token.
+      const stopped = await evaluate(`(async () => {
+        const w = window.petrelDemo.worker;
+        if (!(w._stops instanceof Int32Array)) return "the worker client has no shared memory";
+        w._stop(w._next);
+        const r = await w.model.generateDetailed("hello", { maxNewTokens: 20, ignoreEos: true, onToken() {} });
+        return r.ids.length === 1 ? "" : "a generation with its stop slot set generated " + r.ids.length + " tokens";
+      })()`, true, 60000);
+      if (stopped) failures.push(`chat: stopping a running generation: ${stopped}`);
+    } catch (err) {
+      failures.push(err.message);
+      chatSnap ??= err.snap ?? (await snapshot().catch(() => null));
+    }
+    if (o.chatScreenshot) await screenshot(o.chatScreenshot);
+  }
+
+  const parts = [];
+  if (o.model) {
+    const translations = (snap?.translation ?? "").split("\n");
+    const pairs = o.texts.map((t, i) => `${quote(t)} -> ${quote(translations[i] ?? "")}`).join("; ");
+    const n = `${o.texts.length} sentence${o.texts.length === 1 ? "" : "s"}`;
+    const checked = expectations.length ? `${n} ${o.texts.length === 1 ? "matches" : "match"} ${expectations.map(([l]) => l).join(" and ")}` : `${n} (nothing to compare with)`;
+    const warm = second?.state === "done" ? `, ${second.tokensPerS} on the 2nd run` : "";
+    parts.push(`load ${snap?.loadMs ?? "?"} ms, ${snap?.tokensPerS ?? "?"} tokens/s${warm} (${snap?.tokens ?? "?"} tokens streamed in ${snap?.updates ?? "?"} updates, beam ${o.beam}); ${checked}: ${pairs}`);
+  }
+  if (o.chatModel) {
+    const replies = (chatSnap?.chat ?? []).filter((m) => m.role === "assistant").map((m) => quote(m.text));
+    const checked = nativeReplies ? `${o.chat.length} replies ${failures.some((f) => f.startsWith("chat reply")) ? "checked against" : "match"} native --chat` : `${o.chat.length} replies (nothing to compare with)`;
+    parts.push(`chat: load ${chatSnap?.chatLoadMs ?? "?"} ms, ${chatSnap?.replyTokensPerS ?? "?"} tokens/s on the last reply (${chatSnap?.chatUpdates ?? "?"} updates streamed, ` +
+               `${chatSnap?.isolated ? "" : "not "}cross-origin isolated); ${checked}: ${replies.join(", ")}`);
+  }
+  const summary = `${parts.join("; ")} (${version.product})`;
   if (failures.length === 0) {
-    return finish(0, `PASS petrel web: ${stats}; ${checked}: ${pairs}`);
+    return finish(0, `PASS petrel web: ${summary}`);
   }
   const report = [
-    `FAIL petrel web: ${stats}: ${pairs}`,
+    `FAIL petrel web: ${summary}`,
     ...failures.map((f) => `  - ${f}`),
-    `  page: ${pageUrl}`,
-    `  state: ${snap?.state ?? "unknown"}${snap?.error ? `; error: ${snap.error}` : ""}`,
+    o.model ? `  page: ${pageUrl}` : "",
+    o.chatModel ? `  chat page: ${chatUrl}` : "",
+    o.model ? `  state: ${snap?.state ?? "unknown"}${snap?.error ? `; error: ${snap.error}` : ""}` : "",
+    o.chatModel ? `  chat state: ${chatSnap?.state ?? "unknown"}${chatSnap?.error ? `; error: ${chatSnap.error}` : ""}` : "",
     consoleLines.length ? "  console and exceptions:" : "  (no console messages)",
     ...consoleLines.map((l) => `    ${l}`),
     browserLogTail(),

@@ -1,5 +1,6 @@
 // The WebAssembly side of Petrel's JavaScript package (bindings/js): flat functions over
-// the C++ API that petrel.mjs calls, so JavaScript never guesses a struct's layout.
+// the C++ API (translation, and generation with language models) that petrel.mjs calls,
+// so JavaScript never guesses a struct's layout.
 // Every function reports failure by its return value (0 / NULL) and leaves the status
 // name's number and the engine's message for pjs_last_code / pjs_last_error; nothing
 // here throws, prints or aborts.
@@ -16,14 +17,15 @@
 #include <vector>
 
 #include "petrel/batch_translator.h"
+#include "petrel/generator.h"
 #include "petrel/model.h"
 #include "petrel/translator.h"
 #include "petrel/types.h"
 
 using namespace petrel;
 
-// Streaming: hands one step of a translation to the JavaScript callback of the running
-// call (petrel.mjs sets Module.__petrelToken). Returns 0 to stop that input.
+// Streaming: hands one step of a translation or a generation to the JavaScript callback of
+// the running call (petrel.mjs sets Module.__petrelToken). Returns 0 to stop that input.
 // ES5 only: emscripten 3.1.6's minifier mangles newer syntax.
 EM_JS(int, pjs_emit_token,
       (int input, const int32_t* ids, int length, const char* piece, int piece_length, const char* text,
@@ -232,7 +234,17 @@ std::string sentences_json(const TextTranslation& t, bool html, bool alignment, 
   return out;
 }
 
-std::string info_json(const ModelInfo& info) {
+void json_ids(std::string& out, const std::vector<int32_t>& ids) {
+  out += '[';
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) out += ',';
+    out += std::to_string(ids[i]);
+  }
+  out += ']';
+}
+
+// max_prompt_bytes: a language model's Generator::max_prompt_bytes.
+std::string info_json(const ModelInfo& info, size_t max_prompt_bytes) {
   std::string out;
   { JsonObject o(out);
   o.str("format", std::to_string(info.format_major) + "." + std::to_string(info.format_minor));
@@ -288,19 +300,71 @@ std::string info_json(const ModelInfo& info) {
   o.integer("file_size", static_cast<long long>(info.file_size));
   o.integer("parameter_count", static_cast<long long>(info.parameter_count));
   o.boolean("checksum", info.data_crc32.has_value());
+  // Language models (decoder-only): their shape and generation_config.json's defaults.
+  o.boolean("decoder_only", info.decoder_only);
+  o.str("model_type", info.model_type);
+  o.integer("num_kv_heads", info.num_kv_heads);
+  o.integer("head_dim", info.head_dim);
+  o.integer("sliding_window_layers", info.sliding_window_layers);
+  o.key("lm");
+  if (!info.decoder_only) {
+    out += "null";
+  } else {
+    const LanguageModelDefaults& lm = info.lm;
+    JsonObject d(out);
+    d.integer("bos_id", lm.bos_id);
+    d.key("eos_ids");
+    json_ids(out, lm.eos_ids);
+    d.boolean("do_sample", lm.do_sample);
+    d.key("temperature");
+    json_float(out, lm.temperature);
+    d.integer("top_k", lm.top_k);
+    d.key("top_p");
+    json_float(out, lm.top_p);
+    d.key("min_p");
+    json_float(out, lm.min_p);
+    d.key("repetition_penalty");
+    json_float(out, lm.repetition_penalty);
+    d.integer("max_new_tokens", lm.max_new_tokens);
+    d.boolean("has_chat_template", !lm.chat_template.empty());
+    d.str("chat_template", lm.chat_template);
+    d.str("bos_token", lm.bos_token);
+    d.str("eos_token", lm.eos_token);
+    d.strings("special_tokens", info.tokenizer.special_tokens);
+    d.integer("max_prompt_bytes", static_cast<long long>(max_prompt_bytes));
+  }
   }  // closes the object
   return out;
 }
 
 }  // namespace
 
+struct PjsModel;
+
+// A conversation with a language model (petrel::Conversation over its model's Generator),
+// owned by that model: freeing the model frees its conversations first.
+struct PjsChat {
+  PjsModel* owner;
+  Conversation conversation;
+  std::string messages;  // pjs_chat_messages' JSON, valid until the next call
+};
+
 struct PjsModel {
   std::shared_ptr<const Model> model;
-  std::optional<Translator> translator;
+  std::optional<Translator> translator;  // a translation model's
   std::optional<BatchTranslator> batch;  // sentence splitting; made on first use
+  std::optional<Generator> generator;    // a language model's (decoder-only)
+  std::vector<std::unique_ptr<PjsChat>> chats;  // after generator: destroyed before it
+  std::string name;  // loadModel's: for messages
   std::string info;
   TranslatorOptions options;  // as requested (isa "": the best), for the batch translator too
   std::shared_ptr<TranslationCache> cache;  // loadModel's cacheBytes; null: none
+};
+
+// A generation's text and the rest of it as JSON (ids, how it ended, token counts, timings).
+struct PjsGeneration {
+  std::string text;
+  std::string json;
 };
 
 struct PjsResult {
@@ -347,21 +411,35 @@ EMSCRIPTEN_KEEPALIVE PjsModel* pjs_model_load(void* buffer, size_t size, const c
     TranslatorOptions t;
     if (isa) t.isa = isa;
     t.activation_scales = activation_scales == 1 ? ActivationScales::kFile : ActivationScales::kDynamic;
-    auto created = Translator::create(loaded.value(), t);
-    if (!created) { fail(created.error()); return nullptr; }
     auto handle = std::make_unique<PjsModel>();
     handle->options = t;
-    if (cache_bytes > 0) handle->cache = TranslationCache::create(static_cast<size_t>(cache_bytes));
+    if (loaded.value()->info().decoder_only) {  // a language model: it generates
+      if (cache_bytes > 0) {
+        fail(ErrorCode::kInvalidArgument, model_name + " is a language model: cacheBytes keeps translated sentences "
+                                          "(setPromptCacheBytes keeps a language model's prompts)");
+        return nullptr;
+      }
+      auto created = Generator::create(loaded.value(), t);
+      if (!created) { fail(created.error()); return nullptr; }
+      handle->generator.emplace(std::move(created.value()));
+    } else {
+      auto created = Translator::create(loaded.value(), t);
+      if (!created) { fail(created.error()); return nullptr; }
+      handle->translator.emplace(std::move(created.value()));
+      if (cache_bytes > 0) handle->cache = TranslationCache::create(static_cast<size_t>(cache_bytes));
+    }
     handle->model = std::move(loaded.value());
-    handle->translator.emplace(std::move(created.value()));
-    handle->info = info_json(handle->model->info());
+    handle->name = model_name;
+    handle->info = info_json(handle->model->info(), handle->generator ? handle->generator->max_prompt_bytes() : 0);
     return handle.release();
   });
 }
 
 EMSCRIPTEN_KEEPALIVE const char* pjs_model_info(PjsModel* m) { return m->info.c_str(); }
 EMSCRIPTEN_KEEPALIVE void pjs_model_free(PjsModel* m) { delete m; }
-EMSCRIPTEN_KEEPALIVE const char* pjs_model_isa(PjsModel* m) { return m->translator->isa(); }
+EMSCRIPTEN_KEEPALIVE const char* pjs_model_isa(PjsModel* m) {
+  return m->translator ? m->translator->isa() : m->generator->isa();
+}
 // The translation cache's counters as JSON ("null" without a cache); valid until the next call.
 EMSCRIPTEN_KEEPALIVE const char* pjs_model_cache_stats(PjsModel* m) {
   static std::string json;
@@ -389,6 +467,12 @@ EMSCRIPTEN_KEEPALIVE PjsResult* pjs_translate(PjsModel* m, PjsModel* second, con
                                               double max_length_factor, int limit_by_longest,
                                               int shortlist_of_input) {
   return guarded<PjsResult*>(nullptr, [&]() -> PjsResult* {
+    for (PjsModel* used : {m, second})
+      if (used && !used->translator) {
+        fail(ErrorCode::kInvalidArgument, used->name + " is a language model (decoder-only): it "
+                                          "generates (generate, chat), translate takes a translation model");
+        return nullptr;
+      }
     TranslateOptions o;
     o.beam_size = static_cast<size_t>(beam);
     o.max_new_tokens = static_cast<size_t>(max_new);
@@ -525,5 +609,252 @@ EMSCRIPTEN_KEEPALIVE const char* pjs_result_error(PjsResult* r, int i) { return 
 // The input's sentences as JSON (sentences_json).
 EMSCRIPTEN_KEEPALIVE const char* pjs_result_sentences(PjsResult* r, int i) { return r->sentences[i].c_str(); }
 EMSCRIPTEN_KEEPALIVE void pjs_result_free(PjsResult* r) { delete r; }
+
+}  // extern "C"
+
+// --- Language models ---------------------------------------------------------------------
+
+namespace {
+
+// The generator of `m`, or null with the error set: a translation model does not generate.
+Generator* generator_of(PjsModel* m) {
+  if (m->generator) return &*m->generator;
+  fail(ErrorCode::kInvalidArgument, m->name + " is a translation model: translate with it; generate and chat take a "
+                                    "language model (decoder-only: Gemma 3, Llama, Qwen)");
+  return nullptr;
+}
+
+// Template flags as two parallel arrays (names, values 0/1).
+std::vector<std::pair<std::string, bool>> template_flags(const char* const* names, const int* values, int count) {
+  std::vector<std::pair<std::string, bool>> flags;
+  for (int i = 0; i < count; ++i) flags.emplace_back(names[i], values[i] != 0);
+  return flags;
+}
+
+std::string timings_json(const GenerateTimings& t) {
+  std::string out;
+  {
+    JsonObject o(out);
+    o.num("prefillMs", t.prefill_ms);
+    o.num("generateMs", t.generate_ms);
+    o.integer("promptTokens", static_cast<long long>(t.prompt_tokens));
+    o.integer("generatedTokens", static_cast<long long>(t.generated_tokens));
+    o.integer("reusedTokens", static_cast<long long>(t.reused_tokens));
+  }
+  return out;
+}
+
+}  // namespace
+
+extern "C" {
+
+// Generates with a language model: `chat` non-null: the conversation's reply to `text`;
+// else `text` non-null: text in, text out (generate_text); else the prompt `ids` (count
+// ids_count), ids out. Unset options: max_new 0, do_sample -1, temperature, top_p, min_p,
+// repetition_penalty NaN, top_k -1 (it reaches 2^32 - 1: a double). seed: its low and
+// high 32 bits. kv_cache: 0 f32, 1 f16, 2 int8. stream: call the token hook after each
+// token (with the text so far in text modes). grammar, json_schema: NULL for none.
+EMSCRIPTEN_KEEPALIVE PjsGeneration* pjs_generate(PjsModel* m, PjsChat* chat, const char* text, const int32_t* ids,
+                                                 int ids_count, int max_new, int do_sample, double temperature,
+                                                 double top_k, double top_p, double min_p, double repetition_penalty,
+                                                 uint32_t seed_low, uint32_t seed_high, int ignore_eos, int kv_cache,
+                                                 int stream, const char* const* stop, int stop_count,
+                                                 const char* grammar, const char* json_schema) {
+  return guarded<PjsGeneration*>(nullptr, [&]() -> PjsGeneration* {
+    Generator* generator = generator_of(m);
+    if (!generator) return nullptr;
+    GenerateOptions o;
+    o.max_new_tokens = static_cast<size_t>(max_new);
+    if (do_sample >= 0) o.do_sample = do_sample != 0;
+    if (!std::isnan(temperature)) o.temperature = static_cast<float>(temperature);
+    if (top_k >= 0) o.top_k = static_cast<uint32_t>(top_k);
+    if (!std::isnan(top_p)) o.top_p = static_cast<float>(top_p);
+    if (!std::isnan(min_p)) o.min_p = static_cast<float>(min_p);
+    if (!std::isnan(repetition_penalty)) o.repetition_penalty = static_cast<float>(repetition_penalty);
+    o.seed = (uint64_t{seed_high} << 32) | seed_low;
+    o.ignore_eos = ignore_eos != 0;
+    o.kv_cache_f16 = kv_cache == 1;
+    o.kv_cache_int8 = kv_cache == 2;
+    o.stop.assign(stop, stop + stop_count);
+    if (grammar) o.grammar = grammar;
+    if (json_schema) o.json_schema = json_schema;
+    const bool text_mode = chat != nullptr || text != nullptr;
+    if (stream) {
+      o.stream_text = text_mode;
+      o.on_token = [](const TokenEvent& e) {
+        return pjs_emit_token(static_cast<int>(e.input), e.ids, static_cast<int>(e.length), e.piece.data(),
+                              static_cast<int>(e.piece.size()), e.text.data(), static_cast<int>(e.text.size()),
+                              e.text_delta.data(), static_cast<int>(e.text_delta.size()), 0, e.final, 0) != 0;
+      };
+    }
+    auto result = std::make_unique<PjsGeneration>();
+    std::string& out = result->json;
+    if (!text_mode) {
+      auto generated = generator->generate({std::vector<int32_t>(ids, ids + ids_count)}, o);
+      if (!generated) { fail(generated.error()); return nullptr; }
+      const Generation& g = generated.value()[0];
+      {
+        JsonObject j(out);
+        j.key("ids");
+        json_ids(out, g.ids);
+        j.boolean("endedOnEos", g.ended_on_eos);
+        j.integer("promptTokens", ids_count);
+        j.integer("reusedTokens", static_cast<long long>(g.reused_tokens));
+        j.key("timings");
+        out += timings_json(generator->last_timings());
+      }
+      return result.release();
+    }
+    auto generated = chat ? chat->conversation.reply(text, o) : generator->generate_text(text, o);
+    if (!generated) { fail(generated.error()); return nullptr; }
+    TextGeneration& g = generated.value();
+    result->text = std::move(g.text);
+    {
+      JsonObject j(out);
+      j.key("ids");
+      json_ids(out, g.ids);
+      j.boolean("endedOnEos", g.ended_on_eos);
+      j.boolean("endedOnStop", g.ended_on_stop);
+      j.integer("promptTokens", static_cast<long long>(g.prompt_tokens));
+      j.integer("reusedTokens", static_cast<long long>(g.reused_tokens));
+      j.key("timings");
+      out += timings_json(generator->last_timings());
+    }
+    return result.release();
+  });
+}
+
+EMSCRIPTEN_KEEPALIVE const char* pjs_generation_text(PjsGeneration* g) { return g->text.c_str(); }
+EMSCRIPTEN_KEEPALIVE int pjs_generation_text_length(PjsGeneration* g) { return static_cast<int>(g->text.size()); }
+EMSCRIPTEN_KEEPALIVE const char* pjs_generation_json(PjsGeneration* g) { return g->json.c_str(); }
+EMSCRIPTEN_KEEPALIVE void pjs_generation_free(PjsGeneration* g) { delete g; }
+
+// The model's chat template applied to messages (roles[i], contents[i]), as
+// Generator::apply_chat_template; valid until the next call, NULL on failure.
+EMSCRIPTEN_KEEPALIVE const char* pjs_apply_chat_template(PjsModel* m, const char* const* roles,
+                                                         const char* const* contents, int count,
+                                                         int add_generation_prompt, const char* const* flag_names,
+                                                         const int* flag_values, int flag_count) {
+  static std::string out;
+  return guarded<const char*>(nullptr, [&]() -> const char* {
+    Generator* generator = generator_of(m);
+    if (!generator) return nullptr;
+    std::vector<ChatMessage> messages;
+    for (int i = 0; i < count; ++i) messages.push_back({roles[i], contents[i]});
+    auto rendered = generator->apply_chat_template(messages, add_generation_prompt != 0,
+                                                   template_flags(flag_names, flag_values, flag_count));
+    if (!rendered) { fail(rendered.error()); return nullptr; }
+    out = std::move(rendered.value());
+    return out.c_str();
+  });
+}
+
+// The text of token ids (special tokens skipped), or NULL.
+EMSCRIPTEN_KEEPALIVE const char* pjs_detokenize(PjsModel* m, const int32_t* ids, int count) {
+  static std::string out;
+  return guarded<const char*>(nullptr, [&]() -> const char* {
+    auto text = decode_text(*m->model, std::vector<int32_t>(ids, ids + count));
+    if (!text) { fail(text.error()); return nullptr; }
+    out = std::move(text.value());
+    return out.c_str();
+  });
+}
+
+// A conversation (system: NULL or "" for none), owned by m; NULL on failure.
+EMSCRIPTEN_KEEPALIVE PjsChat* pjs_chat_create(PjsModel* m, const char* system, const char* const* flag_names,
+                                              const int* flag_values, int flag_count) {
+  return guarded<PjsChat*>(nullptr, [&]() -> PjsChat* {
+    Generator* generator = generator_of(m);
+    if (!generator) return nullptr;
+    auto created = Conversation::create(*generator, system ? system : "", template_flags(flag_names, flag_values, flag_count));
+    if (!created) { fail(created.error()); return nullptr; }
+    m->chats.push_back(std::unique_ptr<PjsChat>(new PjsChat{m, std::move(created.value()), {}}));
+    return m->chats.back().get();
+  });
+}
+
+EMSCRIPTEN_KEEPALIVE void pjs_chat_free(PjsChat* chat) {
+  auto& chats = chat->owner->chats;
+  for (auto it = chats.begin(); it != chats.end(); ++it)
+    if (it->get() == chat) {
+      chats.erase(it);
+      return;
+    }
+}
+
+// The conversation's messages as JSON [{"role", "content"}, ...], or NULL.
+EMSCRIPTEN_KEEPALIVE const char* pjs_chat_messages(PjsChat* chat) {
+  return guarded<const char*>(nullptr, [&]() -> const char* {
+    std::string& out = chat->messages;
+    out = "[";
+    const std::vector<ChatMessage>& messages = chat->conversation.messages();
+    for (size_t i = 0; i < messages.size(); ++i) {
+      if (i) out += ',';
+      JsonObject o(out);
+      o.str("role", messages[i].role);
+      o.str("content", messages[i].content);
+    }
+    out += ']';
+    return out.c_str();
+  });
+}
+
+// Conversation::make_room: how many exchanges it dropped, or -1 on failure.
+EMSCRIPTEN_KEEPALIVE double pjs_chat_make_room(PjsChat* chat, const char* message, double new_tokens) {
+  return guarded<double>(-1, [&]() -> double {
+    auto dropped = chat->conversation.make_room(message, static_cast<size_t>(new_tokens));
+    if (!dropped) { fail(dropped.error()); return -1; }
+    return static_cast<double>(dropped.value());
+  });
+}
+
+// Prompt caches (Generator::set_prompt_cache_bytes ...). The files are paths of the
+// module's in-memory file system (petrel.mjs moves their bytes in and out).
+EMSCRIPTEN_KEEPALIVE int pjs_set_prompt_cache_bytes(PjsModel* m, double bytes) {
+  return guarded<int>(0, [&]() -> int {
+    Generator* generator = generator_of(m);
+    if (!generator) return 0;
+    generator->set_prompt_cache_bytes(static_cast<size_t>(bytes));
+    return 1;
+  });
+}
+
+// {"budget", "bytes", "entries"}, or NULL; valid until the next call.
+EMSCRIPTEN_KEEPALIVE const char* pjs_prompt_cache_stats(PjsModel* m) {
+  static std::string out;
+  return guarded<const char*>(nullptr, [&]() -> const char* {
+    Generator* generator = generator_of(m);
+    if (!generator) return nullptr;
+    const PromptCacheStats st = generator->prompt_cache_stats();
+    out.clear();
+    {
+      JsonObject o(out);
+      o.integer("budget", static_cast<long long>(st.budget));
+      o.integer("bytes", static_cast<long long>(st.bytes));
+      o.integer("entries", static_cast<long long>(st.entries));
+    }
+    return out.c_str();
+  });
+}
+
+EMSCRIPTEN_KEEPALIVE int pjs_save_prompt_cache(PjsModel* m, const char* path) {
+  return guarded<int>(0, [&]() -> int {
+    Generator* generator = generator_of(m);
+    if (!generator) return 0;
+    const Status saved = generator->save_prompt_cache(path);
+    if (!saved) { fail(saved.error()); return 0; }
+    return 1;
+  });
+}
+
+EMSCRIPTEN_KEEPALIVE int pjs_load_prompt_cache(PjsModel* m, const char* path) {
+  return guarded<int>(0, [&]() -> int {
+    Generator* generator = generator_of(m);
+    if (!generator) return 0;
+    const Status loaded = generator->load_prompt_cache(path);
+    if (!loaded) { fail(loaded.error()); return 0; }
+    return 1;
+  });
+}
 
 }  // extern "C"

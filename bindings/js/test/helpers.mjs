@@ -70,3 +70,26 @@ export function nativeLines(model, lines, args = []) {
                            { input: lines.join("\n") + "\n", maxBuffer: 1 << 28, encoding: "utf8" });
   return out.split("\n").slice(0, lines.length);
 }
+
+// The language-model fixture (tests/fixtures/decoder_only/gemma3_chat: random weights, a
+// small Gemma-style tokenizer and chat template), converted with its default int8 weights
+// or with f32 ones.
+export const chatLmInt8 = () => convert("tests/fixtures/decoder_only/gemma3_chat", "gemma3-chat-int8.petrel");
+export const chatLmF32 = () =>
+  convert("tests/fixtures/decoder_only/gemma3_chat", "gemma3-chat-f32.petrel", ["--quantize", "f32", "--embeddings", "f32"]);
+
+// Native petrel-run --json on language-model prompts (--prompt texts, or --ids lists):
+// the results, each {prompt_tokens, reused_tokens, hypotheses: [{text, ids, ended_on_eos, ...}]}.
+export function nativeGenerate(model, prompts, args = []) {
+  const argv = [model, "--json", "--quiet", ...args];
+  for (const p of prompts) argv.push(...(typeof p === "string" ? ["--prompt", p] : ["--ids", p.join(" ")]));
+  const out = execFileSync(path.join(NATIVE_TOOLS, "petrel-run"), argv, { maxBuffer: 1 << 28, encoding: "utf8" });
+  return JSON.parse(out).results;
+}
+
+// Native petrel-run --chat --json-lines: one object per user message (the reply's text, ids, ...).
+export function nativeChat(model, messages, args = []) {
+  const out = execFileSync(path.join(NATIVE_TOOLS, "petrel-run"), [model, "--chat", "--json-lines", "--quiet", ...args],
+                           { input: messages.join("\n") + "\n", maxBuffer: 1 << 28, encoding: "utf8" });
+  return out.split("\n").filter(Boolean).map((line) => JSON.parse(line));
+}
