@@ -9,8 +9,8 @@
 // subset naming the construct and its line:column, and more than kMaxTokens tokens;
 // nesting is bounded (no recursion deeper than kMaxNesting), and render() stops with an Error past the caller's output
 // limit (ChatTemplateInputs::max_output_bytes, at most kMaxOutputBytes), kMaxSteps units
-// of work (each operation charged for what it does: chat_template.cpp says what a step
-// is) or kMaxAllocatedBytes of values. Strings and lists built inside a render are
+// of work (each operation charged for what it does: chat_template/renderer.h says what a
+// step is) or kMaxAllocatedBytes of values. Strings and lists built inside a render are
 // limited by the value budget and by kMaxOutputBytes each (bytes or items), not by the
 // caller's output limit: a template may build a string longer than what it writes.
 // Every size is computed and checked before memory is taken for it; should an
@@ -45,7 +45,7 @@ class ChatTemplate {
   static constexpr size_t kMaxTemplateBytes = size_t{1} << 20;
   static constexpr size_t kMaxTokens = size_t{1} << 16;  // names, operators, values, texts (real templates: 100-700)
   static constexpr size_t kMaxOutputBytes = size_t{16} << 20;  // the most any caller may allow; also the longest string or list
-  static constexpr uint64_t kMaxSteps = 20'000'000;            // units of work (chat_template.cpp: what one costs)
+  static constexpr uint64_t kMaxSteps = 20'000'000;            // units of work (chat_template/renderer.h: what one costs)
   static constexpr uint64_t kMaxAllocatedBytes = uint64_t{64} << 20;  // every value one render builds, freed or not
   static constexpr int kMaxNesting = 64;                       // blocks in blocks; expression depth is 2x this
 
