@@ -20,6 +20,7 @@
 
 #include "petrel/generator.h"
 #include "petrel/model.h"
+#include "bench_model.h"
 
 using namespace petrel;
 
@@ -27,19 +28,7 @@ namespace {
 
 constexpr size_t kNewTokens = 64;
 
-std::shared_ptr<const Model> bench_model() {
-  static std::shared_ptr<const Model> model = [] {
-    const char* path = std::getenv("PETREL_BENCH_MODEL");
-    if (path == nullptr) return std::shared_ptr<const Model>();
-    auto loaded = Model::load(path);
-    if (!loaded) {
-      std::fprintf(stderr, "generate_batch_bench: %s\n", loaded.error().message.c_str());
-      return std::shared_ptr<const Model>();
-    }
-    return loaded.value();
-  }();
-  return model;
-}
+std::shared_ptr<const Model> bench_model() { return bench::env_model("generate_batch_bench"); }
 
 std::vector<TextRequest> requests(size_t n) {
   const char* starts[] = {"The weather today", "Once upon a time", "The file could not be", "Translate this",

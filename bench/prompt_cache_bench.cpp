@@ -23,6 +23,7 @@
 
 #include "petrel/generator.h"
 #include "petrel/model.h"
+#include "bench_model.h"
 
 using namespace petrel;
 
@@ -30,19 +31,7 @@ namespace {
 
 constexpr size_t kPromptTokens = 2000;
 
-std::shared_ptr<const Model> bench_model() {
-  static std::shared_ptr<const Model> model = [] {
-    const char* path = std::getenv("PETREL_BENCH_MODEL");
-    if (path == nullptr) return std::shared_ptr<const Model>();
-    auto loaded = Model::load(path);
-    if (!loaded) {
-      std::fprintf(stderr, "prompt_cache_bench: %s\n", loaded.error().message.c_str());
-      return std::shared_ptr<const Model>();
-    }
-    return loaded.value();
-  }();
-  return model;
-}
+std::shared_ptr<const Model> bench_model() { return bench::env_model("prompt_cache_bench"); }
 
 // kPromptTokens + extra ids, the same every run (ids past the special tokens).
 std::vector<int32_t> prompt_ids(const Model& model, size_t extra = 0) {
