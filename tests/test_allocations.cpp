@@ -71,7 +71,7 @@ void release(void* p) {
 }
 void* counted_alloc(size_t size, size_t alignment, bool nothrow = false) {
   if (budgeting.load(std::memory_order_relaxed) &&
-      budget_left.fetch_sub(static_cast<int64_t>(std::min<size_t>(size, INT64_MAX / 2))) < static_cast<int64_t>(size))
+      budget_left.fetch_sub(static_cast<int64_t>(std::min<uint64_t>(size, INT64_MAX / 2))) < static_cast<int64_t>(size))
     return nullptr;
   if (nothrow && counting.load(std::memory_order_relaxed)) nothrow_allocations.fetch_add(1);
   if (counting.load(std::memory_order_relaxed) &&
