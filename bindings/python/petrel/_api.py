@@ -67,6 +67,35 @@ def _check_stream(stream, on_token):
         raise ValueError("stream=True or on_token, not both")
 
 
+def _batch_call(call, single, stream, on_token, events_as=None):
+    """The results of ``call(on_token)``, an engine call over a batch (the first one when
+    the caller gave one input: `single`). stream=True: a generator of the call's events
+    (passed through `events_as` when given) whose return value is those results."""
+    def finish(results):
+        return results[0] if single else results
+
+    if stream:
+        def events():
+            streamed = _stream(call)
+            return finish((yield from (events_as(streamed) if events_as is not None else streamed)))
+
+        return events()
+    return finish(call(on_token))
+
+
+def _text_deltas(options, call):
+    """A generator of the text deltas ``call(on_token)`` streams (its `options` asking for
+    text in its events), whose return value is call's result."""
+    options["stream_text"] = True
+    return _deltas(_stream(call))
+
+
+def _id_batch(inputs):
+    """A list of ids (one input: single) or of lists of ids, as a list of lists; single."""
+    single = len(inputs) > 0 and not isinstance(inputs[0], (list, tuple))
+    return ([inputs] if single else [list(i) for i in inputs]), single
+
+
 class Model:
     """A Petrel model file, loaded and verified; translates (encoder-decoder models) or
     generates (language models). Safe to share between Python threads: each kind of call
@@ -237,41 +266,18 @@ class Model:
         single = isinstance(texts, str)
         batch = [texts] if single else list(texts)
         options = self._translate_options(options)
-
-        def finish(results):
-            return results[0] if single else results
-
-        if stream:
-            def run(callback):
-                return self._handle.translate_text(batch, options, callback)
-
-            def events():
-                return finish((yield from _stream(run)))
-
-            return events()
-        return finish(self._handle.translate_text(batch, options, on_token))
+        return _batch_call(lambda callback: self._handle.translate_text(batch, options, callback), single, stream,
+                           on_token)
 
     def translate_ids(self, inputs, *, stream=False, on_token=None, **options):
         """Translates token ids (a list of ids: one result; a list of lists: a list), used
         verbatim (give the EOS). Results are Records of hypotheses (ids, score,
         ended_on_eos, alignment, token_scores). Options and streaming as translate()."""
         _check_stream(stream, on_token)
-        single = len(inputs) > 0 and not isinstance(inputs[0], (list, tuple))
-        batch = [inputs] if single else [list(i) for i in inputs]
+        batch, single = _id_batch(inputs)
         options = self._translate_options(options)
-
-        def finish(results):
-            return results[0] if single else results
-
-        if stream:
-            def run(callback):
-                return self._handle.translate_ids(batch, options, callback)
-
-            def events():
-                return finish((yield from _stream(run)))
-
-            return events()
-        return finish(self._handle.translate_ids(batch, options, on_token))
+        return _batch_call(lambda callback: self._handle.translate_ids(batch, options, callback), single, stream,
+                           on_token)
 
     def resolve_translate_options(self, **options):
         """The options translate() would use: unset ones filled from the model's defaults."""
@@ -307,28 +313,11 @@ class Model:
         options = _generate_options(options, kv_cache)
         if isinstance(prompt, str):
             if stream:
-                options["stream_text"] = True
-
-                def run(callback):
-                    return self._handle.generate_text(prompt, options, callback)
-
-                return _deltas(_stream(run))
+                return _text_deltas(options, lambda callback: self._handle.generate_text(prompt, options, callback))
             return self._handle.generate_text(prompt, options, on_token)
-        single = len(prompt) > 0 and not isinstance(prompt[0], (list, tuple))
-        prompts = [prompt] if single else [list(p) for p in prompt]
-
-        def finish(results):
-            return results[0] if single else results
-
-        if stream:
-            def run(callback):
-                return self._handle.generate_ids(prompts, options, callback)
-
-            def tokens():
-                return finish((yield from _new_ids(_stream(run))))
-
-            return tokens()
-        return finish(self._handle.generate_ids(prompts, options, on_token))
+        prompts, single = _id_batch(prompt)
+        return _batch_call(lambda callback: self._handle.generate_ids(prompts, options, callback), single, stream,
+                           on_token, events_as=_new_ids)
 
     def resolve_generate_options(self, kv_cache=None, **options):
         """The options generate() would use: unset ones filled from the model's defaults."""
@@ -370,32 +359,28 @@ class Model:
         return Conversation(self, system=system, template_flags=template_flags)
 
 
-def _deltas(events):
+def _event_values(events, field, value):
+    """Yields value(event[field]) of each event but the final one whose `field` is not
+    empty; returns what `events` returns. Closing it closes `events`."""
     while True:
         try:
             event = next(events)
         except StopIteration as stop:
             return stop.value
-        if not event["final"] and event["text_delta"]:
+        if not event["final"] and event[field]:
             try:
-                yield event["text_delta"]
+                yield value(event[field])
             except GeneratorExit:
                 events.close()
                 raise
+
+
+def _deltas(events):
+    return _event_values(events, "text_delta", lambda delta: delta)
 
 
 def _new_ids(events):
-    while True:
-        try:
-            event = next(events)
-        except StopIteration as stop:
-            return stop.value
-        if not event["final"] and event["ids"]:
-            try:
-                yield event["ids"][-1]
-            except GeneratorExit:
-                events.close()
-                raise
+    return _event_values(events, "ids", lambda ids: ids[-1])
 
 
 class Conversation:
@@ -415,12 +400,7 @@ class Conversation:
         _check_stream(stream, on_token)
         options = _generate_options(options, kv_cache)
         if stream:
-            options["stream_text"] = True
-
-            def run(callback):
-                return self._conversation.reply(message, options, callback)
-
-            return _deltas(_stream(run))
+            return _text_deltas(options, lambda callback: self._conversation.reply(message, options, callback))
         return self._conversation.reply(message, options, on_token)
 
     def make_room(self, message, new_tokens):

@@ -247,6 +247,20 @@ def _check_compute_type(method, compute_type, device, model):
     return compute_type
 
 
+def _refuse_changed(method, o, refused):
+    """Refuses each option of `refused` (name: (default, why)) given another value than its default."""
+    for name, (default, why) in refused.items():
+        if name in o and o[name] != default:
+            _unsupported(method, name, o[name], why)
+
+
+def _check_batching(method, o):
+    if "max_batch_size" in o:
+        _count(method, "max_batch_size", o["max_batch_size"], 0)
+    if o.get("batch_type", "examples") not in ("examples", "tokens"):
+        raise ValueError(f"Invalid batch type {o['batch_type']}")
+
+
 def _token_lists(method, name, batch):
     if isinstance(batch, str) or not hasattr(batch, "__len__"):
         raise TypeError(f"{method}(): {name} must be a list of lists of tokens")
@@ -432,8 +446,34 @@ class _Session:
 
         return self._executor.submit(run)
 
+    def _read_ahead(self, call_batch, iterable, max_batch_size, batch_type, kwargs):
+        """CTranslate2's *_iterable: `max_batch_size` x 16 examples read at a time, each read
+        batch run asynchronously by call_batch while the previous one's results are
+        consumed, the results yielded in order."""
+        if max_batch_size < 1:
+            raise ValueError("max_batch_size must be >= 1")
+        kwargs.pop("asynchronous", None)
+        read_batch_size = max_batch_size * 16 if max_batch_size > 1 else max_batch_size
+        pending = collections.deque()
+        for streams in _batches(iterable, read_batch_size, batch_type):
+            pending.append(call_batch(*streams, max_batch_size=max_batch_size, batch_type=batch_type,
+                                      asynchronous=True, **kwargs))
+            while len(pending) > 1 or (pending and pending[0] and pending[0][0].done()):
+                for result in pending.popleft():
+                    yield result.result()
+        while pending:
+            for result in pending.popleft():
+                yield result.result()
+
     def _refuse_method(self, name):
         raise UnsupportedError(f"{self._kind}.{name}() is not supported by Petrel (README: CTranslate2's arguments)")
+
+    # Not part of Petrel's surface: refused by name.
+    def score_batch(self, *args, **kwargs):
+        self._refuse_method("score_batch")
+
+    def score_iterable(self, *args, **kwargs):
+        self._refuse_method("score_iterable")
 
 
 # --- Translator --------------------------------------------------------------------------------
@@ -513,9 +553,7 @@ class Translator(_Session):
             "return_alternatives": (False, "the search has no alternatives mode"),
             "min_alternative_expansion_prob": (0, "the search has no alternatives mode"),
         }
-        for name, (default, why) in why_default.items():
-            if name in o and o[name] != default:
-                _unsupported(method, name, o[name], why)
+        _refuse_changed(method, o, why_default)
         if o.get("suppress_sequences"):
             _unsupported(method, "suppress_sequences", o["suppress_sequences"], "the search cannot suppress tokens")
         if o.get("sampling_topk", 1) != 1 and o.get("sampling_temperature", 1) != 0:
@@ -540,10 +578,7 @@ class Translator(_Session):
             raise ValueError("The sampling_topp parameter must be between 0 and 1")
         if o.get("callback") is not None and beam_size != 1:
             raise ValueError("The callback function is not compatible with beam_size > 1 or prefix_bias_beta > 0")
-        if "max_batch_size" in o:
-            _count(method, "max_batch_size", o["max_batch_size"], 0)
-        if o.get("batch_type", "examples") not in ("examples", "tokens"):
-            raise ValueError(f"Invalid batch type {o['batch_type']}")
+        _check_batching(method, o)
         return o
 
     def _engine_options(self, o, prefix):
@@ -682,23 +717,8 @@ class Translator(_Session):
         """Translates an iterable of token lists, `max_batch_size` x 16 examples read at a
         time, yielding TranslationResult in order (the next read batch is translated while
         the previous one's results are consumed)."""
-        if max_batch_size < 1:
-            raise ValueError("max_batch_size must be >= 1")
-        for key in ("asynchronous",):
-            kwargs.pop(key, None)
-        iterables = [source] if target_prefix is None else [source, target_prefix]
-        iterable = iterables[0] if len(iterables) == 1 else itertools.zip_longest(*iterables)
-        read_batch_size = max_batch_size * 16 if max_batch_size > 1 else max_batch_size
-        pending = collections.deque()
-        for streams in _batches(iterable, read_batch_size, batch_type):
-            pending.append(self.translate_batch(*streams, max_batch_size=max_batch_size, batch_type=batch_type,
-                                                asynchronous=True, **kwargs))
-            while len(pending) > 1 or (pending and pending[0] and pending[0][0].done()):
-                for result in pending.popleft():
-                    yield result.result()
-        while pending:
-            for result in pending.popleft():
-                yield result.result()
+        iterable = source if target_prefix is None else itertools.zip_longest(source, target_prefix)
+        yield from self._read_ahead(self.translate_batch, iterable, max_batch_size, batch_type, kwargs)
 
     def generate_tokens(self, source, target_prefix=None, *, max_decoding_length=256, min_decoding_length=1,
                         sampling_topk=1, sampling_topp=1, sampling_temperature=1, return_log_prob=False,
@@ -733,14 +753,8 @@ class Translator(_Session):
     def translate_file(self, *args, **kwargs):
         self._refuse_method("translate_file")
 
-    def score_batch(self, *args, **kwargs):
-        self._refuse_method("score_batch")
-
     def score_file(self, *args, **kwargs):
         self._refuse_method("score_file")
-
-    def score_iterable(self, *args, **kwargs):
-        self._refuse_method("score_iterable")
 
 
 class _StepTracker:
@@ -839,9 +853,7 @@ class Generator(_Session):
         }
         if _count(method, "beam_size", o.get("beam_size", 1), 1) != 1:
             _unsupported(method, "beam_size", o["beam_size"], "no beam search for language models (beam_size=1)")
-        for name, (default, why) in refused.items():
-            if name in o and o[name] != default:
-                _unsupported(method, name, o[name], why)
+        _refuse_changed(method, o, refused)
         if o.get("suppress_sequences"):
             _unsupported(method, "suppress_sequences", o["suppress_sequences"], "generation cannot suppress tokens")
         sampling = o["sampling_topk"] != 1 and o["sampling_temperature"] != 0
@@ -854,10 +866,7 @@ class Generator(_Session):
             raise ValueError("The sampling_topp parameter must be between 0 and 1")
         if o["repetition_penalty"] <= 0:
             raise ValueError("The repetition penalty must be > 0")
-        if "max_batch_size" in o:
-            _count(method, "max_batch_size", o["max_batch_size"], 0)
-        if o.get("batch_type", "examples") not in ("examples", "tokens"):
-            raise ValueError(f"Invalid batch type {o['batch_type']}")
+        _check_batching(method, o)
         end_token = o.get("end_token")
         if end_token is None:
             o["end_ids"] = None
@@ -974,20 +983,7 @@ class Generator(_Session):
 
     def generate_iterable(self, start_tokens, max_batch_size=32, batch_type="examples", **kwargs):
         """Generates from an iterable of start token lists, yielding GenerationResult in order."""
-        if max_batch_size < 1:
-            raise ValueError("max_batch_size must be >= 1")
-        kwargs.pop("asynchronous", None)
-        read_batch_size = max_batch_size * 16 if max_batch_size > 1 else max_batch_size
-        pending = collections.deque()
-        for (batch,) in _batches(start_tokens, read_batch_size, batch_type):
-            pending.append(self.generate_batch(batch, max_batch_size=max_batch_size, batch_type=batch_type,
-                                               asynchronous=True, **kwargs))
-            while len(pending) > 1 or (pending and pending[0] and pending[0][0].done()):
-                for result in pending.popleft():
-                    yield result.result()
-        while pending:
-            for result in pending.popleft():
-                yield result.result()
+        yield from self._read_ahead(self.generate_batch, start_tokens, max_batch_size, batch_type, kwargs)
 
     def generate_tokens(self, prompt, max_batch_size=0, batch_type="examples", *, max_length=512, min_length=0,
                         sampling_topk=1, sampling_topp=1, sampling_temperature=1, return_log_prob=False,
@@ -1016,12 +1012,7 @@ class Generator(_Session):
 
         yield from _stream(run)
 
-    def score_batch(self, *args, **kwargs):
-        self._refuse_method("score_batch")
-
-    def score_iterable(self, *args, **kwargs):
-        self._refuse_method("score_iterable")
-
+    # Not part of Petrel's surface: refused by name.
     def forward_batch(self, *args, **kwargs):
         self._refuse_method("forward_batch")
 

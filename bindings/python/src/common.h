@@ -7,6 +7,7 @@
 #include <atomic>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -52,6 +53,19 @@ const char* code_name(ErrorCode code);
 py::str to_str(std::string_view text);
 // A Python str as UTF-8 (a TypeError naming `what` for anything else).
 std::string utf8(const py::handle& object, const std::string& what);
+
+// The Python list of convert(v) for each v of `values` (anything with size() and []).
+template <class Values, class Convert>
+py::list list_of(const Values& values, Convert&& convert) {
+  py::list out(values.size());
+  for (size_t i = 0; i < values.size(); ++i) out[i] = convert(values[i]);
+  return out;
+}
+// An unset option or field as None.
+template <class T>
+py::object value_or_none(const std::optional<T>& value) {
+  return value ? py::cast(*value) : py::object(py::none());
+}
 
 // --- Objects an option may hold (shared, so a call keeps them alive without the GIL) --
 

@@ -180,6 +180,18 @@ struct ActiveCall {
   ~ActiveCall() { --count; }
 };
 
+// Runs `body` without the GIL when this thread holds it: a destructor may run with it (Python
+// releasing an object) or without (the interpreter's exit).
+template <class Body>
+void without_gil_if_held(Body&& body) {
+  if (Py_IsInitialized() && PyGILState_Check()) {
+    py::gil_scoped_release release;
+    body();
+  } else {
+    body();
+  }
+}
+
 size_t hardware_threads() {
   const unsigned n = std::thread::hardware_concurrency();
   return n == 0 ? 1 : n;
@@ -195,12 +207,7 @@ class ModelHandle {
   ~ModelHandle() {
     // Sessions join their threads: without the GIL, so a thread of theirs waiting for it
     // (a callback) cannot hold them up.
-    if (Py_IsInitialized() && PyGILState_Check()) {
-      py::gil_scoped_release release;
-      reset_sessions();
-    } else {
-      reset_sessions();
-    }
+    without_gil_if_held([this] { reset_sessions(); });
   }
 
   const Model& model() const { return *model_; }
@@ -216,6 +223,14 @@ class ModelHandle {
     ActiveCall active(active_);
     py::gil_scoped_release release;
     return body();
+  }
+  // Runs `body` without the GIL with `mutex` (a session's) held.
+  template <class Mutex, class Body>
+  auto locked(Mutex& mutex, Body&& body) {
+    return without_gil([&] {
+      std::lock_guard<Mutex> lock(mutex);
+      return body();
+    });
   }
 
   // Each of these: call with its mutex held.
@@ -318,9 +333,12 @@ Handle load_bytes(const py::object& data, const std::string& name, const std::st
 
 // --- Translation ---------------------------------------------------------------------------
 
-template <class T>
-std::vector<T> delivered(std::vector<std::optional<Result<T>>>& results, const Status& status) {
-  check(status);
+// The results a BatchTranslator delivers: `call(deliver)` runs it and returns its status,
+// `deliver` keeping each of the `inputs` results. The first failed input's error is raised.
+template <class T, class Call>
+std::vector<T> delivered(size_t inputs, Call&& call) {
+  std::vector<std::optional<Result<T>>> results(inputs);
+  check(call([&results](size_t i, Result<T>&& r) { results[i].emplace(std::move(r)); }));
   std::vector<T> out;
   out.reserve(results.size());
   for (auto& r : results) {
@@ -331,6 +349,22 @@ std::vector<T> delivered(std::vector<std::optional<Result<T>>>& results, const S
   return out;
 }
 
+// Runs `call` on a session (without the GIL, `mutex` held) with `*engine_on_token` calling
+// the Python callable `on_token` unless that is None. What the callable raised is raised
+// before the engine's error.
+template <class Mutex, class Call>
+auto with_token_callback(ModelHandle& h, Mutex& mutex, TokenCallback* engine_on_token, const py::object& on_token,
+                         Call&& call) {
+  std::optional<PythonTokenCallback> callback;
+  if (!on_token.is_none()) {
+    callback.emplace(on_token);
+    *engine_on_token = callback->as_engine_callback();
+  }
+  auto result = h.locked(mutex, call);
+  if (callback) callback->raise_if_failed();
+  return value_or_raise(std::move(result));
+}
+
 void refuse_batching_with_stream(const TranslateRequest& request, const std::string& where) {
   if (request.batching_given)
     throw py::value_error(where + "(): " + request.batching_field +
@@ -338,91 +372,81 @@ void refuse_batching_with_stream(const TranslateRequest& request, const std::str
                           "without BatchOptions)");
 }
 
-py::list translate_text(ModelHandle& h, const py::object& texts_object, const py::dict& options,
-                        const py::object& on_token) {
-  const std::string where = "Model.translate";
-  const std::vector<std::string> texts = text_list(texts_object, "texts");
-  TranslateRequest request = read_translate_options(options, where);
-  std::vector<TextTranslation> translations;
+// One translate call of `inputs` inputs: streamed on the model's Translator when `on_token`
+// is given (without BatchOptions), else on its BatchTranslator. `stream(translator)` and
+// `batch(batch_translator, deliver)` make the engine's call.
+template <class T, class Stream, class Batch>
+std::vector<T> translations(ModelHandle& h, TranslateRequest& request, const std::string& where,
+                            const py::object& on_token, size_t inputs, Stream&& stream, Batch&& batch) {
   if (!on_token.is_none()) {
     refuse_batching_with_stream(request, where);
-    PythonTokenCallback callback(on_token);
-    request.options.on_token = callback.as_engine_callback();
-    request.options.stream_text = true;
-    auto result = h.without_gil([&] {
-      std::lock_guard<std::recursive_mutex> lock(h.translator_mutex);
-      return h.translator().translate_text(texts, request.options);
-    });
-    callback.raise_if_failed();
-    translations = value_or_raise(std::move(result));
-  } else {
-    std::vector<std::optional<Result<TextTranslation>>> results(texts.size());
-    const Status status = h.without_gil([&] {
-      std::lock_guard<std::mutex> lock(h.batch_mutex);
-      return h.batch_translator().translate_text(texts, request.options, request.batching,
-                                                 [&](size_t i, Result<TextTranslation>&& r) { results[i].emplace(std::move(r)); });
-    });
-    translations = delivered(results, status);
+    return with_token_callback(h, h.translator_mutex, &request.options.on_token, on_token,
+                               [&] { return stream(h.translator()); });
   }
+  return delivered<T>(inputs, [&](const auto& deliver) {
+    return h.locked(h.batch_mutex, [&] { return batch(h.batch_translator(), deliver); });
+  });
+}
+
+py::list text_translation_records(const std::vector<TextTranslation>& translations,
+                                  const std::vector<std::string>& texts) {
   py::list out(translations.size());
   for (size_t i = 0; i < translations.size(); ++i) out[i] = text_translation_record(translations[i], texts[i]);
   return out;
 }
 
+py::list translate_text(ModelHandle& h, const py::object& texts_object, const py::dict& options,
+                        const py::object& on_token) {
+  const std::string where = "Model.translate";
+  const std::vector<std::string> texts = text_list(texts_object, "texts");
+  TranslateRequest request = read_translate_options(options, where);
+  if (!on_token.is_none()) request.options.stream_text = true;
+  const TranslateOptions& o = request.options;
+  const std::vector<TextTranslation> results = translations<TextTranslation>(
+      h, request, where, on_token, texts.size(),
+      [&](Translator& translator) { return translator.translate_text(texts, o); },
+      [&](BatchTranslator& batch, const auto& deliver) {
+        return batch.translate_text(texts, o, request.batching, deliver);
+      });
+  return text_translation_records(results, texts);
+}
+
 py::list translate_ids(ModelHandle& h, const py::object& batch_object, const py::dict& options,
                        const py::object& on_token) {
   const std::string where = "Model.translate_ids";
-  const std::vector<std::vector<int32_t>> batch = id_batch(batch_object, "inputs");
+  const std::vector<std::vector<int32_t>> inputs = id_batch(batch_object, "inputs");
   TranslateRequest request = read_translate_options(options, where);
-  std::vector<Translation> translations;
-  if (!on_token.is_none()) {
-    refuse_batching_with_stream(request, where);
-    PythonTokenCallback callback(on_token);
-    request.options.on_token = callback.as_engine_callback();
-    auto result = h.without_gil([&] {
-      std::lock_guard<std::recursive_mutex> lock(h.translator_mutex);
-      return h.translator().translate(batch, request.options);
-    });
-    callback.raise_if_failed();
-    translations = value_or_raise(std::move(result));
-  } else {
-    std::vector<std::optional<Result<Translation>>> results(batch.size());
-    const Status status = h.without_gil([&] {
-      std::lock_guard<std::mutex> lock(h.batch_mutex);
-      return h.batch_translator().translate(batch, request.options, request.batching,
-                                            [&](size_t i, Result<Translation>&& r) { results[i].emplace(std::move(r)); });
-    });
-    translations = delivered(results, status);
-  }
-  py::list out(translations.size());
-  for (size_t i = 0; i < translations.size(); ++i) out[i] = translation_record(translations[i]);
-  return out;
+  const TranslateOptions& o = request.options;
+  const std::vector<Translation> results = translations<Translation>(
+      h, request, where, on_token, inputs.size(),
+      [&](Translator& translator) { return translator.translate(inputs, o); },
+      [&](BatchTranslator& batch, const auto& deliver) {
+        return batch.translate(inputs, o, request.batching, deliver);
+      });
+  return list_of(results, translation_record);
 }
 
 py::list translate_via_pivot_py(ModelHandle& first, ModelHandle& second, const py::object& texts_object,
                                 const py::dict& options) {
   const std::vector<std::string> texts = text_list(texts_object, "texts");
   TranslateRequest request = read_translate_options(options, "translate_via_pivot");
-  std::vector<std::optional<Result<TextTranslation>>> results(texts.size());
-  const auto deliver = [&](size_t i, Result<TextTranslation>&& r) { results[i].emplace(std::move(r)); };
-  const Status status = first.without_gil([&]() -> Status {
-    if (&first == &second) {
-      // One model both ways: its session for the first hop, one of its own for the second
-      // (a BatchTranslator's calls must not overlap).
-      std::lock_guard<std::mutex> lock(first.batch_mutex);
-      auto other = BatchTranslator::create(first.shared_model(), first.options(), first.workers());
-      if (!other) return other.error();
-      return translate_via_pivot(first.batch_translator(), other.value(), texts, request.options, request.batching,
-                                 deliver);
-    }
-    std::scoped_lock lock(first.batch_mutex, second.batch_mutex);
-    return translate_via_pivot(first.batch_translator(), second.batch_translator(), texts, request.options,
-                               request.batching, deliver);
+  const std::vector<TextTranslation> results = delivered<TextTranslation>(texts.size(), [&](const auto& deliver) {
+    return first.without_gil([&]() -> Status {
+      if (&first == &second) {
+        // One model both ways: its session for the first hop, one of its own for the second
+        // (a BatchTranslator's calls must not overlap).
+        std::lock_guard<std::mutex> lock(first.batch_mutex);
+        auto other = BatchTranslator::create(first.shared_model(), first.options(), first.workers());
+        if (!other) return other.error();
+        return translate_via_pivot(first.batch_translator(), other.value(), texts, request.options, request.batching,
+                                   deliver);
+      }
+      std::scoped_lock lock(first.batch_mutex, second.batch_mutex);
+      return translate_via_pivot(first.batch_translator(), second.batch_translator(), texts, request.options,
+                                 request.batching, deliver);
+    });
   });
-  std::vector<TextTranslation> translations = delivered(results, status);
-  py::list out(translations.size());
-  for (size_t i = 0; i < translations.size(); ++i) out[i] = text_translation_record(translations[i], texts[i]);
-  return out;
+  return text_translation_records(results, texts);
 }
 
 py::dict resolved_translate_options(ModelHandle& h, const py::dict& options) {
@@ -434,17 +458,15 @@ py::dict resolved_translate_options(ModelHandle& h, const py::dict& options) {
   r["max_new_tokens"] = o.max_new_tokens;
   r["max_length_factor"] = o.max_length_factor;
   r["min_new_tokens"] = o.min_new_tokens;
-  r["length_penalty"] = o.length_penalty ? py::object(py::float_(*o.length_penalty)) : py::object(py::none());
+  r["length_penalty"] = value_or_none(o.length_penalty);
   r["beam_stop"] = to_string(o.beam_stop);
-  r["use_shortlist"] = o.use_shortlist ? py::object(py::bool_(*o.use_shortlist)) : py::object(py::none());
+  r["use_shortlist"] = value_or_none(o.use_shortlist);
   r["kv_cache_f16"] = o.kv_cache_f16;
-  py::list prefix;
-  for (int32_t id : o.target_prefix) prefix.append(id);
-  r["target_prefix"] = prefix;
+  r["target_prefix"] = list_of(o.target_prefix, [](int32_t id) { return py::int_(id); });
   r["target_language"] = o.target_language;
   r["source_language"] = o.source_language;
   r["alignment"] = o.alignment;
-  r["alignment_layer"] = o.alignment_layer ? py::object(py::int_(*o.alignment_layer)) : py::object(py::none());
+  r["alignment_layer"] = value_or_none(o.alignment_layer);
   r["alignment_head"] = o.alignment_head;
   r["token_scores"] = o.token_scores;
   r["quality_scores"] = o.quality_scores;
@@ -458,37 +480,17 @@ py::list generate_ids(ModelHandle& h, const py::object& prompts_object, const py
                       const py::object& on_token) {
   const std::vector<std::vector<int32_t>> prompts = id_batch(prompts_object, "prompts");
   GenerateOptions o = read_generate_options(options, "Model.generate");
-  std::optional<PythonTokenCallback> callback;
-  if (!on_token.is_none()) {
-    callback.emplace(on_token);
-    o.on_token = callback->as_engine_callback();
-  }
-  auto result = h.without_gil([&] {
-    std::lock_guard<std::recursive_mutex> lock(h.generator_mutex);
-    return h.generator().generate(prompts, o);
-  });
-  if (callback) callback->raise_if_failed();
-  const std::vector<Generation> generations = value_or_raise(std::move(result));
-  py::list out(generations.size());
-  for (size_t i = 0; i < generations.size(); ++i) out[i] = generation_record(generations[i]);
-  return out;
+  const std::vector<Generation> generations = with_token_callback(h, h.generator_mutex, &o.on_token, on_token,
+                                                                  [&] { return h.generator().generate(prompts, o); });
+  return list_of(generations, generation_record);
 }
 
 py::dict generate_text(ModelHandle& h, const py::object& prompt_object, const py::dict& options,
                        const py::object& on_token) {
   const std::string prompt = utf8(prompt_object, "prompt");
   GenerateOptions o = read_generate_options(options, "Model.generate");
-  std::optional<PythonTokenCallback> callback;
-  if (!on_token.is_none()) {
-    callback.emplace(on_token);
-    o.on_token = callback->as_engine_callback();
-  }
-  auto result = h.without_gil([&] {
-    std::lock_guard<std::recursive_mutex> lock(h.generator_mutex);
-    return h.generator().generate_text(prompt, o);
-  });
-  if (callback) callback->raise_if_failed();
-  return text_generation_record(value_or_raise(std::move(result)));
+  return text_generation_record(with_token_callback(h, h.generator_mutex, &o.on_token, on_token,
+                                                    [&] { return h.generator().generate_text(prompt, o); }));
 }
 
 py::dict resolved_generate_options(ModelHandle& h, const py::dict& options) {
@@ -496,19 +498,17 @@ py::dict resolved_generate_options(ModelHandle& h, const py::dict& options) {
       value_or_raise(resolve_generate_options(h.model(), read_generate_options(options, "Model.resolve_generate_options")));
   py::dict r = make_record();
   r["max_new_tokens"] = o.max_new_tokens;
-  r["do_sample"] = o.do_sample ? py::object(py::bool_(*o.do_sample)) : py::object(py::none());
-  r["temperature"] = o.temperature ? py::object(py::float_(*o.temperature)) : py::object(py::none());
-  r["top_k"] = o.top_k ? py::object(py::int_(*o.top_k)) : py::object(py::none());
-  r["top_p"] = o.top_p ? py::object(py::float_(*o.top_p)) : py::object(py::none());
-  r["min_p"] = o.min_p ? py::object(py::float_(*o.min_p)) : py::object(py::none());
-  r["repetition_penalty"] = o.repetition_penalty ? py::object(py::float_(*o.repetition_penalty)) : py::object(py::none());
+  r["do_sample"] = value_or_none(o.do_sample);
+  r["temperature"] = value_or_none(o.temperature);
+  r["top_k"] = value_or_none(o.top_k);
+  r["top_p"] = value_or_none(o.top_p);
+  r["min_p"] = value_or_none(o.min_p);
+  r["repetition_penalty"] = value_or_none(o.repetition_penalty);
   r["seed"] = o.seed;
   r["ignore_eos"] = o.ignore_eos;
   r["kv_cache_f16"] = o.kv_cache_f16;
   r["kv_cache_int8"] = o.kv_cache_int8;
-  py::list stop;
-  for (const auto& s : o.stop) stop.append(to_str(s));
-  r["stop"] = stop;
+  r["stop"] = list_of(o.stop, to_str);
   r["grammar"] = to_str(o.grammar);
   r["json_schema"] = to_str(o.json_schema);
   return r;
@@ -519,67 +519,58 @@ class ConversationHandle {
  public:
   ConversationHandle(Handle model, const std::string& system, const py::object& flags) : model_(std::move(model)) {
     auto template_options = template_flags(flags);
-    conversation_ = model_->without_gil([&] {
-      std::lock_guard<std::recursive_mutex> lock(model_->generator_mutex);
+    conversation_ = model_->locked(model_->generator_mutex, [&] {
       return std::make_unique<Conversation>(
           value_or_raise(Conversation::create(model_->generator(), system, std::move(template_options))));
     });
   }
   ~ConversationHandle() {
     // The conversation's caches belong to its generator's session: released under its mutex.
-    if (Py_IsInitialized() && PyGILState_Check()) {
-      py::gil_scoped_release release;
+    without_gil_if_held([this] {
       std::lock_guard<std::recursive_mutex> lock(model_->generator_mutex);
       conversation_.reset();
-    } else {
-      std::lock_guard<std::recursive_mutex> lock(model_->generator_mutex);
-      conversation_.reset();
-    }
+    });
   }
 
   py::dict reply(const py::object& message_object, const py::dict& options, const py::object& on_token) {
     const std::string message = utf8(message_object, "message");
     GenerateOptions o = read_generate_options(options, "Conversation.reply");
-    std::optional<PythonTokenCallback> callback;
-    if (!on_token.is_none()) {
-      callback.emplace(on_token);
-      o.on_token = callback->as_engine_callback();
-    }
-    auto result = model_->without_gil([&] {
-      std::lock_guard<std::recursive_mutex> lock(model_->generator_mutex);
-      return conversation_->reply(message, o);
-    });
-    if (callback) callback->raise_if_failed();
-    return text_generation_record(value_or_raise(std::move(result)));
+    return text_generation_record(with_token_callback(*model_, model_->generator_mutex, &o.on_token, on_token,
+                                                      [&] { return conversation_->reply(message, o); }));
   }
 
   size_t make_room(const py::object& message_object, size_t new_tokens) {
     const std::string message = utf8(message_object, "message");
-    return value_or_raise(model_->without_gil([&] {
-      std::lock_guard<std::recursive_mutex> lock(model_->generator_mutex);
-      return conversation_->make_room(message, new_tokens);
-    }));
+    return value_or_raise(
+        model_->locked(model_->generator_mutex, [&] { return conversation_->make_room(message, new_tokens); }));
   }
 
   py::list messages() {
-    std::vector<ChatMessage> copy = model_->without_gil([&] {
-      std::lock_guard<std::recursive_mutex> lock(model_->generator_mutex);
-      return conversation_->messages();
-    });
-    py::list out;
-    for (const auto& m : copy) {
+    std::vector<ChatMessage> copy = model_->locked(model_->generator_mutex, [&] { return conversation_->messages(); });
+    return list_of(copy, [](const ChatMessage& m) {
       py::dict d;
       d["role"] = to_str(m.role);
       d["content"] = to_str(m.content);
-      out.append(d);
-    }
-    return out;
+      return d;
+    });
   }
 
  private:
   Handle model_;
   std::unique_ptr<Conversation> conversation_;
 };
+
+// --- The model's other calls ------------------------------------------------------------
+
+py::list output_token_list(ModelHandle& h, const std::vector<int32_t>& ids) {
+  return list_of(value_or_raise(h.without_gil([&] { return output_tokens(h.model(), ids); })), to_str);
+}
+
+// `value` as its record; None when there is none (a session's figures before its first call).
+template <class T, class ToRecord>
+py::object record_or_none(const std::optional<T>& value, ToRecord&& to_record) {
+  return value ? py::object(to_record(*value)) : py::object(py::none());
+}
 
 }  // namespace
 }  // namespace petrel::python
@@ -612,10 +603,8 @@ PYBIND11_MODULE(_petrel, m) {
   m.attr("MAX_STOP_BYTES") = kMaxStopBytes;
 
   m.def("hard_alignment", [](const std::vector<std::vector<float>>& soft, float threshold) {
-    const auto pairs = hard_alignment(soft, threshold);
-    py::list out;
-    for (const auto& p : pairs) out.append(py::make_tuple(p.first, p.second));
-    return out;
+    return list_of(hard_alignment(soft, threshold),
+                   [](const std::pair<size_t, size_t>& pair) { return py::make_tuple(pair.first, pair.second); });
   }, py::arg("soft"), py::arg("threshold") = 1.0f);
 
   py::class_<CancelFlag, std::shared_ptr<CancelFlag>>(m, "CancelFlag",
@@ -674,27 +663,14 @@ PYBIND11_MODULE(_petrel, m) {
         return runnable.empty() ? std::string() : runnable.back();
       })
       .def("info", [](const ModelHandle& h) { return info_record(h.model().info()); })
-      .def("vocab", [](const ModelHandle& h) {
-        const StringTable& vocab = h.model().info().vocab;
-        py::list out(vocab.size());
-        for (size_t i = 0; i < vocab.size(); ++i) out[i] = to_str(vocab[i]);
-        return out;
-      })
+      .def("vocab", [](const ModelHandle& h) { return list_of(h.model().info().vocab, to_str); })
       .def("output_tokens", [](ModelHandle& h, const py::object& ids_object) {
-        const std::vector<int32_t> ids = id_list(ids_object, "ids");
-        const auto tokens = value_or_raise(h.without_gil([&] { return output_tokens(h.model(), ids); }));
-        py::list out(tokens.size());
-        for (size_t i = 0; i < tokens.size(); ++i) out[i] = to_str(tokens[i]);
-        return out;
+        return output_token_list(h, id_list(ids_object, "ids"));
       })
       .def("target_vocab", [](ModelHandle& h) {
-        const size_t n = h.model().info().target_vocab_size;
-        std::vector<int32_t> ids(n);
-        for (size_t i = 0; i < n; ++i) ids[i] = static_cast<int32_t>(i);
-        const auto tokens = value_or_raise(h.without_gil([&] { return output_tokens(h.model(), ids); }));
-        py::list out(tokens.size());
-        for (size_t i = 0; i < tokens.size(); ++i) out[i] = to_str(tokens[i]);
-        return out;
+        std::vector<int32_t> ids(h.model().info().target_vocab_size);
+        for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+        return output_token_list(h, ids);
       })
       .def("tokenize", [](ModelHandle& h, const py::object& text_object, const std::string& source_language) {
         const std::string text = utf8(text_object, "text");
@@ -714,75 +690,43 @@ PYBIND11_MODULE(_petrel, m) {
       .def("translate_text", &translate_text, py::arg("texts"), py::arg("options"), py::arg("on_token") = py::none())
       .def("translate_ids", &translate_ids, py::arg("inputs"), py::arg("options"), py::arg("on_token") = py::none())
       .def("resolve_translate_options", &resolved_translate_options)
-      .def("last_translate_timings", [](ModelHandle& h) -> py::object {
-        TranslateTimings t;
-        bool have = false;
-        h.without_gil([&] {
-          std::lock_guard<std::recursive_mutex> lock(h.translator_mutex);
-          if (h.has_translator()) {
-            t = h.translator().last_timings();
-            have = true;
-          }
-          return 0;
-        });
-        return have ? py::object(translate_timings_record(t)) : py::object(py::none());
+      .def("last_translate_timings", [](ModelHandle& h) {
+        return record_or_none(h.locked(h.translator_mutex, [&]() -> std::optional<TranslateTimings> {
+          if (!h.has_translator()) return std::nullopt;
+          return h.translator().last_timings();
+        }), translate_timings_record);
       })
-      .def("last_batch_totals", [](ModelHandle& h) -> py::object {
-        BatchTotals t;
-        bool have = false;
-        h.without_gil([&] {
-          std::lock_guard<std::mutex> lock(h.batch_mutex);
-          if (h.has_batch_translator()) {
-            t = h.batch_translator().last_totals();
-            have = true;
-          }
-          return 0;
-        });
-        return have ? py::object(batch_totals_record(t)) : py::object(py::none());
+      .def("last_batch_totals", [](ModelHandle& h) {
+        return record_or_none(h.locked(h.batch_mutex, [&]() -> std::optional<BatchTotals> {
+          if (!h.has_batch_translator()) return std::nullopt;
+          return h.batch_translator().last_totals();
+        }), batch_totals_record);
       })
       .def("generate_ids", &generate_ids, py::arg("prompts"), py::arg("options"), py::arg("on_token") = py::none())
       .def("generate_text", &generate_text, py::arg("prompt"), py::arg("options"), py::arg("on_token") = py::none())
       .def("resolve_generate_options", &resolved_generate_options)
-      .def("last_generate_timings", [](ModelHandle& h) -> py::object {
-        GenerateTimings t;
-        bool have = false;
-        h.without_gil([&] {
-          std::lock_guard<std::recursive_mutex> lock(h.generator_mutex);
-          if (h.has_generator()) {
-            t = h.generator().last_timings();
-            have = true;
-          }
-          return 0;
-        });
-        return have ? py::object(generate_timings_record(t)) : py::object(py::none());
+      .def("last_generate_timings", [](ModelHandle& h) {
+        return record_or_none(h.locked(h.generator_mutex, [&]() -> std::optional<GenerateTimings> {
+          if (!h.has_generator()) return std::nullopt;
+          return h.generator().last_timings();
+        }), generate_timings_record);
       })
       .def("apply_chat_template", [](ModelHandle& h, const py::object& messages_object, bool add_generation_prompt,
                                      const py::object& flags) {
         const std::vector<ChatMessage> messages = chat_messages(messages_object);
         const auto template_options = template_flags(flags);
-        return to_str(value_or_raise(h.without_gil([&] {
-          std::lock_guard<std::recursive_mutex> lock(h.generator_mutex);
+        return to_str(value_or_raise(h.locked(h.generator_mutex, [&] {
           return h.generator().apply_chat_template(messages, add_generation_prompt, template_options);
         })));
       }, py::arg("messages"), py::arg("add_generation_prompt") = true, py::arg("template_flags") = py::none())
       .def("max_prompt_bytes", [](ModelHandle& h) {
-        return h.without_gil([&] {
-          std::lock_guard<std::recursive_mutex> lock(h.generator_mutex);
-          return h.generator().max_prompt_bytes();
-        });
+        return h.locked(h.generator_mutex, [&] { return h.generator().max_prompt_bytes(); });
       })
       .def("set_prompt_cache_bytes", [](ModelHandle& h, size_t bytes) {
-        h.without_gil([&] {
-          std::lock_guard<std::recursive_mutex> lock(h.generator_mutex);
-          h.generator().set_prompt_cache_bytes(bytes);
-          return 0;
-        });
+        h.locked(h.generator_mutex, [&] { h.generator().set_prompt_cache_bytes(bytes); });
       })
       .def("prompt_cache_stats", [](ModelHandle& h) {
-        const PromptCacheStats s = h.without_gil([&] {
-          std::lock_guard<std::recursive_mutex> lock(h.generator_mutex);
-          return h.generator().prompt_cache_stats();
-        });
+        const PromptCacheStats s = h.locked(h.generator_mutex, [&] { return h.generator().prompt_cache_stats(); });
         py::dict r = make_record();
         r["budget"] = s.budget;
         r["bytes"] = s.bytes;
@@ -790,16 +734,10 @@ PYBIND11_MODULE(_petrel, m) {
         return r;
       })
       .def("save_prompt_cache", [](ModelHandle& h, const std::string& path) {
-        check(h.without_gil([&] {
-          std::lock_guard<std::recursive_mutex> lock(h.generator_mutex);
-          return h.generator().save_prompt_cache(path);
-        }));
+        check(h.locked(h.generator_mutex, [&] { return h.generator().save_prompt_cache(path); }));
       })
       .def("load_prompt_cache", [](ModelHandle& h, const std::string& path) {
-        check(h.without_gil([&] {
-          std::lock_guard<std::recursive_mutex> lock(h.generator_mutex);
-          return h.generator().load_prompt_cache(path);
-        }));
+        check(h.locked(h.generator_mutex, [&] { return h.generator().load_prompt_cache(path); }));
       });
 
   m.def("translate_via_pivot", &translate_via_pivot_py, py::arg("first"), py::arg("second"), py::arg("texts"),

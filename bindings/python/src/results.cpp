@@ -9,38 +9,24 @@ namespace petrel::python {
 namespace {
 
 py::list floats(const std::vector<float>& values) {
-  py::list out(values.size());
-  for (size_t i = 0; i < values.size(); ++i) out[i] = py::float_(values[i]);
-  return out;
+  return list_of(values, [](float v) { return py::float_(v); });
 }
 
-py::list matrix(const std::vector<std::vector<float>>& rows) {
-  py::list out(rows.size());
-  for (size_t i = 0; i < rows.size(); ++i) out[i] = floats(rows[i]);
-  return out;
-}
+py::list matrix(const std::vector<std::vector<float>>& rows) { return list_of(rows, floats); }
 
 py::list ids_list(const std::vector<int32_t>& ids) {
-  py::list out(ids.size());
-  for (size_t i = 0; i < ids.size(); ++i) out[i] = py::int_(ids[i]);
-  return out;
+  return list_of(ids, [](int32_t id) { return py::int_(id); });
 }
 
-py::list strings(const std::vector<std::string>& values) {
-  py::list out(values.size());
-  for (size_t i = 0; i < values.size(); ++i) out[i] = to_str(values[i]);
-  return out;
-}
+py::list strings(const std::vector<std::string>& values) { return list_of(values, to_str); }
 
 py::list token_scores(const std::vector<TokenScore>& scores) {
-  py::list out(scores.size());
-  for (size_t i = 0; i < scores.size(); ++i) {
+  return list_of(scores, [](const TokenScore& score) {
     py::dict s = make_record();
-    s["log_probability"] = scores[i].log_probability;
-    s["logit"] = scores[i].logit;
-    out[i] = s;
-  }
-  return out;
+    s["log_probability"] = score.log_probability;
+    s["logit"] = score.logit;
+    return s;
+  });
 }
 
 py::tuple range(const TextRange& r, const CharOffsets* offsets) {
@@ -49,9 +35,7 @@ py::tuple range(const TextRange& r, const CharOffsets* offsets) {
 }
 
 py::list ranges(const std::vector<TextRange>& values, const CharOffsets* offsets) {
-  py::list out(values.size());
-  for (size_t i = 0; i < values.size(); ++i) out[i] = range(values[i], offsets);
-  return out;
+  return list_of(values, [offsets](const TextRange& r) { return range(r, offsets); });
 }
 
 py::dict hypothesis_record(const Hypothesis& h) {
@@ -176,35 +160,28 @@ py::dict info_record(const ModelInfo& m) {
   t["pipeline"] = to_str(m.tokenizer.pipeline);
   r["tokenizer"] = t;
 
-  py::list tensors(m.tensors.size());
-  for (size_t i = 0; i < m.tensors.size(); ++i) {
-    const TensorInfo& x = m.tensors[i];
+  r["tensors"] = list_of(m.tensors, [](const TensorInfo& x) {
     py::dict d = make_record();
     d["name"] = to_str(x.name);
     d["dtype"] = to_string(x.dtype);
-    py::list shape(x.shape.size());
-    for (size_t k = 0; k < x.shape.size(); ++k) shape[k] = x.shape[k];
-    d["shape"] = shape;
+    d["shape"] = list_of(x.shape, [](uint64_t size) { return py::int_(size); });
     d["packed"] = x.packed;
     d["offset"] = x.offset;
     d["bytes"] = x.bytes;
     d["max_abs_error"] = optional_double(x.max_abs_error);
     d["snr_db"] = optional_double(x.snr_db);
     d["activation_scale"] = x.activation_scale;
-    tensors[i] = d;
-  }
-  r["tensors"] = tensors;
+    return d;
+  });
 
-  py::list folds(m.folds.size());
-  for (size_t i = 0; i < m.folds.size(); ++i) {
+  r["folds"] = list_of(m.folds, [](const FoldInfo& fold) {
     py::dict d = make_record();
-    d["what"] = m.folds[i].what;
-    d["value"] = m.folds[i].value;
-    d["targets"] = strings(m.folds[i].targets);
-    d["note"] = m.folds[i].note;
-    folds[i] = d;
-  }
-  r["folds"] = folds;
+    d["what"] = fold.what;
+    d["value"] = fold.value;
+    d["targets"] = strings(fold.targets);
+    d["note"] = fold.note;
+    return d;
+  });
 
   py::dict s = make_record();
   s["present"] = m.shortlist.present;
@@ -229,7 +206,7 @@ py::dict info_record(const ModelInfo& m) {
 
   r["file_size"] = m.file_size;
   r["parameter_count"] = m.parameter_count;
-  r["data_crc32"] = m.data_crc32 ? py::object(py::int_(*m.data_crc32)) : py::object(py::none());
+  r["data_crc32"] = value_or_none(m.data_crc32);
   return r;
 }
 
@@ -248,9 +225,7 @@ py::dict text_translation_record(const TextTranslation& t, const std::string& so
   const CharOffsets source_offsets(read);
   py::dict r = make_record();
   r["input"] = tokenized_record(t.input, &source_offsets);
-  py::list hyps(t.hypotheses.size());
-  for (size_t i = 0; i < t.hypotheses.size(); ++i) {
-    const TextHypothesis& h = t.hypotheses[i];
+  r["hypotheses"] = list_of(t.hypotheses, [](const TextHypothesis& h) {
     py::dict d = make_record();
     d["text"] = to_str(h.text);
     d["score"] = h.score;
@@ -259,14 +234,11 @@ py::dict text_translation_record(const TextTranslation& t, const std::string& so
     d["ended_on_eos"] = h.ended_on_eos;
     d["alignment"] = matrix(h.alignment);
     d["token_scores"] = token_scores(h.token_scores);
-    hyps[i] = d;
-  }
-  r["hypotheses"] = hyps;
+    return d;
+  });
   r["text"] = t.hypotheses.empty() ? py::str("") : to_str(t.hypotheses[0].text);
   const CharOffsets target_offsets(t.hypotheses.empty() ? std::string_view() : std::string_view(t.hypotheses[0].text));
-  py::list sentences(t.sentences.size());
-  for (size_t i = 0; i < t.sentences.size(); ++i) {
-    const SentenceTranslation& s = t.sentences[i];
+  r["sentences"] = list_of(t.sentences, [&](const SentenceTranslation& s) {
     py::dict d = make_record();
     d["source"] = range(s.source, &source_offsets);
     d["target"] = range(s.target, &target_offsets);
@@ -278,27 +250,22 @@ py::dict text_translation_record(const TextTranslation& t, const std::string& so
       py::dict q = make_record();
       q["score"] = s.quality->score;
       q["words"] = ranges(s.quality->words, &target_offsets);
-      py::list word_tokens(s.quality->word_tokens.size());
-      for (size_t k = 0; k < s.quality->word_tokens.size(); ++k)
-        word_tokens[k] = py::make_tuple(s.quality->word_tokens[k].begin, s.quality->word_tokens[k].end);
-      q["word_tokens"] = word_tokens;
+      q["word_tokens"] = list_of(s.quality->word_tokens,
+                                 [](const TextRange& tokens) { return py::make_tuple(tokens.begin, tokens.end); });
       q["word_scores"] = floats(s.quality->word_scores);
       d["quality"] = q;
     } else {
       d["quality"] = py::none();
     }
-    sentences[i] = d;
-  }
-  r["sentences"] = sentences;
+    return d;
+  });
   r["source_html"] = to_str(t.source_html);
   return r;
 }
 
 py::dict translation_record(const Translation& t) {
   py::dict r = make_record();
-  py::list hyps(t.hypotheses.size());
-  for (size_t i = 0; i < t.hypotheses.size(); ++i) hyps[i] = hypothesis_record(t.hypotheses[i]);
-  r["hypotheses"] = hyps;
+  r["hypotheses"] = list_of(t.hypotheses, hypothesis_record);
   return r;
 }
 

@@ -1,15 +1,38 @@
 """Fixtures of the petrel package's tests: models converted once per run with the build's
 petrel-convert (ctest sets PETREL_CONVERT, PETREL_RUN and the checkpoints' directories,
-bindings/python/CMakeLists.txt), and test sentences from the en-de test split."""
+bindings/python/CMakeLists.txt), and test sentences from the en-de test split; and
+times_seen_busy, for the tests that the engine runs without the GIL."""
 
 import os
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
 
 SOURCE_DIR = Path(os.environ.get("PETREL_SOURCE_DIR", Path(__file__).resolve().parents[3]))
+
+
+def times_seen_busy(is_busy, work):
+    """How many times another Python thread, polling is_busy() while work() runs, saw it
+    true: never, unless work() lets other Python threads run (the engine releases the GIL)."""
+    seen = {"busy": 0}
+    done = threading.Event()
+
+    def watch():
+        while not done.is_set():
+            if is_busy():
+                seen["busy"] += 1
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        work()
+    finally:
+        done.set()
+        watcher.join()
+    return seen["busy"]
 
 
 def pytest_configure(config):

@@ -3,13 +3,12 @@ opus-mt guide passes them, the same translations as Petrel's text API, every arg
 handled (supported or refused by name)."""
 
 import os
-import threading
 import warnings
 
 import pytest
 
 import petrel
-from conftest import SOURCE_DIR
+from conftest import SOURCE_DIR, times_seen_busy
 
 
 @pytest.fixture(scope="module")
@@ -181,22 +180,8 @@ def test_translator_arguments(en_de_path, translator):
 
 def test_gil_released_in_translate_batch(translator, en_de, sentences):
     batch = [pieces(en_de, text) for text in sentences] * 2
-    seen = {"busy": 0}
-    done = threading.Event()
-
-    def watch():
-        while not done.is_set():
-            if translator.num_active_batches > 0:
-                seen["busy"] += 1
-
-    watcher = threading.Thread(target=watch)
-    watcher.start()
-    try:
-        translator.translate_batch(batch, beam_size=4)
-    finally:
-        done.set()
-        watcher.join()
-    assert seen["busy"] > 0
+    assert times_seen_busy(lambda: translator.num_active_batches > 0,
+                           lambda: translator.translate_batch(batch, beam_size=4)) > 0
 
 
 def test_deprecated_index_access_warns(translator):

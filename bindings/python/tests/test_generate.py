@@ -2,11 +2,10 @@
 Generator surface, on a tiny Gemma 3 model (random weights: outputs are arbitrary, so the
 tests compare paths through the engine with each other, never with fixed text)."""
 
-import threading
-
 import pytest
 
 import petrel
+from conftest import times_seen_busy
 
 
 def test_generate_text_and_ids(chat):
@@ -111,23 +110,12 @@ def test_prompt_cache_save_and_load(chat_path, tmp_path):
 
 def test_gil_released_while_generating(chat):
     model = chat.share()
-    seen = {"busy": 0}
-    done = threading.Event()
 
-    def watch():
-        while not done.is_set():
-            if model.active_calls > 0:
-                seen["busy"] += 1
-
-    watcher = threading.Thread(target=watch)
-    watcher.start()
-    try:
+    def generate():
         for _ in range(20):
             model.generate([2, 10, 11], max_new_tokens=400, ignore_eos=True)
-    finally:
-        done.set()
-        watcher.join()
-    assert seen["busy"] > 0
+
+    assert times_seen_busy(lambda: model.active_calls > 0, generate) > 0
 
 
 def test_wrong_kind_of_model(chat, en_de, chat_path, en_de_path):

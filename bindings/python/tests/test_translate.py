@@ -3,11 +3,11 @@ engine, streaming, cancellation, the GIL released, and the same outputs as petre
 
 import json
 import subprocess
-import threading
 
 import pytest
 
 import petrel
+from conftest import times_seen_busy
 
 
 def test_model_info_and_vocabulary(en_de):
@@ -173,23 +173,7 @@ def test_gil_is_released_while_translating(en_de, sentences):
     which it could not if the call held the GIL (active_calls is raised and lowered with the
     GIL held, around the part that runs without it)."""
     model = en_de.share()
-    seen = {"busy": 0, "loops": 0}
-    done = threading.Event()
-
-    def watch():
-        while not done.is_set():
-            seen["loops"] += 1
-            if model.active_calls > 0:
-                seen["busy"] += 1
-
-    watcher = threading.Thread(target=watch)
-    watcher.start()
-    try:
-        model.translate(sentences * 2, beam_size=4)
-    finally:
-        done.set()
-        watcher.join()
-    assert seen["busy"] > 0
+    assert times_seen_busy(lambda: model.active_calls > 0, lambda: model.translate(sentences * 2, beam_size=4)) > 0
 
 
 def test_translate_ids(en_de):
