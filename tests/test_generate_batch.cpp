@@ -162,11 +162,66 @@ TEST_CASE("generate_text_batch steps more sequences than one product's rows", "[
   }
 }
 
+TEST_CASE("generate_continuously: requests joining between steps get what they get alone", "[generate_batch]") {
+  auto model = load_model(chat_model(DType::kInt8));
+  for (const std::string& isa : model_test_isas()) {
+    INFO(isa);
+    TranslatorOptions t;
+    t.isa = isa;
+    auto g = Generator::create(model, t);
+    REQUIRE(g);
+    const std::vector<TextRequest> requests = varied_requests();
+    // Which call of the source gives which requests: two at first, the rest a few steps
+    // apart, one while nothing runs (the source is then asked with idle set).
+    const std::vector<std::vector<size_t>> joins = {{0, 1}, {}, {2, 3}, {}, {}, {4}, {5, 6, 7}, {8, 9}, {10}};
+    size_t call = 0, idle_calls = 0;
+    std::vector<Outcome> together(requests.size());
+    std::vector<size_t> results_per_id(requests.size(), 0);
+    const BatchSource source = [&](bool idle) {
+      idle_calls += idle;
+      std::vector<std::pair<size_t, TextRequest>> out;
+      if (call < joins.size())
+        for (const size_t i : joins[call]) out.emplace_back(i, requests[i]);
+      ++call;
+      return out;
+    };
+    const BatchSink sink = [&](size_t id, Result<TextGeneration>&& result) {
+      REQUIRE(id < requests.size());
+      ++results_per_id[id];
+      record(result, together[id]);
+    };
+    REQUIRE(g.value().generate_continuously(source, sink));
+    REQUIRE(call >= joins.size());
+    REQUIRE(idle_calls >= 2);  // the first call, and the last one that ended it
+    for (size_t i = 0; i < requests.size(); ++i) {
+      INFO("request " << i);
+      REQUIRE(results_per_id[i] == 1);
+      Outcome alone;
+      record(g.value().generate_text(requests[i].prompt, requests[i].options), alone);
+      require_equal(together[i], alone);
+    }
+  }
+}
+
 TEST_CASE("generate_text_batch answers an empty list of requests with an empty list", "[generate_batch]") {
   auto lm = load_model(chat_model(DType::kInt8));
   auto g = Generator::create(lm);
   REQUIRE(g);
   REQUIRE(g.value().generate_text_batch({}).empty());
+}
+
+TEST_CASE("a batch request's prompt is encoded without special tokens when asked (a rendered chat)", "[generate_batch]") {
+  auto g = Generator::create(load_model(chat_model(DType::kInt8)));
+  REQUIRE(g);
+  TextRequest with, without;
+  with.prompt = without.prompt = "<bos><start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\n";
+  with.options.max_new_tokens = without.options.max_new_tokens = 4;
+  without.special_tokens = false;
+  const auto out = g.value().generate_text_batch({with, without});
+  REQUIRE(out[0]);
+  REQUIRE(out[1]);
+  // The tokenizer adds a BOS before the template's own, or not.
+  REQUIRE(out[0].value().prompt_tokens == out[1].value().prompt_tokens + 1);
 }
 
 }  // namespace generate_batch_test

@@ -319,6 +319,7 @@ struct Generator::Impl {
   Result<TextGeneration> generate_text(const std::vector<int32_t>& prompt, const GenerateOptions& options,
                                        LmSession& session);
   std::vector<Result<TextGeneration>> generate_text_batch(const std::vector<TextRequest>& requests);
+  void generate_continuously(const BatchSource& next_requests, const BatchSink& on_result);
   // The TextGeneration of `generation`, whose stream held its text.
   Result<TextGeneration> text_of(Generation& generation, const TextStream& stream, const text::HfTokenizer& tokenizer,
                                  size_t prompt_tokens, bool grammar) const;
@@ -625,7 +626,7 @@ namespace {
 // A request of generate_text_batch while it runs: its own caches, sampler, stream,
 // grammar and logits.
 struct BatchSequence {
-  size_t index = 0;
+  size_t id = 0;  // the caller's
   GenerateOptions options;  // resolved
   std::vector<int32_t> prompt;
   models::LmState state;
@@ -635,32 +636,29 @@ struct BatchSequence {
   std::vector<float> logits;
   Generation generation;
   std::optional<SequenceDecoder> decoder;
-  int32_t token = 0;   // the token to run next
-  bool ended = false;  // its result is final
+  int32_t token = 0;            // the token to run next
+  detail::CheckedSize bytes;    // what it holds (caches, hidden states, logits)
 };
 
 }  // namespace
 
-std::vector<Result<TextGeneration>> Generator::Impl::generate_text_batch(const std::vector<TextRequest>& requests) {
-  std::vector<Result<TextGeneration>> results;
-  results.reserve(requests.size());
+void Generator::Impl::generate_continuously(const BatchSource& next_requests, const BatchSink& on_result) {
   timings = {};
   auto tokenizer = text_tokenizer(*model);
   const ModelInfo& info = model->info();
-  // Each request's own checks, tokens and resources; a failure is its result.
-  std::vector<std::unique_ptr<BatchSequence>> sequences;
-  detail::CheckedSize held = generation_bytes(weights, 0, pool.size(), DType::kF32);  // the shared buffers
-  auto prepare = [&](size_t i) -> Result<std::unique_ptr<BatchSequence>> {
+  const detail::CheckedSize shared = generation_bytes(weights, 0, pool.size(), DType::kF32);  // workspace, logits
+  std::vector<std::unique_ptr<BatchSequence>> running;  // each with the token to run next
+  // A request's checks, tokens and resources (charged to `held` once it fits).
+  auto prepare = [&](size_t id, const TextRequest& request) -> Result<std::unique_ptr<BatchSequence>> {
     if (!tokenizer) return tokenizer.error();
-    const TextRequest& request = requests[i];
     if (auto too_long = prompt_too_long(request.prompt.size(), "the prompt has")) return *too_long;
     auto resolved = resolve_generate_options(*model, request.options);
     if (!resolved) return resolved.error();
     if (Status st = check_stop_strings(request.options.stop); !st) return st.error();
     auto seq = std::make_unique<BatchSequence>();
-    seq->index = i;
+    seq->id = id;
     seq->options = std::move(resolved.value());
-    auto ids = tokenizer.value()->encode_text(request.prompt, true);
+    auto ids = tokenizer.value()->encode_text(request.prompt, request.special_tokens);
     if (!ids) return ids.error();
     seq->prompt = std::move(ids.value());
     const std::vector<int32_t>& prompt = seq->prompt;
@@ -683,80 +681,97 @@ std::vector<Result<TextGeneration>> Generator::Impl::generate_text_batch(const s
     const GenerateOptions& o = seq->options;
     const size_t max_new = std::min(o.max_new_tokens, info.max_positions - prompt.size());
     const DType cache_type = o.kv_cache_int8 ? DType::kInt8 : o.kv_cache_f16 ? DType::kF16 : DType::kF32;
-    // Its caches, hidden states and logits, on top of what the others hold.
-    detail::CheckedSize bytes = held;
+    // Its caches, hidden states and logits, on top of what the running ones hold.
+    detail::CheckedSize bytes;
     bytes += detail::CheckedSize(prompt.size() + max_new) *
              models::cache_row_bytes(cache_type, info.num_kv_heads, info.head_dim) * 2 * info.decoder_layers;
     bytes += detail::CheckedSize(models::DecoderOnly::kPrefillChunk) * info.d_model * 4;
     bytes += detail::CheckedSize(info.vocab_size) * (4 * 7 + 1);
+    detail::CheckedSize total = shared;
+    for (const auto& other : running) total += other->bytes;
+    total += bytes;
     if (auto problem = detail::working_memory_problem(
-            bytes, "the batch's sequences up to this one (" + std::to_string(prompt.size() + max_new) + " positions) need",
+            total, "the running sequences and this one (" + std::to_string(prompt.size() + max_new) + " positions) need",
             "send fewer requests at once or a smaller max_new_tokens"))
       return *problem;
-    held = bytes;
+    seq->bytes = bytes;
     graph.start(prompt.size() + max_new, cache_type, seq->state);
     seq->stream.emplace(*tokenizer.value(), o.stop);
     seq->logits.resize(info.vocab_size);
     SequenceDecoder::Grammar grammar;
     if (seq->grammar) grammar = {&*seq->grammar, &*grammar_vocabulary, seq->allowed.data()};
-    seq->decoder.emplace(i, "", o, info, kernels, detail::ModelAccess::tokenizer(*model), &*seq->stream, grammar,
+    seq->decoder.emplace(id, "", o, info, kernels, detail::ModelAccess::tokenizer(*model), &*seq->stream, grammar,
                          prompt, max_new, seq->generation);
     return seq;
   };
-  for (size_t i = 0; i < requests.size(); ++i) {
-    auto seq = detail::without_exceptions([&] { return prepare(i); });
-    if (!seq) {
-      results.emplace_back(seq.error());
-      continue;
-    }
-    results.emplace_back(Error{ErrorCode::kInternal, "not run"});
-    sequences.push_back(std::move(seq.value()));
-  }
-  // Each prompt alone (as generate_text runs it), then its first token.
-  std::vector<BatchSequence*> running;
+  // Picks a sequence's next token; false when it has ended (its result given).
   auto choose = [&](BatchSequence& seq, float* logits) {
     auto more = seq.decoder->next(logits, seq.token);
-    if (more && more.value()) {
-      running.push_back(&seq);
-      return;
-    }
-    seq.ended = true;
+    if (more && more.value()) return true;
     timings.generated_tokens += seq.generation.ids.size();
-    if (!more) results[seq.index] = more.error();
-    else results[seq.index] = text_of(seq.generation, *seq.stream, *tokenizer.value(), seq.prompt.size(), seq.grammar.has_value());
+    if (!more) on_result(seq.id, more.error());
+    else on_result(seq.id, text_of(seq.generation, *seq.stream, *tokenizer.value(), seq.prompt.size(),
+                                   seq.grammar.has_value()));
+    return false;
   };
-  try {
-    graph.reserve(workspace);
-    auto start = std::chrono::steady_clock::now();
-    for (auto& seq : sequences) {
-      graph.forward(seq->prompt.data(), seq->prompt.size(), seq->state, workspace, seq->logits.data());
-      timings.prompt_tokens += seq->prompt.size();
-    }
-    timings.prefill_ms += detail::ms_since(start);
-    start = std::chrono::steady_clock::now();
-    for (auto& seq : sequences) choose(*seq, seq->logits.data());
-    // Then every running sequence one token a step, together.
-    std::vector<int32_t> tokens;
-    std::vector<models::LmState*> states;
-    std::vector<BatchSequence*> stepped;
-    while (!running.empty()) {
-      stepped.swap(running);
-      running.clear();
+  std::vector<int32_t> tokens;
+  std::vector<models::LmState*> states;
+  for (;;) {
+    std::vector<std::pair<size_t, TextRequest>> joining = next_requests(running.empty());
+    if (joining.empty() && running.empty()) return;
+    try {
+      graph.reserve(workspace);
+      // Each new prompt alone (as generate_text runs it), then its first token.
+      for (const auto& [id, request] : joining) {
+        auto made = detail::without_exceptions([&, &id = id, &request = request] { return prepare(id, request); });
+        if (!made) {
+          on_result(id, made.error());
+          continue;
+        }
+        std::unique_ptr<BatchSequence> seq = std::move(made.value());
+        auto start = std::chrono::steady_clock::now();
+        graph.forward(seq->prompt.data(), seq->prompt.size(), seq->state, workspace, seq->logits.data());
+        timings.prompt_tokens += seq->prompt.size();
+        timings.prefill_ms += detail::ms_since(start);
+        if (choose(*seq, seq->logits.data())) running.push_back(std::move(seq));
+      }
+      if (running.empty()) continue;
+      // Then every running sequence one token, together.
+      auto start = std::chrono::steady_clock::now();
       tokens.clear();
       states.clear();
-      for (BatchSequence* seq : stepped) {
+      for (const auto& seq : running) {
         tokens.push_back(seq->token);
         states.push_back(&seq->state);
       }
-      logits.resize(stepped.size() * info.vocab_size);
-      graph.step(tokens.data(), states.data(), stepped.size(), workspace, logits.data());
-      for (size_t j = 0; j < stepped.size(); ++j) choose(*stepped[j], logits.data() + j * info.vocab_size);
+      logits.resize(running.size() * info.vocab_size);
+      graph.step(tokens.data(), states.data(), running.size(), workspace, logits.data());
+      size_t kept = 0;
+      for (size_t j = 0; j < running.size(); ++j) {
+        if (choose(*running[j], logits.data() + j * info.vocab_size)) running[kept++] = std::move(running[j]);
+      }
+      running.resize(kept);
+      timings.generate_ms += detail::ms_since(start);
+    } catch (const std::bad_alloc&) {  // buffers growing: every running request fails
+      for (const auto& seq : running) on_result(seq->id, Error{ErrorCode::kOutOfMemory, "out of memory"});
+      running.clear();
     }
-    timings.generate_ms += detail::ms_since(start);
-  } catch (const std::bad_alloc&) {  // buffers growing: every unfinished request fails
-    for (auto& seq : sequences)
-      if (!seq->ended) results[seq->index] = Error{ErrorCode::kOutOfMemory, "out of memory"};
   }
+}
+
+std::vector<Result<TextGeneration>> Generator::Impl::generate_text_batch(const std::vector<TextRequest>& requests) {
+  std::vector<Result<TextGeneration>> results(requests.size(), Error{ErrorCode::kInternal, "not run"});
+  bool given = false;
+  generate_continuously(
+      [&](bool) {
+        std::vector<std::pair<size_t, TextRequest>> all;
+        if (given) return all;
+        given = true;
+        all.reserve(requests.size());
+        for (size_t i = 0; i < requests.size(); ++i) all.emplace_back(i, requests[i]);
+        return all;
+      },
+      [&](size_t id, Result<TextGeneration>&& result) { results[id] = std::move(result); });
   return results;
 }
 
@@ -801,6 +816,13 @@ std::vector<Result<TextGeneration>> Generator::generate_text_batch(const std::ve
   const detail::SessionCall call(impl_->busy);
   if (auto refused = call.refused("Generator")) return std::vector<Result<TextGeneration>>(requests.size(), *refused);
   return impl_->generate_text_batch(requests);
+}
+
+Status Generator::generate_continuously(const BatchSource& next_requests, const BatchSink& on_result) {
+  const detail::SessionCall call(impl_->busy);
+  if (auto refused = call.refused("Generator")) return *refused;
+  impl_->generate_continuously(next_requests, on_result);
+  return Status::ok();
 }
 
 Result<std::string> Generator::apply_chat_template(const std::vector<ChatMessage>& messages, bool add_generation_prompt,

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -112,7 +113,15 @@ struct TextGeneration {
 struct TextRequest {
   std::string prompt;
   GenerateOptions options;
+  // Encode the prompt with the tokenizer's special tokens (Gemma's BOS), as generate_text
+  // does; false for a chat template's rendering, which writes its own (transformers'
+  // add_special_tokens=False).
+  bool special_tokens = true;
 };
+// Generator::generate_continuously's requests in (each with the caller's id) and results out.
+// `idle`: no sequence is running (the source may wait for work, or return none to end).
+using BatchSource = std::function<std::vector<std::pair<size_t, TextRequest>>(bool idle)>;
+using BatchSink = std::function<void(size_t id, Result<TextGeneration>&& result)>;
 
 struct GenerateTimings {
   double prefill_ms = 0, generate_ms = 0;
@@ -163,6 +172,14 @@ class Generator {
   // The prompt cache is neither read nor filled here. Memory: every sequence's KV cache
   // is held at once, checked before any is allocated.
   PETREL_API std::vector<Result<TextGeneration>> generate_text_batch(const std::vector<TextRequest>& requests);
+
+  // Continuous batching, as a server runs requests: before every step, `next_requests`
+  // gives the requests that join now (each is run alone, then stepped with the others, as
+  // generate_text_batch runs them; TokenEvent::input is its id), and `on_result` gets each
+  // one's result as it ends (errors too), on this thread. Returns once `next_requests`,
+  // called with nothing running, gives none. A sequence's memory is charged while it runs
+  // and released when it ends. The Generator is busy (other calls refused) meanwhile.
+  PETREL_API Status generate_continuously(const BatchSource& next_requests, const BatchSink& on_result);
 
   // The model's chat template (tokenizer_config.json's) applied to `messages`, ending
   // with the assistant's turn opened when add_generation_prompt, as
