@@ -9,6 +9,7 @@
 
 #include "convert/shortlist.h"
 #include "core/utf8.h"
+#include "format/format_version.h"
 
 namespace petrel::convert {
 namespace {
@@ -187,8 +188,8 @@ ConvertReport Converter::run() {
     report_.notes.push_back("not applied by Petrel: " + n + " (" + c_.generation_source + ")");
 
   fb::ModelBuilder mb(fbb_);
-  mb.add_format_major(kFormatMajor);
-  mb.add_format_minor(kFormatMinor);
+  mb.add_format_major(detail::kFormatMajor);
+  mb.add_format_minor(detail::kFormatMinor);
   mb.add_producer(producer);
   mb.add_source(source);
   mb.add_architecture(fb::Architecture::EncoderDecoder);
