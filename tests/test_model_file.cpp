@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "convert/convert.h"
+#include "format/format_version.h"
 #include "format/model_file.h"
 #include "petrel/translator.h"
 #include "petrel_generated.h"
@@ -134,12 +135,12 @@ TEST_CASE("crafted hostile fields are rejected by name", "[format]") {
     expect_rejected(bytes, "file identifier");
   }
   SECTION("newer major version") {
-    REQUIRE(m->mutate_format_major(kFormatMajor + 1));
+    REQUIRE(m->mutate_format_major(detail::kFormatMajor + 1));
     auto r = load_bytes(bytes);
     REQUIRE_FALSE(r.has_value());
     REQUIRE(r.error().code == ErrorCode::kUnsupported);
     REQUIRE_THAT(r.error().message,
-                 Contains("format version " + std::to_string(kFormatMajor + 1) + ".") && Contains("upgrade Petrel"));
+                 Contains("format version " + std::to_string(detail::kFormatMajor + 1) + ".") && Contains("upgrade Petrel"));
   }
   SECTION("tensor offset past the end") {
     int i = tensor_index(m, "decoder.layers.1.fc2.weight");

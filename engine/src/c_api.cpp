@@ -16,6 +16,7 @@
 
 #include "petrel/batch_translator.h"
 #include "petrel/generator.h"
+#include "format/format_version.h"
 #include "petrel/translator.h"
 #include "text_sentences.h"
 
@@ -269,8 +270,8 @@ petrel_status load(petrel::Result<std::shared_ptr<const petrel::Model>> loaded, 
 extern "C" {
 
 const char* petrel_version(void) { return petrel::library_version(); }
-uint32_t petrel_format_major(void) { return petrel::kFormatMajor; }
-uint32_t petrel_format_minor(void) { return petrel::kFormatMinor; }
+uint32_t petrel_format_major(void) { return petrel::detail::kFormatMajor; }
+uint32_t petrel_format_minor(void) { return petrel::detail::kFormatMinor; }
 const char* petrel_last_error(void) { return last_error.c_str(); }
 
 void petrel_options_init_sized(petrel_options* o, size_t size) {

@@ -8,6 +8,7 @@
 #include "convert/hf_tokenizer.h"
 #include "convert/tensor_output.h"
 #include "core/utf8.h"
+#include "format/format_version.h"
 #include "format/tokenizer_tables.h"
 #include "kernels/half.h"
 #include "petrel/types.h"
@@ -554,8 +555,8 @@ class LmConverter : TensorOutput {
     auto tensors = writer_.tensor_table();
 
     fb::ModelBuilder mb(fbb_);
-    mb.add_format_major(kFormatMajor);
-    mb.add_format_minor(kFormatMinor);
+    mb.add_format_major(detail::kFormatMajor);
+    mb.add_format_minor(detail::kFormatMinor);
     mb.add_producer(producer);
     mb.add_source(source);
     mb.add_architecture(fb::Architecture::DecoderOnly);

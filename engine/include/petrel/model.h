@@ -59,7 +59,8 @@ class Model {
   std::unique_ptr<Impl> impl_;
 };
 
-// The library's version (the newest readable file format: kFormatMajor/Minor, types.h).
+// The library's version (the newest file format it reads: petrel_format_major() and
+// petrel_format_minor(), petrel.h).
 PETREL_API const char* library_version();
 
 }  // namespace petrel

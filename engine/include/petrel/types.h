@@ -18,16 +18,6 @@
 
 namespace petrel {
 
-// The newest model-file format this library reads (any minor of its major).
-constexpr uint32_t kFormatMajor = 1;
-// 1.1: optional shortlist; 1.2: generation defaults; 1.3: multilingual families;
-// 1.4: Marian C++ models (SSRU decoder layers, zero start embedding, static activation scales);
-// 1.5: SentencePiece models' piece tries stored by the converter (loaded in place);
-// 1.6: a tokenizer's strings as one blob and spans of it (loaded in place);
-// 1.7: decoder-only models (RMSNorm, RoPE, grouped-query and sliding-window attention,
-// gated feed-forward layers, generation defaults of language models)
-constexpr uint32_t kFormatMinor = 9;
-
 enum class DType { kF32, kF16, kInt8, kInt4 };
 enum class Activation { kRelu, kGelu, kSwish, kGeluTanh };
 enum class NormKind { kLayerNorm, kRmsNorm };

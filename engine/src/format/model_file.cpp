@@ -10,6 +10,7 @@
 #include "core/bytes.h"
 #include "core/checked.h"
 #include "core/utf8.h"
+#include "format/format_version.h"
 #include "format/string_table_access.h"
 #include "petrel_generated.h"
 
