@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "serve/language_codes.h"
+#include "serve/libretranslate_request.h"
 #include "serve/request_json.h"
 
 namespace petrel::serve {
@@ -13,35 +14,10 @@ namespace {
 
 using nlohmann::json;
 
-constexpr size_t kMaxTexts = 1024;       // q's strings per request
-constexpr int64_t kMaxAlternatives = 8;  // translations besides the best
-
 void send_error(httplib::Response& res, int status, const std::string& message) {
   res.status = status;
   if (status == 429 || status == 503) res.set_header("Retry-After", "1");
   res.set_content(json_text({{"error", message}}), "application/json");
-}
-
-// The request's fields as JSON, from a JSON body or form fields (a repeated q is a list).
-json request_fields(const httplib::Request& req, const std::string& body) {
-  const std::string type = req.get_header_value("Content-Type");
-  if (type.rfind("application/x-www-form-urlencoded", 0) == 0) {
-    json fields = json::object();
-    for (auto& [name, value] : parse_form_body(body)) {
-      if (name == "q" && fields.contains("q")) {
-        if (!fields["q"].is_array()) fields["q"] = json::array({fields["q"]});
-        fields["q"].push_back(std::move(value));
-      } else {
-        fields[name] = std::move(value);
-      }
-    }
-    return fields;
-  }
-  if (type.rfind("multipart/", 0) == 0)
-    throw RequestError(400, "send the fields as JSON or application/x-www-form-urlencoded, not multipart");
-  json fields = parse_json_body(body);
-  if (!fields.is_object()) throw RequestError(400, "the request body must be a JSON object");
-  return fields;
 }
 
 // The status a failed translation answers with: the request's fault, or the server's.
@@ -52,48 +28,21 @@ int engine_status(const Error& e) {
 void translate(ServerState& state, const httplib::Request& req, const std::string& body, httplib::Response& res) {
   if (state.http->draining()) return send_error(res, 503, "the server is shutting down");
   if (!state.ready) return send_error(res, 503, "the models are loading");
-  const json fields = request_fields(req, body);
+  const json fields = translate_request_fields(req.get_header_value("Content-Type"), body);
   if (!state.api_key.empty()) {
     std::string key = ServerState::bearer_key(req);
     if (auto field = fields.find("api_key"); field != fields.end() && field->is_string()) key = field->get<std::string>();
     if (!state.key_matches(key)) return send_error(res, 403, "Invalid API key");
   }
-  // q: a string, or a list of strings answered as a list in the same order.
-  const auto q = fields.find("q");
-  if (q == fields.end() || q->is_null()) throw RequestError(400, "Invalid request: missing q parameter");
-  std::vector<std::string> texts;
-  const bool list = q->is_array();
-  if (q->is_string()) {
-    texts.push_back(q->get<std::string>());
-  } else if (list) {
-    if (q->size() > kMaxTexts) throw RequestError(400, "q: at most " + std::to_string(kMaxTexts) + " texts per request");
-    for (const json& t : *q) {
-      if (!t.is_string()) throw RequestError(400, "q: expected a string or a list of strings");
-      texts.push_back(t.get<std::string>());
-    }
-  } else {
-    throw RequestError(400, "q: expected a string or a list of strings");
-  }
-  const auto source_field = string_field(fields, "source");
-  const auto target = string_field(fields, "target");
-  if (!source_field) throw RequestError(400, "Invalid request: missing source parameter");
-  if (!target) throw RequestError(400, "Invalid request: missing target parameter");
-  const std::string format = string_field(fields, "format").value_or("text");
-  if (format != "text" && format != "html") throw RequestError(400, "format: '" + format + "' is not text or html");
-  int64_t alternatives = 0;
-  if (auto it = fields.find("alternatives"); it != fields.end() && it->is_string()) {  // a form's field is text
-    const std::string text = it->get<std::string>();
-    if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 2 ||
-        std::stoll(text) > kMaxAlternatives)
-      throw RequestError(400, "alternatives: expected an integer 0.." + std::to_string(kMaxAlternatives));
-    alternatives = std::stoll(text);
-  } else {
-    alternatives = integer_field(fields, "alternatives", 0, kMaxAlternatives).value_or(0);
-  }
+  TranslateFields request = read_translate_fields(fields);
+  std::vector<std::string>& texts = request.texts;
+  const bool list = request.list;
+  const std::string& target = request.target;
+  const int64_t alternatives = request.alternatives;
 
   // The source language: "auto" is the one source served, when there is only one (no
   // language is detected).
-  std::string source = *source_field;
+  std::string source = request.source;
   const bool detect = source == "auto";
   if (detect) {
     const auto pairs = state.registry.language_pairs();
@@ -108,23 +57,23 @@ void translate(ServerState& state, const httplib::Request& req, const std::strin
     }
     source = pairs.begin()->first;
   }
-  if (source == *target) throw RequestError(400, "source and target are both '" + source + "'");
-  const ServedModel* model = state.registry.translation_model(source, *target);
+  if (source == target) throw RequestError(400, "source and target are both '" + source + "'");
+  const ServedModel* model = state.registry.translation_model(source, target);
   if (model == nullptr)
-    throw RequestError(400, source + " -> " + *target + " is not served (GET /languages lists what is)");
-  if (format == "html" && !model->supports_html())
+    throw RequestError(400, source + " -> " + target + " is not served (GET /languages lists what is)");
+  if (request.html && !model->supports_html())
     throw RequestError(400, "format html: the model " + model->name() +
                                 " cannot put markup back (its tokenizer does not give its tokens' bytes; a Marian C++ "
                                 "model's does)");
-  if (format == "html" && alternatives > 0)
+  if (request.html && alternatives > 0)
     throw RequestError(400, "alternatives: not with format html (it gives one translation)");
 
   json translated = json::array(), alternative_lists = json::array();
   if (!texts.empty()) {
     TranslationOptions options;
-    options.html = format == "html";
+    options.html = request.html;
     options.source_language = model->sources().at(source);
-    options.target_language = model->targets().at(*target);
+    options.target_language = model->targets().at(target);
     options.n_best = static_cast<size_t>(alternatives) + 1;
     const std::string prefix = model->target_prefix(options.target_language);
     if (!prefix.empty()) {

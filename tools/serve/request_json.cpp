@@ -5,38 +5,56 @@
 
 namespace petrel::serve {
 
+// The length of the UTF-8 character at s[0] (n bytes left, n > 0), or 0 when the bytes
+// there are not one.
+static size_t utf8_length(const unsigned char* s, size_t n) {
+  const unsigned char c = s[0];
+  if (c < 0x80) return 1;
+  size_t len;
+  unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range (no overlongs, surrogates, > U+10FFFF)
+  if (c >= 0xC2 && c <= 0xDF) {
+    len = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    len = 3;
+    if (c == 0xE0) lo = 0xA0;
+    if (c == 0xED) hi = 0x9F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    len = 4;
+    if (c == 0xF0) lo = 0x90;
+    if (c == 0xF4) hi = 0x8F;
+  } else {
+    return 0;
+  }
+  if (n < len) return 0;
+  if (s[1] < lo || s[1] > hi) return 0;
+  for (size_t k = 2; k < len; ++k)
+    if (s[k] < 0x80 || s[k] > 0xBF) return 0;
+  return len;
+}
+
 bool is_valid_utf8(std::string_view text) {
   const auto* s = reinterpret_cast<const unsigned char*>(text.data());
-  const size_t n = text.size();
-  size_t i = 0;
-  while (i < n) {
-    const unsigned char c = s[i];
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t len;
-    unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range (no overlongs, surrogates, > U+10FFFF)
-    if (c >= 0xC2 && c <= 0xDF) {
-      len = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      len = 3;
-      if (c == 0xE0) lo = 0xA0;
-      if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 4;
-      if (c == 0xF0) lo = 0x90;
-      if (c == 0xF4) hi = 0x8F;
-    } else {
-      return false;
-    }
-    if (n - i < len) return false;
-    if (s[i + 1] < lo || s[i + 1] > hi) return false;
-    for (size_t k = 2; k < len; ++k)
-      if (s[i + k] < 0x80 || s[i + k] > 0xBF) return false;
-    i += len;
-  }
+  for (size_t i = 0, len; i < text.size(); i += len)
+    if ((len = utf8_length(s + i, text.size() - i)) == 0) return false;
   return true;
+}
+
+// `text` with each byte that starts no UTF-8 character replaced by U+FFFD.
+static std::string utf8_replaced(std::string_view text) {
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    const size_t len = utf8_length(s + i, text.size() - i);
+    if (len == 0) {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    } else {
+      out.append(text.data() + i, len);
+      i += len;
+    }
+  }
+  return out;
 }
 
 std::optional<size_t> json_depth_over(std::string_view text, size_t limit) {
@@ -63,16 +81,23 @@ std::optional<size_t> json_depth_over(std::string_view text, size_t limit) {
 nlohmann::json parse_json_body(std::string_view body) {
   if (body.empty()) throw RequestError(400, "the request body is empty: expected a JSON object");
   if (!is_valid_utf8(body)) throw RequestError(400, "the request body is not valid UTF-8");
+  // nlohmann's parser ends its input at a NUL byte: what follows one would be ignored. A
+  // JSON text holds none (in a string it is written \u0000).
+  if (const size_t nul = body.find('\0'); nul != std::string_view::npos)
+    throw RequestError(400, "the request body is not valid JSON: a NUL byte at byte " + std::to_string(nul) +
+                                " (a string writes it \\u0000)");
   if (json_depth_over(body, kMaxJsonDepth))
     throw RequestError(400, "the request body nests arrays and objects deeper than " + std::to_string(kMaxJsonDepth) +
                                 " levels");
   try {
     return nlohmann::json::parse(body.begin(), body.end());
-  } catch (const nlohmann::json::parse_error& e) {
-    // "[json.exception.parse_error.101] parse error at line 1, column 5: ..." without its tag
+  } catch (const nlohmann::json::exception& e) {
+    // "[json.exception.parse_error.101] parse error at line 1, column 5: ..." without its tag;
+    // its "last read: '...'" may end inside a character. A number past a double's range
+    // is out_of_range.406, not a parse_error.
     std::string what = e.what();
     if (const size_t tag = what.find("] "); tag != std::string::npos) what = what.substr(tag + 2);
-    throw RequestError(400, "the request body is not valid JSON: " + what);
+    throw RequestError(400, "the request body is not valid JSON: " + utf8_replaced(what));
   }
 }
 

@@ -34,8 +34,8 @@ bool is_valid_utf8(std::string_view text);
 // skipped, escapes included), else nullopt. One pass, no recursion.
 std::optional<size_t> json_depth_over(std::string_view text, size_t limit);
 
-// The body as JSON: 400 naming what is wrong (invalid UTF-8, nesting deeper than
-// kMaxJsonDepth, a syntax error and where).
+// The body as JSON: 400 naming what is wrong (invalid UTF-8, a NUL byte, nesting deeper
+// than kMaxJsonDepth, a syntax error and where).
 nlohmann::json parse_json_body(std::string_view body);
 
 // application/x-www-form-urlencoded: name/value pairs in order, '+' and %XX decoded;
