@@ -2,10 +2,11 @@
 // invalid UTF-8, truncated requests, slow clients, clients that leave, a full queue, a
 // deadline, and a graceful shutdown with work in progress.
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import net from 'node:net';
 import { after, before, describe, test } from 'node:test';
 
-import { models, postJson, sleep, startServer, testSentences } from './harness.mjs';
+import { models, postJson, sleep, startServer, testSentences, tools } from './harness.mjs';
 
 let server, m;
 before(async () => {
@@ -186,5 +187,16 @@ describe('load shedding and cancellation', () => {
     assert.equal(done.status, 200);
     assert.equal(done.json.translatedText.length, 200);
     assert.equal((await s.exited).code, 0);
+  });
+
+  test('a model that does not load: the error names it and the server exits 1 (it bound its port first)', async () => {
+    const child = spawn(tools.serve, ['--port', '0', '--model', 'x=/nonexistent/model.petrel'],
+                        { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
+    child.stderr.setEncoding('utf8');
+    child.stderr.on('data', (d) => { stderr += d; });
+    const code = await new Promise((resolve) => child.on('exit', resolve));
+    assert.equal(code, 1);
+    assert.match(stderr, /--model x: \/nonexistent\/model\.petrel/);
   });
 });

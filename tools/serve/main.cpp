@@ -211,7 +211,19 @@ int serve_main(int argc, char** argv) {
     lifecycle.cv.notify_all();
   });
   auto stop = [&](int status) {
-    http.stop();
+    // httplib's stop() before the listener runs does nothing, and the listener would then
+    // run on (a model that fails to load is found right after the bind): wait for it.
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lock(lifecycle.mutex);
+        if (lifecycle.listener_ended) break;
+      }
+      if (http.is_running()) {
+        http.stop();
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     listener.join();
     state.registry.shutdown();
     return status;
