@@ -158,6 +158,23 @@ Status check_stop_strings(const std::vector<std::string>& stop) {
   return Status::ok();
 }
 
+// Why `prompt` cannot be continued (empty, an id outside the vocabulary, no position
+// left to generate in), or nullopt; `which` names it in the error ("prompt 2"; empty: none).
+std::optional<Error> prompt_problem(const std::vector<int32_t>& prompt, const ModelInfo& info, const std::string& which) {
+  auto at = [&](const std::string& what) { return which.empty() ? what : which + ": " + what; };
+  if (prompt.empty()) return Error{ErrorCode::kInvalidArgument, at("the prompt is empty")};
+  for (size_t i = 0; i < prompt.size(); ++i)
+    if (prompt[i] < 0 || static_cast<uint32_t>(prompt[i]) >= info.vocab_size)
+      return Error{ErrorCode::kInvalidArgument, at("position " + std::to_string(i)) + ": id " +
+                                                    std::to_string(prompt[i]) + " is outside the vocabulary (" +
+                                                    std::to_string(info.vocab_size) + " tokens)"};
+  if (prompt.size() >= info.max_positions)
+    return Error{ErrorCode::kInvalidArgument, at(std::to_string(prompt.size())) +
+                                                  " tokens leave no room to generate within the model's " +
+                                                  std::to_string(info.max_positions) + " positions"};
+  return std::nullopt;
+}
+
 // One sequence's choices after its prefill, step by step: the grammar's mask, the
 // sampler, EOS, stop strings and the caller's callback. Generator's one sequence and
 // generate_text_batch's many go through it, so a sequence decodes the same either way.
@@ -493,16 +510,7 @@ Result<size_t> Generator::Impl::run(size_t index, const std::string& which, cons
                                     Generation& out, LmSession& session, TextStream* stream) {
   const ModelInfo& info = model->info();
   auto at = [&](const std::string& what) { return which.empty() ? what : which + ": " + what; };
-  if (prompt.empty()) return Error{ErrorCode::kInvalidArgument, at("the prompt is empty")};
-  for (size_t i = 0; i < prompt.size(); ++i)
-    if (prompt[i] < 0 || static_cast<uint32_t>(prompt[i]) >= info.vocab_size)
-      return Error{ErrorCode::kInvalidArgument, at("position " + std::to_string(i)) + ": id " +
-                                                    std::to_string(prompt[i]) + " is outside the vocabulary (" +
-                                                    std::to_string(info.vocab_size) + " tokens)"};
-  if (prompt.size() >= info.max_positions)
-    return Error{ErrorCode::kInvalidArgument, at(std::to_string(prompt.size())) +
-                                                  " tokens leave no room to generate within the model's " +
-                                                  std::to_string(info.max_positions) + " positions"};
+  if (auto problem = prompt_problem(prompt, info, which)) return *problem;
   const size_t max_new = std::min(o.max_new_tokens, info.max_positions - prompt.size());
   const size_t positions = prompt.size() + max_new;
   const DType cache_type = o.kv_cache_int8 ? DType::kInt8 : o.kv_cache_f16 ? DType::kF16 : DType::kF32;
@@ -662,11 +670,7 @@ void Generator::Impl::generate_continuously(const BatchSource& next_requests, co
     if (!ids) return ids.error();
     seq->prompt = std::move(ids.value());
     const std::vector<int32_t>& prompt = seq->prompt;
-    if (prompt.empty()) return Error{ErrorCode::kInvalidArgument, "the prompt is empty"};
-    if (prompt.size() >= info.max_positions)
-      return Error{ErrorCode::kInvalidArgument, std::to_string(prompt.size()) +
-                                                    " tokens leave no room to generate within the model's " +
-                                                    std::to_string(info.max_positions) + " positions"};
+    if (auto problem = prompt_problem(prompt, info, "")) return *problem;
     auto source = grammar_source(seq->options);
     if (!source) return source.error();
     if (!source.value().empty()) {
