@@ -7,8 +7,10 @@
 #include <optional>
 
 #include "core/checked.h"
+#include "core/quoted.h"
 #include "core/utf8.h"
 #include "decode/sampling.h"
+#include "decode/speculation.h"
 #include "model_access.h"
 #include "models/decoder_only.h"
 #include "prompt_cache.h"
@@ -243,6 +245,8 @@ class SequenceDecoder {
     if (!more && o_.on_token) event(true);
     return more;
   }
+  // The prompt and the tokens generated so far.
+  const std::vector<int32_t>& sequence() const { return sequence_; }
 
  private:
   std::string at(const std::string& what) const { return which_.empty() ? what : which_ + ": " + what; }
@@ -310,6 +314,13 @@ Result<GenerateOptions> resolve_generate_options(const Model& model, const Gener
   o.repetition_penalty = o.repetition_penalty.value_or(d.repetition_penalty);
   if (o.kv_cache_f16 && o.kv_cache_int8)
     return Error{ErrorCode::kInvalidArgument, "kv_cache_f16 and kv_cache_int8: choose one type for the KV cache"};
+  if (o.lookup_ngram > kMaxLookupNgram)
+    return Error{ErrorCode::kInvalidArgument, "lookup_ngram " + std::to_string(o.lookup_ngram) + ": at most " +
+                                                  std::to_string(kMaxLookupNgram)};
+  if (o.max_draft_tokens > kMaxDraftTokens)
+    return Error{ErrorCode::kInvalidArgument, "max_draft_tokens " + std::to_string(o.max_draft_tokens) + ": at most " +
+                                                  std::to_string(kMaxDraftTokens)};
+  if (o.max_draft_tokens == 0) o.max_draft_tokens = kDefaultMaxDraftTokens;
   if (Status st = decode::check(sampling_options(o)); !st) return st.error();
   return o;
 }
@@ -324,7 +335,7 @@ struct LmSession {
 
 struct Generator::Impl {
   Impl(std::shared_ptr<const Model> m, const kernels::KernelTable& k, size_t threads, ActivationScales scales)
-      : model(std::move(m)), kernels(k), pool(threads), weights(detail::weights_for(*model, scales)),
+      : model(std::move(m)), kernels(k), pool(threads), scales(scales), weights(detail::weights_for(*model, scales)),
         graph(weights, k, pool) {}
   Result<std::vector<Generation>> generate(const std::vector<std::vector<int32_t>>& prompts,
                                            const GenerateOptions& options);
@@ -333,6 +344,10 @@ struct Generator::Impl {
   // `which` names the prompt in errors ("prompt 2: ..."); empty for a call's only one.
   Result<size_t> run(size_t index, const std::string& which, const std::vector<int32_t>& prompt, const GenerateOptions& o, Generation& out,
                      LmSession& session, TextStream* stream);
+  // run()'s steps after the prompt with drafts (lookup, the draft model) verified, from
+  // the prompt's logits: the ids and the caches those of the plain steps.
+  Status speculate(SequenceDecoder& decoder, const GenerateOptions& o, size_t positions, size_t max_new,
+                   const Generation& out, LmSession& session);
   Result<TextGeneration> generate_text(const std::vector<int32_t>& prompt, const GenerateOptions& options,
                                        LmSession& session);
   std::vector<Result<TextGeneration>> generate_text_batch(const std::vector<TextRequest>& requests);
@@ -358,8 +373,14 @@ struct Generator::Impl {
   std::shared_ptr<const Model> model;
   const kernels::KernelTable& kernels;
   threads::ThreadPool pool;
+  ActivationScales scales;
   detail::ModelWeights weights;
   models::DecoderOnly graph;
+  // set_draft_model's model, its weights as this session runs them, and its drafter.
+  std::shared_ptr<const Model> draft_model;
+  std::unique_ptr<detail::ModelWeights> draft_weights;
+  std::unique_ptr<decode::ModelDraft> draft;
+  std::vector<float> verify_logits;  // [draft + 1, vocab]
   layers::Workspace workspace;
   LmSession session;
   std::vector<float> logits;
@@ -516,7 +537,13 @@ Result<size_t> Generator::Impl::run(size_t index, const std::string& which, cons
   const DType cache_type = o.kv_cache_int8 ? DType::kInt8 : o.kv_cache_f16 ? DType::kF16 : DType::kF32;
   const detail::CheckedSize bytes =
       generation_bytes(weights, positions, pool.size(), cache_type);
-  if (auto problem = detail::working_memory_problem(bytes, at(std::to_string(positions)) + " positions need",
+  const bool speculating = o.lookup_ngram > 0 || draft != nullptr;
+  detail::CheckedSize needed = bytes;
+  if (speculating) {  // the verified rows' logits, and the draft model's own buffers
+    needed += detail::CheckedSize(o.max_draft_tokens + 1) * info.vocab_size * 4;
+    if (draft != nullptr) needed += generation_bytes(*draft_weights, positions, pool.size(), DType::kF32);
+  }
+  if (auto problem = detail::working_memory_problem(needed, at(std::to_string(positions)) + " positions need",
                                                     "use a smaller max_new_tokens"))
     return *problem;
 
@@ -555,16 +582,69 @@ Result<size_t> Generator::Impl::run(size_t index, const std::string& which, cons
   }
   SequenceDecoder decoder(index, which, o, info, kernels, detail::ModelAccess::tokenizer(*model), stream, grammar,
                           prompt, max_new, out);
-  for (int32_t token = 0;;) {
-    auto more = decoder.next(logits.data(), token);
-    if (!more) return more.error();
-    if (!more.value()) break;
-    graph.forward(&token, 1, state, workspace, logits.data());
-    session.cached.push_back(token);
+  if (speculating) {
+    if (Status st = speculate(decoder, o, positions, max_new, out, session); !st) return st.error();
+  } else {
+    for (int32_t token = 0;;) {
+      auto more = decoder.next(logits.data(), token);
+      if (!more) return more.error();
+      if (!more.value()) break;
+      graph.forward(&token, 1, state, workspace, logits.data());
+      session.cached.push_back(token);
+    }
   }
   timings.generate_ms += detail::ms_since(start);
   timings.generated_tokens += out.ids.size();
   return reused;
+}
+
+Status Generator::Impl::speculate(SequenceDecoder& decoder, const GenerateOptions& o, size_t positions, size_t max_new,
+                                  const Generation& out, LmSession& session) {
+  const size_t vocab = model->info().vocab_size;
+  models::LmState& state = session.state;
+  std::optional<decode::PromptLookup> lookup;
+  if (o.lookup_ngram > 0) lookup.emplace(o.lookup_ngram);
+  if (draft != nullptr) draft->start(std::min<size_t>(positions, draft_model->info().max_positions));
+  const size_t draft_ran = draft != nullptr ? draft->tokens_run() : 0;
+  decode::DraftLength length(o.max_draft_tokens);
+  verify_logits.resize((o.max_draft_tokens + 1) * vocab);
+  std::vector<int32_t> rows;  // the token chosen last, then the draft after it
+  std::vector<int32_t> drafted;
+  int32_t token = 0;
+  auto more = decoder.next(logits.data(), token);
+  if (!more) return more.error();
+  while (more.value()) {
+    // `token` ends the sequence, chosen and not run yet; the draft continues after it, and
+    // positions past the generation's limit are never drafted.
+    const size_t limit = std::min(length.next(), max_new - out.ids.size());
+    drafted.clear();
+    if (limit > 0 && lookup) lookup->propose(decoder.sequence(), limit, drafted);
+    if (limit > 0 && drafted.empty() && draft != nullptr) draft->propose(decoder.sequence(), limit, drafted);
+    rows.assign(1, token);
+    rows.insert(rows.end(), drafted.begin(), drafted.end());
+    const size_t base = state.length;
+    float* row_logits = drafted.empty() ? logits.data() : verify_logits.data();
+    graph.forward(rows.data(), rows.size(), state, workspace, row_logits, !drafted.empty());
+    // Each row's logits choose the next token as a plain step would; the draft's token
+    // after the row stays only while it is the one chosen.
+    size_t row = 0;
+    for (;; ++row) {
+      more = decoder.next(row_logits + row * vocab, token);
+      if (!more) return more.error();
+      if (!more.value() || row + 1 == rows.size() || token != rows[row + 1]) break;
+    }
+    if (row + 1 < rows.size() && !graph.rewind(base + row + 1, state))
+      return Error{ErrorCode::kInternal, "speculative decoding: the caches could not drop a rejected draft"};
+    session.cached.insert(session.cached.end(), rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(row + 1));
+    if (!drafted.empty()) {
+      ++timings.verifications;
+      timings.drafted_tokens += drafted.size();
+      timings.accepted_tokens += row;
+      length.update(drafted.size(), row);
+    }
+  }
+  if (draft != nullptr) timings.draft_model_tokens += draft->tokens_run() - draft_ran;
+  return Status::ok();
 }
 
 Result<std::vector<Generation>> Generator::Impl::generate(const std::vector<std::vector<int32_t>>& prompts,
@@ -662,6 +742,10 @@ void Generator::Impl::generate_continuously(const BatchSource& next_requests, co
     if (auto too_long = prompt_too_long(request.prompt.size(), "the prompt has")) return *too_long;
     auto resolved = resolve_generate_options(*model, request.options);
     if (!resolved) return resolved.error();
+    if (request.options.lookup_ngram > 0)
+      return Error{ErrorCode::kInvalidArgument,
+                   "lookup_ngram: speculative decoding runs one sequence at a time (generate_text); a batch's steps "
+                   "read the weights once for all its sequences instead"};
     if (Status st = check_stop_strings(request.options.stop); !st) return st.error();
     auto seq = std::make_unique<BatchSequence>();
     seq->id = id;
@@ -868,6 +952,55 @@ PromptCacheStats Generator::prompt_cache_stats() const {
   s.bytes = impl_->prompt_cache.bytes();
   s.entries = impl_->prompt_cache.entries();
   return s;
+}
+
+namespace {
+// Why `draft` cannot draft for `model` (a vocabulary that differs), or nullopt. Models with
+// tokenizers must have the same tokens, id for id; models without (which take and give
+// ids) the same number of them.
+std::optional<Error> draft_vocabulary_problem(const Model& model, const Model& draft) {
+  const ModelInfo &target = model.info(), &d = draft.info();
+  const std::string both = d.source + " cannot draft for " + target.source + ": ";
+  if (!d.decoder_only) return Error{ErrorCode::kInvalidArgument, both + "not a decoder-only model"};
+  if (d.vocab_size != target.vocab_size)
+    return Error{ErrorCode::kInvalidArgument, both + "its vocabulary has " + std::to_string(d.vocab_size) +
+                                                  " tokens, not " + std::to_string(target.vocab_size)};
+  const text::Tokenizer* mine = detail::ModelAccess::tokenizer(model);
+  const text::Tokenizer* theirs = detail::ModelAccess::tokenizer(draft);
+  if ((mine == nullptr) != (theirs == nullptr))
+    return Error{ErrorCode::kInvalidArgument,
+                 both + "only one of them has a tokenizer, so their tokens cannot be compared"};
+  if (mine == nullptr) return std::nullopt;
+  for (size_t id = 0; id < target.vocab_size; ++id) {
+    const auto a = mine->output_token(static_cast<int32_t>(id)), b = theirs->output_token(static_cast<int32_t>(id));
+    if (a != b)
+      return Error{ErrorCode::kInvalidArgument, both + "token " + std::to_string(id) + " is " +
+                                                    detail::quoted(b.value_or("")) + ", not " +
+                                                    detail::quoted(a.value_or(""))};
+  }
+  return std::nullopt;
+}
+}  // namespace
+
+Status Generator::set_draft_model(std::shared_ptr<const Model> draft) {
+  const detail::SessionCall call(impl_->busy);
+  if (auto refused = call.refused("Generator")) return *refused;
+  return detail::without_exceptions([&]() -> Status {
+    if (draft == nullptr) {
+      impl_->draft.reset();
+      impl_->draft_weights.reset();
+      impl_->draft_model.reset();
+      return Status::ok();
+    }
+    if (auto problem = draft_vocabulary_problem(*impl_->model, *draft)) return *problem;
+    auto weights = std::make_unique<detail::ModelWeights>(detail::weights_for(*draft, impl_->scales));
+    auto drafter = std::make_unique<decode::ModelDraft>(*weights, impl_->kernels, impl_->pool);
+    impl_->draft.reset();  // before the weights it reads
+    impl_->draft_weights = std::move(weights);
+    impl_->draft = std::move(drafter);
+    impl_->draft_model = std::move(draft);
+    return Status::ok();
+  }, draft != nullptr ? draft->info().source : std::string());
 }
 
 Status Generator::save_prompt_cache(const std::string& path) const {

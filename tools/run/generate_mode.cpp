@@ -41,6 +41,11 @@ int run_language_model(const RunRequest& r, RunIo& io) {
   auto created = Generator::create(r.model, r.session);
   if (!created) return setup_failure(created.error());
   Generator& generator = created.value();
+  if (p.has("draft")) {  // speculative decoding's draft model
+    auto draft = Model::load(p.get("draft"));
+    if (!draft) return setup_failure(draft.error());
+    if (Status set = generator.set_draft_model(std::move(draft.value())); !set) return setup_failure(set.error());
+  }
   // --prompt-cache FILE: its state first (when it exists; one made with another model file
   // is an error, as llama.cpp's), and this run's prompts' states kept in process within the
   // bytes of one f32 KV cache of the model's positions; each prompt's written back to FILE.
@@ -80,6 +85,7 @@ int run_language_model(const RunRequest& r, RunIo& io) {
     };
   double prefill_ms = 0, generate_ms = 0;
   size_t prompt_tokens = 0, reused_tokens = 0;
+  GenerateTimings speculation;  // the counts of speculative decoding, summed
   bool cache_saved = true;
   const auto run_start = std::chrono::steady_clock::now();
   auto add_timings = [&] {
@@ -89,6 +95,10 @@ int run_language_model(const RunRequest& r, RunIo& io) {
     prompt_tokens += t.prompt_tokens;
     reused_tokens += t.reused_tokens;
     io.tokens += t.generated_tokens;
+    speculation.verifications += t.verifications;
+    speculation.drafted_tokens += t.drafted_tokens;
+    speculation.accepted_tokens += t.accepted_tokens;
+    speculation.draft_model_tokens += t.draft_model_tokens;
     cache_saved = save_prompt_cache() && cache_saved;
   };
   for (; io.next_window(1); io.base += io.window.size()) {
@@ -162,6 +172,22 @@ int run_language_model(const RunRequest& r, RunIo& io) {
                        {"prompt_tokens_per_s", prefill_ms > 0 ? prompt_tokens / (prefill_ms / 1000) : 0},
                        {"tokens_per_s", generate_ms > 0 ? io.tokens / (generate_ms / 1000) : 0},
                        {"run_s", ms_since(run_start) / 1000}};
+  if (used.lookup_ngram > 0 || p.has("draft")) {
+    const size_t drafted = speculation.drafted_tokens, accepted = speculation.accepted_tokens;
+    summary["speculation"] = {{"lookup_ngram", used.lookup_ngram},
+                              {"draft_model", p.get("draft", "")},
+                              {"max_draft_tokens", used.max_draft_tokens},
+                              {"verifications", speculation.verifications},
+                              {"drafted_tokens", drafted},
+                              {"accepted_tokens", accepted},
+                              {"acceptance_rate", drafted > 0 ? static_cast<double>(accepted) / drafted : 0.0},
+                              // a verification's tokens: those accepted, and the model's own after them
+                              {"tokens_per_verification",
+                               speculation.verifications > 0 ? static_cast<double>(accepted + speculation.verifications) /
+                                                                    speculation.verifications
+                                                             : 0.0},
+                              {"draft_model_tokens", speculation.draft_model_tokens}};
+  }
   summary["inputs"] = io.base;
   summary["failed"] = io.failed;
   if (!io.print_summary(summary) && !io.format.quiet) {

@@ -188,6 +188,14 @@ static int tool_main(int argc, char** argv) {
                                  "                              prompt's prefill (--chat: each turn's) the state is written to FILE\n"
                                  "                              (atomically). The states of this run's prompts are also reused in\n"
                                  "                              process, within a budget of one KV cache of the model's positions");
+  p.flag("lookup", "N", "language models: speculative decoding with prompt lookup: drafts are what followed the\n"
+                        "                              latest earlier occurrence of the last N..1 tokens in the prompt and\n"
+                        "                              output (1.." + std::to_string(kMaxLookupNgram) + "; the output is the same, faster where text repeats)");
+  p.flag("draft", "MODEL", "language models: speculative decoding with a draft model of the same vocabulary\n"
+                           "                              (a smaller one, or this model's int4 file): its greedy tokens are\n"
+                           "                              checked by one forward of the model; the output is the same");
+  p.flag("max-draft", "K", "--lookup / --draft: the most tokens a draft proposes (1.." + std::to_string(kMaxDraftTokens) +
+                               ", default " + std::to_string(kDefaultMaxDraftTokens) + "; adapted below it)");
   GenerateOptions lm_options;
   std::vector<std::pair<std::string, bool>> chat_flags;  // --template-flag
   TranslateOptions options;
@@ -419,6 +427,10 @@ static int tool_main(int argc, char** argv) {
     if (p.has("top-k")) lm_options.top_k = static_cast<uint32_t>(p.get_int("top-k", 0, 0, 1 << 24));
     if (p.has("seed")) lm_options.seed = static_cast<uint64_t>(p.get_int("seed", 0, 0, std::numeric_limits<long long>::max()));
     lm_options.ignore_eos = p.has("ignore-eos");
+    lm_options.lookup_ngram = static_cast<size_t>(p.get_int("lookup", 0, 1, static_cast<long long>(kMaxLookupNgram)));
+    lm_options.max_draft_tokens = static_cast<size_t>(p.get_int("max-draft", 0, 1, static_cast<long long>(kMaxDraftTokens)));
+    if (p.has("max-draft") && !p.has("lookup") && !p.has("draft"))
+      throw cli::UsageError("--max-draft bounds the drafts of --lookup or --draft: give one of them");
     lm_options.kv_cache_f16 = options.kv_cache_f16;
     options.source_language = p.get("source-lang", "");
     options.target_language = p.get("target-lang", "");
@@ -509,7 +521,8 @@ static int tool_main(int argc, char** argv) {
 
   if (p.has("tokenize") || p.has("detokenize")) return run::run_tokenizer(request, io);  // no translation
   static const char* const kLanguageModelFlags[] = {"sample", "greedy", "temperature", "top-k", "top-p", "min-p",
-                                                    "repetition-penalty", "seed", "ignore-eos"};
+                                                    "repetition-penalty", "seed", "ignore-eos", "lookup",
+                                                    "draft", "max-draft"};
   if (model.info().decoder_only) return run::run_language_model(request, io);
   for (const char* f : kLanguageModelFlags)
     if (p.has(f)) return fail("--" + std::string(f) + " applies to language models; " + p.positionals()[0] +

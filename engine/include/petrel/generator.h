@@ -35,6 +35,14 @@ constexpr size_t kMaxStopBytes = 256;
 constexpr size_t kMaxPromptBytesPerPosition = 32;
 constexpr size_t kMaxPromptBytes = size_t{1} << 20;
 
+// Speculative decoding (GenerateOptions::lookup_ngram, max_draft_tokens;
+// Generator::set_draft_model): the longest n-gram prompt lookup matches, and the most
+// tokens one draft may propose (its verification runs them as one forward of at most
+// 128 rows), and the default.
+constexpr size_t kMaxLookupNgram = 8;
+constexpr size_t kMaxDraftTokens = 64;
+constexpr size_t kDefaultMaxDraftTokens = 16;
+
 // Options left unset take the model's own (ModelInfo::lm: its generation_config.json),
 // as transformers' generate() does; a caller's value always wins.
 struct GenerateOptions {
@@ -84,6 +92,22 @@ struct GenerateOptions {
   // output end); a keyword outside the subset is kUnsupported naming its JSON pointer.
   // Not together with `grammar`.
   std::string json_schema;
+  // Speculative decoding: drafts of the next tokens are checked by one forward of the
+  // model over all of them (a small matrix product that reads the weights once), and the
+  // model's own choice at each position decides what is kept. The output is the same ids
+  // as without it, greedy and seeded sampling alike (every option above applies as it
+  // does without drafts); it is faster where the drafts are right. Drafts come from prompt
+  // lookup (here) and from the Generator's draft model (set_draft_model); generate(),
+  // generate_text() and Conversation::reply() use them, one sequence at a time
+  // (generate_text_batch and generate_continuously refuse lookup_ngram and ignore the
+  // draft model: their steps already read the weights once for many sequences).
+  // Prompt lookup: a draft is what followed the latest earlier occurrence of the last n
+  // tokens (n = lookup_ngram down to 1) in the prompt and the output so far; 0: off; at
+  // most kMaxLookupNgram. Where both are on, the draft model drafts where lookup finds nothing.
+  size_t lookup_ngram = 0;
+  // The most tokens a draft proposes (0: kDefaultMaxDraftTokens; at most kMaxDraftTokens).
+  // Below it the length adapts to how many of the last draft were accepted.
+  size_t max_draft_tokens = 0;
 };
 
 // A message of a conversation: a role the model's chat template knows ("system",
@@ -127,6 +151,10 @@ struct GenerateTimings {
   double prefill_ms = 0, generate_ms = 0;
   size_t prompt_tokens = 0, generated_tokens = 0;  // prompt_tokens: those run (reused ones excluded)
   size_t reused_tokens = 0;                        // prompt tokens whose KV state was reused
+  // Speculative decoding: forwards that checked a draft, the tokens drafted, and those
+  // of them accepted (generated_tokens / (verifications + plain steps) is the tokens
+  // per forward); draft_model_tokens: the tokens the draft model ran (its prefill too).
+  size_t verifications = 0, drafted_tokens = 0, accepted_tokens = 0, draft_model_tokens = 0;
 };
 
 // Generator::prompt_cache_stats.
@@ -216,6 +244,11 @@ class Generator {
   // tokens. The loaded entry is kept even past the budget (a budget of 0 included) until
   // the next state is kept or the budget is set.
   PETREL_API Status load_prompt_cache(const std::string& path);
+
+  // Speculative decoding's draft model (GenerateOptions above): a decoder-only model with
+  // this one's vocabulary (the same tokens, id for id: refused by name otherwise), run on
+  // this Generator's kernel path and threads; its greedy tokens are the drafts. Null: none.
+  PETREL_API Status set_draft_model(std::shared_ptr<const Model> draft);
 
   PETREL_API const GenerateTimings& last_timings() const;
   PETREL_API const Model& model() const;
