@@ -157,6 +157,12 @@ Status BatchTranslator::Impl::run(std::vector<Unit>& units, const std::vector<si
     }
     const bool stopped = cancelled(batching);  // what was cut short is not a translation
     std::lock_guard<std::mutex> lock(mutex);
+    if (r) {
+      const TranslateTimings& t = session.last_timings();
+      totals.verifications += t.verifications;
+      totals.drafted_tokens += t.drafted_tokens;
+      totals.accepted_tokens += t.accepted_tokens;
+    }
     for (size_t k = 0; k < batch.size(); ++k) {
       Unit& u = units[batch[k]];
       if (stopped) u.result = cancelled_error(u.input);
@@ -245,6 +251,12 @@ BatchTranslator::BatchTranslator(BatchTranslator&&) noexcept = default;
 BatchTranslator& BatchTranslator::operator=(BatchTranslator&&) noexcept = default;
 BatchTotals BatchTranslator::last_totals() const { return impl_->totals; }
 size_t BatchTranslator::workers() const { return impl_->sessions.size(); }
+
+Status BatchTranslator::set_draft_model(std::shared_ptr<const Model> draft) {
+  for (Translator& session : impl_->sessions)
+    if (Status set = session.set_draft_model(draft); !set) return set;
+  return Status::ok();
+}
 const std::shared_ptr<const Model>& BatchTranslator::model() const { return impl_->model; }
 const char* BatchTranslator::isa() const { return impl_->sessions[0].isa(); }
 

@@ -13,8 +13,10 @@
 #include <unistd.h>
 
 #include "core/checked.h"
+#include "core/quoted.h"
 #include "core/utf8.h"
 #include "decode/decoder_steps.h"
+#include "decode/speculative_steps.h"
 #include "kernels/isa.h"
 #include "model_access.h"
 #include "text_sentences.h"
@@ -105,7 +107,8 @@ ModelWeights weights_for(const Model& model, ActivationScales scales) {
 
 struct Translator::Impl {
   Impl(std::shared_ptr<const Model> m, const kernels::KernelTable& k, size_t threads, ActivationScales scales)
-      : model(std::move(m)), kernels(k), pool(threads), weights(detail::weights_for(*model, scales)), graph(weights, k, pool) {}
+      : model(std::move(m)), kernels(k), pool(threads), weights(detail::weights_for(*model, scales)), graph(weights, k, pool),
+        scales(scales) {}
   Result<std::vector<Translation>> translate(const std::vector<std::vector<int32_t>>& batch,
                                              const TranslateOptions& options,
                                              const std::vector<size_t>* length_basis = nullptr,
@@ -122,6 +125,17 @@ struct Translator::Impl {
   models::OutputVocabulary output;
   decode::SearchState search;
   TranslateTimings timings;
+  // set_draft_model's model, its weights as this session runs them, and its drafter.
+  std::shared_ptr<const Model> draft_model;
+  std::unique_ptr<detail::ModelWeights> draft_weights;
+  std::unique_ptr<decode::TranslationModelDraft> draft;
+  ActivationScales scales;
+  // Speculative decoding: each input of `batch` decoded alone by `so`'s greedy search.
+  Result<decode::SearchResult> search_speculatively(const std::vector<std::vector<int32_t>>& batch,
+                                                    const decode::SearchOptions& so, const TranslateOptions& options,
+                                                    DType cache_type, size_t max_new,
+                                                    const std::vector<const std::vector<int32_t>*>* shortlists,
+                                                    decode::SearchObserver* observer);
   std::atomic<bool> busy{false};  // detail::SessionCall
 };
 
@@ -357,6 +371,19 @@ std::optional<Error> source_problem(const ModelInfo& info, const std::vector<int
 }
 }  // namespace detail
 
+namespace {
+// Why speculative decoding (asked for by `what`) cannot run with options `o`, or nullopt.
+std::optional<Error> speculation_problem(const TranslateOptions& o, const std::string& what) {
+  auto refused = [&](const std::string& option) {
+    return Error{ErrorCode::kInvalidArgument,
+                 what + ": speculative decoding runs greedy search only; not with " + option};
+  };
+  if (o.beam_size > 1) return refused("beam_size " + std::to_string(o.beam_size));
+  if (o.alignment) return refused("alignment");
+  return std::nullopt;
+}
+}  // namespace
+
 Result<TranslateOptions> resolve_options(const Model& petrel_model, const TranslateOptions& requested) {
   const ModelInfo& info = petrel_model.info();
   auto invalid = [](const std::string& message) { return Error{ErrorCode::kInvalidArgument, message}; };
@@ -420,8 +447,16 @@ Result<TranslateOptions> resolve_options(const Model& petrel_model, const Transl
       return invalid("alignment head " + std::to_string(o.alignment_head) + " is not one of the model's " +
                      std::to_string(info.num_heads) + " attention heads (0-based)");
   }
+  if (o.lookup_ngram > kMaxLookupNgram)
+    return invalid("lookup_ngram " + std::to_string(o.lookup_ngram) + ": at most " + std::to_string(kMaxLookupNgram));
+  if (o.max_draft_tokens > kMaxDraftTokens)
+    return invalid("max_draft_tokens " + std::to_string(o.max_draft_tokens) + ": at most " + std::to_string(kMaxDraftTokens));
+  if (o.max_draft_tokens == 0) o.max_draft_tokens = kDefaultMaxDraftTokens;
+  if (o.lookup_ngram > 0)
+    if (auto problem = speculation_problem(o, "lookup_ngram")) return *problem;
   return o;
 }
+
 
 std::vector<std::pair<size_t, size_t>> hard_alignment(const std::vector<std::vector<float>>& soft, float threshold) {
   std::vector<std::pair<size_t, size_t>> pairs;  // (source, target) while sorting
@@ -549,26 +584,36 @@ Result<std::vector<Translation>> Translator::Impl::translate(const std::vector<s
     so.forced = &forced;
   }
 
-  auto start = std::chrono::steady_clock::now();
-  if (*options.use_shortlist && shortlists) output.use_shortlist_sets(weights, *shortlists);
-  else if (*options.use_shortlist) output.use_shortlist(weights, batch);
-  else output.use_all(weights);
-  graph.encode(batch, encoded, workspace);
-  timings.encode_ms = detail::ms_since(start);
-  start = std::chrono::steady_clock::now();
-  std::vector<size_t> sentence_of_row(batch.size() * so.beam);
-  for (size_t r = 0; r < sentence_of_row.size(); ++r) sentence_of_row[r] = r / so.beam;
-  graph.start_decoding(encoded, sentence_of_row, max_new, cache_type, decoder, workspace);
-  if (options.alignment) {
-    decoder.alignment_layer = *options.alignment_layer;
-    decoder.alignment_head = options.alignment_head;
-    decoder.alignment_width = alignment_width;
-  }
-  decode::DecoderSteps steps(graph, decoder, workspace, output);
   StreamObserver stream(options.on_token, detail::ModelAccess::tokenizer(*model), so.beam > 1);
   if (options.on_token) so.observer = &stream;
-  auto found = decode::search(steps, batch.size(), output, kernels, so, search);
-  timings.decode_ms = detail::ms_since(start);
+  const bool speculating = options.lookup_ngram > 0 || draft != nullptr;
+  if (speculating)
+    if (auto problem = speculation_problem(options, options.lookup_ngram > 0 ? "lookup_ngram" : "the draft model"))
+      return *problem;
+  Result<decode::SearchResult> found = decode::SearchResult{};
+  auto start = std::chrono::steady_clock::now();
+  timings.verifications = timings.drafted_tokens = timings.accepted_tokens = timings.draft_model_tokens = 0;
+  if (speculating) {
+    found = search_speculatively(batch, so, options, cache_type, max_new, shortlists, so.observer);
+  } else {
+    if (*options.use_shortlist && shortlists) output.use_shortlist_sets(weights, *shortlists);
+    else if (*options.use_shortlist) output.use_shortlist(weights, batch);
+    else output.use_all(weights);
+    graph.encode(batch, encoded, workspace);
+    timings.encode_ms = detail::ms_since(start);
+    start = std::chrono::steady_clock::now();
+    std::vector<size_t> sentence_of_row(batch.size() * so.beam);
+    for (size_t r = 0; r < sentence_of_row.size(); ++r) sentence_of_row[r] = r / so.beam;
+    graph.start_decoding(encoded, sentence_of_row, max_new, cache_type, decoder, workspace);
+    if (options.alignment) {
+      decoder.alignment_layer = *options.alignment_layer;
+      decoder.alignment_head = options.alignment_head;
+      decoder.alignment_width = alignment_width;
+    }
+    decode::DecoderSteps steps(graph, decoder, workspace, output);
+    found = decode::search(steps, batch.size(), output, kernels, so, search);
+    timings.decode_ms = detail::ms_since(start);
+  }
   if (!found) return found.error();
   timings.decode_steps = found.value().steps;
   if (options.on_token) {  // each input's final translation, after the step-by-step events
@@ -595,6 +640,132 @@ Result<std::vector<Translation>> Translator::Impl::translate(const std::vector<s
   }
   timings.generated_tokens = generated;
   return out;
+}
+
+Result<decode::SearchResult> Translator::Impl::search_speculatively(
+    const std::vector<std::vector<int32_t>>& batch, const decode::SearchOptions& so, const TranslateOptions& options,
+    DType cache_type, size_t max_new, const std::vector<const std::vector<int32_t>*>* shortlists,
+    decode::SearchObserver* observer) {
+  // The caller's observer sees input s where the one-input search says input 0.
+  struct OneInput final : decode::SearchObserver {
+    decode::SearchObserver* all = nullptr;
+    size_t input = 0;
+    bool on_step(size_t, const int32_t* tokens, size_t length) override { return all->on_step(input, tokens, length); }
+  };
+  decode::SearchResult result;
+  result.hypotheses.resize(batch.size());
+  // decode_positions' rows: the token chosen, then the draft; all of the one input.
+  const std::vector<size_t> sentence_of_row(options.max_draft_tokens + 1, 0);
+  std::vector<size_t> limit(1);
+  std::vector<std::vector<int32_t>> forced(1);
+  const size_t draft_ran = draft != nullptr ? draft->tokens_run() : 0;
+  decode::SpeculationCounts counts;
+  double encode_ms = 0, decode_ms = 0;
+  // The batch's output vocabulary, as the plain search has it: a shortlist's outputs
+  // are then laid out alike, and their normalization sums them in the same order.
+  if (*options.use_shortlist && shortlists) output.use_shortlist_sets(weights, *shortlists);
+  else if (*options.use_shortlist) output.use_shortlist(weights, batch);
+  else output.use_all(weights);
+  for (size_t s = 0; s < batch.size(); ++s) {
+    auto start = std::chrono::steady_clock::now();
+    graph.encode({batch[s]}, encoded, workspace);
+    encode_ms += detail::ms_since(start);
+    start = std::chrono::steady_clock::now();
+    decode::SearchOptions one = so;
+    one.first_sentence = s;
+    size_t steps = max_new;
+    if (so.sentence_max_new_tokens != nullptr) {
+      steps = limit[0] = (*so.sentence_max_new_tokens)[s];
+      one.sentence_max_new_tokens = &limit;
+    }
+    if (so.forced != nullptr) {
+      forced[0] = (*so.forced)[s];
+      one.forced = &forced;
+    }
+    OneInput watcher;
+    if (observer != nullptr) {
+      watcher.all = observer;
+      watcher.input = s;
+      one.observer = &watcher;
+    }
+    graph.start_decoding(encoded, sentence_of_row, max_new, cache_type, decoder, workspace);
+    decode::TranslationLookup lookup(batch[s], options.lookup_ngram);
+    if (draft != nullptr) draft->start(batch[s], steps);
+    decode::CombinedDrafter drafter(&lookup, draft.get());
+    decode::SpeculativeSteps speculative(graph, decoder, workspace, output, drafter, options.max_draft_tokens, steps);
+    auto found = decode::search(speculative, 1, output, kernels, one, search);
+    decode_ms += detail::ms_since(start);
+    if (!found) return found.error();
+    result.hypotheses[s] = std::move(found.value().hypotheses[0]);
+    result.steps += found.value().steps;
+    const decode::SpeculationCounts c = speculative.counts();
+    counts.verifications += c.verifications;
+    counts.drafted += c.drafted;
+    counts.accepted += c.accepted;
+  }
+  timings.encode_ms = encode_ms;
+  timings.decode_ms = decode_ms;
+  timings.verifications = counts.verifications;
+  timings.drafted_tokens = counts.drafted;
+  timings.accepted_tokens = counts.accepted;
+  if (draft != nullptr) timings.draft_model_tokens = draft->tokens_run() - draft_ran;
+  return result;
+}
+
+namespace {
+// Why `draft` cannot draft for `model`, or nullopt: not a translation model, another
+// vocabulary (sizes, then the target tokens id for id), or SSRU decoder layers (their
+// recurrent state is not kept per position, so a draft could not be rewound).
+std::optional<Error> translation_draft_problem(const Model& model, const Model& draft) {
+  const ModelInfo &target = model.info(), &d = draft.info();
+  const std::string both = d.source + " cannot draft for " + target.source + ": ";
+  if (d.decoder_only) return Error{ErrorCode::kInvalidArgument, both + "not a translation (encoder-decoder) model"};
+  if (d.vocab_size != target.vocab_size || d.target_vocab_size != target.target_vocab_size)
+    return Error{ErrorCode::kInvalidArgument,
+                 both + "its vocabularies have " + std::to_string(d.vocab_size) + " source and " +
+                     std::to_string(d.target_vocab_size) + " target tokens, not " + std::to_string(target.vocab_size) +
+                     " and " + std::to_string(target.target_vocab_size)};
+  if (d.decoder_start_id != target.decoder_start_id || d.eos_id != target.eos_id)
+    return Error{ErrorCode::kInvalidArgument, both + "its start or end token differs"};
+  const text::Tokenizer* mine = detail::ModelAccess::tokenizer(model);
+  const text::Tokenizer* theirs = detail::ModelAccess::tokenizer(draft);
+  if ((mine == nullptr) != (theirs == nullptr))
+    return Error{ErrorCode::kInvalidArgument, both + "only one of them has a tokenizer, so their tokens cannot be compared"};
+  if (mine != nullptr)
+    for (size_t id = 0; id < target.target_vocab_size; ++id) {
+      const auto a = mine->output_token(static_cast<int32_t>(id)), b = theirs->output_token(static_cast<int32_t>(id));
+      if (a != b)
+        return Error{ErrorCode::kInvalidArgument, both + "target token " + std::to_string(id) + " is " +
+                                                      detail::quoted(b.value_or("")) + ", not " +
+                                                      detail::quoted(a.value_or(""))};
+    }
+  for (const detail::Layer& layer : detail::ModelAccess::weights(draft).decoder.layers)
+    if (layer.ssru())
+      return Error{ErrorCode::kUnsupported,
+                   both + "its decoder has SSRU (recurrent) layers, whose state a rejected draft cannot rewind"};
+  return std::nullopt;
+}
+}  // namespace
+
+Status Translator::set_draft_model(std::shared_ptr<const Model> draft) {
+  const detail::SessionCall call(impl_->busy);
+  if (auto refused = call.refused("Translator")) return *refused;
+  return detail::without_exceptions([&]() -> Status {
+    if (draft == nullptr) {
+      impl_->draft.reset();
+      impl_->draft_weights.reset();
+      impl_->draft_model.reset();
+      return Status::ok();
+    }
+    if (auto problem = translation_draft_problem(*impl_->model, *draft)) return *problem;
+    auto weights = std::make_unique<detail::ModelWeights>(detail::weights_for(*draft, impl_->scales));
+    auto drafter = std::make_unique<decode::TranslationModelDraft>(*weights, impl_->kernels, impl_->pool);
+    impl_->draft.reset();  // before the weights it reads
+    impl_->draft_weights = std::move(weights);
+    impl_->draft = std::move(drafter);
+    impl_->draft_model = std::move(draft);
+    return Status::ok();
+  }, draft != nullptr ? draft->info().source : std::string());
 }
 
 }  // namespace petrel

@@ -41,11 +41,8 @@ int run_language_model(const RunRequest& r, RunIo& io) {
   auto created = Generator::create(r.model, r.session);
   if (!created) return setup_failure(created.error());
   Generator& generator = created.value();
-  if (p.has("draft")) {  // speculative decoding's draft model
-    auto draft = Model::load(p.get("draft"));
-    if (!draft) return setup_failure(draft.error());
-    if (Status set = generator.set_draft_model(std::move(draft.value())); !set) return setup_failure(set.error());
-  }
+  if (r.draft)  // speculative decoding's draft model
+    if (Status set = generator.set_draft_model(r.draft); !set) return setup_failure(set.error());
   // --prompt-cache FILE: its state first (when it exists; one made with another model file
   // is an error, as llama.cpp's), and this run's prompts' states kept in process within the
   // bytes of one f32 KV cache of the model's positions; each prompt's written back to FILE.

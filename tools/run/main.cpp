@@ -188,12 +188,13 @@ static int tool_main(int argc, char** argv) {
                                  "                              prompt's prefill (--chat: each turn's) the state is written to FILE\n"
                                  "                              (atomically). The states of this run's prompts are also reused in\n"
                                  "                              process, within a budget of one KV cache of the model's positions");
-  p.flag("lookup", "N", "language models: speculative decoding with prompt lookup: drafts are what followed the\n"
-                        "                              latest earlier occurrence of the last N..1 tokens in the prompt and\n"
-                        "                              output (1.." + std::to_string(kMaxLookupNgram) + "; the output is the same, faster where text repeats)");
-  p.flag("draft", "MODEL", "language models: speculative decoding with a draft model of the same vocabulary\n"
-                           "                              (a smaller one, or this model's int4 file): its greedy tokens are\n"
-                           "                              checked by one forward of the model; the output is the same");
+  p.flag("lookup", "N", "speculative decoding (language models; greedy translation) with prompt lookup: drafts\n"
+                        "                              are what followed the latest earlier occurrence of the last N..1 tokens\n"
+                        "                              in the prompt (a translation's input) and the output (1.." + std::to_string(kMaxLookupNgram) + "; the\n"
+                        "                              output is the same, faster where text repeats)");
+  p.flag("draft", "MODEL", "speculative decoding with a draft model of the same vocabulary (a smaller model,\n"
+                           "                              or this model's int4 file): its greedy tokens are checked by one pass\n"
+                           "                              of the model over them; the output is the same"); 
   p.flag("max-draft", "K", "--lookup / --draft: the most tokens a draft proposes (1.." + std::to_string(kMaxDraftTokens) +
                                ", default " + std::to_string(kDefaultMaxDraftTokens) + "; adapted below it)");
   GenerateOptions lm_options;
@@ -429,6 +430,8 @@ static int tool_main(int argc, char** argv) {
     lm_options.ignore_eos = p.has("ignore-eos");
     lm_options.lookup_ngram = static_cast<size_t>(p.get_int("lookup", 0, 1, static_cast<long long>(kMaxLookupNgram)));
     lm_options.max_draft_tokens = static_cast<size_t>(p.get_int("max-draft", 0, 1, static_cast<long long>(kMaxDraftTokens)));
+    options.lookup_ngram = lm_options.lookup_ngram;
+    options.max_draft_tokens = lm_options.max_draft_tokens;
     if (p.has("max-draft") && !p.has("lookup") && !p.has("draft"))
       throw cli::UsageError("--max-draft bounds the drafts of --lookup or --draft: give one of them");
     lm_options.kv_cache_f16 = options.kv_cache_f16;
@@ -458,6 +461,14 @@ static int tool_main(int argc, char** argv) {
     if (!second) return fail(second.error().message), 1;
     if (auto problem = pivot_problem(*second.value(), p.get("pivot"))) return fail(*problem), 2;
     pivot_model = std::move(second.value());
+  }
+  std::shared_ptr<const Model> draft_model;  // --draft
+  if (p.has("draft")) {
+    start = std::chrono::steady_clock::now();
+    auto draft = Model::load(p.get("draft"));
+    load_ms += ms_since(start);
+    if (!draft) return fail(draft.error().message), 1;
+    draft_model = std::move(draft.value());
   }
   const bool from_lines = !p.has("ids") && !p.has("text") && !p.has("prompt");  // --input FILE, or standard input
   const bool text_inputs = p.has("text") || p.has("prompt") || (from_lines && has_text && !p.has("detokenize"));
@@ -502,6 +513,7 @@ static int tool_main(int argc, char** argv) {
 
   RunRequest request{p, loaded.value()};
   request.pivot = std::move(pivot_model);
+  request.draft = std::move(draft_model);
   request.load_ms = load_ms;
   request.text_inputs = text_inputs;
   request.fd = fd;
@@ -521,8 +533,7 @@ static int tool_main(int argc, char** argv) {
 
   if (p.has("tokenize") || p.has("detokenize")) return run::run_tokenizer(request, io);  // no translation
   static const char* const kLanguageModelFlags[] = {"sample", "greedy", "temperature", "top-k", "top-p", "min-p",
-                                                    "repetition-penalty", "seed", "ignore-eos", "lookup",
-                                                    "draft", "max-draft"};
+                                                    "repetition-penalty", "seed", "ignore-eos"};
   if (model.info().decoder_only) return run::run_language_model(request, io);
   for (const char* f : kLanguageModelFlags)
     if (p.has(f)) return fail("--" + std::string(f) + " applies to language models; " + p.positionals()[0] +

@@ -23,6 +23,7 @@ struct RunRequest {
   const cli::Parser& flags;
   std::shared_ptr<const Model> model;
   std::shared_ptr<const Model> pivot;  // --pivot: the second model, which translates the first's translation
+  std::shared_ptr<const Model> draft;  // --draft: speculative decoding's draft model
   double load_ms = 0;
   bool text_inputs = false;  // inputs are text (else token ids)
   int fd = -1;               // the lines' file (--chat reads its messages there)

@@ -56,6 +56,8 @@ void add_sentence_view(nlohmann::json& j, const TextTranslation& t, const Transl
 Result<TextTranslators> create_text_translators(const RunRequest& r) {
   auto first = BatchTranslator::create(r.model, r.session, r.workers);
   if (!first) return first.error();
+  if (r.draft)  // speculative decoding's draft model (the first model's)
+    if (Status set = first.value().set_draft_model(r.draft); !set) return set.error();
   TextTranslators out{std::move(first.value()), std::nullopt};
   if (r.pivot) {
     auto second = BatchTranslator::create(r.pivot, r.session, r.workers);
@@ -79,6 +81,7 @@ int run_translation(const RunRequest& r, RunIo& io) {
   if (!effective) return setup_failure(effective.error());
   double encode_ms = 0, decode_ms = 0, run_seconds = 0;
   size_t steps = 0;
+  size_t verifications = 0, drafted = 0, accepted = 0;  // speculative decoding
   std::string isa;
   size_t sessions = 1;
 
@@ -129,12 +132,18 @@ int run_translation(const RunRequest& r, RunIo& io) {
         });
       }
       if (!s) return fail(s.error().message), 1;
+      const BatchTotals totals = batch.value().model.last_totals();
+      verifications += totals.verifications;
+      drafted += totals.drafted_tokens;
+      accepted += totals.accepted_tokens;
     }
     run_seconds = ms_since(run_start) / 1000;
   } else {  // --text / --ids: one batch; --stream: one input at a time, printed as produced
     auto created = Translator::create(r.model, r.session);
     if (!created) return setup_failure(created.error());
     Translator& translator = created.value();
+    if (r.draft)
+      if (Status set = translator.set_draft_model(r.draft); !set) return setup_failure(set.error());
     isa = translator.isa();
     auto add_timings = [&] {
       const TranslateTimings& t = translator.last_timings();
@@ -142,6 +151,9 @@ int run_translation(const RunRequest& r, RunIo& io) {
       decode_ms += t.decode_ms;
       steps += t.decode_steps;
       io.tokens += t.generated_tokens;
+      verifications += t.verifications;
+      drafted += t.drafted_tokens;
+      accepted += t.accepted_tokens;
     };
     if (p.has("stream")) {
       // On a terminal the text grows in place, redrawn when a beam changes its mind and
@@ -259,6 +271,16 @@ int run_translation(const RunRequest& r, RunIo& io) {
                          {"target_prefix", used.target_prefix}};
   summary["timing"] = {{"load_ms", load_ms},     {"encode_ms", encode_ms},       {"decode_ms", decode_ms},
                        {"decode_steps", steps},  {"tokens_per_s", tokens_per_s}, {"run_s", run_seconds}};
+  if (used.lookup_ngram > 0 || r.draft)
+    summary["speculation"] = {{"lookup_ngram", used.lookup_ngram},
+                              {"draft_model", p.get("draft", "")},
+                              {"max_draft_tokens", used.max_draft_tokens},
+                              {"verifications", verifications},
+                              {"drafted_tokens", drafted},
+                              {"accepted_tokens", accepted},
+                              {"acceptance_rate", drafted > 0 ? static_cast<double>(accepted) / drafted : 0.0},
+                              {"tokens_per_verification",
+                               verifications > 0 ? static_cast<double>(accepted + verifications) / verifications : 0.0}};
   summary["inputs"] = inputs;
   summary["failed"] = io.failed;
   if (!io.print_summary(summary) && !io.format.quiet) {

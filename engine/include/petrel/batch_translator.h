@@ -106,6 +106,8 @@ struct BatchTotals {
   size_t inputs = 0, sentences = 0;  // sentences: units translated (after splitting)
   size_t source_tokens = 0, generated_tokens = 0;
   double seconds = 0;
+  // Speculative decoding (TranslateTimings' counts, summed over the batches)
+  size_t verifications = 0, drafted_tokens = 0, accepted_tokens = 0;
 };
 
 class BatchTranslator {
@@ -133,6 +135,8 @@ class BatchTranslator {
                               const BatchOptions& batching, const IdSink& deliver);
 
   // The totals of the last translate / translate_text call (so far, if it failed).
+  // Every session's draft model for speculative decoding (Translator::set_draft_model).
+  PETREL_API Status set_draft_model(std::shared_ptr<const Model> draft);
   PETREL_API BatchTotals last_totals() const;
   PETREL_API size_t workers() const;
   PETREL_API const std::shared_ptr<const Model>& model() const;

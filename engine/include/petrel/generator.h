@@ -35,13 +35,6 @@ constexpr size_t kMaxStopBytes = 256;
 constexpr size_t kMaxPromptBytesPerPosition = 32;
 constexpr size_t kMaxPromptBytes = size_t{1} << 20;
 
-// Speculative decoding (GenerateOptions::lookup_ngram, max_draft_tokens;
-// Generator::set_draft_model): the longest n-gram prompt lookup matches, and the most
-// tokens one draft may propose (its verification runs them as one forward of at most
-// 128 rows), and the default.
-constexpr size_t kMaxLookupNgram = 8;
-constexpr size_t kMaxDraftTokens = 64;
-constexpr size_t kDefaultMaxDraftTokens = 16;
 
 // Options left unset take the model's own (ModelInfo::lm: its generation_config.json),
 // as transformers' generate() does; a caller's value always wins.

@@ -58,6 +58,14 @@ using TokenCallback = std::function<bool(const TokenEvent&)>;
 // Options left unset take the model's own generation defaults (ModelInfo::generation:
 // what its config.json / generation_config.json ask for), as Hugging Face's
 // generate() does; a caller's value always wins.
+// Speculative decoding (TranslateOptions / GenerateOptions::lookup_ngram and
+// max_draft_tokens; set_draft_model): the longest n-gram prompt lookup matches, the most
+// tokens one draft may propose (its verification runs them as one pass over the weights),
+// and the default.
+constexpr size_t kMaxLookupNgram = 8;
+constexpr size_t kMaxDraftTokens = 64;
+constexpr size_t kDefaultMaxDraftTokens = 16;
+
 struct TranslateOptions {
   size_t beam_size = 0;       // 1..kMaxBeamSize, 1 = greedy; 0: the model's num_beams (1 if none)
   size_t n_best = 1;          // hypotheses returned per input, <= beam size
@@ -130,6 +138,17 @@ struct TranslateOptions {
   // text); a NUL byte, nesting deeper than 512 elements or more than 64 MiB fail that input.
   // Needs a model whose tokenizer tells its tokens' bytes (a Marian C++ model's) and n_best 1.
   bool html = false;
+  // Speculative decoding (greedy search: beam_size 1, n_best 1, no alignment): drafts of
+  // the next tokens are checked by one pass of the decoder over all of them, and the
+  // search's own choices decide what is kept, so the translations (ids, scores, stream)
+  // are those without drafts; faster where the drafts are right. Each input is then
+  // decoded alone. Drafts come from prompt lookup over the input's ids and the output so
+  // far (lookup_ngram: the longest n-gram matched, 0: off; at most kMaxLookupNgram) and
+  // from the Translator's draft model (set_draft_model), which drafts where lookup finds
+  // nothing. max_draft_tokens: the most tokens one draft proposes (0:
+  // kDefaultMaxDraftTokens; at most kMaxDraftTokens); below it the length adapts.
+  size_t lookup_ngram = 0;
+  size_t max_draft_tokens = 0;
 };
 
 struct Translation {
@@ -197,6 +216,9 @@ struct TranslateTimings {
   double encode_ms = 0, decode_ms = 0;
   size_t decode_steps = 0;
   size_t generated_tokens = 0;  // tokens in the best hypotheses
+  // Speculative decoding: passes of the decoder that checked a draft, the tokens drafted
+  // and those accepted; the draft model's decoder steps.
+  size_t verifications = 0, drafted_tokens = 0, accepted_tokens = 0, draft_model_tokens = 0;
 };
 
 struct TranslatorOptions {
@@ -246,6 +268,12 @@ class Translator {
   // is refused (split it into sentences first).
   PETREL_API Result<std::vector<TextTranslation>> translate_text(const std::vector<std::string>& texts,
                                                                   const TranslateOptions& options = {});
+
+  // Speculative decoding's draft model (TranslateOptions::lookup_ngram's comment): a
+  // translation model with this one's vocabulary (the same source and target tokens, id
+  // for id: refused by name otherwise) and attention decoder layers, run on this
+  // Translator's kernel path and threads; it encodes each input itself. Null: none.
+  PETREL_API Status set_draft_model(std::shared_ptr<const Model> draft);
 
   PETREL_API const TranslateTimings& last_timings() const;
   PETREL_API const Model& model() const;

@@ -134,13 +134,13 @@ Result<SearchResult> search(StepModel& model, size_t sentences, const models::Ou
       } else {
         for (size_t i = 0; i < s.live[b]; ++i) {
           float* logits = &s.logits[(block + i) * vocab];
-          if (const uint8_t* allowed = output.allowed(b))  // outside this sentence's shortlist
+          if (const uint8_t* allowed = output.allowed(o.first_sentence + b))  // outside this sentence's shortlist
             for (size_t j = 0; j < vocab; ++j)
               if (!allowed[j]) logits[j] = -INFINITY;
           // log-softmax over every output (as Hugging Face), then bad words are masked.
           const float log_sum = k.logsumexp(logits, vocab);
           if (!std::isfinite(log_sum))
-            return Error{ErrorCode::kFormat, "input " + std::to_string(b + 1) + ", step " + std::to_string(step + 1) +
+            return Error{ErrorCode::kFormat, "input " + std::to_string(o.first_sentence + b + 1) + ", step " + std::to_string(step + 1) +
                                                  ": the model computed non-finite scores (NaN or infinite logits); "
                                                  "its weights may be corrupt"};
           for (size_t bad : s.bad_indices) logits[bad] = -INFINITY;

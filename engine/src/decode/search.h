@@ -76,6 +76,10 @@ struct SearchOptions {
   size_t alignment_width = 0;
   // Each hypothesis carries the score of each of its tokens (Hypothesis::token_scores).
   bool token_scores = false;
+  // Sentence s of this search is sentence first_sentence + s of the output vocabulary's
+  // (its shortlist) and of error messages: a batch's inputs searched one at a time over
+  // the batch's vocabulary, as speculative decoding does.
+  size_t first_sentence = 0;
 };
 
 // What the search knew of one output token when it chose it.

@@ -136,25 +136,41 @@ void EncoderDecoder::start_decoding(const EncoderOutput& enc, const std::vector<
 
 void EncoderDecoder::decode_step(const int32_t* tokens, size_t rows, size_t step, DecoderState& st, Workspace& ws,
                                  const OutputVocabulary& output, float* logits) const {
-  const size_t esize = detail::dtype_size(st.cache_type);
-  const float eps = info_.layer_norm_eps;
-  const auto& dec = w_.decoder;
   if (st.slots + rows > st.rows * st.capacity) grow_caches(rows, st);
   std::fill_n(st.positions.begin(), rows, static_cast<int32_t>(step));
   for (size_t r = 0; r < rows; ++r) {  // this step's slots follow the last step's
     st.slot_of[r * st.max_steps + step] = st.slots + r;
     st.self_keys[r] = {r * st.max_steps, step + 1};
   }
+  run_decoder(tokens, rows, step == 0 ? rows : 0, SIZE_MAX, st, ws, output, logits);
+}
+
+void EncoderDecoder::decode_positions(const int32_t* tokens, size_t n, size_t first, size_t cell_row, DecoderState& st,
+                                      Workspace& ws, const OutputVocabulary& output, float* logits) const {
+  st.slots = first;  // row 0's slots are its positions: what the caches held from `first` on is dropped
+  if (st.slots + n > st.rows * st.capacity) grow_caches(n, st);
+  for (size_t i = 0; i < n; ++i) {  // query row i is position first + i, seeing positions 0..first + i
+    st.positions[i] = static_cast<int32_t>(first + i);
+    st.slot_of[first + i] = first + i;
+    st.self_keys[i] = {0, first + i + 1};
+  }
+  run_decoder(tokens, n, first == 0 ? 1 : 0, cell_row, st, ws, output, logits);
+}
+
+void EncoderDecoder::run_decoder(const int32_t* tokens, size_t rows, size_t start_rows, size_t cell_row,
+                                 DecoderState& st, Workspace& ws, const OutputVocabulary& output, float* logits) const {
+  const size_t esize = detail::dtype_size(st.cache_type);
+  const float eps = info_.layer_norm_eps;
+  const auto& dec = w_.decoder;
   float* x = st.x.data();
   layers::Context c = context(ws);
-  if (step == 0 && info_.decoder_start_zeros) {  // Marian C++: a zero embedding plus position 0
-    for (size_t r = 0; r < rows; ++r) {
+  k_.embed(dec.embed_tokens, tokens, st.positions.data(), rows, dec.position_table, x);
+  if (info_.decoder_start_zeros) {  // Marian C++: a zero embedding plus position 0 at the first step
+    for (size_t r = 0; r < start_rows; ++r) {
       float* row = x + r * d_;
       if (dec.position_table != nullptr) std::copy_n(dec.position_table, d_, row);
       else std::fill_n(row, d_, 0.0f);
     }
-  } else {
-    k_.embed(dec.embed_tokens, tokens, st.positions.data(), rows, dec.position_table, x);
   }
   if (dec.embed_norm.present()) k_.layer_norm(x, nullptr, rows, d_, dec.embed_norm.gamma, dec.embed_norm.beta, eps, x);
 
@@ -164,14 +180,25 @@ void EncoderDecoder::decode_step(const int32_t* tokens, size_t rows, size_t step
       layers::residual_block(c, info_.norm, layer.ssru_norm, eps, x, rows, d_, [&](const float* in, float* out) {
         layers::dense(c, layer.ssru_w, in, rows, ws.q.data());
         layers::dense(c, layer.ssru_forget, in, rows, ws.k.data());
-        k_.ssru(ws.q.data(), ws.k.data(), rows * d_, st.ssru_cells[l].data(), out);
+        float* cells = st.ssru_cells[l].data();
+        if (cell_row == SIZE_MAX) {  // each row its own hypothesis
+          k_.ssru(ws.q.data(), ws.k.data(), rows * d_, cells, out);
+          return;
+        }
+        // One hypothesis' positions in order: row i's cell is the state after position
+        // first + i, from the one before it (cell_row's for the first).
+        for (size_t i = 0; i < rows; ++i) {
+          const size_t from = i == 0 ? cell_row : i - 1;
+          if (from != i) std::copy_n(cells + from * d_, d_, cells + i * d_);
+          k_.ssru(ws.q.data() + i * d_, ws.k.data() + i * d_, d_, cells + i * d_, out + i * d_);
+        }
       });
     } else {
       layers::residual_block(c, info_.norm, layer.self_attn_norm, eps, x, rows, d_, [&](const float* in, float* out) {
       layers::dense(c, layer.self_attn.q, in, rows, ws.q.data());
       layers::dense(c, layer.self_attn.k, in, rows, ws.k.data());
       layers::dense(c, layer.self_attn.v, in, rows, ws.v.data());
-      // Store this position's K/V in each row's new slot, then attend 0..step.
+      // Store the rows' K/V in their new slots, then attend to the positions each sees.
       const size_t at = st.slots * d_ * esize;
       k_.store_as(ws.k.data(), rows * d_, st.cache_type, &st.self_k[l][at]);
       k_.store_as(ws.v.data(), rows * d_, st.cache_type, &st.self_v[l][at]);

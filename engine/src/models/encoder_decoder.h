@@ -100,6 +100,17 @@ class EncoderDecoder {
   void decode_step(const int32_t* tokens, size_t rows, size_t step, DecoderState& state, layers::Workspace& ws,
                    const OutputVocabulary& output, float* logits) const;
 
+  // Speculative decoding's verification: positions first..first+n-1 of ONE hypothesis
+  // (tokens[i] at position first + i), each seeing the positions before it and itself, as
+  // n steps of decode_step would compute them, in one pass over the weights. The state
+  // must have been started with at least n rows, all of the hypothesis' sentence; its
+  // caches are row 0's, whose slots are its positions, so what they held from `first` on
+  // (a rejected draft) is overwritten. SSRU layers: row i's cell becomes the state after
+  // position first + i, starting from the cell of row `cell_row` (the row that held the
+  // state after position first - 1: 0 after a plain step). Writes logits [n, output.size()].
+  void decode_positions(const int32_t* tokens, size_t n, size_t first, size_t cell_row, DecoderState& state,
+                        layers::Workspace& ws, const OutputVocabulary& output, float* logits) const;
+
   // Row r (r < rows) takes the caches of row parent[r] (positions 0..step): beam
   // reordering, and dropping the rows of finished sentences. Moves slot lists, not K/V.
   void reorder(const size_t* parent, size_t rows, size_t step, DecoderState& state) const;
@@ -108,6 +119,12 @@ class EncoderDecoder {
   const kernels::KernelTable& kernels() const { return k_; }
 
  private:
+  // The decoder over `rows` query rows whose positions, slots and keys the caller set
+  // (st.positions, st.slot_of, st.self_keys; the new K/V go to slots st.slots..): the
+  // first `start_rows` rows take Marian's zero start embedding; SSRU cells per row
+  // (cell_row SIZE_MAX) or as one hypothesis' positions from cell_row's.
+  void run_decoder(const int32_t* tokens, size_t rows, size_t start_rows, size_t cell_row, DecoderState& state,
+                   layers::Workspace& ws, const OutputVocabulary& output, float* logits) const;
   // Gives the self-attention caches room for one more slot for each of `rows` rows.
   void grow_caches(size_t rows, DecoderState& state) const;
   void run_encoder_layer(layers::Context& c, const detail::Layer& layer, float* x, size_t rows,
