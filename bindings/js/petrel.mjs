@@ -197,10 +197,8 @@ async function createInstance(options) {
   const compiled = now();
   let instantiationFailed;
   const failure = new Promise((resolve, reject) => { instantiationFailed = reject; });
-  let memory = null;  // the threaded module's (imported, shared)
   const moduleArg = {
     instantiateWasm(imports, receive) {
-      if (imports.env && imports.env.memory instanceof WebAssembly.Memory) memory = imports.env.memory;
       WebAssembly.instantiate(wasmModule, imports).then((instance) => receive(instance, wasmModule),
                                                         instantiationFailed);
       return {};
@@ -222,7 +220,7 @@ async function createInstance(options) {
     if (IS_NODE) moduleArg.petrelWorker = await nodeWorkerClass();
   }
   const core = await Promise.race([factory(moduleArg), failure]);
-  if (threaded && memory) freshHeapViews(core, memory);
+  if (threaded) freshHeapViews(core, core.wasmMemory);
   if (!core._pjs_set_threads(threads)) {
     throw new PetrelError(core.UTF8ToString(core._pjs_last_error()), "PETREL_INVALID_ARGUMENT");
   }
@@ -658,7 +656,9 @@ function runGeneration(petrel, core, handle, chat, prompt, o) {
     if (prompt.text !== null) {
       const text = core._pjs_generation_text(result) >>> 0;
       // Decoded with its length: a generated U+0000 does not cut it short.
-      detailed.text = utf8Decoder.decode(core.HEAPU8.subarray(text, text + core._pjs_generation_text_length(result)));
+      const bytes = core.HEAPU8.subarray(text, text + core._pjs_generation_text_length(result));
+      // A browser's TextDecoder refuses views of shared memory (the threaded build's): a copy.
+      detailed.text = utf8Decoder.decode(bytes.buffer instanceof ArrayBuffer ? bytes : bytes.slice());
     }
     return detailed;
   } finally {
@@ -927,6 +927,7 @@ export class Petrel {
   dispose() {
     for (const model of [...this._models]) model.free();
     this._disposed = true;
+    if (this.threaded) this._core.PThread.terminateAllThreads();  // the threads' Workers
     if (this._shared && defaultInstance === this._shared) defaultInstance = null;
   }
 }
