@@ -1,4 +1,6 @@
-# WebAssembly (wasm32, SIMD128, single-threaded) with Debian's emscripten 3.1.6.
+# WebAssembly (wasm32, SIMD128) with Debian's emscripten 3.1.6: single-threaded, or with
+# emscripten's pthreads when PETREL_WASM_PTHREADS is ON (the JavaScript package's threaded
+# module is such a tree, configured by bindings/js under the wasm one).
 #   cmake --preset wasm && cmake --build build/wasm
 # Wraps emscripten's own toolchain file; tests run under Node 20 (ctest's emulator),
 # as the ARM builds run under qemu. Every build of this toolchain needs SIMD128: each
@@ -19,6 +21,15 @@ set(CMAKE_C_FLAGS_INIT "-msimd128 -fwasm-exceptions")
 set(CMAKE_CXX_FLAGS_INIT "-msimd128 -fwasm-exceptions")
 # Memory grows on demand up to wasm32's 4 GiB.
 set(CMAKE_EXE_LINKER_FLAGS_INIT "-fwasm-exceptions -sALLOW_MEMORY_GROWTH=1 -sMAXIMUM_MEMORY=4GB")
+# pthreads: every object is compiled with atomics and bulk memory (wasm-ld refuses shared
+# memory otherwise), so a threaded module needs its own build of the engine.
+option(PETREL_WASM_PTHREADS "emscripten pthreads (SharedArrayBuffer, Web Workers)" OFF)
+list(APPEND CMAKE_TRY_COMPILE_PLATFORM_VARIABLES PETREL_WASM_PTHREADS)
+if(PETREL_WASM_PTHREADS)
+  string(APPEND CMAKE_C_FLAGS_INIT " -pthread")
+  string(APPEND CMAKE_CXX_FLAGS_INIT " -pthread")
+  string(APPEND CMAKE_EXE_LINKER_FLAGS_INIT " -pthread")
+endif()
 
 find_program(PETREL_NODE node REQUIRED)
 set(CMAKE_CROSSCOMPILING_EMULATOR ${PETREL_NODE})

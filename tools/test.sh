@@ -107,6 +107,8 @@ $native_only && { stage "done"; exit 0; }
 
 stage "WebAssembly (emscripten, SIMD128): kernel/oracle tests and the JavaScript package's tests under Node; the web page in headless Chromium"
 cmake --preset wasm -DPETREL_WASM_TOOLS_LINK_OPTIMIZATION=-O1 >/dev/null
+# Both of the package's builds: the single-threaded one and, in build/wasm/threads (the
+# engine again, with -pthread), the threaded one; the tests and the page run each.
 cmake --build --preset wasm -j"$jobs"
 # The package's tests compare its translations with the native build's petrel-run.
 step "tests under Node"

@@ -18,6 +18,8 @@ options:
   --source-lang CODE    multilingual models: the input's language (eng_Latn, __en__, en_XX)
   --target-lang CODE    multilingual models: the output's language
   --batch N             lines per translation call, translated as one batch (default 1)
+  --threads N           threads (default 1: the single-threaded build, petrel.wasm); above 1
+                        the threaded build (petrel-threads.wasm, a worker thread per extra one)
   --no-split            translate each line whole, without splitting it into sentences
   --isa PATH            kernel path: simd128 (default) or scalar
   --activation-scales S int8 models: dynamic (default) or file (a Marian model's alphas)
@@ -31,7 +33,8 @@ options:
                         blank ones included), tokens (output ids + 1 per line whose
                         translation ended on EOS; with sentence splitting approximate: one EOS
                         per line, not per sentence, so use --no-split to count tokens),
-                        wasm_bytes, glue_bytes
+                        threads (requested), model_threads (those the model got), wasm_bytes,
+                        glue_bytes (of the build that ran)
   -h, --help            show this help
 
 Exit status: 0; 1 when the model cannot be loaded or a line fails (its error on standard
@@ -43,7 +46,7 @@ class UsageError extends Error {}
 
 function parseArgs(argv) {
   const o = { beam: 1, maxNewTokens: undefined, sourceLanguage: undefined, targetLanguage: undefined, batch: 1,
-              split: true, isa: "", activationScales: "dynamic", json: false, stats: false, model: null, help: false };
+              split: true, threads: 1, isa: "", activationScales: "dynamic", json: false, stats: false, model: null, help: false };
   const int = (flag, value, min) => {
     if (value === undefined) throw new UsageError(`${flag} needs a value`);
     if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > 0x7fffffff)
@@ -69,6 +72,7 @@ function parseArgs(argv) {
       case "--source-lang": o.sourceLanguage = str(arg, value()); break;
       case "--target-lang": o.targetLanguage = str(arg, value()); break;
       case "--batch": o.batch = int(arg, value(), 1); break;
+      case "--threads": o.threads = int(arg, value(), 1); break;
       case "--isa": o.isa = str(arg, value()); break;
       case "--activation-scales": o.activationScales = str(arg, value()); break;
       case "--no-split": o.split = false; break;
@@ -120,7 +124,13 @@ async function main() {
     return 0;
   }
 
-  const petrel = await loadPetrel();
+  let petrel;
+  try {
+    petrel = await loadPetrel({ threads: args.threads });
+  } catch (e) {
+    process.stderr.write(`petrel-translate: ${e.message}\n`);
+    return 1;
+  }
   const readStart = performance.now();
   let model;
   try {
@@ -229,8 +239,10 @@ async function main() {
       batch: args.batch,
       split: args.split,
       isa: model.isa,
-      wasm_bytes: size("petrel.wasm"),
-      glue_bytes: size("petrel-core.mjs"),
+      threads: petrel.threads,
+      model_threads: model.threads,
+      wasm_bytes: size(petrel.threaded ? "petrel-threads.wasm" : "petrel.wasm"),
+      glue_bytes: size(petrel.threaded ? "petrel-threads-core.mjs" : "petrel-core.mjs"),
     }) + "\n");
   }
   model.free();

@@ -80,6 +80,7 @@ export class PetrelWorkerModel {
   readonly name: string;
   readonly info: ModelInfo;
   readonly isa: string;
+  readonly threads: number;
   readonly loadMs: number;
   readonly freed: boolean;
   translate(text: TranslateInput, options?: WorkerTranslateOptions): Promise<string>;
@@ -112,6 +113,9 @@ export class PetrelWorker {
   constructor(options?: PetrelWorkerOptions);
   readonly ready: Promise<PetrelWorker>;
   readonly version: string;
+  /** loadPetrel's in the worker: the threads each model computes with, and whether the threaded build runs. */
+  readonly threads: number;
+  readonly threaded: boolean;
   /** The model loaded last: what translate() uses. */
   model: PetrelWorkerModel | null;
   /** The last loaded model's info (null before loadModel). */

@@ -94,6 +94,7 @@ export class PetrelWorkerModel {
     this.info = reply.info;
     this.name = reply.name;
     this.isa = reply.isa;
+    this.threads = reply.threads;
     this.loadMs = reply.loadMs;
     this._chats = new Set();
   }
@@ -228,7 +229,7 @@ export class PetrelWorkerConversation {
 export class PetrelWorker {
   /**
    * options.workerUrl: petrel-worker.mjs's URL (default: next to this file);
-   * wasmUrl / wasmBinary: passed to loadPetrel inside the worker.
+   * wasmUrl / wasmBinary / threads: passed to loadPetrel inside the worker.
    */
   static async create(options = {}) {
     const w = new PetrelWorker(options);
@@ -252,6 +253,9 @@ export class PetrelWorker {
       .then((reply) => {
         this.version = reply.version;
         this.timings = reply.timings;
+        /** The threads each model computes with, and whether the threaded build runs (loadPetrel's). */
+        this.threads = reply.threads;
+        this.threaded = reply.threaded;
         return this;
       });
   }

@@ -212,13 +212,13 @@ async function handle(m) {
     case "init": {
       if (!petrel) petrel = await loadPetrel(m.options && Object.keys(m.options).length ? m.options : undefined);
       if (m.stops instanceof Int32Array && m.stops.length > 0) stops = m.stops;
-      return { version: petrel.version, timings: petrel.timings };
+      return { version: petrel.version, timings: petrel.timings, threads: petrel.threads, threaded: petrel.threaded };
     }
     case "load": {
       const model = await petrel.loadModel(m.source, m.options || {});
       const id = nextModel++;
       models.set(id, model);
-      return { model: id, info: model.info, name: model.name, isa: model.isa, loadMs: model.loadMs };
+      return { model: id, info: model.info, name: model.name, isa: model.isa, threads: model.threads, loadMs: model.loadMs };
     }
     case "translate": {
       const model = modelOf(m.model);

@@ -13,16 +13,25 @@ export class PetrelError extends Error {
 }
 
 export interface LoadPetrelOptions {
-  /** Where petrel.wasm is (default: next to petrel.mjs). */
+  /** Where the module is (default: petrel-threads.wasm or petrel.wasm next to petrel.mjs,
+   * as `threads` says). A module given here or below may be either build: it says which. */
   wasmUrl?: string | URL;
   /** The module's bytes (instead of fetching/reading wasmUrl). */
   wasmBinary?: ArrayBuffer | ArrayBufferView;
   /** An already compiled module (Petrel.wasmModule of another instance). */
   wasmModule?: WebAssembly.Module;
+  /** The threads each model computes with (default: the cores, at most 8, where
+   * threadsSupported(), else 1). Above 1 the threaded build runs (petrel-threads.wasm:
+   * a Worker per extra thread); 1 the single-threaded one (petrel.wasm). Above 1 where
+   * threads cannot run: a PetrelError (PETREL_UNSUPPORTED). */
+  threads?: number;
 }
 
 /** Compiles and instantiates the engine; without options, once per realm (shared). */
 export function loadPetrel(options?: LoadPetrelOptions): Promise<Petrel>;
+/** True where the threaded build can run: Node, or a cross-origin isolated page or worker
+ * (served with Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp). */
+export function threadsSupported(): boolean;
 export default loadPetrel;
 
 export interface LoadModelOptions {
@@ -55,6 +64,10 @@ export class Petrel {
   readonly version: string;
   readonly timings: { compileMs: number; instantiateMs: number; moduleMs: number };
   readonly wasmModule: WebAssembly.Module;
+  /** The threads each model computes with (loadPetrel's `threads`). */
+  readonly threads: number;
+  /** True when the threaded build (petrel-threads.wasm) runs. */
+  readonly threaded: boolean;
   /**
    * Loads a model file. A Response or URL with a Content-Length is streamed straight into
    * the engine's memory; bytes are copied once; a Node file path / file: URL is read
@@ -291,6 +304,9 @@ export class PetrelModel {
   readonly info: Readonly<ModelInfo>;
   /** The kernel path in use. */
   readonly isa: string;
+  /** The threads it computes with: Petrel.threads, fewer when other models hold the
+   * threaded build's Workers (it loads 2 per thread beyond the first). */
+  readonly threads: number;
   /** ms the engine took from the bytes in memory to a ready model. */
   readonly loadMs: number;
   readonly freed: boolean;

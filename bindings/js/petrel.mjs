@@ -16,6 +16,13 @@
 // The work runs synchronously on the calling thread (a page should use
 // petrel-worker-client.mjs); translate(), generate(), reply() ... return Promises for one
 // API with the worker client, their *Sync forms return values.
+//
+// Two builds of the engine ship side by side: petrel.wasm (one thread) and
+// petrel-threads.wasm (emscripten pthreads: SharedArrayBuffer, a Worker per extra
+// thread). loadPetrel() takes the threaded one where threads can run (Node; a page or
+// worker that is cross-origin isolated, i.e. served with COOP/COEP headers) and the
+// machine has more than one core, the single-threaded one everywhere else; the `threads`
+// option overrides the count (1: the single-threaded build).
 import createPetrelCore from "./petrel-core.mjs";
 
 const STATUS_NAMES = [
@@ -51,7 +58,59 @@ const now = () => (typeof performance !== "undefined" ? performance.now() : Date
 // --- Instantiation ----------------------------------------------------------------------
 
 const DEFAULT_WASM_URL = new URL("./petrel.wasm", import.meta.url);
+const THREADS_WASM_URL = new URL("./petrel-threads.wasm", import.meta.url);
 let defaultInstance = null;  // loadPetrel() without options: one instance per realm
+
+// The threads a default load uses at most: beyond this the models' matrices are too
+// small to keep more cores busy, and every thread is a Worker holding an instance.
+const MAX_DEFAULT_THREADS = 8;
+// The threaded module loads this many Workers per thread besides the caller's before it
+// is ready (a Worker cannot start while the engine blocks the thread that made it): a
+// model's translator and its sentence-splitting batch translator each have a pool. When
+// more models hold them all, a new model computes with fewer threads (model.threads).
+const WORKERS_PER_THREAD = 2;
+
+/** True where the threaded build can run: Node, or a cross-origin isolated page or worker. */
+export function threadsSupported() {
+  if (typeof SharedArrayBuffer === "undefined" || typeof Atomics === "undefined") return false;
+  if (IS_NODE) return true;
+  return globalThis.crossOriginIsolated === true && typeof Worker === "function";
+}
+
+// The machine's cores as this realm reports them.
+async function coreCount() {
+  if (IS_NODE) {
+    const os = await import("node:os");
+    return typeof os.availableParallelism === "function" ? os.availableParallelism() : os.cpus().length;
+  }
+  return (typeof navigator !== "undefined" && navigator.hardwareConcurrency) || 1;
+}
+
+// A threaded module imports its (shared) memory; the single-threaded one defines its own.
+function isThreadedModule(wasmModule) {
+  return WebAssembly.Module.imports(wasmModule).some((i) => i.kind === "memory");
+}
+
+// Node has no Web Worker: the threaded module's pthreads start in worker_threads through
+// petrel-node-thread.mjs, which gives emscripten's worker script a Web Worker's globals.
+// A Worker holds the process open only while it loads (loadPetrel waits for it); loaded,
+// it waits for work without keeping Node from exiting.
+async function nodeWorkerClass() {
+  const { Worker: NodeWorker } = await import("node:worker_threads");
+  const bootstrap = new URL("./petrel-node-thread.mjs", import.meta.url);
+  return class NodeWebWorker {
+    constructor(url) {
+      this._worker = new NodeWorker(bootstrap, { workerData: String(url) });
+      this._worker.on("message", (data) => {
+        if (data && data.cmd === "loaded") this._worker.unref();
+        if (this.onmessage) this.onmessage({ data });
+      });
+      this._worker.on("error", (e) => { if (this.onerror) this.onerror(e); });
+    }
+    postMessage(message, transfer) { this._worker.postMessage(message, transfer); }
+    terminate() { return this._worker.terminate(); }
+  };
+}
 
 async function readLocalFile(url) {
   const fs = await import("node:fs/promises");
@@ -69,14 +128,14 @@ function toUrl(value) {
   return null;
 }
 
-async function compileWasm(options) {
+async function compileWasm(options, threaded) {
   if (options.wasmModule instanceof WebAssembly.Module) return options.wasmModule;
   if (options.wasmBinary !== undefined) {
     const bytes = asBytes(options.wasmBinary);
     if (!bytes) throw invalid("wasmBinary must be an ArrayBuffer or a typed array");
     return WebAssembly.compile(bytes);
   }
-  const where = options.wasmUrl !== undefined ? options.wasmUrl : DEFAULT_WASM_URL;
+  const where = options.wasmUrl !== undefined ? options.wasmUrl : threaded ? THREADS_WASM_URL : DEFAULT_WASM_URL;
   const url = toUrl(where);
   if (IS_NODE && (url === null || url.protocol === "file:")) {
     return WebAssembly.compile(await readLocalFile(url === null ? where : url));
@@ -93,7 +152,10 @@ async function compileWasm(options) {
 
 /**
  * Compiles and instantiates the engine. Without options the instance is made once and
- * shared; with {wasmUrl | wasmBinary | wasmModule} a new instance is made.
+ * shared; with {wasmUrl | wasmBinary | wasmModule | threads} a new instance is made.
+ * threads: the threads every model computes with (default: the cores, at most 8, where
+ * threadsSupported(); else 1); above 1 the threaded build (petrel-threads.wasm) runs.
+ * A module given by wasmUrl/wasmBinary/wasmModule is either build: it says which.
  */
 export function loadPetrel(options) {
   if (options !== undefined && (options === null || typeof options !== "object"))
@@ -109,32 +171,84 @@ export function loadPetrel(options) {
   return created;
 }
 
+const NO_THREADS = "threads above 1 need SharedArrayBuffer: a page (or its worker) served cross-origin " +
+                   "isolated (Cross-Origin-Opener-Policy: same-origin, Cross-Origin-Embedder-Policy: require-corp)";
+
 async function createInstance(options) {
   for (const key of Object.keys(options))
-    if (!["wasmUrl", "wasmBinary", "wasmModule"].includes(key)) throw invalid(`unknown loadPetrel option "${key}"`);
+    if (!["wasmUrl", "wasmBinary", "wasmModule", "threads"].includes(key)) throw invalid(`unknown loadPetrel option "${key}"`);
   const start = now();
-  const wasmModule = await compileWasm(options);
+  let threads;
+  if (options.threads !== undefined) {
+    threads = positiveInt(options.threads, "threads", 1);
+    if (threads > 1 && !threadsSupported()) throw new PetrelError(NO_THREADS, "PETREL_UNSUPPORTED");
+  } else {
+    threads = threadsSupported() ? Math.min(await coreCount(), MAX_DEFAULT_THREADS) : 1;
+  }
+  const explicit = options.wasmModule !== undefined || options.wasmBinary !== undefined || options.wasmUrl !== undefined;
+  const wasmModule = await compileWasm(options, threads > 1);
+  const threaded = isThreadedModule(wasmModule);
+  if (threaded && !threadsSupported()) throw new PetrelError(`the threaded build: ${NO_THREADS}`, "PETREL_UNSUPPORTED");
+  if (!threaded && threads > 1) {
+    if (options.threads !== undefined || !explicit)
+      throw invalid(`threads ${threads}: the module given is the single-threaded build (petrel.wasm)`);
+    threads = 1;  // a single-threaded module chosen by the caller, threads left to the default
+  }
   const compiled = now();
   let instantiationFailed;
   const failure = new Promise((resolve, reject) => { instantiationFailed = reject; });
-  const core = await Promise.race([
-    createPetrelCore({
-      instantiateWasm(imports, receive) {
-        WebAssembly.instantiate(wasmModule, imports).then((instance) => receive(instance, wasmModule),
-                                                          instantiationFailed);
-        return {};
-      },
-      print: (text) => console.log(text),
-      printErr: (text) => console.warn(text),
-    }),
-    failure,
-  ]);
+  const moduleArg = {
+    instantiateWasm(imports, receive) {
+      WebAssembly.instantiate(wasmModule, imports).then((instance) => receive(instance, wasmModule),
+                                                        instantiationFailed);
+      return {};
+    },
+    print: (text) => console.log(text),
+    printErr: (text) => {
+      // The threaded glue warns once when the calling thread waits on a lock or a join
+      // (the engine's threads hand work over so, briefly); emscripten cannot tell Node's
+      // main thread or a module worker, where waiting is harmless, from a page's.
+      if (threaded && text.startsWith("Blocking on the main thread is very dangerous")) return;
+      console.warn(text);
+    },
+  };
+  let factory = createPetrelCore;
+  if (threaded) {
+    factory = (await import("./petrel-threads-core.mjs")).default;
+    // Never 0: the module is ready once its Workers have loaded, and waits for at least one.
+    moduleArg.petrelPoolSize = Math.max(1, WORKERS_PER_THREAD * (threads - 1));
+    if (IS_NODE) moduleArg.petrelWorker = await nodeWorkerClass();
+  }
+  const core = await Promise.race([factory(moduleArg), failure]);
+  if (threaded) freshHeapViews(core, core.wasmMemory);
+  if (!core._pjs_set_threads(threads)) {
+    throw new PetrelError(core.UTF8ToString(core._pjs_last_error()), "PETREL_INVALID_ARGUMENT");
+  }
   const ready = now();
   return new Petrel(core, wasmModule, {
     compileMs: compiled - start,
     instantiateMs: ready - compiled,
     moduleMs: ready - start,
-  });
+  }, threads, threaded);
+}
+
+// Memory grown by one of the threaded module's pthreads leaves this thread's views on the
+// smaller buffer until the glue next looks: the views petrel.mjs reads are checked on use.
+function freshHeapViews(core, memory) {
+  const views = { HEAP8: Int8Array, HEAPU8: Uint8Array, HEAP16: Int16Array, HEAPU16: Uint16Array,
+                  HEAP32: Int32Array, HEAPU32: Uint32Array, HEAPF32: Float32Array, HEAPF64: Float64Array };
+  for (const [name, View] of Object.entries(views)) {
+    let view = core[name];
+    Object.defineProperty(core, name, {
+      configurable: true,
+      get() {
+        const buffer = memory.buffer;
+        if (!view || view.byteLength !== buffer.byteLength) view = new View(buffer);
+        return view;
+      },
+      set(value) { view = value; },
+    });
+  }
 }
 
 // --- Helpers ------------------------------------------------------------------------------
@@ -542,7 +656,9 @@ function runGeneration(petrel, core, handle, chat, prompt, o) {
     if (prompt.text !== null) {
       const text = core._pjs_generation_text(result) >>> 0;
       // Decoded with its length: a generated U+0000 does not cut it short.
-      detailed.text = utf8Decoder.decode(core.HEAPU8.subarray(text, text + core._pjs_generation_text_length(result)));
+      const bytes = core.HEAPU8.subarray(text, text + core._pjs_generation_text_length(result));
+      // A browser's TextDecoder refuses views of shared memory (the threaded build's): a copy.
+      detailed.text = utf8Decoder.decode(bytes.buffer instanceof ArrayBuffer ? bytes : bytes.slice());
     }
     return detailed;
   } finally {
@@ -568,8 +684,12 @@ function fsError(e, what) {
 
 /** The instantiated engine: loads models. */
 export class Petrel {
-  constructor(core, wasmModule, timings) {
+  constructor(core, wasmModule, timings, threads, threaded) {
     this._core = core;
+    /** The threads each model computes with (model.threads: what it got). */
+    this.threads = threads;
+    /** Which build runs: true for petrel-threads.wasm (pthreads), false for petrel.wasm. */
+    this.threaded = threaded;
     this._wasmModule = wasmModule;
     this._models = new Set();
     this._busy = false;
@@ -807,6 +927,7 @@ export class Petrel {
   dispose() {
     for (const model of [...this._models]) model.free();
     this._disposed = true;
+    if (this.threaded) this._core.PThread.terminateAllThreads();  // the threads' Workers
     if (this._shared && defaultInstance === this._shared) defaultInstance = null;
   }
 }
@@ -823,6 +944,8 @@ export class PetrelModel {
     this.info = Object.freeze(JSON.parse(core.UTF8ToString(core._pjs_model_info(handle))));
     /** The kernel path in use ("simd128", "scalar"). */
     this.isa = core.UTF8ToString(core._pjs_model_isa(handle));
+    /** The threads this model computes with: petrel.threads, fewer when other models hold the Workers. */
+    this.threads = core._pjs_model_threads(handle);
     this._chats = new Set();  // a language model's live conversations (freed with it)
   }
 

@@ -11,6 +11,8 @@
 //   auto=1              load (model=, else the demo model) and translate (or chat) without clicks
 //   beam=K  maxNewTokens=N  targetLanguage=CODE   decoding options (maxNewTokens: chat too)
 //   pkg=URL             the Petrel JS package directory (default ./pkg/; same origin only)
+//   threads=N           the engine's threads (1: the single-threaded build; default: the
+//                       package's choice, threaded where the page is cross-origin isolated)
 // The page reports its progress in document.body.dataset.state: idle, loading, ready,
 // translating, chatting, done or error; the final translation is the text of
 // #translation, the load time #load-ms, the speed #tokens-per-s; the conversation is
@@ -19,6 +21,10 @@
 const params = new URLSearchParams(location.search);
 const pkgBase = new URL(ensureSlash(params.get("pkg") ?? "./pkg/"), location.href);
 const demoUrl = params.get("demo") ?? "demo-model.petrel";
+// ?threads=N: the engine's threads (1: the single-threaded build). Without it the package
+// chooses: the threaded build on this cross-origin isolated page, one thread per core.
+const threadsParam = params.get("threads");
+const threads = threadsParam === null ? undefined : Number(threadsParam);
 // The package is imported as a script: never from another origin that a link could name.
 const pkgOriginError = pkgBase.origin === location.origin ? null
   : new Error(`the pkg parameter must be a URL of this page's origin (${location.origin}), not ${pkgBase.href}`);
@@ -205,7 +211,8 @@ async function loadModel(source, label) {
     worker = null;
     conversation = null;
     const t0 = performance.now();
-    const next = new PetrelWorker({ workerUrl: new URL("petrel-worker.mjs", pkgBase) });
+    const next = new PetrelWorker({ workerUrl: new URL("petrel-worker.mjs", pkgBase),
+                                    ...(threads === undefined ? {} : { threads }) });
     let model;
     try {
       // Bytes are moved to the worker, not copied.
@@ -219,7 +226,8 @@ async function loadModel(source, label) {
     worker = next;
     ui.loadMs.textContent = ui.chatLoadMs.textContent = formatNumber(ms, 0);
     const engineMs = Number.isFinite(model?.loadMs) ? `; the engine's part ${formatNumber(model.loadMs, 1)} ms` : "";
-    const isa = model?.isa ? `, ${model.isa} kernels` : "";
+    const isa = (model?.isa ? `, ${model.isa} kernels` : "") +
+      (next.threaded ? `, ${model.threads} threads (petrel-threads.wasm)` : ", 1 thread (petrel.wasm)");
     ui.modelStatus.textContent = `Loaded ${label} in ${formatNumber(ms, 0)} ms (worker start, download and load${engineMs}${isa}).`;
     showModelInfo(worker.info);
     showMode();

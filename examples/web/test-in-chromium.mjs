@@ -11,7 +11,9 @@
 // waits until the page reports done, compares each line of #translation with the expected
 // text (--expect/--expect-file, and/or `petrel-run MODEL --beam 1 --json --text S` run here
 // per sentence with --native-run), loads the model again through the file input and
-// translates again with the Translate button (same page, same result), saves a screenshot.
+// translates again with the Translate button (same page, same result), saves a screenshot;
+// the page, cross-origin isolated, runs the package's threaded build: it then opens the
+// same URL with &threads=1 (the single-threaded build), whose translation must be the same.
 // With --chat-model (a language model; --model may then be left out) it opens
 //   /?model=/chat-model.petrel&chat=<the messages, one per line>&auto=1&maxNewTokens=N
 // waits until the conversation is done, compares each streamed reply with
@@ -455,7 +457,8 @@ async function main() {
                tokensPerS: t("tokens-per-s"), tokens: t("token-count"), error: document.getElementById("error")?.hidden === false ? t("error") : null,
                modelStatus: t("model-status"), updates: window.__petrelTestUpdates ?? null,
                chat, chatUpdates: window.__petrelTestChatUpdates ?? null, replyTokensPerS: t("reply-tokens-per-s"),
-               chatLoadMs: t("chat-load-ms"), isolated: window.crossOriginIsolated === true };
+               chatLoadMs: t("chat-load-ms"), isolated: window.crossOriginIsolated === true,
+               threaded: window.petrelDemo?.worker?.threaded ?? null, threads: window.petrelDemo?.worker?.threads ?? null };
     })()`);
   const waitFor = async (states, seconds, what) => {
     const deadline = Date.now() + seconds * 1000;
@@ -523,6 +526,24 @@ async function main() {
 
   if (o.model && o.screenshot && !shot) await screenshot(o.screenshot);
 
+  // Both builds: the page above (cross-origin isolated) ran the threaded one; ?threads=1
+  // runs the single-threaded one on the same sentences, to the same translations.
+  let single = null;
+  if (o.model && snap?.state === "done") {
+    if (snap.threaded !== true) failures.push(`the isolated page ran the single-threaded build (threads ${snap.threads})`);
+    try {
+      const nav = await page("Page.navigate", { url: `${pageUrl}&threads=1` });
+      if (nav.errorText) throw new Error(`single-threaded build: navigation failed: ${nav.errorText}`);
+      single = await waitFor(["done", "error"], o.pageTimeout, "load and translate, the single-threaded build");
+      if (single.state === "error") throw new Error(`single-threaded build: the page reported an error: ${single.error}`);
+      if (single.threaded !== false) failures.push(`?threads=1 ran the threaded build`);
+      if (single.translation !== snap.translation)
+        failures.push(`single-threaded build ${quote(single.translation)} != threaded build ${quote(snap.translation)}`);
+    } catch (err) {
+      failures.push(err.message);
+    }
+  }
+
   // The chat: the messages but the last by the query, the last with the Send button.
   let chatSnap = null;
   const chatQuery = new URLSearchParams({ model: "/chat-model.petrel", chat: o.chat.slice(0, -1).join("\n"), auto: "1",
@@ -575,7 +596,11 @@ async function main() {
     const n = `${o.texts.length} sentence${o.texts.length === 1 ? "" : "s"}`;
     const checked = expectations.length ? `${n} ${o.texts.length === 1 ? "matches" : "match"} ${expectations.map(([l]) => l).join(" and ")}` : `${n} (nothing to compare with)`;
     const warm = second?.state === "done" ? `, ${second.tokensPerS} on the 2nd run` : "";
-    parts.push(`load ${snap?.loadMs ?? "?"} ms, ${snap?.tokensPerS ?? "?"} tokens/s${warm} (${snap?.tokens ?? "?"} tokens streamed in ${snap?.updates ?? "?"} updates, beam ${o.beam}); ${checked}: ${pairs}`);
+    const builds = single?.state === "done"
+      ? `; threaded build (${snap?.threads ?? "?"} threads) and single-threaded build (load ${single.loadMs} ms, ${single.tokensPerS} tokens/s) ` +
+        `${single.translation === snap?.translation ? "equal" : "DIFFER"}`
+      : "";
+    parts.push(`load ${snap?.loadMs ?? "?"} ms, ${snap?.tokensPerS ?? "?"} tokens/s${warm} (${snap?.tokens ?? "?"} tokens streamed in ${snap?.updates ?? "?"} updates, beam ${o.beam})${builds}; ${checked}: ${pairs}`);
   }
   if (o.chatModel) {
     const replies = (chatSnap?.chat ?? []).filter((m) => m.role === "assistant").map((m) => quote(m.text));

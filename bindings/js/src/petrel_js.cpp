@@ -52,6 +52,8 @@ namespace {
 
 int last_code = 0;
 std::string last_message;
+// Intra-op threads of every model loaded from now on (pjs_set_threads).
+size_t model_threads = 1;
 
 void clear_error() {
   last_code = 0;
@@ -383,6 +385,25 @@ EMSCRIPTEN_KEEPALIVE const char* pjs_version() { return library_version(); }
 EMSCRIPTEN_KEEPALIVE int pjs_last_code() { return last_code; }
 EMSCRIPTEN_KEEPALIVE const char* pjs_last_error() { return last_message.c_str(); }
 
+// The threads each model loaded from now on computes with (the caller's included); more
+// than 1 only in the threaded module (emscripten pthreads). Returns 0 when refused.
+EMSCRIPTEN_KEEPALIVE int pjs_set_threads(int threads) {
+  clear_error();
+#if defined(__EMSCRIPTEN_PTHREADS__)
+  const int limit = 1024;
+#else
+  const int limit = 1;
+#endif
+  if (threads < 1 || threads > limit) {
+    fail(ErrorCode::kInvalidArgument, "threads must be in 1.." + std::to_string(limit) +
+                                          (limit == 1 ? " in the single-threaded module" : "") + ", got " +
+                                          std::to_string(threads));
+    return 0;
+  }
+  model_threads = static_cast<size_t>(threads);
+  return 1;
+}
+
 EMSCRIPTEN_KEEPALIVE void* pjs_buffer_alloc(size_t size) {
   return guarded<void*>(nullptr, [&]() -> void* {
     void* p = Model::allocate_buffer(size);
@@ -410,6 +431,7 @@ EMSCRIPTEN_KEEPALIVE PjsModel* pjs_model_load(void* buffer, size_t size, const c
     if (!loaded) { fail(loaded.error()); return nullptr; }
     TranslatorOptions t;
     if (isa) t.isa = isa;
+    t.threads = model_threads;
     t.activation_scales = activation_scales == 1 ? ActivationScales::kFile : ActivationScales::kDynamic;
     auto handle = std::make_unique<PjsModel>();
     handle->options = t;
@@ -439,6 +461,11 @@ EMSCRIPTEN_KEEPALIVE const char* pjs_model_info(PjsModel* m) { return m->info.c_
 EMSCRIPTEN_KEEPALIVE void pjs_model_free(PjsModel* m) { delete m; }
 EMSCRIPTEN_KEEPALIVE const char* pjs_model_isa(PjsModel* m) {
   return m->translator ? m->translator->isa() : m->generator->isa();
+}
+// The threads the model computes with: pjs_set_threads' count, or fewer when the module's
+// Workers were all taken by other models.
+EMSCRIPTEN_KEEPALIVE int pjs_model_threads(PjsModel* m) {
+  return static_cast<int>(m->translator ? m->translator->threads() : m->generator->threads());
 }
 // The translation cache's counters as JSON ("null" without a cache); valid until the next call.
 EMSCRIPTEN_KEEPALIVE const char* pjs_model_cache_stats(PjsModel* m) {

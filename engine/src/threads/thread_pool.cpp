@@ -1,5 +1,7 @@
 #include "threads/thread_pool.h"
 
+#include <system_error>
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -34,6 +36,13 @@ ThreadPool::ThreadPool(size_t threads) {
   try {
     workers_.reserve(threads);
     for (size_t t = 1; t < threads; ++t) workers_.emplace_back([this, t] { worker_loop(t); });
+#if defined(__EMSCRIPTEN_PTHREADS__)
+  } catch (const std::system_error&) {
+    // A thread is a Web Worker from the pool the module loaded at start (a Worker cannot
+    // start while this thread blocks): when other pools hold them all, this one runs with
+    // the workers it got, the caller's thread alone at worst. Results do not depend on
+    // the thread count.
+#endif
   } catch (...) {  // a thread the system would not start: the ones started wait on members about to go
     stop_workers();
     throw;
