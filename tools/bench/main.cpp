@@ -96,6 +96,7 @@ struct Subject {
   std::optional<Translator> translator;
   std::vector<double> load_ms, encode_ms, step_ms, total_ms;
   std::vector<double> lone_step_ms, lone_step_cpu_ms;  // steps 2..N-1 of every run, each alone
+  size_t verifications = 0, drafted = 0, accepted = 0;  // speculative decoding, over the measured runs
 };
 
 }  // namespace
@@ -125,6 +126,10 @@ static int tool_main(int argc, char** argv) {
   p.toggle("cold-cache", "evict the model file from every cache level before each decoder step (x86:\n"
                          "                              CLFLUSHOPT/CLFLUSH over its bytes) and leave the eviction out of the\n"
                          "                              step's time, so steps read their weights from main memory");
+  p.flag("lookup", "N", "speculative decoding (greedy): prompt lookup over the source and output, n-grams N..1;\n"
+                        "                              a step's time is then the decode time per generated token");
+  p.flag("draft", "FILE", "speculative decoding (greedy): a draft model with the models' vocabulary");
+  p.flag("max-draft", "K", "--lookup / --draft: the most tokens a draft proposes (default 16)");
   p.toggle("json", "print one JSON object (an array under \"models\" for several models)");
   try {
     if (!p.parse(argc, argv)) {
@@ -209,6 +214,14 @@ static int tool_main(int argc, char** argv) {
     options.use_shortlist = p.has("shortlist");  // an explicit choice: benchmarks say what they measure
     options.kv_cache_f16 = p.get_choice("kv-cache", "f32", {"f32", "f16"}) == "f16";
     options.alignment = p.has("alignment");
+    options.lookup_ngram = static_cast<size_t>(p.get_int("lookup", 0, 1, static_cast<long long>(kMaxLookupNgram)));
+    options.max_draft_tokens = static_cast<size_t>(p.get_int("max-draft", 0, 1, static_cast<long long>(kMaxDraftTokens)));
+    if (p.has("draft")) {
+      auto draft = Model::load(p.get("draft"));
+      if (!draft) throw std::runtime_error(draft.error().message);
+      for (Subject& s : subjects)
+        if (Status set = s.translator->set_draft_model(draft.value()); !set) throw std::runtime_error(set.error().message);
+    }
 
     for (size_t r = 0; r <= runs; ++r) {
       for (Subject& s : subjects) {
@@ -245,6 +258,9 @@ static int tool_main(int argc, char** argv) {
         s.encode_ms.push_back(t.encode_ms);
         s.step_ms.push_back(decode_ms / std::max<size_t>(t.decode_steps, 1));
         s.total_ms.push_back(t.encode_ms + decode_ms);
+        s.verifications += t.verifications;
+        s.drafted += t.drafted_tokens;
+        s.accepted += t.accepted_tokens;
       }
     }
 
@@ -279,6 +295,14 @@ static int tool_main(int argc, char** argv) {
           {"file_mb", s.file_bytes / 1048576.0},
           {"step_weight_mb", step_bytes / 1e6},
       };
+      if (options.lookup_ngram > 0 || p.has("draft")) {
+        j["speculation"] = {{"lookup_ngram", options.lookup_ngram},
+                            {"draft_model", p.get("draft", "")},
+                            {"verifications", s.verifications},
+                            {"acceptance_rate", s.drafted > 0 ? static_cast<double>(s.accepted) / s.drafted : 0.0},
+                            {"tokens_per_verification",
+                             s.verifications > 0 ? static_cast<double>(s.accepted + s.verifications) / s.verifications : 0.0}};
+      }
       if (dram_gbs > 0) {
         j["step_floor_ms"] = step_bytes / (dram_gbs * 1e6);
         j["step_over_floor"] = step / (step_bytes / (dram_gbs * 1e6));
@@ -317,6 +341,10 @@ static int tool_main(int argc, char** argv) {
         std::printf(" (floor %.3f ms at %.1f GB/s; step = %.2fx the floor, alone %.2fx)", j["step_floor_ms"].get<double>(),
                     dram_gbs, j["step_over_floor"].get<double>(), j["lone_step_over_floor"].get<double>());
       std::printf("\n");
+      if (j.contains("speculation"))
+        std::printf("speculation    %.2f acceptance, %.2f tokens per verification (a step above: per token)\n",
+                    j["speculation"]["acceptance_rate"].get<double>(),
+                    j["speculation"]["tokens_per_verification"].get<double>());
       std::printf("total          %8.2f ms\n", j["total_ms"].get<double>());
       std::printf("tokens/s       %8.1f\n", j["tokens_per_s"].get<double>());
       if (batch_size > 1) std::printf("sentences/s    %8.2f\n", j["sentences_per_s"].get<double>());
