@@ -11,6 +11,7 @@
 #include "core/utf8.h"
 #include "decode/sampling.h"
 #include "decode/speculation.h"
+#include "draft_model.h"
 #include "model_access.h"
 #include "models/decoder_only.h"
 #include "prompt_cache.h"
@@ -376,10 +377,7 @@ struct Generator::Impl {
   ActivationScales scales;
   detail::ModelWeights weights;
   models::DecoderOnly graph;
-  // set_draft_model's model, its weights as this session runs them, and its drafter.
-  std::shared_ptr<const Model> draft_model;
-  std::unique_ptr<detail::ModelWeights> draft_weights;
-  std::unique_ptr<decode::ModelDraft> draft;
+  detail::DraftModel<decode::ModelDraft> draft;  // set_draft_model's
   std::vector<float> verify_logits;  // [draft + 1, vocab]
   layers::Workspace workspace;
   LmSession session;
@@ -537,11 +535,11 @@ Result<size_t> Generator::Impl::run(size_t index, const std::string& which, cons
   const DType cache_type = o.kv_cache_int8 ? DType::kInt8 : o.kv_cache_f16 ? DType::kF16 : DType::kF32;
   const detail::CheckedSize bytes =
       generation_bytes(weights, positions, pool.size(), cache_type);
-  const bool speculating = o.lookup_ngram > 0 || draft != nullptr;
+  const bool speculating = o.lookup_ngram > 0 || draft.drafter != nullptr;
   detail::CheckedSize needed = bytes;
   if (speculating) {  // the verified rows' logits, and the draft model's own buffers
     needed += detail::CheckedSize(o.max_draft_tokens + 1) * info.vocab_size * 4;
-    if (draft != nullptr) needed += generation_bytes(*draft_weights, positions, pool.size(), DType::kF32);
+    if (draft.drafter != nullptr) needed += generation_bytes(*draft.weights, positions, pool.size(), DType::kF32);
   }
   if (auto problem = detail::working_memory_problem(needed, at(std::to_string(positions)) + " positions need",
                                                     "use a smaller max_new_tokens"))
@@ -604,8 +602,8 @@ Status Generator::Impl::speculate(SequenceDecoder& decoder, const GenerateOption
   models::LmState& state = session.state;
   std::optional<decode::PromptLookup> lookup;
   if (o.lookup_ngram > 0) lookup.emplace(o.lookup_ngram);
-  if (draft != nullptr) draft->start(std::min<size_t>(positions, draft_model->info().max_positions));
-  const size_t draft_ran = draft != nullptr ? draft->tokens_run() : 0;
+  if (draft.drafter != nullptr) draft.drafter->start(std::min<size_t>(positions, draft.model->info().max_positions));
+  const size_t draft_ran = draft.drafter != nullptr ? draft.drafter->tokens_run() : 0;
   decode::DraftLength length(o.max_draft_tokens);
   verify_logits.resize((o.max_draft_tokens + 1) * vocab);
   std::vector<int32_t> rows;  // the token chosen last, then the draft after it
@@ -619,7 +617,7 @@ Status Generator::Impl::speculate(SequenceDecoder& decoder, const GenerateOption
     const size_t limit = std::min(length.next(), max_new - out.ids.size());
     drafted.clear();
     if (limit > 0 && lookup) lookup->propose(decoder.sequence(), limit, drafted);
-    if (limit > 0 && drafted.empty() && draft != nullptr) draft->propose(decoder.sequence(), limit, drafted);
+    if (limit > 0 && drafted.empty() && draft.drafter != nullptr) draft.drafter->propose(decoder.sequence(), limit, drafted);
     rows.assign(1, token);
     rows.insert(rows.end(), drafted.begin(), drafted.end());
     const size_t base = state.length;
@@ -643,7 +641,7 @@ Status Generator::Impl::speculate(SequenceDecoder& decoder, const GenerateOption
       length.update(drafted.size(), row);
     }
   }
-  if (draft != nullptr) timings.draft_model_tokens += draft->tokens_run() - draft_ran;
+  if (draft.drafter != nullptr) timings.draft_model_tokens += draft.drafter->tokens_run() - draft_ran;
   return Status::ok();
 }
 
@@ -965,20 +963,7 @@ std::optional<Error> draft_vocabulary_problem(const Model& model, const Model& d
   if (d.vocab_size != target.vocab_size)
     return Error{ErrorCode::kInvalidArgument, both + "its vocabulary has " + std::to_string(d.vocab_size) +
                                                   " tokens, not " + std::to_string(target.vocab_size)};
-  const text::Tokenizer* mine = detail::ModelAccess::tokenizer(model);
-  const text::Tokenizer* theirs = detail::ModelAccess::tokenizer(draft);
-  if ((mine == nullptr) != (theirs == nullptr))
-    return Error{ErrorCode::kInvalidArgument,
-                 both + "only one of them has a tokenizer, so their tokens cannot be compared"};
-  if (mine == nullptr) return std::nullopt;
-  for (size_t id = 0; id < target.vocab_size; ++id) {
-    const auto a = mine->output_token(static_cast<int32_t>(id)), b = theirs->output_token(static_cast<int32_t>(id));
-    if (a != b)
-      return Error{ErrorCode::kInvalidArgument, both + "token " + std::to_string(id) + " is " +
-                                                    detail::quoted(b.value_or("")) + ", not " +
-                                                    detail::quoted(a.value_or(""))};
-  }
-  return std::nullopt;
+  return detail::output_token_difference(model, draft, target.vocab_size, both);
 }
 }  // namespace
 
@@ -986,20 +971,8 @@ Status Generator::set_draft_model(std::shared_ptr<const Model> draft) {
   const detail::SessionCall call(impl_->busy);
   if (auto refused = call.refused("Generator")) return *refused;
   return detail::without_exceptions([&]() -> Status {
-    if (draft == nullptr) {
-      impl_->draft.reset();
-      impl_->draft_weights.reset();
-      impl_->draft_model.reset();
-      return Status::ok();
-    }
-    if (auto problem = draft_vocabulary_problem(*impl_->model, *draft)) return *problem;
-    auto weights = std::make_unique<detail::ModelWeights>(detail::weights_for(*draft, impl_->scales));
-    auto drafter = std::make_unique<decode::ModelDraft>(*weights, impl_->kernels, impl_->pool);
-    impl_->draft.reset();  // before the weights it reads
-    impl_->draft_weights = std::move(weights);
-    impl_->draft = std::move(drafter);
-    impl_->draft_model = std::move(draft);
-    return Status::ok();
+    const std::optional<Error> problem = draft ? draft_vocabulary_problem(*impl_->model, *draft) : std::nullopt;
+    return impl_->draft.set(draft, problem, impl_->kernels, impl_->pool, impl_->scales);
   }, draft != nullptr ? draft->info().source : std::string());
 }
 

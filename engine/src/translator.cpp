@@ -17,6 +17,7 @@
 #include "core/utf8.h"
 #include "decode/decoder_steps.h"
 #include "decode/speculative_steps.h"
+#include "draft_model.h"
 #include "kernels/isa.h"
 #include "model_access.h"
 #include "text_sentences.h"
@@ -125,10 +126,7 @@ struct Translator::Impl {
   models::OutputVocabulary output;
   decode::SearchState search;
   TranslateTimings timings;
-  // set_draft_model's model, its weights as this session runs them, and its drafter.
-  std::shared_ptr<const Model> draft_model;
-  std::unique_ptr<detail::ModelWeights> draft_weights;
-  std::unique_ptr<decode::TranslationModelDraft> draft;
+  detail::DraftModel<decode::TranslationModelDraft> draft;  // set_draft_model's
   ActivationScales scales;
   // Speculative decoding: each input of `batch` decoded alone by `so`'s greedy search.
   Result<decode::SearchResult> search_speculatively(const std::vector<std::vector<int32_t>>& batch,
@@ -586,7 +584,7 @@ Result<std::vector<Translation>> Translator::Impl::translate(const std::vector<s
 
   StreamObserver stream(options.on_token, detail::ModelAccess::tokenizer(*model), so.beam > 1);
   if (options.on_token) so.observer = &stream;
-  const bool speculating = options.lookup_ngram > 0 || draft != nullptr;
+  const bool speculating = options.lookup_ngram > 0 || draft.drafter != nullptr;
   if (speculating)
     if (auto problem = speculation_problem(options, options.lookup_ngram > 0 ? "lookup_ngram" : "the draft model"))
       return *problem;
@@ -658,7 +656,7 @@ Result<decode::SearchResult> Translator::Impl::search_speculatively(
   const std::vector<size_t> sentence_of_row(options.max_draft_tokens + 1, 0);
   std::vector<size_t> limit(1);
   std::vector<std::vector<int32_t>> forced(1);
-  const size_t draft_ran = draft != nullptr ? draft->tokens_run() : 0;
+  const size_t draft_ran = draft.drafter != nullptr ? draft.drafter->tokens_run() : 0;
   decode::SpeculationCounts counts;
   double encode_ms = 0, decode_ms = 0;
   // The batch's output vocabulary, as the plain search has it: a shortlist's outputs
@@ -690,8 +688,8 @@ Result<decode::SearchResult> Translator::Impl::search_speculatively(
     }
     graph.start_decoding(encoded, sentence_of_row, max_new, cache_type, decoder, workspace);
     decode::TranslationLookup lookup(batch[s], options.lookup_ngram);
-    if (draft != nullptr) draft->start(batch[s], steps);
-    decode::CombinedDrafter drafter(&lookup, draft.get());
+    if (draft.drafter != nullptr) draft.drafter->start(batch[s], steps);
+    decode::CombinedDrafter drafter(&lookup, draft.drafter.get());
     decode::SpeculativeSteps speculative(graph, decoder, workspace, output, drafter, options.max_draft_tokens, steps);
     auto found = decode::search(speculative, 1, output, kernels, one, search);
     decode_ms += detail::ms_since(start);
@@ -708,7 +706,7 @@ Result<decode::SearchResult> Translator::Impl::search_speculatively(
   timings.verifications = counts.verifications;
   timings.drafted_tokens = counts.drafted;
   timings.accepted_tokens = counts.accepted;
-  if (draft != nullptr) timings.draft_model_tokens = draft->tokens_run() - draft_ran;
+  if (draft.drafter != nullptr) timings.draft_model_tokens = draft.drafter->tokens_run() - draft_ran;
   return result;
 }
 
@@ -727,18 +725,7 @@ std::optional<Error> translation_draft_problem(const Model& model, const Model& 
                      " and " + std::to_string(target.target_vocab_size)};
   if (d.decoder_start_id != target.decoder_start_id || d.eos_id != target.eos_id)
     return Error{ErrorCode::kInvalidArgument, both + "its start or end token differs"};
-  const text::Tokenizer* mine = detail::ModelAccess::tokenizer(model);
-  const text::Tokenizer* theirs = detail::ModelAccess::tokenizer(draft);
-  if ((mine == nullptr) != (theirs == nullptr))
-    return Error{ErrorCode::kInvalidArgument, both + "only one of them has a tokenizer, so their tokens cannot be compared"};
-  if (mine != nullptr)
-    for (size_t id = 0; id < target.target_vocab_size; ++id) {
-      const auto a = mine->output_token(static_cast<int32_t>(id)), b = theirs->output_token(static_cast<int32_t>(id));
-      if (a != b)
-        return Error{ErrorCode::kInvalidArgument, both + "target token " + std::to_string(id) + " is " +
-                                                      detail::quoted(b.value_or("")) + ", not " +
-                                                      detail::quoted(a.value_or(""))};
-    }
+  if (auto different = detail::output_token_difference(model, draft, target.target_vocab_size, both)) return different;
   for (const detail::Layer& layer : detail::ModelAccess::weights(draft).decoder.layers)
     if (layer.ssru())
       return Error{ErrorCode::kUnsupported,
@@ -751,20 +738,8 @@ Status Translator::set_draft_model(std::shared_ptr<const Model> draft) {
   const detail::SessionCall call(impl_->busy);
   if (auto refused = call.refused("Translator")) return *refused;
   return detail::without_exceptions([&]() -> Status {
-    if (draft == nullptr) {
-      impl_->draft.reset();
-      impl_->draft_weights.reset();
-      impl_->draft_model.reset();
-      return Status::ok();
-    }
-    if (auto problem = translation_draft_problem(*impl_->model, *draft)) return *problem;
-    auto weights = std::make_unique<detail::ModelWeights>(detail::weights_for(*draft, impl_->scales));
-    auto drafter = std::make_unique<decode::TranslationModelDraft>(*weights, impl_->kernels, impl_->pool);
-    impl_->draft.reset();  // before the weights it reads
-    impl_->draft_weights = std::move(weights);
-    impl_->draft = std::move(drafter);
-    impl_->draft_model = std::move(draft);
-    return Status::ok();
+    const std::optional<Error> problem = draft ? translation_draft_problem(*impl_->model, *draft) : std::nullopt;
+    return impl_->draft.set(draft, problem, impl_->kernels, impl_->pool, impl_->scales);
   }, draft != nullptr ? draft->info().source : std::string());
 }
 
