@@ -2,7 +2,7 @@
 import type {
   LoadPetrelOptions, LoadModelOptions, ModelInfo, TranslateOptions, TokenEvent, DetailedTranslation, TranslateInput,
   GenerateOptions, GenerateTokenEvent, Generation, TextGeneration, TokenIds, ChatOptions, ChatMessage,
-  ApplyChatTemplateOptions, PromptCacheStats,
+  ApplyChatTemplateOptions, PromptCacheStats, SpeculationCounts,
 } from "./petrel.js";
 
 /**
@@ -89,6 +89,9 @@ export class PetrelWorkerModel {
   translateDetailed(texts: TranslateInput[], options?: WorkerTranslateOptions): Promise<DetailedTranslation[]>;
   tokenize(text: string, sourceLanguage?: string): Promise<{ pieces: string[]; ids: number[] }>;
   detokenize(ids: TokenIds): Promise<string>;
+  /** A PetrelWorkerModel of this worker (see PetrelModel.setDraftModel), or null. */
+  setDraftModel(draft: PetrelWorkerModel | null): Promise<void>;
+  lastTranslateSpeculation(): Promise<SpeculationCounts | null>;
   // Language models (info.decoder_only): see PetrelModel.
   generate(prompt: string, options?: WorkerGenerateOptions): Promise<string>;
   generate(prompt: TokenIds, options?: WorkerGenerateOptions): Promise<number[]>;

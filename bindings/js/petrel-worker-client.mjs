@@ -128,6 +128,19 @@ export class PetrelWorkerModel {
   async tokenize(text, sourceLanguage) {
     return this._worker._call({ op: "tokenize", model: this._live(), text, sourceLanguage });
   }
+  /** Speculative decoding's draft model (see PetrelModel.setDraftModel): a PetrelWorkerModel of this worker, or null. */
+  async setDraftModel(draft) {
+    const handle = this._live();
+    if (draft !== null && draft !== undefined) {
+      if (!(draft instanceof PetrelWorkerModel)) throw invalid("setDraftModel takes a PetrelWorkerModel or null");
+      if (draft._worker !== this._worker) throw invalid("the draft model belongs to another PetrelWorker: load both in one worker");
+    }
+    await this._worker._call({ op: "setDraftModel", model: handle, draft: draft ? draft._live() : 0 });
+  }
+  /** The last translation's speculative decoding counts (see PetrelModel.lastTranslateSpeculation). */
+  async lastTranslateSpeculation() {
+    return this._worker._call({ op: "translateSpeculation", model: this._live() });
+  }
 
   /**
    * A language model's generation (see PetrelModel.generateDetailed), in the worker. Besides

@@ -230,6 +230,10 @@ async function handle(m) {
     }
     case "tokenize":
       return modelOf(m.model).tokenize(m.text, m.sourceLanguage);
+    case "setDraftModel":
+      return modelOf(m.model).setDraftModel(m.draft ? modelOf(m.draft) : null);
+    case "translateSpeculation":
+      return modelOf(m.model).lastTranslateSpeculation();
     case "free": {
       const model = models.get(m.model);
       if (model) model.free();

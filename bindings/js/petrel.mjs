@@ -286,6 +286,7 @@ const OPTION_KEYS = new Set([
   "beam", "maxNewTokens", "minNewTokens", "lengthPenalty", "sourceLanguage", "targetLanguage",
   "shortlist", "kvCacheF16", "onToken", "splitSentences", "html", "qualityScores", "alignment",
   "qualityModel", "ssplitMode", "maxLengthFactor", "limitByLongestSentence", "shortlistOfInput", "secondModel",
+  "lookupNgram", "maxDraftTokens",
 ]);
 
 // bergamot's ssplit-mode names, as the engine numbers them (pjs_translate's split_mode).
@@ -300,6 +301,13 @@ function positiveInt(value, name, min) {
   return value;
 }
 
+// Speculative decoding's lookupNgram and maxDraftTokens (0: off, the default): integers
+// the engine checks against its limits (8 and 64), naming lookup_ngram / max_draft_tokens.
+function speculationOptions(options, o) {
+  o.lookupNgram = options.lookupNgram === undefined ? 0 : positiveInt(options.lookupNgram, "lookupNgram", 0);
+  o.maxDraftTokens = options.maxDraftTokens === undefined ? 0 : positiveInt(options.maxDraftTokens, "maxDraftTokens", 0);
+}
+
 function checkOptions(options) {
   if (options === undefined || options === null) options = {};
   if (typeof options !== "object" || Array.isArray(options)) throw invalid("translate options must be an object");
@@ -307,6 +315,7 @@ function checkOptions(options) {
     if (!OPTION_KEYS.has(key) && options[key] !== undefined) throw invalid(`unknown translate option "${key}"`);
   const o = {};
   o.beam = options.beam === undefined ? 1 : positiveInt(options.beam, "beam", 1);
+  speculationOptions(options, o);
   o.maxNewTokens = options.maxNewTokens === undefined ? 0 : positiveInt(options.maxNewTokens, "maxNewTokens", 1);
   o.minNewTokens = options.minNewTokens === undefined ? 0 : positiveInt(options.minNewTokens, "minNewTokens", 0);
   if (options.lengthPenalty !== undefined &&
@@ -428,7 +437,7 @@ function checkTexts(texts) {
 
 const GENERATE_OPTION_KEYS = new Set([
   "maxNewTokens", "doSample", "temperature", "topK", "topP", "minP", "repetitionPenalty", "seed", "ignoreEos",
-  "kvCache", "onToken", "stop", "grammar", "jsonSchema",
+  "kvCache", "onToken", "stop", "grammar", "jsonSchema", "lookupNgram", "maxDraftTokens",
 ]);
 
 // The KV cache types as pjs_generate numbers them.
@@ -489,6 +498,7 @@ function checkGenerateOptions(options, call) {
   }
   const o = {};
   o.maxNewTokens = options.maxNewTokens === undefined ? 0 : positiveInt(options.maxNewTokens, "maxNewTokens", 1);
+  speculationOptions(options, o);
   const doSample = booleanOption(options, "doSample");
   o.doSample = doSample === undefined ? -1 : doSample ? 1 : 0;
   o.temperature = numberIn(options, "temperature", MIN_SAMPLING_SCALE, MAX_SAMPLING_SCALE);
@@ -646,7 +656,7 @@ function runGeneration(petrel, core, handle, chat, prompt, o) {
                                   o.maxNewTokens, o.doSample, o.temperature, o.topK, o.topP, o.minP,
                                   o.repetitionPenalty, o.seedLow, o.seedHigh, o.ignoreEos, o.kvCache, o.onToken ? 1 : 0,
                                   arrays[1], n, o.grammar !== null ? at[1 + n] : 0,
-                                  o.jsonSchema !== null ? at[2 + n] : 0) >>> 0;
+                                  o.jsonSchema !== null ? at[2 + n] : 0, o.lookupNgram, o.maxDraftTokens) >>> 0;
     } finally {
       core.__petrelToken = null;
     }
@@ -1001,12 +1011,19 @@ export class PetrelModel {
     });
     if (groups.size === 0) groups.set("", { options: o, indices: [], texts: [] });  // checks the options
     const results = new Array(list.length);
+    let speculation = null;
     this._petrel._run((core) => {
       for (const group of groups.values()) {
         const got = this._translateGroup(core, handle, group.texts, group.options, group.indices);
         group.indices.forEach((index, k) => { results[index] = got[k]; });
+        // The engine call's counts, summed over the calls of the groups.
+        const counts = JSON.parse(core.UTF8ToString(core._pjs_translate_speculation(handle)));
+        if (counts && speculation)
+          for (const key of Object.keys(speculation)) speculation[key] += counts[key] === undefined ? 0 : counts[key];
+        else if (counts) speculation = counts;
       }
     });
+    if (list.length > 0) this._speculation = speculation;
     return single ? results[0] : results;
   }
 
@@ -1057,7 +1074,7 @@ export class PetrelModel {
                                      o.targetLanguage ? pointers[list.length + 1] : 0,
                                      o.onToken ? 1 : 0, split, splitMode, o.html ? 1 : 0, o.qualityScores ? 1 : 0,
                                      o.alignment ? 1 : 0, qualityModel, qualityBytes, o.maxLengthFactor,
-                                     o.limitByLongestSentence, o.shortlistOfInput) >>> 0;
+                                     o.limitByLongestSentence, o.shortlistOfInput, o.lookupNgram, o.maxDraftTokens) >>> 0;
       } finally {
         core.__petrelToken = null;
       }
@@ -1101,6 +1118,37 @@ export class PetrelModel {
     }
   }
 
+  /**
+   * Speculative decoding's counts of the last translate call ({verifications, draftedTokens,
+   * acceptedTokens, draftModelTokens}; no draftModelTokens for calls that split sentences,
+   * use html, a cache or a secondModel), or null before one.
+   */
+  lastTranslateSpeculation() {
+    return this._speculation || null;
+  }
+
+  /**
+   * Speculative decoding's draft model (null: none): a smaller model of this instance, of
+   * the same kind (a language model for a language model, a translation model with
+   * attention decoder layers for a translation model) and with this model's vocabulary,
+   * id for id (another is refused with a PetrelError naming both). Its greedy tokens are
+   * drafts that one pass of this model checks, where lookupNgram finds nothing: outputs do
+   * not change, and they come faster where the drafts are right. This model keeps the
+   * draft's weights: the draft may be freed afterwards.
+   */
+  setDraftModel(draft) {
+    const handle = this._live();
+    if (draft !== null && draft !== undefined) {
+      if (!(draft instanceof PetrelModel)) throw invalid("setDraftModel takes a PetrelModel or null");
+      if (draft._petrel !== this._petrel)
+        throw invalid("the draft model belongs to another Petrel instance: load both with the same one");
+    }
+    const draftHandle = draft ? draft._live() : 0;
+    this._petrel._run((core) => {
+      if (!core._pjs_set_draft_model(handle, draftHandle)) throw this._petrel._engineError();
+    });
+  }
+
   /** Checks translate options against this model (beam, lengths, languages): throws if bad. */
   checkOptions(options) {
     this.translateDetailedSync([], options);
@@ -1115,7 +1163,11 @@ export class PetrelModel {
    * .quality.lr file's bytes), alignment, onToken(event) with {input, text, delta,
    * restarted, final, provisional, ids, piece} per decoder step (return false to stop
    * that input), secondModel (a model of this instance that translates this one's
-   * translation on: source -> pivot -> target in one call, bergamot's translateViaPivoting).
+   * translation on: source -> pivot -> target in one call, bergamot's translateViaPivoting),
+   * lookupNgram and maxDraftTokens (speculative decoding with beam 1: drafts from prompt
+   * lookup over the input and output, at most 8, or from setDraftModel's model, checked by
+   * one pass; the same translations, faster where the drafts are right;
+   * lastTranslateSpeculation() has the counts).
    * A request may also be an object {text, html, qualityScores, alignment, ssplitMode}
    * (bergamot's), its fields overriding the call's options.
    * The work runs synchronously inside the call; the Promise only unifies the API.
@@ -1199,7 +1251,10 @@ export class PetrelModel {
    * (unset: the model's generation_config.json), seed (the same seed gives the same tokens
    * on every CPU), stop (strings: the output ends before the first), grammar (GBNF),
    * jsonSchema, kvCache ("f32" | "f16" | "int8"), ignoreEos, onToken({text, delta, ids,
-   * final, piece}) after each token (return false to stop). The work runs synchronously
+   * final, piece}) after each token (return false to stop), lookupNgram and maxDraftTokens
+   * (speculative decoding: drafts from prompt lookup, at most 8, or setDraftModel's model,
+   * checked by one forward; the same tokens, faster where they are right; the counts are in
+   * generateDetailed's timings). The work runs synchronously
    * inside the call; the Promise only unifies the API with PetrelWorker.
    */
   async generate(prompt, options) {

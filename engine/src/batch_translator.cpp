@@ -252,9 +252,9 @@ BatchTranslator& BatchTranslator::operator=(BatchTranslator&&) noexcept = defaul
 BatchTotals BatchTranslator::last_totals() const { return impl_->totals; }
 size_t BatchTranslator::workers() const { return impl_->sessions.size(); }
 
-Status BatchTranslator::set_draft_model(std::shared_ptr<const Model> draft) {
+Status BatchTranslator::set_draft_model(std::shared_ptr<const Model> draft, bool shares_encoder) {
   for (Translator& session : impl_->sessions)
-    if (Status set = session.set_draft_model(draft); !set) return set;
+    if (Status set = session.set_draft_model(draft, shares_encoder); !set) return set;
   return Status::ok();
 }
 const std::shared_ptr<const Model>& BatchTranslator::model() const { return impl_->model; }

@@ -82,10 +82,11 @@ constexpr size_t kFirstOptionsSize = offsetof(petrel_options, kv_cache_f16) + si
 // The bytes of a caller's petrel_options to take: struct_size cut back to the end of the
 // last block of fields it covers whole (blocks: the first fields, beam_stop, the
 // streaming fields, the language and prefix fields, max_length_factor, the alignment fields,
-// html and quality_scores).
+// html and quality_scores, the speculative decoding fields).
 size_t whole_blocks(size_t struct_size) {
   if (struct_size >= sizeof(petrel_options)) return sizeof(petrel_options);
-  for (size_t end : {offsetof(petrel_options, alignment_head) + sizeof(size_t),
+  for (size_t end : {offsetof(petrel_options, quality_scores) + sizeof(int),
+                     offsetof(petrel_options, alignment_head) + sizeof(size_t),
                      offsetof(petrel_options, max_length_factor) + sizeof(double),
                      offsetof(petrel_options, target_prefix_length) + sizeof(size_t),
                      offsetof(petrel_options, stream_text) + sizeof(int), offsetof(petrel_options, beam_stop) + sizeof(int),
@@ -172,6 +173,10 @@ petrel::Result<petrel::TranslateOptions> to_cpp(const petrel_options* o) {
     t.html = o->html != 0;
     t.quality_scores = o->quality_scores != 0;
   }
+  if (has(offsetof(petrel_options, max_draft_tokens) + sizeof(size_t))) {
+    t.lookup_ngram = o->lookup_ngram;  // the Translator checks both, naming them
+    t.max_draft_tokens = o->max_draft_tokens;
+  }
   if (has(offsetof(petrel_options, beam_stop) + sizeof(int))) {
     switch (o->beam_stop) {
       case PETREL_BEAM_STOP_DEFAULT: t.beam_stop = petrel::BeamStop::kDefault; break;
@@ -195,16 +200,23 @@ petrel_status copy_string(const std::string& text, char** out) {
 }
 
 // The first version of petrel_generate_options ended at on_token_data, the second at
-// stop_count, the third at json_schema.
+// stop_count, the third at json_schema, the fourth at kv_cache_int8 (its sizeof: that
+// field rounded up to the struct's alignment).
 constexpr size_t kGenerateOptionsV1 = offsetof(petrel_generate_options, stream_text);
 constexpr size_t kGenerateOptionsV2 = offsetof(petrel_generate_options, grammar);
 constexpr size_t kGenerateOptionsV3 = offsetof(petrel_generate_options, kv_cache_int8);
+constexpr size_t kGenerateOptionsV4 =
+    (offsetof(petrel_generate_options, kv_cache_int8) + sizeof(int) + alignof(petrel_generate_options) - 1) /
+    alignof(petrel_generate_options) * alignof(petrel_generate_options);
+static_assert(kGenerateOptionsV4 <= offsetof(petrel_generate_options, lookup_ngram),
+              "the fourth version's struct ends before the speculative decoding fields");
 
 petrel::Result<petrel::GenerateOptions> to_cpp(const petrel_generate_options* o) {
   petrel::GenerateOptions g;
   if (o == nullptr) return g;
   if (o->struct_size != sizeof(petrel_generate_options) && o->struct_size != kGenerateOptionsV1 &&
-      o->struct_size != kGenerateOptionsV2 && o->struct_size != kGenerateOptionsV3)
+      o->struct_size != kGenerateOptionsV2 && o->struct_size != kGenerateOptionsV3 &&
+      o->struct_size != kGenerateOptionsV4)
     return petrel::Error{petrel::ErrorCode::kInvalidArgument,
                          "petrel_generate_options.struct_size is " + std::to_string(o->struct_size) + ", expected " +
                              std::to_string(sizeof(petrel_generate_options)) +
@@ -226,7 +238,11 @@ petrel::Result<petrel::GenerateOptions> to_cpp(const petrel_generate_options* o)
     if (o->grammar != nullptr) g.grammar = o->grammar;
     if (o->json_schema != nullptr) g.json_schema = o->json_schema;
   }
-  if (o->struct_size >= sizeof(petrel_generate_options)) g.kv_cache_int8 = o->kv_cache_int8 != 0;
+  if (o->struct_size >= kGenerateOptionsV4) g.kv_cache_int8 = o->kv_cache_int8 != 0;
+  if (o->struct_size >= sizeof(petrel_generate_options)) {
+    g.lookup_ngram = o->lookup_ngram;  // the Generator checks both, naming them
+    g.max_draft_tokens = o->max_draft_tokens;
+  }
   if (o->struct_size >= kGenerateOptionsV2) {
     g.stream_text = o->stream_text != 0;
     if (o->stop_count > 0 && o->stop == nullptr)
@@ -282,7 +298,7 @@ void petrel_options_init_sized(petrel_options* o, size_t size) {
       0,                      d.kv_cache_f16 ? 1 : 0, PETREL_BEAM_STOP_DEFAULT, nullptr, nullptr, 0,
       nullptr,                nullptr,                 nullptr,                  0,
       0.0,                    0,                       -1,                       0,
-      0,                      0};
+      0,                      0,                       0,                        0};
   size = std::min(size, sizeof(petrel_options));
   std::memcpy(static_cast<void*>(o), &defaults, size);
   if (size >= sizeof(size_t)) o->struct_size = size;  // to_cpp reads the fields this covers
@@ -786,6 +802,50 @@ petrel_status petrel_generator_load_prompt_cache(petrel_session* session, const 
     if (!session->generator) return invalid("petrel_generator_load_prompt_cache: a translation model's session has no prompt cache");
     const petrel::Status loaded = session->generator->load_prompt_cache(path);
     return loaded ? PETREL_OK : fail(loaded.error());
+  });
+}
+
+petrel_status petrel_generator_set_draft_model(petrel_session* session, const petrel_model* draft) {
+  return guarded([&] {
+    if (session == nullptr) return invalid("petrel_generator_set_draft_model: NULL session");
+    if (!session->generator)
+      return invalid("petrel_generator_set_draft_model: a translation model's session takes "
+                     "petrel_translator_set_draft_model");
+    const petrel::Status set = session->generator->set_draft_model(draft ? draft->model : nullptr);
+    return set ? PETREL_OK : fail(set.error());
+  });
+}
+
+petrel_status petrel_translator_set_draft_model(petrel_session* session, const petrel_model* draft) {
+  return guarded([&] {
+    if (session == nullptr) return invalid("petrel_translator_set_draft_model: NULL session");
+    if (!session->translator)
+      return invalid("petrel_translator_set_draft_model: a language model's session takes "
+                     "petrel_generator_set_draft_model");
+    const petrel::Status set = session->translator->set_draft_model(draft ? draft->model : nullptr);
+    return set ? PETREL_OK : fail(set.error());
+  });
+}
+
+petrel_status petrel_session_speculation_stats_sized(const petrel_session* session, petrel_speculation_stats* stats,
+                                                     size_t size) {
+  return guarded([&] {
+    if (session == nullptr || stats == nullptr) return invalid("petrel_session_speculation_stats: NULL argument");
+    if (size < sizeof(size_t))
+      return invalid("petrel_session_speculation_stats: a struct of " + std::to_string(size) +
+                     " bytes cannot hold its struct_size");
+    petrel_speculation_stats s{};
+    if (session->translator) {
+      const petrel::TranslateTimings& t = session->translator->last_timings();
+      s = {sizeof s, t.verifications, t.drafted_tokens, t.accepted_tokens, t.draft_model_tokens, t.generated_tokens};
+    } else {
+      const petrel::GenerateTimings& t = session->generator->last_timings();
+      s = {sizeof s, t.verifications, t.drafted_tokens, t.accepted_tokens, t.draft_model_tokens, t.generated_tokens};
+    }
+    size = std::min(size, sizeof s);
+    std::memcpy(static_cast<void*>(stats), &s, size);
+    stats->struct_size = size;
+    return PETREL_OK;
   });
 }
 

@@ -127,6 +127,7 @@ struct Translator::Impl {
   decode::SearchState search;
   TranslateTimings timings;
   detail::DraftModel<decode::TranslationModelDraft> draft;  // set_draft_model's
+  bool draft_shares_encoder = false;
   ActivationScales scales;
   // Speculative decoding: each input of `batch` decoded alone by `so`'s greedy search.
   Result<decode::SearchResult> search_speculatively(const std::vector<std::vector<int32_t>>& batch,
@@ -688,7 +689,7 @@ Result<decode::SearchResult> Translator::Impl::search_speculatively(
     }
     graph.start_decoding(encoded, sentence_of_row, max_new, cache_type, decoder, workspace);
     decode::TranslationLookup lookup(batch[s], options.lookup_ngram);
-    if (draft.drafter != nullptr) draft.drafter->start(batch[s], steps);
+    if (draft.drafter != nullptr) draft.drafter->start(batch[s], steps, draft_shares_encoder ? &encoded : nullptr);
     decode::CombinedDrafter drafter(&lookup, draft.drafter.get());
     decode::SpeculativeSteps speculative(graph, decoder, workspace, output, drafter, options.max_draft_tokens, steps);
     auto found = decode::search(speculative, 1, output, kernels, one, search);
@@ -734,11 +735,18 @@ std::optional<Error> translation_draft_problem(const Model& model, const Model& 
 }
 }  // namespace
 
-Status Translator::set_draft_model(std::shared_ptr<const Model> draft) {
+Status Translator::set_draft_model(std::shared_ptr<const Model> draft, bool shares_encoder) {
   const detail::SessionCall call(impl_->busy);
   if (auto refused = call.refused("Translator")) return *refused;
   return detail::without_exceptions([&]() -> Status {
-    const std::optional<Error> problem = draft ? translation_draft_problem(*impl_->model, *draft) : std::nullopt;
+    std::optional<Error> problem = draft ? translation_draft_problem(*impl_->model, *draft) : std::nullopt;
+    if (draft && shares_encoder && !problem) {
+      const ModelInfo &a = impl_->model->info(), &b = draft->info();
+      if (a.d_model != b.d_model || a.encoder_layers != b.encoder_layers)
+        problem = Error{ErrorCode::kInvalidArgument, b.source + " cannot share " + a.source +
+                                                         "'s encoder: the encoders' shapes differ (d_model, layers)"};
+    }
+    impl_->draft_shares_encoder = shares_encoder && draft != nullptr && !problem;
     return impl_->draft.set(draft, problem, impl_->kernels, impl_->pool, impl_->scales);
   }, draft != nullptr ? draft->info().source : std::string());
 }

@@ -26,7 +26,7 @@ int run_language_model(const RunRequest& r, RunIo& io) {
   for (const char* f : {"beam", "n-best", "min-new-tokens", "length-penalty", "beam-stop", "source-lang", "target-lang",
                         "target-prefix", "shortlist", "no-shortlist", "max-length-factor", "no-split",
                         "max-batch-tokens", "max-batch", "window", "workers", "alignment", "alignment-layer",
-                        "alignment-head"})
+                        "alignment-head", "draft-shares-encoder"})
     if (p.has(f) && !(std::string(f) == "beam" && p.get("beam") == "1"))
       return fail("--" + std::string(f) + " applies to translation models; " + p.positionals()[0] +
                   " is a language model (decoder-only)"), 2;

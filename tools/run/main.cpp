@@ -195,6 +195,9 @@ static int tool_main(int argc, char** argv) {
   p.flag("draft", "MODEL", "speculative decoding with a draft model of the same vocabulary (a smaller model,\n"
                            "                              or this model's int4 file): its greedy tokens are checked by one pass\n"
                            "                              of the model over them; the output is the same"); 
+  p.toggle("draft-shares-encoder", "translation: the --draft model was trained on this model's encoder (frozen, as\n"
+                                  "                              tools/en-de-draft): it reads this model's encoder states instead of\n"
+                                  "                              encoding each input itself");
   p.flag("max-draft", "K", "--lookup / --draft: the most tokens a draft proposes (1.." + std::to_string(kMaxDraftTokens) +
                                ", default " + std::to_string(kDefaultMaxDraftTokens) + "; adapted below it)");
   GenerateOptions lm_options;
@@ -432,6 +435,8 @@ static int tool_main(int argc, char** argv) {
     lm_options.max_draft_tokens = static_cast<size_t>(p.get_int("max-draft", 0, 1, static_cast<long long>(kMaxDraftTokens)));
     options.lookup_ngram = lm_options.lookup_ngram;
     options.max_draft_tokens = lm_options.max_draft_tokens;
+    if (p.has("draft-shares-encoder") && !p.has("draft"))
+      throw cli::UsageError("--draft-shares-encoder describes the --draft model: give one");
     if (p.has("max-draft") && !p.has("lookup") && !p.has("draft"))
       throw cli::UsageError("--max-draft bounds the drafts of --lookup or --draft: give one of them");
     lm_options.kv_cache_f16 = options.kv_cache_f16;

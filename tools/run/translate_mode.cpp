@@ -57,7 +57,7 @@ Result<TextTranslators> create_text_translators(const RunRequest& r) {
   auto first = BatchTranslator::create(r.model, r.session, r.workers);
   if (!first) return first.error();
   if (r.draft)  // speculative decoding's draft model (the first model's)
-    if (Status set = first.value().set_draft_model(r.draft); !set) return set.error();
+    if (Status set = first.value().set_draft_model(r.draft, r.flags.has("draft-shares-encoder")); !set) return set.error();
   TextTranslators out{std::move(first.value()), std::nullopt};
   if (r.pivot) {
     auto second = BatchTranslator::create(r.pivot, r.session, r.workers);
@@ -143,7 +143,7 @@ int run_translation(const RunRequest& r, RunIo& io) {
     if (!created) return setup_failure(created.error());
     Translator& translator = created.value();
     if (r.draft)
-      if (Status set = translator.set_draft_model(r.draft); !set) return setup_failure(set.error());
+      if (Status set = translator.set_draft_model(r.draft, p.has("draft-shares-encoder")); !set) return setup_failure(set.error());
     isa = translator.isa();
     auto add_timings = [&] {
       const TranslateTimings& t = translator.last_timings();

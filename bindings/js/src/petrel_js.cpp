@@ -361,6 +361,8 @@ struct PjsModel {
   std::string info;
   TranslatorOptions options;  // as requested (isa "": the best), for the batch translator too
   std::shared_ptr<TranslationCache> cache;  // loadModel's cacheBytes; null: none
+  std::shared_ptr<const Model> draft;       // pjs_set_draft_model's; a batch translator made later takes it too
+  std::string speculation;                  // pjs_translate_speculation's JSON of the last translation
 };
 
 // A generation's text and the rest of it as JSON (ids, how it ended, token counts, timings).
@@ -378,6 +380,16 @@ struct PjsResult {
   std::vector<std::string> errors;
   std::vector<std::string> sentences;  // per input: sentences_json
 };
+
+namespace {
+// Speculative decoding's counts as JSON (verifications, draftedTokens, acceptedTokens,
+// draftModelTokens); draft_model_tokens < 0: not counted (a batch translator's totals).
+std::string speculation_json(size_t verifications, size_t drafted, size_t accepted, long long draft_model_tokens) {
+  return "{\"verifications\":" + std::to_string(verifications) + ",\"draftedTokens\":" + std::to_string(drafted) +
+         ",\"acceptedTokens\":" + std::to_string(accepted) +
+         (draft_model_tokens >= 0 ? ",\"draftModelTokens\":" + std::to_string(draft_model_tokens) : std::string()) + "}";
+}
+}  // namespace
 
 extern "C" {
 
@@ -492,7 +504,7 @@ EMSCRIPTEN_KEEPALIVE PjsResult* pjs_translate(PjsModel* m, PjsModel* second, con
                                               int stream, int split, int split_mode, int html, int quality,
                                               int alignment, const void* quality_model, size_t quality_model_size,
                                               double max_length_factor, int limit_by_longest,
-                                              int shortlist_of_input) {
+                                              int shortlist_of_input, int lookup_ngram, int max_draft_tokens) {
   return guarded<PjsResult*>(nullptr, [&]() -> PjsResult* {
     for (PjsModel* used : {m, second})
       if (used && !used->translator) {
@@ -513,6 +525,8 @@ EMSCRIPTEN_KEEPALIVE PjsResult* pjs_translate(PjsModel* m, PjsModel* second, con
     o.html = html != 0;
     o.quality_scores = quality != 0;
     o.alignment = alignment != 0;
+    o.lookup_ngram = static_cast<size_t>(lookup_ngram);  // the engine checks both, naming them
+    o.max_draft_tokens = static_cast<size_t>(max_draft_tokens);
     if (quality_model) {
       auto parsed = parse_quality_model(quality_model, quality_model_size, "qualityModel");
       if (!parsed) { fail(parsed.error()); return nullptr; }
@@ -579,6 +593,10 @@ EMSCRIPTEN_KEEPALIVE PjsResult* pjs_translate(PjsModel* m, PjsModel* second, con
         if (!used || used->batch) continue;
         auto created = BatchTranslator::create(used->model, used->options, 1);
         if (!created) { fail(created.error()); return nullptr; }
+        if (used->draft) {
+          const Status drafted = created.value().set_draft_model(used->draft);
+          if (!drafted) { fail(drafted.error()); return nullptr; }
+        }
         used->batch.emplace(std::move(created.value()));
       }
       b.max_batch_size = std::min<size_t>(std::max<size_t>(8, n), kMaxBatchSize);  // more texts: several batches
@@ -595,12 +613,40 @@ EMSCRIPTEN_KEEPALIVE PjsResult* pjs_translate(PjsModel* m, PjsModel* second, con
       Status s = second ? translate_via_pivot(*m->batch, *second->batch, inputs, o, b, deliver)
                         : m->batch->translate_text(inputs, o, b, deliver);
       if (!s) { fail(s.error()); return nullptr; }
+      const BatchTotals totals = m->batch->last_totals();
+      m->speculation = speculation_json(totals.verifications, totals.drafted_tokens, totals.accepted_tokens, -1);
       return result.release();
     }
     auto translated = m->translator->translate_text(inputs, o);
     if (!translated) { fail(translated.error()); return nullptr; }
+    const TranslateTimings& t = m->translator->last_timings();
+    m->speculation = speculation_json(t.verifications, t.drafted_tokens, t.accepted_tokens,
+                                      static_cast<long long>(t.draft_model_tokens));
     for (size_t i = 0; i < n && i < translated.value().size(); ++i) take(i, translated.value()[i]);
     return result.release();
+  });
+}
+
+// The last translation's speculative decoding counts as JSON ("null" before one); valid
+// until the next call.
+EMSCRIPTEN_KEEPALIVE const char* pjs_translate_speculation(PjsModel* m) {
+  return m->speculation.empty() ? "null" : m->speculation.c_str();
+}
+
+// Speculative decoding's draft model for `m` (draft NULL: none): a model of the same kind
+// and vocabulary, checked by the engine (a refused one changes nothing). `m` keeps the
+// draft's weights: the draft may be freed afterwards. 1 on success, 0 with the error set.
+EMSCRIPTEN_KEEPALIVE int pjs_set_draft_model(PjsModel* m, PjsModel* draft) {
+  return guarded<int>(0, [&]() -> int {
+    std::shared_ptr<const Model> model = draft ? draft->model : nullptr;
+    Status s = m->generator ? m->generator->set_draft_model(model) : m->translator->set_draft_model(model);
+    if (!s) { fail(s.error()); return 0; }
+    if (m->batch) {
+      s = m->batch->set_draft_model(model);
+      if (!s) { fail(s.error()); return 0; }
+    }
+    m->draft = std::move(model);
+    return 1;
   });
 }
 
@@ -667,6 +713,10 @@ std::string timings_json(const GenerateTimings& t) {
     o.integer("promptTokens", static_cast<long long>(t.prompt_tokens));
     o.integer("generatedTokens", static_cast<long long>(t.generated_tokens));
     o.integer("reusedTokens", static_cast<long long>(t.reused_tokens));
+    o.integer("verifications", static_cast<long long>(t.verifications));
+    o.integer("draftedTokens", static_cast<long long>(t.drafted_tokens));
+    o.integer("acceptedTokens", static_cast<long long>(t.accepted_tokens));
+    o.integer("draftModelTokens", static_cast<long long>(t.draft_model_tokens));
   }
   return out;
 }
@@ -681,12 +731,14 @@ extern "C" {
 // repetition_penalty NaN, top_k -1 (it reaches 2^32 - 1: a double). seed: its low and
 // high 32 bits. kv_cache: 0 f32, 1 f16, 2 int8. stream: call the token hook after each
 // token (with the text so far in text modes). grammar, json_schema: NULL for none.
+// lookup_ngram, max_draft_tokens: speculative decoding's (0: off, the default).
 EMSCRIPTEN_KEEPALIVE PjsGeneration* pjs_generate(PjsModel* m, PjsChat* chat, const char* text, const int32_t* ids,
                                                  int ids_count, int max_new, int do_sample, double temperature,
                                                  double top_k, double top_p, double min_p, double repetition_penalty,
                                                  uint32_t seed_low, uint32_t seed_high, int ignore_eos, int kv_cache,
                                                  int stream, const char* const* stop, int stop_count,
-                                                 const char* grammar, const char* json_schema) {
+                                                 const char* grammar, const char* json_schema, int lookup_ngram,
+                                                 int max_draft_tokens) {
   return guarded<PjsGeneration*>(nullptr, [&]() -> PjsGeneration* {
     Generator* generator = generator_of(m);
     if (!generator) return nullptr;
@@ -705,6 +757,8 @@ EMSCRIPTEN_KEEPALIVE PjsGeneration* pjs_generate(PjsModel* m, PjsChat* chat, con
     o.stop.assign(stop, stop + stop_count);
     if (grammar) o.grammar = grammar;
     if (json_schema) o.json_schema = json_schema;
+    o.lookup_ngram = static_cast<size_t>(lookup_ngram);
+    o.max_draft_tokens = static_cast<size_t>(max_draft_tokens);
     const bool text_mode = chat != nullptr || text != nullptr;
     if (stream) {
       o.stream_text = text_mode;

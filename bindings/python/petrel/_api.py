@@ -246,7 +246,9 @@ class Model:
         min_new_tokens, length_penalty, beam_stop ("default", "heuristic", "first-k"),
         use_shortlist, kv_cache_f16, target_prefix (ids, or the target vocabulary's tokens),
         target_language, source_language, alignment, alignment_layer, alignment_head,
-        token_scores, quality_scores, quality_model (a path or petrel.QualityModel), html.
+        token_scores, quality_scores, quality_model (a path or petrel.QualityModel), html,
+        lookup_ngram and max_draft_tokens (speculative decoding for greedy search: see
+        set_draft_model; the same translations, faster where the drafts are right).
         BatchOptions: max_batch_tokens, max_batch_size, window, split_sentences, split_mode
         ("text", "sentence", "paragraph", "wrapped_text"), limit_by_longest_sentence,
         shortlist_of_input, priority_inputs, cancel (petrel.CancelFlag), cache
@@ -291,6 +293,20 @@ class Model:
         """The last translate() call's totals (None before one)."""
         return self._handle.last_batch_totals()
 
+    def set_draft_model(self, draft):
+        """Speculative decoding's draft model for this model's calls (None: none).
+
+        A language model drafts for a language model, a translation model (attention
+        decoder layers) for a translation model; both need this model's vocabulary, id for
+        id (another is refused with petrel.InvalidArgumentError naming both). Its greedy
+        tokens are drafts, checked by one pass of this model, so outputs do not change.
+        Used where lookup_ngram's prompt lookup finds nothing; the timings and totals count
+        verifications, drafted_tokens, accepted_tokens (and draft_model_tokens).
+        """
+        if draft is not None and not isinstance(draft, Model):
+            raise TypeError(f"draft must be a petrel.Model or None, not {type(draft).__name__}")
+        self._handle.set_draft_model(None if draft is None else draft._handle)
+
     # --- Generation ----------------------------------------------------------------------
 
     def generate(self, prompt, *, stream=False, on_token=None, kv_cache=None, **options):
@@ -304,7 +320,9 @@ class Model:
         Options (GenerateOptions): max_new_tokens, do_sample, temperature, top_k, top_p,
         min_p, repetition_penalty, seed, ignore_eos, kv_cache_f16, kv_cache_int8 (or
         kv_cache="f32"/"f16"/"int8"), stop (a str or a list), grammar (GBNF), json_schema
-        (a str or a dict).
+        (a str or a dict), lookup_ngram and max_draft_tokens (speculative decoding: drafts
+        from prompt lookup over the prompt and output, or the draft model of
+        set_draft_model, checked by one forward; the same ids, faster where they are right).
 
         stream=True: a generator of text deltas (a text prompt) or of token ids (an ids
         prompt), whose return value is the result. Closing it stops the engine.

@@ -233,18 +233,46 @@ class ModelHandle {
     });
   }
 
-  // Each of these: call with its mutex held.
+  // Each of these: call with its mutex held. A session made after set_draft_model gets the
+  // draft model too (it was checked against this model then).
   BatchTranslator& batch_translator() {
-    if (!batch_) batch_ = std::make_unique<BatchTranslator>(value_or_raise(BatchTranslator::create(model_, options_, workers_)));
+    if (!batch_) {
+      auto made = std::make_unique<BatchTranslator>(value_or_raise(BatchTranslator::create(model_, options_, workers_)));
+      if (draft_) check(made->set_draft_model(draft_));
+      batch_ = std::move(made);
+    }
     return *batch_;
   }
   Translator& translator() {
-    if (!translator_) translator_ = std::make_unique<Translator>(value_or_raise(Translator::create(model_, options_)));
+    if (!translator_) {
+      auto made = std::make_unique<Translator>(value_or_raise(Translator::create(model_, options_)));
+      if (draft_) check(made->set_draft_model(draft_));
+      translator_ = std::move(made);
+    }
     return *translator_;
   }
   Generator& generator() {
-    if (!generator_) generator_ = std::make_unique<Generator>(value_or_raise(Generator::create(model_, options_)));
+    if (!generator_) {
+      auto made = std::make_unique<Generator>(value_or_raise(Generator::create(model_, options_)));
+      if (draft_) check(made->set_draft_model(draft_));
+      generator_ = std::move(made);
+    }
     return *generator_;
+  }
+  // Speculative decoding's draft model for every session of this model (null: none). The
+  // engine checks it (on a Generator for a language model, a Translator otherwise) before
+  // any session takes it, so a refused one changes nothing. Call with the GIL released.
+  void set_draft_model(std::shared_ptr<const Model> draft) {
+    std::lock_guard<std::recursive_mutex> g(generator_mutex);
+    std::lock_guard<std::recursive_mutex> t(translator_mutex);
+    std::lock_guard<std::mutex> b(batch_mutex);
+    if (model_->info().decoder_only) {
+      check(generator().set_draft_model(draft));
+    } else {
+      check(translator().set_draft_model(draft));
+      if (batch_) check(batch_->set_draft_model(draft));
+    }
+    draft_ = std::move(draft);
   }
   bool has_translator() const { return translator_ != nullptr; }
   bool has_batch_translator() const { return batch_ != nullptr; }
@@ -267,6 +295,7 @@ class ModelHandle {
   }
 
   std::shared_ptr<const Model> model_;
+  std::shared_ptr<const Model> draft_;  // set_draft_model's
   TranslatorOptions options_;
   size_t workers_ = 1;
   std::string name_;
@@ -471,6 +500,8 @@ py::dict resolved_translate_options(ModelHandle& h, const py::dict& options) {
   r["token_scores"] = o.token_scores;
   r["quality_scores"] = o.quality_scores;
   r["html"] = o.html;
+  r["lookup_ngram"] = o.lookup_ngram;
+  r["max_draft_tokens"] = o.max_draft_tokens;
   return r;
 }
 
@@ -511,6 +542,8 @@ py::dict resolved_generate_options(ModelHandle& h, const py::dict& options) {
   r["stop"] = list_of(o.stop, to_str);
   r["grammar"] = to_str(o.grammar);
   r["json_schema"] = to_str(o.json_schema);
+  r["lookup_ngram"] = o.lookup_ngram;
+  r["max_draft_tokens"] = o.max_draft_tokens;
   return r;
 }
 
@@ -686,6 +719,14 @@ PYBIND11_MODULE(_petrel, m) {
         const std::vector<int32_t> ids = id_list(ids_object, "ids");
         return to_str(value_or_raise(h.without_gil([&] { return decode_text(h.model(), ids); })));
       })
+      .def("set_draft_model", [](ModelHandle& h, const py::object& draft) {
+        std::shared_ptr<const Model> model;
+        if (!draft.is_none()) {
+          if (!py::isinstance<ModelHandle>(draft)) throw py::type_error("draft_model must be a petrel.Model or None");
+          model = draft.cast<ModelHandle&>().shared_model();
+        }
+        h.without_gil([&] { h.set_draft_model(std::move(model)); });
+      }, py::arg("draft"))
       .def("verify_data", [](ModelHandle& h) { check(h.without_gil([&] { return h.model().verify_data(); })); })
       .def("translate_text", &translate_text, py::arg("texts"), py::arg("options"), py::arg("on_token") = py::none())
       .def("translate_ids", &translate_ids, py::arg("inputs"), py::arg("options"), py::arg("on_token") = py::none())

@@ -187,6 +187,9 @@ TranslateRequest read_translate_options(const py::dict& options, const std::stri
     o.quality_model = request.quality->model;
   }
   o.html = r.flag("html", false);
+  // Speculative decoding: the engine checks the ranges and names the field.
+  o.lookup_ngram = r.size("lookup_ngram", 0);
+  o.max_draft_tokens = r.size("max_draft_tokens", 0);
 
   // BatchOptions
   BatchOptions& b = request.batching;
@@ -241,6 +244,8 @@ GenerateOptions read_generate_options(const py::dict& options, const std::string
   o.stop = r.texts("stop");
   o.grammar = r.text("grammar", "");
   o.json_schema = r.text("json_schema", "");
+  o.lookup_ngram = r.size("lookup_ngram", 0);
+  o.max_draft_tokens = r.size("max_draft_tokens", 0);
   r.finish();
   return o;
 }

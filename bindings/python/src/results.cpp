@@ -315,6 +315,10 @@ py::dict translate_timings_record(const TranslateTimings& t) {
   r["decode_ms"] = t.decode_ms;
   r["decode_steps"] = t.decode_steps;
   r["generated_tokens"] = t.generated_tokens;
+  r["verifications"] = t.verifications;
+  r["drafted_tokens"] = t.drafted_tokens;
+  r["accepted_tokens"] = t.accepted_tokens;
+  r["draft_model_tokens"] = t.draft_model_tokens;
   return r;
 }
 
@@ -325,6 +329,9 @@ py::dict batch_totals_record(const BatchTotals& t) {
   r["source_tokens"] = t.source_tokens;
   r["generated_tokens"] = t.generated_tokens;
   r["seconds"] = t.seconds;
+  r["verifications"] = t.verifications;
+  r["drafted_tokens"] = t.drafted_tokens;
+  r["accepted_tokens"] = t.accepted_tokens;
   return r;
 }
 
@@ -335,6 +342,10 @@ py::dict generate_timings_record(const GenerateTimings& t) {
   r["prompt_tokens"] = t.prompt_tokens;
   r["generated_tokens"] = t.generated_tokens;
   r["reused_tokens"] = t.reused_tokens;
+  r["verifications"] = t.verifications;
+  r["drafted_tokens"] = t.drafted_tokens;
+  r["accepted_tokens"] = t.accepted_tokens;
+  r["draft_model_tokens"] = t.draft_model_tokens;
   return r;
 }
 

@@ -136,7 +136,7 @@ class BatchTranslator {
 
   // The totals of the last translate / translate_text call (so far, if it failed).
   // Every session's draft model for speculative decoding (Translator::set_draft_model).
-  PETREL_API Status set_draft_model(std::shared_ptr<const Model> draft);
+  PETREL_API Status set_draft_model(std::shared_ptr<const Model> draft, bool shares_encoder = false);
   PETREL_API BatchTotals last_totals() const;
   PETREL_API size_t workers() const;
   PETREL_API const std::shared_ptr<const Model>& model() const;

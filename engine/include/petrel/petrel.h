@@ -115,6 +115,15 @@ typedef struct petrel_options {
    * markup too). Both need a model whose tokenizer gives its tokens' bytes (a Marian one). */
   int html;
   int quality_scores;
+  /* Speculative decoding (greedy translation only: beam_size 1, n_best 1, no alignment;
+   * TranslateOptions::lookup_ngram in C++): drafts of the next tokens, from prompt lookup
+   * over the input and the output so far (lookup_ngram: the longest n-gram matched, at
+   * most 8; 0: off) and from the session's draft model (petrel_translator_set_draft_model),
+   * are checked by one pass of the decoder. The translations are the same, ids and scores;
+   * it is faster where the drafts are right. max_draft_tokens: the most tokens one draft
+   * proposes (0: 16; at most 64). Counts: petrel_session_speculation_stats. */
+  size_t lookup_ngram;
+  size_t max_draft_tokens;
 } petrel_options;
 
 /* How a session's int8 layers quantize their input (petrel_session_create_with). */
@@ -198,6 +207,15 @@ typedef struct petrel_generate_options {
   const char* grammar;
   const char* json_schema;  /* a JSON Schema the output is an instance of (GenerateOptions::json_schema); NULL: none */
   int kv_cache_int8;        /* nonzero: keys/values as int8 with a scale per position and head (not with kv_cache_f16) */
+  /* Speculative decoding (GenerateOptions::lookup_ngram in C++; petrel_generate,
+   * petrel_generate_text, petrel_conversation_reply): drafts from prompt lookup over the
+   * prompt and the output so far (lookup_ngram: the longest n-gram matched, at most 8; 0:
+   * off) and from the session's draft model (petrel_generator_set_draft_model) are
+   * checked by one forward over all of them. The same ids as without, greedy and seeded
+   * sampling alike; faster where the drafts are right. max_draft_tokens: the most tokens
+   * one draft proposes (0: 16; at most 64). Counts: petrel_session_speculation_stats. */
+  size_t lookup_ngram;
+  size_t max_draft_tokens;
 } petrel_generate_options;
 PETREL_API void petrel_generate_options_init_sized(petrel_generate_options* options, size_t size);
 #define petrel_generate_options_init(options) petrel_generate_options_init_sized((options), sizeof *(options))
@@ -214,6 +232,32 @@ PETREL_API int petrel_model_is_decoder_only(const petrel_model* model);
 PETREL_API petrel_status petrel_generator_set_prompt_cache_bytes(petrel_session* session, size_t bytes);
 PETREL_API petrel_status petrel_generator_save_prompt_cache(petrel_session* session, const char* path);
 PETREL_API petrel_status petrel_generator_load_prompt_cache(petrel_session* session, const char* path);
+/* Speculative decoding's draft model for a language model's session: a decoder-only model
+ * with the session's vocabulary (the same tokens, id for id; another is refused with a
+ * message naming both), run on the session's kernel path and threads; its greedy tokens
+ * draft. The session keeps the model's weights alive: `draft` may be freed after this
+ * call. NULL clears it. Generator::set_draft_model in C++. */
+PETREL_API petrel_status petrel_generator_set_draft_model(petrel_session* session, const petrel_model* draft);
+/* The same for a translation model's session: a translation model with the same source and
+ * target vocabulary and attention decoder layers (Translator::set_draft_model). */
+PETREL_API petrel_status petrel_translator_set_draft_model(petrel_session* session, const petrel_model* draft);
+/* What speculative decoding did in the session's last call (translation or generation):
+ * passes that checked a draft, tokens drafted, those accepted, the draft model's steps
+ * (tokens it ran), and the tokens generated. All 0 before a call, and without drafts. */
+typedef struct petrel_speculation_stats {
+  size_t struct_size; /* sizeof(petrel_speculation_stats) as the caller compiled it */
+  size_t verifications;
+  size_t drafted_tokens;
+  size_t accepted_tokens;
+  size_t draft_model_tokens;
+  size_t generated_tokens;
+} petrel_speculation_stats;
+/* Fills `size` bytes of *stats (the macro passes the caller's sizeof, so a newer library
+ * never writes past an older app's struct) and sets struct_size to them. */
+PETREL_API petrel_status petrel_session_speculation_stats_sized(const petrel_session* session,
+                                                                petrel_speculation_stats* stats, size_t size);
+#define petrel_session_speculation_stats(session, stats) \
+  petrel_session_speculation_stats_sized((session), (stats), sizeof *(stats))
 /* Continues `prompt` (length ids, used verbatim: no BOS is added). The result holds one
  * input with one hypothesis: the generated ids (a final EOS included). NULL options: the
  * model's defaults. */

@@ -272,8 +272,11 @@ class Translator {
   // Speculative decoding's draft model (TranslateOptions::lookup_ngram's comment): a
   // translation model with this one's vocabulary (the same source and target tokens, id
   // for id: refused by name otherwise) and attention decoder layers, run on this
-  // Translator's kernel path and threads; it encodes each input itself. Null: none.
-  PETREL_API Status set_draft_model(std::shared_ptr<const Model> draft);
+  // Translator's kernel path and threads; it encodes each input itself, or with
+  // shares_encoder reads this model's encoder states instead (a draft trained on this
+  // model's encoder, frozen, as tools/en-de-draft: the encoders' shapes must match).
+  // Null: none.
+  PETREL_API Status set_draft_model(std::shared_ptr<const Model> draft, bool shares_encoder = false);
 
   PETREL_API const TranslateTimings& last_timings() const;
   PETREL_API const Model& model() const;

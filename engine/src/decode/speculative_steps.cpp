@@ -22,9 +22,11 @@ TranslationModelDraft::TranslationModelDraft(const detail::ModelWeights& weights
     if (id >= 0 && static_cast<size_t>(id) < banned_.size()) banned_[static_cast<size_t>(id)] = 1;
 }
 
-void TranslationModelDraft::start(const std::vector<int32_t>& source, size_t max_steps) {
-  graph_.encode({source}, encoded_, workspace_);
-  graph_.start_decoding(encoded_, {0}, max_steps, DType::kF32, state_, workspace_);
+void TranslationModelDraft::start(const std::vector<int32_t>& source, size_t max_steps,
+                                  const models::EncoderOutput* verifier_states) {
+  if (verifier_states == nullptr) graph_.encode({source}, encoded_, workspace_);
+  graph_.start_decoding(verifier_states != nullptr ? *verifier_states : encoded_, {0}, max_steps, DType::kF32, state_,
+                        workspace_);
   run_.clear();
 }
 

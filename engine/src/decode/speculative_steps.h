@@ -47,8 +47,10 @@ class TranslationModelDraft final : public TranslationDrafter {
   TranslationModelDraft(const detail::ModelWeights& weights, const kernels::KernelTable& kernels,
                         threads::ThreadPool& pool);
   // A new sentence: encodes `source` (ids the draft's SourceReader reads as the verifier's
-  // does) for up to max_steps positions.
-  void start(const std::vector<int32_t>& source, size_t max_steps);
+  // does) for up to max_steps positions, or reads `verifier_states` (the verifier's
+  // encoder output for it alone) when given: a draft trained on the verifier's encoder.
+  void start(const std::vector<int32_t>& source, size_t max_steps,
+             const models::EncoderOutput* verifier_states = nullptr);
   void propose(const std::vector<int32_t>& inputs, size_t limit, std::vector<int32_t>& draft) override;
   size_t tokens_run() const { return tokens_run_; }
 
