@@ -28,9 +28,10 @@ head -n "$lines" tests/fixtures/en-de/test.en > "$work/test.en"
 "$bin/petrel-convert" tools/en-de-model -o "$work/teacher-int8.petrel" --quiet
 "$bin/petrel-convert" tools/en-de-model -o "$work/teacher-int4.petrel" --quantize int4 --output-proj int4 --quiet
 draft_files=("$work/teacher-int4.petrel")
-for d in "${drafts[@]}"; do
+for d in "${drafts[@]}"; do  # each draft in int8 and in int4 (a quarter of the teacher's step)
   "$bin/petrel-convert" "$d" -o "$work/$(basename "$d")-int8.petrel" --quiet
-  draft_files+=("$work/$(basename "$d")-int8.petrel")
+  "$bin/petrel-convert" "$d" -o "$work/$(basename "$d")-int4.petrel" --quantize int4 --output-proj int4 --quiet
+  draft_files+=("$work/$(basename "$d")-int8.petrel" "$work/$(basename "$d")-int4.petrel")
 done
 
 # run NAME FLAGS...: the fastest of the repeats' JSON summaries, as NAME.json
@@ -55,7 +56,13 @@ run lookup2 --lookup 2
 run lookup3-k6 --lookup 3 --max-draft 6
 for f in "${draft_files[@]}"; do
   run "draft-$(basename "$f" .petrel)" --draft "$f"
-  run "draft-$(basename "$f" .petrel)-lookup3" --draft "$f" --lookup 3
+  run "draft-$(basename "$f" .petrel)-k4" --draft "$f" --max-draft 4
+  run "draft-$(basename "$f" .petrel)-lookup2" --draft "$f" --lookup 2
+  case "$f" in  # a draft trained on the teacher's frozen encoder reads the teacher's states
+    *teacher*) ;;
+    *) run "draft-$(basename "$f" .petrel)-shared-encoder" --draft "$f" --draft-shares-encoder
+       run "draft-$(basename "$f" .petrel)-shared-encoder-lookup2" --draft "$f" --draft-shares-encoder --lookup 2 ;;
+  esac
 done
 
 rm -f "$work/try.json"
