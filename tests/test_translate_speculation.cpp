@@ -90,6 +90,12 @@ TEST_CASE("speculative translation equals plain greedy translation", "[speculati
         require_same(drafted_by_model.value(), plain.value());
         REQUIRE(t.value().last_timings().accepted_tokens > 0);
         REQUIRE(t.value().last_timings().draft_model_tokens > 0);
+        // The draft reading this model's encoder states (the same encoder here, in other numbers).
+        REQUIRE(t.value().set_draft_model(other, /*shares_encoder=*/true));
+        auto shared = t.value().translate(inputs, o);
+        REQUIRE(shared);
+        require_same(shared.value(), plain.value());
+        REQUIRE(t.value().last_timings().accepted_tokens > 0);
         // Forced tokens (a target prefix) and a length limit the search ends at.
         TranslateOptions forced = o;
         forced.target_prefix = {inputs[0][0], inputs[0][1]};
