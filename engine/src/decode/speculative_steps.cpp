@@ -24,15 +24,23 @@ TranslationModelDraft::TranslationModelDraft(const detail::ModelWeights& weights
 
 void TranslationModelDraft::start(const std::vector<int32_t>& source, size_t max_steps,
                                   const models::EncoderOutput* verifier_states) {
+  // The draft's own positions bound what it reads and writes (a draft may have fewer than
+  // the verifier): an input its encoder cannot read is not drafted for.
+  const ModelInfo& info = *w_.info;
+  run_.clear();
+  const models::SourceReader reader(info);
+  usable_ = verifier_states != nullptr ||
+            (reader.tokens_read(source) > 0 && reader.positions(source) <= info.max_positions);
+  if (!usable_) return;
+  max_steps = std::min<size_t>(max_steps, info.max_positions);
   if (verifier_states == nullptr) graph_.encode({source}, encoded_, workspace_);
   graph_.start_decoding(verifier_states != nullptr ? *verifier_states : encoded_, {0}, max_steps, DType::kF32, state_,
                         workspace_);
-  run_.clear();
 }
 
 void TranslationModelDraft::propose(const std::vector<int32_t>& inputs, size_t limit, std::vector<int32_t>& draft) {
   draft.clear();
-  if (inputs.empty() || limit == 0) return;
+  if (!usable_ || inputs.empty() || limit == 0) return;
   if (inputs.size() > state_.max_steps) return;
   // The caches keep the positions whose inputs are the same (one row: its slots are its
   // positions); at least the last input runs, its logits giving the first draft token.

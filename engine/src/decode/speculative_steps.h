@@ -64,6 +64,7 @@ class TranslationModelDraft final : public TranslationDrafter {
   std::vector<float> logits_;
   std::vector<uint8_t> banned_;  // per output index: a bad word
   std::vector<int32_t> run_;     // the inputs the caches hold, by position
+  bool usable_ = false;          // the sentence fits the draft's positions
   size_t tokens_run_ = 0;
 };
 
