@@ -29,6 +29,14 @@ std::vector<std::vector<int32_t>> test_inputs(const Model& model, size_t count) 
   return out;
 }
 
+// Greedy search carrying each token's scores: what the speculative runs must reproduce.
+TranslateOptions greedy_with_scores() {
+  TranslateOptions o;
+  o.beam_size = 1;
+  o.token_scores = true;
+  return o;
+}
+
 void require_same(const std::vector<Translation>& got, const std::vector<Translation>& want) {
   REQUIRE(got.size() == want.size());
   for (size_t s = 0; s < want.size(); ++s) {
@@ -63,9 +71,7 @@ TEST_CASE("speculative translation equals plain greedy translation", "[speculati
         INFO(to_string(dtype) << " weights, " << isa << ", " << threads << " threads");
         auto t = Translator::create(model, {isa, threads});
         REQUIRE(t);
-        TranslateOptions o;
-        o.beam_size = 1;
-        o.token_scores = true;
+        const TranslateOptions o = greedy_with_scores();
         auto plain = t.value().translate(inputs, o);
         REQUIRE(plain);
         size_t drafted = 0, accepted = 0;
@@ -123,9 +129,7 @@ TEST_CASE("speculative translation with SSRU decoder layers and a shortlist equa
       INFO(to_string(dtype) << " weights, " << isa);
       auto t = Translator::create(model, {isa, 1});
       REQUIRE(t);
-      TranslateOptions o;
-      o.beam_size = 1;
-      o.token_scores = true;
+      TranslateOptions o = greedy_with_scores();
       auto plain = t.value().translate(inputs, o);
       REQUIRE(plain);
       o.lookup_ngram = 2;

@@ -169,22 +169,10 @@ int run_language_model(const RunRequest& r, RunIo& io) {
                        {"prompt_tokens_per_s", prefill_ms > 0 ? prompt_tokens / (prefill_ms / 1000) : 0},
                        {"tokens_per_s", generate_ms > 0 ? io.tokens / (generate_ms / 1000) : 0},
                        {"run_s", ms_since(run_start) / 1000}};
-  if (used.lookup_ngram > 0 || p.has("draft")) {
-    const size_t drafted = speculation.drafted_tokens, accepted = speculation.accepted_tokens;
-    summary["speculation"] = {{"lookup_ngram", used.lookup_ngram},
-                              {"draft_model", p.get("draft", "")},
-                              {"max_draft_tokens", used.max_draft_tokens},
-                              {"verifications", speculation.verifications},
-                              {"drafted_tokens", drafted},
-                              {"accepted_tokens", accepted},
-                              {"acceptance_rate", drafted > 0 ? static_cast<double>(accepted) / drafted : 0.0},
-                              // a verification's tokens: those accepted, and the model's own after them
-                              {"tokens_per_verification",
-                               speculation.verifications > 0 ? static_cast<double>(accepted + speculation.verifications) /
-                                                                    speculation.verifications
-                                                             : 0.0},
-                              {"draft_model_tokens", speculation.draft_model_tokens}};
-  }
+  if (used.lookup_ngram > 0 || p.has("draft"))
+    summary["speculation"] = speculation_json(used.lookup_ngram, p.get("draft", ""), used.max_draft_tokens,
+                                              speculation.verifications, speculation.drafted_tokens,
+                                              speculation.accepted_tokens, speculation.draft_model_tokens);
   summary["inputs"] = io.base;
   summary["failed"] = io.failed;
   if (!io.print_summary(summary) && !io.format.quiet) {

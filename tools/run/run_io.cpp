@@ -51,6 +51,22 @@ nlohmann::json quality_json(const TextTranslation& t) {
   return out;
 }
 
+nlohmann::json speculation_json(size_t lookup_ngram, const std::string& draft_model, size_t max_draft_tokens,
+                                size_t verifications, size_t drafted, size_t accepted,
+                                std::optional<size_t> draft_model_tokens) {
+  nlohmann::json j = {
+      {"lookup_ngram", lookup_ngram},
+      {"draft_model", draft_model},
+      {"max_draft_tokens", max_draft_tokens},
+      {"verifications", verifications},
+      {"drafted_tokens", drafted},
+      {"accepted_tokens", accepted},
+      {"acceptance_rate", drafted > 0 ? static_cast<double>(accepted) / drafted : 0.0},
+      {"tokens_per_verification", verifications > 0 ? static_cast<double>(accepted + verifications) / verifications : 0.0}};
+  if (draft_model_tokens) j["draft_model_tokens"] = *draft_model_tokens;
+  return j;
+}
+
 nlohmann::json alignment_json(const std::vector<std::vector<float>>& soft, std::optional<float> hard_threshold) {
   if (!hard_threshold) {
     nlohmann::json rows = nlohmann::json::array();

@@ -35,6 +35,12 @@ nlohmann::json quality_json(const TextTranslation& t);
 // A soft alignment ([target token][source token]) as nested arrays, or with a threshold its
 // hard pairs [[source, target], ...] (hard_alignment's, sorted as Marian prints "s-t").
 nlohmann::json alignment_json(const std::vector<std::vector<float>>& soft, std::optional<float> hard_threshold);
+// --json's "speculation": the settings (lookup n-gram, the --draft file, the draft bound)
+// and what the drafts did, with the acceptance rate and the tokens per verification (those
+// accepted, and the model's own after them); draft_model_tokens where the engine counts them.
+nlohmann::json speculation_json(size_t lookup_ngram, const std::string& draft_model, size_t max_draft_tokens,
+                                size_t verifications, size_t drafted, size_t accepted,
+                                std::optional<size_t> draft_model_tokens = std::nullopt);
 // Reports an error from setting up the run (resolving the options against the model,
 // creating the session) and returns the exit status: the options come from the flags, so
 // a value the model or this CPU refuses (an unknown --isa, a --target-lang the model does

@@ -272,15 +272,8 @@ int run_translation(const RunRequest& r, RunIo& io) {
   summary["timing"] = {{"load_ms", load_ms},     {"encode_ms", encode_ms},       {"decode_ms", decode_ms},
                        {"decode_steps", steps},  {"tokens_per_s", tokens_per_s}, {"run_s", run_seconds}};
   if (used.lookup_ngram > 0 || r.draft)
-    summary["speculation"] = {{"lookup_ngram", used.lookup_ngram},
-                              {"draft_model", p.get("draft", "")},
-                              {"max_draft_tokens", used.max_draft_tokens},
-                              {"verifications", verifications},
-                              {"drafted_tokens", drafted},
-                              {"accepted_tokens", accepted},
-                              {"acceptance_rate", drafted > 0 ? static_cast<double>(accepted) / drafted : 0.0},
-                              {"tokens_per_verification",
-                               verifications > 0 ? static_cast<double>(accepted + verifications) / verifications : 0.0}};
+    summary["speculation"] =
+        speculation_json(used.lookup_ngram, p.get("draft", ""), used.max_draft_tokens, verifications, drafted, accepted);
   summary["inputs"] = inputs;
   summary["failed"] = io.failed;
   if (!io.print_summary(summary) && !io.format.quiet) {
