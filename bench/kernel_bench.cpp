@@ -77,9 +77,8 @@ void linear_bench(benchmark::State& state, Isa isa, DType dtype, size_t m, size_
   const Weights w(n, k, dtype, detail::Layout::kPanel16);
   const size_t copies = rotate_bytes / w.aligned.size() + 1;
   // Same bytes at different addresses: the kernel's work does not depend on the values.
-  // Side arrays are rotated too where they are streamed with the weights (int4 block scales).
-  const auto& scales = w.encoded.block_scales;
-  const size_t weight_bytes = (w.aligned.size() + 63) / 64 * 64, copy_bytes = weight_bytes + (scales.size() + 63) / 64 * 64;
+  // (int4 panels hold their block scales: the copies carry them.)
+  const size_t copy_bytes = (w.aligned.size() + 63) / 64 * 64;
   // The engine's own model buffer: from 2 MiB up in 2 MiB pages, as its mapping of a model
   // file petrel-convert wrote is (bench/EXPERIMENTS.md, "Huge pages").
   const std::unique_ptr<void, void (*)(void*)> memory(Model::allocate_buffer(copies * copy_bytes), Model::free_buffer);
@@ -89,10 +88,6 @@ void linear_bench(benchmark::State& state, Isa isa, DType dtype, size_t m, size_
     uint8_t* at = static_cast<uint8_t*>(memory.get()) + c * copy_bytes;
     std::memcpy(at, w.aligned.data(), w.aligned.size());
     views[c].data = at;
-    if (!scales.empty()) {
-      std::memcpy(at + weight_bytes, scales.data(), scales.size());
-      views[c].block_scales = at + weight_bytes;
-    }
   }
   auto x = random_values(m * k, 7);
   auto bias = random_values(n, 8);

@@ -74,7 +74,7 @@ void check_matrix(const detail::Matrix& m, const RawTensor& original, float scal
       } else if (m.dtype == DType::kInt8) {
         REQUIRE(std::fabs(got - expected) <= m.scales[r] / 2 * 1.0001f + 1e-7f);
       } else {
-        const float step = m.block_scales[m.block_scale_index(r, c / detail::kInt4Block)] * m.scales[r];
+        const float step = m.block_scale(r, c / detail::kInt4Block) * m.scales[r];
         if (std::fabs(expected) <= 7.5f * step)
           REQUIRE(std::fabs(got - expected) <= step / 2 * 1.0001f + 1e-7f);
         else

@@ -259,7 +259,10 @@ TEST_CASE("int4 linear stays exact at the extremes of nibbles, block scales and 
         const size_t n = 17, k = 96;
         TestMatrix w(std::vector<float>(n * k, 1.0f), n, k, DType::kInt4, detail::Layout::kPanel16);
         std::fill(w.encoded.data.begin(), w.encoded.data.end(), static_cast<uint8_t>(nibble | nibble << 4));
-        std::fill(w.encoded.block_scales.begin(), w.encoded.block_scales.end(), 255);
+        for (size_t p = 0; p < w.view.stored_rows() / detail::kPanelRows; ++p)  // the scales inside the panels
+          for (size_t b = 0; b < w.view.blocks(); ++b)
+            std::fill_n(w.encoded.data.begin() + p * w.view.int4_panel_bytes() + w.view.int4_scales_offset(b),
+                        detail::kPanelRows, 255);
         std::vector<float> x(m * k);
         for (size_t c = 0; c < k; ++c) {
           x[c] = 1.0f;                                  // every activation quantizes to 127

@@ -259,6 +259,49 @@ TEST_CASE("packed tensors: layout and row sums are checked", "[format]") {
   }
 }
 
+// Format 1.10 put Panel16 int4's block scales inside the panels; a 1.9 file's int4 panels
+// are refused with what to do, not misread.
+TEST_CASE("int4 panels of a file older than 1.10 are refused with a re-convert message", "[format][int4]") {
+  TempDir tmp;
+  convert::ConvertOptions o;
+  o.checkpoint_dir = oracle_dir("post_swish_concat_tied");
+  o.output_path = tmp.file("m.petrel");
+  o.linear_dtype = DType::kInt4;
+  convert::convert_checkpoint(o);
+  std::vector<uint8_t> bytes = read_bytes(o.output_path);
+  REQUIRE(load_bytes(bytes).has_value());
+  fb::Model* m = metadata(bytes);
+  REQUIRE(m->mutate_format_minor(detail::kInt4ScalesInPanelsMinor - 1));
+  expect_rejected(bytes, "int4 panels of format 1." + std::to_string(detail::kInt4ScalesInPanelsMinor - 1),
+                  "re-convert the model");
+}
+
+// The documented layout (schema/petrel.fbs, Tensor.block_scales): per panel, groups of 4
+// blocks' nibbles (256 bytes each) then their 16-byte scale rows; a short last group.
+TEST_CASE("int4 panels hold each group of blocks' scales after its nibbles", "[format][int4]") {
+  detail::Matrix m;
+  m.dtype = DType::kInt4;
+  m.layout = detail::Layout::kPanel16;
+  m.rows = 20;   // two panels
+  m.cols = 150;  // padded to 160: 5 blocks, a group of 4 and a group of 1
+  REQUIRE(m.blocks() == 5);
+  CHECK(m.int4_panel_bytes() == 16 * 160 / 2 + 16 * 5);
+  CHECK(m.int4_block_offset(3) == 3 * 256);
+  CHECK(m.int4_scales_offset(0) == 4 * 256);
+  CHECK(m.int4_scales_offset(3) == 4 * 256 + 3 * 16);
+  CHECK(m.int4_block_offset(4) == 4 * 256 + 4 * 16);
+  CHECK(m.int4_scales_offset(4) == m.int4_block_offset(4) + 256);
+  // Element (17, 37): panel 1, lane 1, block 1, its group of 8 columns the first, column 5 of it (a high nibble).
+  CHECK(m.index(17, 37) == 2 * (m.int4_panel_bytes() + 256) + 1 * 8 + (2 * 1 + 1));
+  detail::StoredSize size;
+  REQUIRE(detail::stored_size(DType::kInt4, detail::Layout::kPanel16, 20, 150, &size));
+  CHECK(size.data == 2 * m.int4_panel_bytes());
+  CHECK(size.block_scales == 0);
+  m.data = reinterpret_cast<const void*>(uintptr_t{1} << 12);  // never read: only offsets are compared
+  const detail::Matrix second = m.row_slice(16, 4);
+  CHECK(reinterpret_cast<uintptr_t>(second.data) - reinterpret_cast<uintptr_t>(m.data) == m.int4_panel_bytes());
+}
+
 // mBART reads learned positions at index position + 2: the file records the first
 // index, and the table holds first_index + max_positions rows.
 TEST_CASE("learned position tables are read from their recorded first index", "[format]") {

@@ -98,6 +98,11 @@ EncodedMatrix allocate_matrix(size_t rows, size_t cols, DType dtype, detail::Lay
   detail::StoredSize size;
   if (!detail::stored_size(dtype, layout, rows, cols, &size)) throw std::length_error("matrix too large");
   m.data.assign(size.data, dtype == DType::kInt4 ? 0x88 : 0);
+  const detail::Matrix view = as_matrix(m, rows, cols);
+  if (view.int4_panels())  // the block scales inside the panels start at 0 (padding rows keep it)
+    for (size_t p = 0; p < view.stored_rows() / detail::kPanelRows; ++p)
+      for (size_t b = 0; b < view.blocks(); ++b)
+        std::fill_n(m.data.begin() + p * view.int4_panel_bytes() + view.int4_scales_offset(b), detail::kPanelRows, 0);
   m.block_scales.assign(size.block_scales, 0);
   if (detail::traits(dtype).row_scales) m.scales.resize(rows);
   return m;
@@ -153,7 +158,13 @@ void encode_values(EncodedMatrix& m, const float* values, size_t rows, size_t co
       }
       case DType::kInt4: {
         m.scales[r] = quantize_int4_row(row, cols, row_blocks.data(), q.data()) * row_scale;
-        for (size_t b = 0; b < row_blocks.size(); ++b) m.block_scales[view.block_scale_index(r, b)] = row_blocks[b];
+        for (size_t b = 0; b < row_blocks.size(); ++b) {
+          if (view.int4_panels())  // inside the panel, after its group of blocks
+            m.data[r / detail::kPanelRows * view.int4_panel_bytes() + view.int4_scales_offset(b) +
+                   r % detail::kPanelRows] = row_blocks[b];
+          else
+            m.block_scales[view.block_scale_index(r, b)] = row_blocks[b];
+        }
         for (size_t c = 0; c < cols; ++c) {
           const size_t i = view.index(r, c);
           const auto nibble = static_cast<uint8_t>(q[c] + detail::kInt4Offset);

@@ -4,6 +4,7 @@
 // nothing of the file format.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -20,6 +21,10 @@ constexpr size_t kInt8Group = 4;    // int8 panels interleave groups of 4 column
 constexpr size_t kInt4Group = 8;    // int4 panels: groups of 8 columns in 4 bytes
 constexpr size_t kInt4Block = 32;   // int4: columns sharing one u8 block scale
 constexpr int32_t kInt4Offset = 8;  // an int4 value q in [-7, 7] is stored as the nibble q + 8
+// int4 panels: a panel's blocks come in groups of this many, each group's nibbles (4 x 256
+// bytes) followed by their u8 block scales (4 x 16 bytes), so a GEMV reads one stream.
+constexpr size_t kInt4ScaleGroup = 4;
+constexpr size_t kInt4PanelBlockBytes = kPanelRows * kInt4Block / 2;  // one block of one panel's nibbles
 
 // How each element type is stored, as ggml's type traits: one table that the
 // loader's size checks, Matrix indexing, the gathers and the converter's packer
@@ -30,7 +35,10 @@ constexpr int32_t kInt4Offset = 8;  // an int4 value q in [-7, 7] is stored as t
 // 32 columns and row_scale an f32 per row. In every group of 8 columns (4 bytes),
 // byte j holds column j in its low nibble and column j + 4 in its high nibble, so
 // one mask and one shift turn 4 bytes into two runs of 4 int8 columns — the groups
-// the int8 dot products (vpdpbusd, sdot) consume.
+// the int8 dot products (vpdpbusd, sdot) consume. Row-major int4 keeps its block scales
+// in a side array; Panel16 int4 keeps them inside the panels (Matrix::int4_panel_bytes),
+// beside the nibbles they scale: a decoder step's GEMV then reads one sequential stream
+// instead of two (format 1.10; bench/README, "int4 in one stream").
 struct TypeTraits {
   DType dtype;
   uint32_t bits;          // per stored element
@@ -67,7 +75,7 @@ struct StoredSize {
   uint64_t data = 0;            // bytes of values
   uint64_t row_scales = 0;      // f32 per row (rows as given, not padded)
   uint64_t row_sums = 0;        // int32 per row
-  uint64_t block_scales = 0;    // u8 per stored row and block
+  uint64_t block_scales = 0;    // u8 per stored row and block (row-major int4; Panel16 int4 holds them in data)
 };
 inline bool stored_size(DType dtype, Layout layout, uint64_t rows, uint64_t cols, StoredSize* out) {
   const TypeTraits& t = traits(dtype);
@@ -81,7 +89,12 @@ inline bool stored_size(DType dtype, Layout layout, uint64_t rows, uint64_t cols
   s.data = bits / 8;  // whole bytes: int4 columns are padded to a multiple of 32
   if (t.row_scales && !checked_mul(rows, 4, &s.row_scales)) return false;
   if (t.packed_row_sums && packed && !checked_mul(rows, 4, &s.row_sums)) return false;
-  if (t.block > 1 && !checked_mul(s.rows, s.cols / t.block, &s.block_scales)) return false;
+  if (t.block > 1) {
+    uint64_t block_scales = 0;
+    if (!checked_mul(s.rows, s.cols / t.block, &block_scales)) return false;
+    if (!packed) s.block_scales = block_scales;
+    else if (!checked_add(s.data, block_scales, &s.data)) return false;  // inside the panels
+  }
   *out = s;
   return true;
 }
@@ -95,7 +108,7 @@ struct Matrix {
   const void* data = nullptr;
   const float* scales = nullptr;          // int8, int4
   const int32_t* row_sums = nullptr;      // int8 Panel16 only
-  const uint8_t* block_scales = nullptr;  // int4 only (block_scale_index)
+  const uint8_t* block_scales = nullptr;  // row-major int4 only (block_scale_index); Panel16: in data
   // Int8: quantize the activations this matrix multiplies with this one scale (q =
   // clamp(round(x / s), -127, 127)) instead of each row's max |x| / 127; 0: per row.
   float activation_scale = 0;
@@ -121,12 +134,29 @@ struct Matrix {
   // (stored) row when row-major; a group of columns (int8 4, int4 8) or one wider
   // element in a panel. Copying a row takes stored_cols() / row_run() runs.
   size_t row_run() const { return packed() ? traits().panel_run : stored_cols(); }
+  // Panel16 int4: the bytes of one panel, its nibbles and block scales; of its group of
+  // blocks holding block b, the offset in the panel; and the offset of b's 16 scales.
+  bool int4_panels() const { return dtype == DType::kInt4 && packed(); }
+  size_t int4_panel_bytes() const { return kPanelRows * stored_cols() / 2 + kPanelRows * blocks(); }
+  size_t int4_block_offset(size_t b) const {
+    return b / kInt4ScaleGroup * kInt4ScaleGroup * (kInt4PanelBlockBytes + kPanelRows) +
+           b % kInt4ScaleGroup * kInt4PanelBlockBytes;
+  }
+  size_t int4_scales_offset(size_t b) const {
+    const size_t group_start = b / kInt4ScaleGroup * kInt4ScaleGroup;
+    const size_t in_group = std::min(kInt4ScaleGroup, blocks() - group_start);
+    return int4_block_offset(group_start) + in_group * kInt4PanelBlockBytes + b % kInt4ScaleGroup * kPanelRows;
+  }
+  // Bytes before stored row `first` (a panel's first row when packed).
+  size_t row_offset_bytes(size_t first) const {
+    return int4_panels() ? first / kPanelRows * int4_panel_bytes() : bytes(first * stored_cols());
+  }
   // Rows [first, first + count) as a matrix of their own; `first` must start a
   // panel when packed.
   Matrix row_slice(size_t first, size_t count) const {
     Matrix s = *this;
     s.rows = count;
-    s.data = static_cast<const uint8_t*>(data) + bytes(first * stored_cols());
+    s.data = static_cast<const uint8_t*>(data) + row_offset_bytes(first);
     if (scales) s.scales = scales + first;
     if (row_sums) s.row_sums = row_sums + first;
     if (block_scales) s.block_scales = block_scales + first * blocks();
@@ -140,12 +170,18 @@ struct Matrix {
     const size_t within = dtype == DType::kInt4 ? c / kInt4Group * kInt4Group + 2 * (c % 4) + c % kInt4Group / 4 : c;
     if (!packed()) return r * k + within;
     const size_t panel = r / kPanelRows, lane = r % kPanelRows;
+    if (int4_panels())  // nibbles: twice the byte offsets
+      return 2 * (panel * int4_panel_bytes() + int4_block_offset(c / kInt4Block)) +
+             (c % kInt4Block / run) * kPanelRows * run + lane * run + within % run;
     return panel * kPanelRows * k + (c / run) * kPanelRows * run + lane * run + within % run;
   }
-  // Index of row r's scale for block b in block_scales.
-  size_t block_scale_index(size_t r, size_t b) const {
-    if (!packed()) return r * blocks() + b;
-    return (r / kPanelRows) * kPanelRows * blocks() + b * kPanelRows + r % kPanelRows;
+  // Index of row r's scale for block b in block_scales (row-major int4).
+  size_t block_scale_index(size_t r, size_t b) const { return r * blocks() + b; }
+  // Row r's u8 scale of block b (int4).
+  uint8_t block_scale(size_t r, size_t b) const {
+    if (!packed()) return block_scales[block_scale_index(r, b)];
+    const size_t panel = r / kPanelRows, lane = r % kPanelRows;
+    return static_cast<const uint8_t*>(data)[panel * int4_panel_bytes() + int4_scales_offset(b) + lane];
   }
   // Calls visit(c, index(r, c)) for each column c of row r in order, stepping from run
   // to run instead of dividing per element: the reference kernels' inner loops (the
@@ -154,9 +190,12 @@ struct Matrix {
   void for_each_in_row(size_t r, Visit&& visit) const {
     const size_t run = row_run(), step = packed() ? kPanelRows * run : run;
     size_t start = index(r, 0);
-    for (size_t c0 = 0; c0 < cols; c0 += run, start += step)
+    for (size_t c0 = 0; c0 < cols; c0 += run, start += step) {
+      if (int4_panels() && c0 % kInt4Block == 0) start = index(r, c0);  // past a group's scales
+
       for (size_t o = 0; o < run && c0 + o < cols; ++o)  // int4: the nibble order of index()
         visit(c0 + o, start + (dtype == DType::kInt4 ? (o & ~size_t{7}) + 2 * (o & 3) + (o >> 2 & 1) : o));
+    }
   }
   // The stored integer of an int8 or int4 element at index i (int4: nibble - 8).
   int32_t quantized_at(size_t i) const {
@@ -167,7 +206,7 @@ struct Matrix {
   int32_t quantized(size_t r, size_t c) const { return quantized_at(index(r, c)); }
   // int4: q x block scale, an exact integer (|q| <= 8, scale <= 255).
   int32_t scaled_int4(size_t r, size_t c) const {
-    return quantized(r, c) * int32_t{block_scales[block_scale_index(r, c / kInt4Block)]};
+    return quantized(r, c) * int32_t{block_scale(r, c / kInt4Block)};
   }
 };
 

@@ -14,7 +14,10 @@ inline constexpr uint32_t kFormatMajor = 1;
 // 1.5: SentencePiece models' piece tries stored by the converter (loaded in place);
 // 1.6: a tokenizer's strings as one blob and spans of it (loaded in place);
 // 1.7: decoder-only models (RMSNorm, RoPE, grouped-query and sliding-window attention,
-// gated feed-forward layers, generation defaults of language models)
-inline constexpr uint32_t kFormatMinor = 9;
+// gated feed-forward layers, generation defaults of language models);
+// 1.10: Panel16 int4 holds its block scales inside the panels (core/tensor.h)
+inline constexpr uint32_t kFormatMinor = 10;
+// The first minor whose int4 panels hold their block scales; older ones are refused.
+inline constexpr uint32_t kInt4ScalesInPanelsMinor = 10;
 
 }  // namespace petrel::detail

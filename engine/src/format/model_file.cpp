@@ -727,6 +727,14 @@ class Binder {
         return fail(label + ": rank " + std::to_string(shape->size()) + " is not in 1.." +
                     std::to_string(kMaxRank));
       if (packed && shape->size() != 2) return fail(label + ": a Panel16 tensor must be 2-D");
+      // Format 1.10 moved Panel16 int4's block scales into the panels: an older file's
+      // int4 panels cannot be read as they are (its other tensors could, but not the model).
+      if (packed && dtype == DType::kInt4 && model_->format_minor() < kInt4ScalesInPanelsMinor)
+        return fail(label + ": int4 panels of format " + std::to_string(model_->format_major()) + "." +
+                    std::to_string(model_->format_minor()) +
+                    " keep their block scales apart, which this build no longer reads; re-convert the model "
+                    "with this petrel-convert (format " + std::to_string(kFormatMajor) + "." +
+                    std::to_string(kInt4ScalesInPanelsMinor) + " or newer)");
       uint64_t elements = 1;
       for (uint64_t dim : *shape) {
         if (dim == 0) return fail(label + ": has a zero dimension");
@@ -764,7 +772,9 @@ class Binder {
       };
       s = side(t->scales(), size.row_scales, "scales", "4 per row");
       if (s) s = side(t->row_sums(), size.row_sums, "row sums", "4 per row");
-      if (s) s = side(t->block_scales(), size.block_scales, "block scales", "1 per stored row and block of 32 columns");
+      if (s)
+        s = side(t->block_scales(), size.block_scales, "block scales",
+                 "1 per stored row and block of 32 columns, for row-major int4");
       if (!s) return s;
       const uint64_t side_bytes = size.row_scales + size.row_sums + size.block_scales;  // each checked within the data section
       const float activation_scale = t->activation_scale();
@@ -817,7 +827,7 @@ class Binder {
     out->row_sums = traits.packed_row_sums && out->packed()
                         ? reinterpret_cast<const int32_t*>(data_ + t->row_sums()->offset())
                         : nullptr;
-    out->block_scales = traits.block > 1 ? data_ + t->block_scales()->offset() : nullptr;
+    out->block_scales = traits.block > 1 && !out->packed() ? data_ + t->block_scales()->offset() : nullptr;
     out->activation_scale = t->activation_scale();  // checked by check_tensor_table
     return Status::ok();
   }

@@ -75,7 +75,7 @@ void linear(const float* x, size_t m, const detail::Matrix& w, const float* bias
           w.for_each_in_row(j, [&](size_t c, size_t at) {
             dot += int32_t{xq[c]} * w.quantized_at(at);
             if (c % kBlock == kBlock - 1 || c + 1 == k) {
-              acc += static_cast<float>(dot * int32_t{w.block_scales[w.block_scale_index(j, c / kBlock)]});
+              acc += static_cast<float>(dot * int32_t{w.block_scale(j, c / kBlock)});
               dot = 0;
             }
           });

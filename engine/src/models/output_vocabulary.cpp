@@ -91,7 +91,7 @@ void OutputVocabulary::use_shortlist_sets(const detail::ModelWeights& w,
   dst.rows = size_;
   const size_t cols = src.stored_cols(), run = src.row_run(), run_bytes = src.bytes(run);
   constexpr size_t kAlign = 64;
-  data_.assign(dst.bytes(dst.stored_rows() * cols) + kAlign, 0);
+  data_.assign(dst.row_offset_bytes(dst.stored_rows()) + kAlign, 0);
   auto* base = data_.data() + (kAlign - reinterpret_cast<uintptr_t>(data_.data()) % kAlign) % kAlign;
   dst.data = base;
   const auto* from = static_cast<const uint8_t*>(src.data);
@@ -109,11 +109,15 @@ void OutputVocabulary::use_shortlist_sets(const detail::ModelWeights& w,
   dst.scales = gather_rows(src.scales, ids_, scales_);
   dst.row_sums = gather_rows(src.row_sums, ids_, row_sums_);
   dst.block_scales = nullptr;
-  if (src.block_scales) {  // padding rows of the last panel stay 0
-    block_scales_.assign(dst.stored_rows() * dst.blocks(), 0);
+  if (dst.int4_panels()) {  // the scales live in the panels; padding rows of the last panel stay 0
     for (size_t i = 0; i < size_; ++i)
       for (size_t b = 0; b < dst.blocks(); ++b)
-        block_scales_[dst.block_scale_index(i, b)] = src.block_scales[src.block_scale_index(ids_[i], b)];
+        base[i / detail::kPanelRows * dst.int4_panel_bytes() + dst.int4_scales_offset(b) + i % detail::kPanelRows] =
+            src.block_scale(ids_[i], b);
+  } else if (src.block_scales) {
+    block_scales_.assign(dst.stored_rows() * dst.blocks(), 0);
+    for (size_t i = 0; i < size_; ++i)
+      for (size_t b = 0; b < dst.blocks(); ++b) block_scales_[dst.block_scale_index(i, b)] = src.block_scale(ids_[i], b);
     dst.block_scales = block_scales_.data();
   }
   bias_ = gather_rows(w.final_logits_bias, ids_, gathered_bias_);
