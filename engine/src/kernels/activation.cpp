@@ -1,22 +1,25 @@
 #include <cmath>
 
+#include "kernels/canonical.h"
 #include "kernels/kernels.h"
 
 namespace petrel::kernels::reference {
 
+// canonical.h's functions: every path computes them bit for bit alike.
 void activate(Activation act, float* x, size_t n) {
+  using canonical::ScalarOps;
   switch (act) {
     case Activation::kRelu:
       for (size_t i = 0; i < n; ++i) x[i] = x[i] > 0 ? x[i] : 0.0f;
       break;
-    case Activation::kGelu:  // exact (erf) GELU, as PyTorch's default
-      for (size_t i = 0; i < n; ++i) x[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.70710678118654752f));
+    case Activation::kGelu:
+      for (size_t i = 0; i < n; ++i) x[i] = canonical::gelu<ScalarOps>(x[i]);
       break;
     case Activation::kSwish:
-      for (size_t i = 0; i < n; ++i) x[i] = x[i] / (1.0f + std::exp(-x[i]));
+      for (size_t i = 0; i < n; ++i) x[i] = canonical::swish<ScalarOps>(x[i]);
       break;
     case Activation::kGeluTanh:
-      for (size_t i = 0; i < n; ++i) x[i] = gelu_tanh(x[i]);
+      for (size_t i = 0; i < n; ++i) x[i] = canonical::gelu_tanh<ScalarOps>(x[i]);
       break;
   }
 }

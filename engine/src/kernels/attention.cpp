@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels/half.h"
+#include "kernels/canonical.h"
 #include "kernels/kernels.h"
 
 namespace petrel::kernels::reference {
@@ -12,44 +13,64 @@ namespace {
 
 inline float to_float(float x) { return x; }
 inline float to_float(uint16_t h) { return half_to_float(h); }
+inline float to_float(int8_t x) { return static_cast<float>(x); }
 
-template <class T>
-void attend_typed(const float* q, const T* k, const T* v, const size_t* rows, size_t n, size_t stride,
-                  size_t head_dim, float* scores, float* out, float* lse) {
-  auto row = [&](size_t j) { return (rows != nullptr ? rows[j] : j) * stride; };
-  float max_score = -INFINITY;
-  for (size_t j = 0; j < n; ++j) {
-    float s = 0;
-    for (size_t c = 0; c < head_dim; ++c) s += q[c] * to_float(k[row(j) + c]);
-    scores[j] = s;
-    max_score = std::max(max_score, s);
+float scale_at(const int8_t* row, size_t offset) {
+  float s;
+  std::memcpy(&s, row + offset, sizeof s);
+  return s;
+}
+
+// One head's attention as kernels.h specifies it (every path's arithmetic): key j's values
+// at k + row(j), its score multiplied by key_scale(j), its weight by value_scale(j) (1 for
+// f32 and f16: exact).
+template <class T, class Row, class KeyScale, class ValueScale>
+void attend_head(const float* q, const T* k, const T* v, Row row, KeyScale key_scale, ValueScale value_scale, size_t n,
+                 size_t head_dim, float* scores, float* out, float* lse) {
+  using canonical::ScalarOps;
+  float running_max = -INFINITY, running_sum = 0;
+  std::fill(out, out + head_dim, 0.0f);
+  for (size_t j0 = 0; j0 < n; j0 += kAttentionTile) {
+    const size_t len = std::min(kAttentionTile, n - j0);
+    float tile_max = -INFINITY;
+    for (size_t j = 0; j < len; ++j) {
+      const T* kj = k + row(j0 + j);
+      scores[j] = canonical::sum(head_dim, [&](size_t c) { return q[c] * to_float(kj[c]); }) * key_scale(j0 + j);
+      tile_max = std::max(tile_max, scores[j]);
+    }
+    if (tile_max > running_max) {
+      const float rescale = canonical::exp<ScalarOps>(running_max - tile_max);
+      running_sum *= rescale;
+      for (size_t c = 0; c < head_dim; ++c) out[c] *= rescale;
+      running_max = tile_max;
+    }
+    running_sum +=
+        canonical::sum(len, [&](size_t j) { return scores[j] = canonical::exp<ScalarOps>(scores[j] - running_max); });
+    for (size_t j = 0; j < len; ++j) {
+      const float p = scores[j] * value_scale(j0 + j);
+      const T* vj = v + row(j0 + j);
+      for (size_t c = 0; c < head_dim; ++c) out[c] += p * to_float(vj[c]);
+    }
   }
-  float sum = 0;
-  for (size_t j = 0; j < n; ++j) {
-    scores[j] = std::exp(scores[j] - max_score);
-    sum += scores[j];
-  }
-  if (lse != nullptr) *lse = max_score + std::log(sum);
-  const float inv = 1.0f / sum;
-  for (size_t c = 0; c < head_dim; ++c) out[c] = 0;
-  for (size_t j = 0; j < n; ++j) {
-    const float p = scores[j] * inv;
-    for (size_t c = 0; c < head_dim; ++c) out[c] += p * to_float(v[row(j) + c]);
-  }
+  const float inv = 1.0f / running_sum;
+  for (size_t c = 0; c < head_dim; ++c) out[c] *= inv;
+  if (lse != nullptr) *lse = running_max + canonical::log(running_sum);
 }
 
 }  // namespace
 
 void attend(const float* q, const void* k, const void* v, DType kv, const size_t* rows, size_t n, size_t stride,
             size_t head_dim, size_t heads, float* scores, float* out, float* lse) {
+  auto row = [&](size_t j) { return (rows != nullptr ? rows[j] : j) * stride; };
+  auto one = [](size_t) { return 1.0f; };
   for (size_t h = 0; h < heads; ++h, q += head_dim, out += head_dim) {  // one head at a time
     float* head_lse = lse != nullptr ? lse + h : nullptr;
     if (kv == DType::kF16)
-      attend_typed(q, static_cast<const uint16_t*>(k), static_cast<const uint16_t*>(v), rows, n, stride, head_dim,
-                   scores, out, head_lse);
+      attend_head(q, static_cast<const uint16_t*>(k), static_cast<const uint16_t*>(v), row, one, one, n, head_dim,
+                  scores, out, head_lse);
     else
-      attend_typed(q, static_cast<const float*>(k), static_cast<const float*>(v), rows, n, stride, head_dim, scores,
-                   out, head_lse);
+      attend_head(q, static_cast<const float*>(k), static_cast<const float*>(v), row, one, one, n, head_dim, scores,
+                  out, head_lse);
   }
 }
 
@@ -62,42 +83,13 @@ void store_as(const float* x, size_t n, DType type, void* out) {
   }
 }
 
-namespace {
-
-float scale_at(const int8_t* row, size_t offset) {
-  float s;
-  std::memcpy(&s, row + offset, sizeof s);
-  return s;
-}
-
-}  // namespace
-
 void attend_int8(const float* q, const int8_t* k, const int8_t* v, const size_t* rows, size_t n, size_t row_bytes,
                  size_t scale_offset, size_t head_dim, size_t heads, float* scores, float* out, float* lse) {
   auto row = [&](size_t j) { return (rows != nullptr ? rows[j] : j) * row_bytes; };
-  for (size_t h = 0; h < heads; ++h, q += head_dim, out += head_dim) {
-    float max_score = -INFINITY;
-    for (size_t j = 0; j < n; ++j) {
-      const int8_t* key = k + row(j);
-      float s = 0;
-      for (size_t c = 0; c < head_dim; ++c) s += q[c] * static_cast<float>(key[c]);
-      scores[j] = s * scale_at(key, scale_offset);
-      max_score = std::max(max_score, scores[j]);
-    }
-    float sum = 0;
-    for (size_t j = 0; j < n; ++j) {
-      scores[j] = std::exp(scores[j] - max_score);
-      sum += scores[j];
-    }
-    if (lse != nullptr) lse[h] = max_score + std::log(sum);
-    const float inv = 1.0f / sum;
-    for (size_t c = 0; c < head_dim; ++c) out[c] = 0;
-    for (size_t j = 0; j < n; ++j) {
-      const int8_t* value = v + row(j);
-      const float p = scores[j] * inv * scale_at(value, scale_offset);
-      for (size_t c = 0; c < head_dim; ++c) out[c] += p * static_cast<float>(value[c]);
-    }
-  }
+  auto key_scale = [&](size_t j) { return scale_at(k + row(j), scale_offset); };
+  auto value_scale = [&](size_t j) { return scale_at(v + row(j), scale_offset); };
+  for (size_t h = 0; h < heads; ++h, q += head_dim, out += head_dim)
+    attend_head(q, k, v, row, key_scale, value_scale, n, head_dim, scores, out, lse != nullptr ? lse + h : nullptr);
 }
 
 void store_int8_kv(const float* x, size_t m, size_t heads, size_t head_dim, void* out) {
@@ -143,7 +135,7 @@ void probabilities_typed(const float* q, const T* k, const size_t* rows, size_t 
   }
   float sum = 0;
   for (size_t j = 0; j < n; ++j) {
-    probs[j] = std::exp(probs[j] - max_score);
+    probs[j] = canonical::exp<canonical::ScalarOps>(probs[j] - max_score);
     sum += probs[j];
   }
   const float inv = 1.0f / sum;

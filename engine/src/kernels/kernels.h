@@ -33,14 +33,6 @@ inline int8_t round_to_int8(float x) {
   return r >= -128.0f && r <= 127.0f ? static_cast<int8_t>(r) : 0;
 }
 
-// PyTorch's gelu(x, approximate="tanh") = x/2 (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3),
-// computed as x / (1 + exp(-2u)) (the same function: (1 + tanh(u)) / 2 = sigmoid(2u)),
-// which every path can evaluate with its exp. Within ~2 ulp of PyTorch's tanh form.
-inline float gelu_tanh(float x) {
-  const float two_u = 1.5957691216057308f * (x + 0.044715f * x * x * x);  // 2 sqrt(2/pi) = 1.5957691...
-  return x / (1.0f + std::exp(-two_u));
-}
-
 // How a single-row int8 GEMV (a decoder step) walks a matrix's 16-row panels: several
 // side by side, as most paths do (more streams for the hardware prefetchers), or one at a
 // time, a single sequential stream, which an AMD Zen 4's prefetchers follow at DRAM speed
@@ -48,6 +40,10 @@ inline float gelu_tanh(float x) {
 // AMD").
 // The products are exact integers: the order changes no result.
 enum class GemvOrder { kPanelsSideBySide, kOnePanelAtATime };
+
+// Keys per tile of attention's online softmax (reference::attend): every path takes the keys in
+// these tiles, so its rescales fall where the reference's do. 1 KB of scores stays in L1.
+constexpr size_t kAttentionTile = 256;
 
 // An int8 KV cache's row (one position's keys, or its values, for `heads` K/V heads):
 // the heads x head_dim int8 values, padded to 4 bytes, then one f32 scale per head
@@ -116,7 +112,12 @@ void embed(const detail::Matrix& table, const int32_t* ids, const int32_t* pos, 
 
 // Attention for one query and `heads` heads that share K and V (grouped-query attention;
 // 1 without it): per head h, out_h = softmax(q_h . K^T) V over n keys, q_h and out_h
-// head_dim apart in q and out. K and V
+// head_dim apart in q and out. Computed as every path computes it, bit for bit: tiles of
+// kAttentionTile keys in order (online softmax); per tile, each score is canonical.h's sum
+// of q_h[c] k_j[c]; if the tile's largest score m' exceeds the running maximum m, the running
+// sum and out_h are multiplied by e^(m - m') and m = m'; the weights p_j = e^(score_j - m)
+// (canonical.h's e^x) add their canonical sum to the running sum, then out_h[c] += p_j
+// v_j[c] for each key in order; at the end out_h is multiplied by 1 / the running sum. K and V
 // hold elements of type kv (f32 or f16: a KV cache may be stored in half precision),
 // rows `stride` elements apart; key j is row rows[j] of K and V, or row j when rows is
 // null (a beam's cache: its positions live in the rows that wrote them, so reordering

@@ -1,5 +1,6 @@
 #include <cmath>
 
+#include "kernels/canonical.h"
 #include "kernels/kernels.h"
 
 namespace petrel::kernels::reference {
@@ -10,18 +11,13 @@ void layer_norm(const float* x, const float* residual, size_t m, size_t d, const
     const float* xi = x + i * d;
     const float* ri = residual ? residual + i * d : nullptr;
     float* yi = y + i * d;
-    double sum = 0;
-    for (size_t c = 0; c < d; ++c) {
-      float v = ri ? xi[c] + ri[c] : xi[c];
-      yi[c] = v;
-      sum += v;
-    }
-    const double mean = sum / d;
-    double var = 0;
-    for (size_t c = 0; c < d; ++c) var += (yi[c] - mean) * (yi[c] - mean);
-    const float inv = static_cast<float>(1.0 / std::sqrt(var / d + eps));
-    const float meanf = static_cast<float>(mean);
-    for (size_t c = 0; c < d; ++c) yi[c] = (yi[c] - meanf) * inv * gamma[c] + beta[c];
+    for (size_t c = 0; c < d; ++c) yi[c] = ri ? xi[c] + ri[c] : xi[c];
+    // Sums in canonical.h's order: every path gets these bits.
+    const float mean = canonical::sum(d, [&](size_t c) { return yi[c]; }) / static_cast<float>(d);
+    const float var = canonical::sum(d, [&](size_t c) { return (yi[c] - mean) * (yi[c] - mean); }) /
+                      static_cast<float>(d);
+    const float inv = 1.0f / std::sqrt(var + eps);
+    for (size_t c = 0; c < d; ++c) yi[c] = (yi[c] - mean) * inv * gamma[c] + beta[c];
   }
 }
 

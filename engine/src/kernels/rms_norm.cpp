@@ -1,5 +1,6 @@
 #include <cmath>
 
+#include "kernels/canonical.h"
 #include "kernels/kernels.h"
 
 namespace petrel::kernels::reference {
@@ -8,9 +9,9 @@ void rms_norm(const float* x, size_t m, size_t d, const float* gamma, float eps,
   for (size_t r = 0; r < m; ++r) {
     const float* xr = x + r * d;
     float* yr = y + r * d;
-    double sum = 0;
-    for (size_t c = 0; c < d; ++c) sum += double(xr[c]) * xr[c];
-    const float inv = static_cast<float>(1.0 / std::sqrt(sum / static_cast<double>(d) + eps));
+    // The sum in canonical.h's order: every path gets these bits.
+    const float mean_square = canonical::sum(d, [&](size_t c) { return xr[c] * xr[c]; }) / static_cast<float>(d);
+    const float inv = 1.0f / std::sqrt(mean_square + eps);
     for (size_t c = 0; c < d; ++c) yr[c] = xr[c] * inv * gamma[c];
   }
 }

@@ -1,5 +1,6 @@
 #include <cmath>
 
+#include "kernels/canonical.h"
 #include "kernels/kernels.h"
 
 namespace petrel::kernels::reference {
@@ -8,9 +9,9 @@ float logsumexp(const float* x, size_t n) {
   float max_value = -INFINITY;
   for (size_t i = 0; i < n; ++i) max_value = std::max(max_value, x[i]);
   if (max_value == -INFINITY) return -INFINITY;
-  double sum = 0;
-  for (size_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(x[i] - max_value));
-  return max_value + static_cast<float>(std::log(sum));
+  // canonical.h's e^x and order: every path gets these bits.
+  const float sum = canonical::sum(n, [&](size_t i) { return canonical::exp<canonical::ScalarOps>(x[i] - max_value); });
+  return max_value + canonical::log(sum);
 }
 
 size_t top_k(const float* x, size_t n, size_t k, int32_t* ids, float* values) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/canonical.h"
+
 namespace petrel::layers {
 
 void Workspace::reserve(size_t rows, size_t d, size_t ffn, size_t max_keys, size_t threads) {
@@ -55,12 +57,14 @@ void merge_attention(float* out, float* lse, const float* part_out, const float*
                      size_t head_dim) {
   for (size_t h = 0; h < heads; ++h) {
     const float m = std::max(lse[h], part_lse[h]);
-    const float wa = std::exp(lse[h] - m), wb = std::exp(part_lse[h] - m), sum = wa + wb;
+    // canonical.h's e^x and log: the merge is the same on every device.
+    const float wa = kernels::canonical::exp<kernels::canonical::ScalarOps>(lse[h] - m);
+    const float wb = kernels::canonical::exp<kernels::canonical::ScalarOps>(part_lse[h] - m), sum = wa + wb;
     const float a = wa / sum, b = wb / sum;
     float* o = out + h * head_dim;
     const float* p = part_out + h * head_dim;
     for (size_t c = 0; c < head_dim; ++c) o[c] = o[c] * a + p[c] * b;
-    lse[h] = m + std::log(sum);
+    lse[h] = m + kernels::canonical::log(sum);
   }
 }
 

@@ -67,7 +67,7 @@ void store_i8(vec::batch<int32_t, Arch> x, int8_t* p) {  // saturating
   std::memcpy(p, &four, 4);
 }
 
-// Lane i = the sum of a[i]'s 4 lanes.
+// Lane i = the sum of a[i]'s 4 lanes in canonical.h's order ((l0 + l2) + (l1 + l3)).
 F row_sums(const F* a) {
   const v128_t s01 = wasm_f32x4_add(wasm_i32x4_shuffle(a[0], a[1], 0, 1, 4, 5), wasm_i32x4_shuffle(a[0], a[1], 2, 3, 6, 7));
   const v128_t s23 = wasm_f32x4_add(wasm_i32x4_shuffle(a[2], a[3], 0, 1, 4, 5), wasm_i32x4_shuffle(a[2], a[3], 2, 3, 6, 7));

@@ -1,7 +1,7 @@
 // The part of xsimd's API that kernels/simd/simd_kernels.inc uses, written on
 // wasm_simd128.h: xsimd 8.1 has no WebAssembly backend. Float and int32 batches of 4
 // lanes, their arithmetic and comparisons, and the float functions the kernels call
-// (exp, erf, nearbyint, hadd, ...). Semantics follow xsimd's x86 backend where the two
+// (nearbyint, hadd, bitwise_cast, ...; exp and erf are canonical.h's). Semantics follow xsimd's x86 backend where the two
 // could differ: max/min return the second operand when either is NaN (as maxps/minps,
 // so a ReLU of NaN is 0 as in the scalar reference), casts to int32 truncate.
 // Included only by kernels/wasm/simd128.cpp (compiled with -msimd128).
@@ -46,6 +46,7 @@ struct batch<float, A> {
   friend batch operator-(batch a) { return wasm_f32x4_neg(a.data); }
   friend batch_bool<float, A> operator>(batch a, batch b) { return {wasm_f32x4_gt(a.data, b.data)}; }
   friend batch_bool<float, A> operator<(batch a, batch b) { return {wasm_f32x4_lt(a.data, b.data)}; }
+  friend batch_bool<float, A> operator==(batch a, batch b) { return {wasm_f32x4_eq(a.data, b.data)}; }
   batch& operator+=(batch b) { return *this = *this + b; }
   batch& operator-=(batch b) { return *this = *this - b; }
   batch& operator*=(batch b) { return *this = *this * b; }
@@ -70,6 +71,7 @@ struct batch<int32_t, A> {
   friend batch operator+(batch a, batch b) { return wasm_i32x4_add(a.data, b.data); }
   friend batch operator-(batch a, batch b) { return wasm_i32x4_sub(a.data, b.data); }
   friend batch operator*(batch a, batch b) { return wasm_i32x4_mul(a.data, b.data); }
+  friend batch operator<<(batch a, int32_t bits) { return wasm_i32x4_shl(a.data, bits); }
   batch& operator+=(batch b) { return *this = *this + b; }
   batch& operator-=(batch b) { return *this = *this - b; }
 };
@@ -113,6 +115,12 @@ float hadd(batch<float, A> a) {
   return wasm_f32x4_extract_lane(wasm_f32x4_add(pairs, wasm_i32x4_shuffle(pairs, pairs, 1, 0, 3, 2)), 0);
 }
 
+// The bits of one lane type as another (xsimd's bitwise_cast<B>).
+template <class B, class A>
+B bitwise_cast(batch<int32_t, A> a) {
+  return B(a.data);
+}
+
 template <class To, class A>
 batch<To, A> batch_cast(batch<float, A> a) {
   static_assert(sizeof(To) == 4, "float to int32");
@@ -122,58 +130,6 @@ template <class To, class A>
 batch<To, A> batch_cast(batch<int32_t, A> a) {
   static_assert(sizeof(To) == 4, "int32 to float");
   return wasm_f32x4_convert_i32x4(a.data);
-}
-
-// e^x: Cody-Waite reduction x = k ln 2 + r (|r| <= ln2 / 2), a degree-6 polynomial for
-// e^r (Cephes' expf coefficients), and 2^k assembled in the exponent bits. Within 2 ulp
-// of expf; 0 below ln(FLT_MIN) (including -inf), NaN kept, inf above 88.37 (about
-// 127.5 ln 2: 2^k must fit the exponent bits; e^x there is within 2^0.5 of FLT_MAX).
-template <class A>
-batch<float, A> exp(batch<float, A> x) {
-  using F = batch<float, A>;
-  const F lo(-87.33654f), hi(88.37f);
-  const F clamped = min(max(x, lo), hi);
-  const F k = nearbyint(clamped * F(1.44269504088896341f));
-  F r = clamped - k * F(0.693359375f);
-  r = r - k * F(-2.12194440e-4f);
-  F p(1.9875691500e-4f);
-  p = p * r + F(1.3981999507e-3f);
-  p = p * r + F(8.3334519073e-3f);
-  p = p * r + F(4.1665795894e-2f);
-  p = p * r + F(1.6666665459e-1f);
-  p = p * r + F(5.0000001201e-1f);
-  p = p * (r * r) + r + F(1.0f);
-  // k lies in [-126, 127]: k + 127 is a normal exponent.
-  const v128_t power = wasm_i32x4_shl(wasm_i32x4_add(wasm_i32x4_trunc_sat_f32x4(k.data), wasm_i32x4_splat(127)), 23);
-  F y = p * F(power);
-  y = select(x < lo, F(0.0f), y);
-  y = select(x > hi, F(__builtin_inff()), y);
-  return select(batch_bool<float, A>{wasm_f32x4_ne(x.data, x.data)}, x, y);
-}
-
-// erf(x) = sign(x) (1 - erfc(|x|)), erfc by the Chebyshev fit of Numerical Recipes
-// (erfcc: fractional error below 1.2e-7 in exact arithmetic). In floats erf is within
-// 3.2e-7 of erff (absolute; near 0 relatively worse: erf(1e-8) = 0), which GELU,
-// x (1 + erf) / 2, does not see.
-template <class A>
-batch<float, A> erf(batch<float, A> x) {
-  using F = batch<float, A>;
-  const F z = abs(x);
-  const F t = F(1.0f) / (F(1.0f) + F(0.5f) * z);
-  F p(0.17087277f);
-  p = p * t + F(-0.82215223f);
-  p = p * t + F(1.48851587f);
-  p = p * t + F(-1.13520398f);
-  p = p * t + F(0.27886807f);
-  p = p * t + F(-0.18628806f);
-  p = p * t + F(0.09678418f);
-  p = p * t + F(0.37409196f);
-  p = p * t + F(1.00002368f);
-  p = p * t + F(-1.26551223f);
-  const F erfc = t * exp(p - z * z);
-  const F magnitude = F(1.0f) - erfc;
-  // The sign bit of x on |erf|.
-  return wasm_v128_or(magnitude.data, wasm_v128_and(x.data, wasm_i32x4_splat(INT32_MIN)));
 }
 
 }  // namespace petrel::kernels::simd128::vec

@@ -50,8 +50,8 @@ void store_f16(xsimd::batch<float, Arch> x, uint16_t* p) {  // round to nearest 
 void store_i8(xsimd::batch<int32_t, Arch> x, int8_t* p) {  // saturating
   _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtsepi32_epi8(x));
 }
-// Lane i = the sum of a[i]'s 16 lanes: four levels of pairwise folds (31 shuffles
-// for 16 sums, where 16 separate reductions take ~100).
+// Lane i = the sum of a[i]'s 16 lanes in canonical.h's order (lane l + lane l + 8, then + 4,
+// + 2, + 1): four levels of folds (31 shuffles for 16 sums, where 16 separate reductions take ~100).
 xsimd::batch<float, Arch> row_sums(const xsimd::batch<float, Arch>* a) {
   // 16 -> 8: b[i] holds 8 partial sums of a[2i] (128-bit chunks 0-1) and of a[2i+1] (2-3).
   __m512 b[8];
