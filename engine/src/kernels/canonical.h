@@ -11,6 +11,10 @@
 #include <cstring>
 
 namespace petrel::kernels::canonical {
+// Internal to each file that includes it: the per-ISA kernel files compile these with their
+// own instruction sets, and a weak (inline) copy of theirs could be linked into callers on
+// CPUs without them (tools/check_isa_objects.py).
+namespace {
 
 // A sum's order: kLanes interleaved partial sums (lane l adds elements l, l + 16, ... of the
 // first n / 16 x 16, from 0, in element order), reduced in halves (lane l plus lane l + 8,
@@ -132,4 +136,5 @@ T sigmoid(T x) {
 // rounding boundary).
 inline float log(float x) { return static_cast<float>(std::log(static_cast<double>(x))); }
 
+}  // namespace
 }  // namespace petrel::kernels::canonical
