@@ -43,7 +43,8 @@ float sum(size_t n, Term&& term) {
 
 // The element operations exp and erf need, for T = float (ScalarOps) or a SIMD vector (each
 // path's VectorOps in simd_kernels.inc): splat, min and max (a > b ? a : b), round (to nearest,
-// ties to even), pow2 (2^k for an integral k in [-126, 127], from exponent bits), abs, and
+// ties to even), div (IEEE's correctly rounded quotient), pow2 (2^k for an integral k in
+// [-126, 127], from exponent bits), abs, and
 // lanewise choices: below(x, lo, yes, no) = x < lo ? yes : no, above likewise with >,
 // unless_nan(x, y) = x if x is NaN, else y.
 struct ScalarOps {
@@ -51,6 +52,7 @@ struct ScalarOps {
   static float min(float a, float b) { return a < b ? a : b; }
   static float max(float a, float b) { return a > b ? a : b; }
   static float round(float a) { return std::nearbyint(a); }
+  static float div(float a, float b) { return a / b; }
   static float pow2(float k) {
     const int32_t bits = (static_cast<int32_t>(k) + 127) * (int32_t{1} << 23);
     float f;
@@ -93,7 +95,7 @@ T exp(T x) {
 template <class Ops, class T>
 T erf(T x) {
   const T z = Ops::abs(x);
-  const T t = Ops::splat(1.0f) / (Ops::splat(1.0f) + Ops::splat(0.5f) * z);
+  const T t = Ops::div(Ops::splat(1.0f), Ops::splat(1.0f) + Ops::splat(0.5f) * z);
   T p = Ops::splat(0.17087277f);
   p = p * t + Ops::splat(-0.82215223f);
   p = p * t + Ops::splat(1.48851587f);
@@ -112,14 +114,14 @@ T erf(T x) {
 // The activations and the SSRU gate, written once for both kinds of T.
 template <class Ops, class T>
 T swish(T x) {
-  return x / (Ops::splat(1.0f) + exp<Ops>(Ops::splat(0.0f) - x));
+  return Ops::div(x, Ops::splat(1.0f) + exp<Ops>(Ops::splat(0.0f) - x));
 }
 // PyTorch's gelu(x, approximate="tanh") = x/2 (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3),
 // computed as x / (1 + exp(-2u)) (the same function: (1 + tanh(u)) / 2 = sigmoid(2u)).
 template <class Ops, class T>
 T gelu_tanh(T x) {
   const T two_u = Ops::splat(1.5957691216057308f) * (x + Ops::splat(0.044715f) * x * x * x);  // 2 sqrt(2/pi)
-  return x / (Ops::splat(1.0f) + exp<Ops>(Ops::splat(0.0f) - two_u));
+  return Ops::div(x, Ops::splat(1.0f) + exp<Ops>(Ops::splat(0.0f) - two_u));
 }
 // Exact (erf) GELU, as PyTorch's default.
 template <class Ops, class T>
@@ -128,7 +130,7 @@ T gelu(T x) {
 }
 template <class Ops, class T>
 T sigmoid(T x) {
-  return Ops::splat(1.0f) / (Ops::splat(1.0f) + exp<Ops>(Ops::splat(0.0f) - x));
+  return Ops::div(Ops::splat(1.0f), Ops::splat(1.0f) + exp<Ops>(Ops::splat(0.0f) - x));
 }
 
 // log of a positive float sum: the C library's double log, rounded once to float (its error,
