@@ -21,19 +21,6 @@ namespace one_answer_test {
 using namespace petrel;
 using namespace petrel::test;
 
-std::vector<std::vector<int32_t>> held_out_inputs(const Model& model, size_t count) {
-  std::vector<std::vector<int32_t>> out;
-  std::ifstream lines(source_dir() + "/tests/fixtures/en-de/test.en");
-  std::string line;
-  while (out.size() < count && std::getline(lines, line)) {
-    auto ids = encode_text(model, line);
-    REQUIRE(ids);
-    out.push_back(ids.value());
-  }
-  REQUIRE(out.size() == count);
-  return out;
-}
-
 // Ids, scores and each token's log-probability, floats as hexadecimal (every bit shown).
 std::string written(const Translation& t) {
   std::ostringstream text;
@@ -55,9 +42,8 @@ TEST_CASE("int8 and int4 translations are the same on every kernel path and plat
   const size_t count = std::max<size_t>(1, kInputs / subset_stride());
   std::ostringstream all;
   for (const DType dtype : {DType::kInt8, DType::kInt4}) {
-    const std::string path = shared_conversion("en-de", source_dir() + "/tools/en-de-model", dtype);
-    auto model = load_model(path);
-    const auto inputs = held_out_inputs(*model, count);
+    auto model = load_model(en_de_model_path(dtype));
+    const auto inputs = en_de_test_inputs(*model, count);
     TranslateOptions greedy;
     greedy.beam_size = 1;
     greedy.token_scores = true;

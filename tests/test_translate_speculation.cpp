@@ -17,18 +17,6 @@ namespace translate_speculation_test {
 using namespace petrel;
 using namespace petrel::test;
 
-std::vector<std::vector<int32_t>> test_inputs(const Model& model, size_t count) {
-  std::vector<std::vector<int32_t>> out;
-  std::ifstream lines(source_dir() + "/tests/fixtures/en-de/test.en");
-  std::string line;
-  while (out.size() < count && std::getline(lines, line)) {
-    auto ids = encode_text(model, line);
-    REQUIRE(ids);
-    out.push_back(ids.value());
-  }
-  return out;
-}
-
 // Greedy search carrying each token's scores: what the speculative runs must reproduce.
 TranslateOptions greedy_with_scores() {
   TranslateOptions o;
@@ -61,7 +49,7 @@ TEST_CASE("speculative translation equals plain greedy translation", "[speculati
     auto model = load_model(en_de_model_path(dtype));
     // The other weights' file drafts: the same vocabulary, other numbers.
     auto other = load_model(en_de_model_path(dtype == DType::kF32 ? DType::kInt8 : DType::kF32));
-    const auto inputs = test_inputs(*model, 16);
+    const auto inputs = en_de_test_inputs(*model, 16);
     const std::vector<std::string> isas = model_test_isas();
     for (const std::string& isa : isas) {
       // Every setting on the best path; one of each kind on the others (their arithmetic
@@ -124,7 +112,7 @@ TEST_CASE("speculative translation equals plain greedy translation", "[speculati
 TEST_CASE("speculative translation with SSRU decoder layers and a shortlist equals plain", "[speculation][translate]") {
   for (const DType dtype : {DType::kF32, DType::kInt8}) {
     auto model = load_model(shared_conversion("firefox-student", source_dir() + "/tools/firefox-student", dtype));
-    const auto inputs = test_inputs(*model, 24);
+    const auto inputs = en_de_test_inputs(*model, 24);
     for (const std::string& isa : model_test_isas()) {
       INFO(to_string(dtype) << " weights, " << isa);
       auto t = Translator::create(model, {isa, 1});
@@ -182,7 +170,7 @@ TEST_CASE("speculative translation's limits are refused by name", "[speculation]
   auto model = load_model(en_de_model_path(DType::kInt8));
   auto t = Translator::create(model);
   REQUIRE(t);
-  const auto inputs = test_inputs(*model, 2);
+  const auto inputs = en_de_test_inputs(*model, 2);
   TranslateOptions o;
   o.lookup_ngram = 2;
   o.beam_size = 4;

@@ -148,6 +148,19 @@ std::string en_de_model_path(DType dtype) {
   return shared_conversion("en-de", source_dir() + "/tools/en-de-model", dtype);
 }
 
+std::vector<std::vector<int32_t>> en_de_test_inputs(const Model& model, size_t count) {
+  std::vector<std::vector<int32_t>> out;
+  std::ifstream lines(source_dir() + "/tests/fixtures/en-de/test.en");
+  std::string line;
+  while (out.size() < count && std::getline(lines, line)) {
+    auto ids = encode_text(model, line);
+    REQUIRE(ids);
+    out.push_back(ids.value());
+  }
+  REQUIRE(out.size() == count);
+  return out;
+}
+
 float uniform_float(std::mt19937& rng, float low, float high) {
   const double u = static_cast<double>(rng()) * 0x1p-32;  // [0, 1)
   const float x = static_cast<float>(low + (static_cast<double>(high) - low) * u);

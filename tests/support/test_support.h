@@ -64,6 +64,9 @@ std::string shared_conversion(const std::string& name, const std::string& checkp
 // The bundled en-de model (tools/en-de-model) converted with dtype weights and
 // embeddings: once per dtype and process, into a process-wide temporary directory.
 std::string en_de_model_path(DType dtype = DType::kInt8);
+// The first `count` lines of the en-de held-out test split (tests/fixtures/en-de/test.en),
+// encoded by `model`'s tokenizer.
+std::vector<std::vector<int32_t>> en_de_test_inputs(const Model& model, size_t count);
 // max |got - want| / max(1, max |want|): an error relative to the values' scale (logits,
 // encoder states) over want.size() values.
 double relative_error(const float* got, const std::vector<float>& want);
