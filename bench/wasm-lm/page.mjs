@@ -20,10 +20,10 @@ function env() {
   };
 }
 
-// Each engine as { info, generate(ids, n) -> figures, close() }. Figures come from the
-// engine's own timers (prompt: the prompt's forward pass; generation: the time after the
-// first new token, i.e. n - 1 forward passes, over n tokens) plus the page's wall clock
-// around the call (worker messages included).
+// Each engine as { info, problems(), tokenize(text), generate(prompt, n) -> figures, close() }.
+// Figures come from the engine's own timers (prompt: the prompt's forward pass; generation:
+// the time after the first new token, i.e. n - 1 forward passes, for n tokens) plus the
+// page's wall clock around the call (worker messages included).
 async function openPetrel(threads, kvCache) {
   const { PetrelWorker } = await import("/petrel/petrel-worker-client.mjs");
   const start = performance.now();
