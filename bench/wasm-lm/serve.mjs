@@ -14,40 +14,11 @@ import fsp from "node:fs/promises";
 import path from "node:path";
 import { pipeline } from "node:stream";
 import { fileURLToPath, pathToFileURL } from "node:url";
+// The example page's server's checks: a URL path as a regular file inside its root, and its type.
+import { mimeType, resolveInside } from "../../examples/web/serve.mjs";
 
 export const HERE = path.dirname(fileURLToPath(import.meta.url));
 export const WLLAMA_DIR = path.join(HERE, "node_modules", "@wllama", "wllama");
-
-const MIME = {
-  ".html": "text/html; charset=utf-8",
-  ".mjs": "text/javascript; charset=utf-8",
-  ".js": "text/javascript; charset=utf-8",
-  ".json": "application/json; charset=utf-8",
-  ".map": "application/json; charset=utf-8",
-  ".wasm": "application/wasm",
-  ".ts": "text/plain; charset=utf-8",
-  ".md": "text/markdown; charset=utf-8",
-};
-
-// A URL path below `root` as a regular file inside it (symbolic links resolved), or null.
-async function resolveInside(root, relUrlPath) {
-  let rel;
-  try {
-    rel = decodeURIComponent(relUrlPath);
-  } catch {
-    return null;
-  }
-  if (rel.includes("\0") || rel.includes("\\")) return null;
-  const realRoot = await fsp.realpath(root).catch(() => null);
-  if (!realRoot) return null;
-  const inside = (p) => p === realRoot || p.startsWith(realRoot + path.sep);
-  const file = path.resolve(realRoot, "." + path.posix.normalize("/" + rel));
-  if (!inside(file)) return null;
-  const real = await fsp.realpath(file).catch(() => null);
-  if (!real || !inside(real)) return null;
-  const stat = await fsp.stat(real).catch(() => null);
-  return stat?.isFile() ? { file: real, size: stat.size } : null;
-}
 
 /**
  * Resolves to { url, close() }. options: { petrelPkg, petrelModel, gguf, port = 0, log = false }.
@@ -86,7 +57,7 @@ export async function startServer({ petrelPkg, petrelModel, gguf, port = 0, log 
       }
       if (!found) return send(404, "not found\n");
       res.writeHead(200, {
-        "Content-Type": MIME[path.extname(found.file).toLowerCase()] ?? "application/octet-stream",
+        "Content-Type": mimeType(found.file),
         "Content-Length": found.size,
         ...headers,
       });

@@ -42,12 +42,12 @@ const MIME = {
   ".petrel": "application/octet-stream",
 };
 
-function mimeType(file) {
+export function mimeType(file) {
   return MIME[path.extname(file).toLowerCase()] ?? "application/octet-stream";
 }
 
 // Resolves a URL path below `root` to a regular file inside it, or null.
-async function resolveInside(root, relUrlPath) {
+export async function resolveInside(root, relUrlPath) {
   let rel;
   try {
     rel = decodeURIComponent(relUrlPath);

@@ -1,7 +1,7 @@
 // The part of xsimd's API that kernels/simd/simd_kernels.inc uses, written on
 // wasm_simd128.h: xsimd 8.1 has no WebAssembly backend. Float and int32 batches of 4
 // lanes, their arithmetic and comparisons, and the float functions the kernels call
-// (nearbyint, hadd, bitwise_cast, ...; exp and erf are canonical.h's). Semantics follow xsimd's x86 backend where the two
+// (nearbyint, bitwise_cast, ...; exp and erf are canonical.h's). Semantics follow xsimd's x86 backend where the two
 // could differ: max/min return the second operand when either is NaN (as maxps/minps,
 // so a ReLU of NaN is 0 as in the scalar reference), casts to int32 truncate.
 // Included only by kernels/wasm/simd128.cpp (compiled with -msimd128).
@@ -99,6 +99,7 @@ template <class A>
 batch<float, A> abs(batch<float, A> a) {
   return wasm_f32x4_abs(a.data);
 }
+
 // SIMD128 has no fused multiply-add (relaxed SIMD's is not in this toolchain's headers):
 // two roundings, as the scalar reference.
 template <class A>
@@ -109,12 +110,6 @@ template <class A>
 batch<float, A> nearbyint(batch<float, A> a) {  // to nearest, ties to even
   return wasm_f32x4_nearest(a.data);
 }
-template <class A>
-float hadd(batch<float, A> a) {
-  const v128_t pairs = wasm_f32x4_add(a.data, wasm_i32x4_shuffle(a.data, a.data, 2, 3, 0, 1));
-  return wasm_f32x4_extract_lane(wasm_f32x4_add(pairs, wasm_i32x4_shuffle(pairs, pairs, 1, 0, 3, 2)), 0);
-}
-
 // The bits of one lane type as another (xsimd's bitwise_cast<B>).
 template <class B, class A>
 B bitwise_cast(batch<int32_t, A> a) {
